@@ -1,0 +1,145 @@
+"""Canonical JSON as serde_json prints it, and the sha256 helper every hash in the store uses.
+
+Two serializers exist because flux has two key orders (spec §4.1, §9.1):
+
+* :func:`canonical_json` — value maps, keys sorted by byte order (op inputs, model requests);
+* :func:`compact_json` — keys in the order the dict holds them (AST and event structs, which the
+  caller builds in declared field order).
+
+Both are compact, write non-ASCII raw and print floats the way Rust's ``ryu`` does
+(``1e16``, ``1.5e-7``, ``0.0001``, ``1.0``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+__all__ = ["canonical_json", "compact_json", "sha256_hex", "format_float", "json_string"]
+
+_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
+
+
+def json_string(s: str) -> str:
+    """A JSON string literal as serde_json writes it: only ``"``, ``\\`` and C0 controls escaped."""
+    out = ['"']
+    for ch in s:
+        esc = _ESCAPES.get(ch)
+        if esc is not None:
+            out.append(esc)
+        elif ord(ch) < 0x20:
+            out.append("\\u%04x" % ord(ch))
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def format_float(x: float) -> str:
+    """Shortest round-trip float text, laid out as ``ryu`` (and so serde_json) lays it out."""
+    if math.isnan(x) or math.isinf(x):
+        # serde_json writes non-finite floats as null.
+        return "null"
+    if x == 0.0:
+        return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
+    sign = "-" if x < 0 else ""
+    digits_repr = repr(abs(x))
+    # Extract the shortest decimal digits and exponent from Python's repr (also shortest round-trip).
+    if "e" in digits_repr:
+        mant, exp_s = digits_repr.split("e")
+        exp = int(exp_s)
+    else:
+        mant, exp = digits_repr, 0
+    if "." in mant:
+        int_part, frac_part = mant.split(".")
+    else:
+        int_part, frac_part = mant, ""
+    if frac_part == "0":
+        frac_part = ""
+    digits = (int_part + frac_part).lstrip("0")
+    # value = 0.digits... ; compute k such that value = digits * 10^k
+    k = exp - len(frac_part)
+    stripped = digits.rstrip("0")
+    k += len(digits) - len(stripped)
+    digits = stripped or "0"
+    length = len(digits)
+    kk = length + k  # 10^(kk-1) <= v < 10^kk
+    if 0 <= k and kk <= 16:
+        body = digits + "0" * k + ".0"
+    elif 0 < kk <= 16:
+        body = digits[:kk] + "." + digits[kk:]
+    elif -5 < kk <= 0:
+        body = "0." + "0" * (-kk) + digits
+    elif length == 1:
+        body = digits + "e" + str(kk - 1)
+    else:
+        body = digits[0] + "." + digits[1:] + "e" + str(kk - 1)
+    return sign + body
+
+
+def _dump(v: Any, out: list[str], sort: bool) -> None:
+    if v is None:
+        out.append("null")
+    elif v is True:
+        out.append("true")
+    elif v is False:
+        out.append("false")
+    elif isinstance(v, str):
+        out.append(json_string(v))
+    elif isinstance(v, int):
+        out.append(str(v))
+    elif isinstance(v, float):
+        out.append(format_float(v))
+    elif isinstance(v, dict):
+        out.append("{")
+        items = v.items()
+        if sort:
+            items = sorted(items, key=lambda kv: kv[0].encode("utf-8"))
+        first = True
+        for key, val in items:
+            if not first:
+                out.append(",")
+            first = False
+            out.append(json_string(str(key)))
+            out.append(":")
+            _dump(val, out, sort)
+        out.append("}")
+    elif isinstance(v, (list, tuple)):
+        out.append("[")
+        for i, item in enumerate(v):
+            if i:
+                out.append(",")
+            _dump(item, out, sort)
+        out.append("]")
+    else:
+        raise TypeError(f"not JSON-serializable: {type(v).__name__}")
+
+
+def canonical_json(v: Any) -> str:
+    """Compact JSON with every object's keys sorted by byte order (serde_json ``Value``)."""
+    out: list[str] = []
+    _dump(v, out, True)
+    return "".join(out)
+
+
+def compact_json(v: Any) -> str:
+    """Compact JSON keeping each dict's insertion order (serde structs in declared order)."""
+    out: list[str] = []
+    _dump(v, out, False)
+    return "".join(out)
+
+
+def sha256_hex(text: str | bytes) -> str:
+    if isinstance(text, str):
+        text = text.encode("utf-8")
+    return hashlib.sha256(text).hexdigest()

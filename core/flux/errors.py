@@ -1,0 +1,23 @@
+"""User-facing errors. Every message is one line: the reason, then what to do."""
+
+from __future__ import annotations
+
+
+class FluxError(Exception):
+    """An error meant for a person: ``str(err)`` is a one-line reason and what to do next."""
+
+
+class StoreError(FluxError):
+    """The store directory or one of its databases cannot be used."""
+
+
+class StoreLockedError(StoreError):
+    """A writer holds the database lock longer than the busy timeout."""
+
+
+class SessionNotFound(FluxError):
+    """A session id names no session in this store."""
+
+
+class NotReplayable(FluxError):
+    """A session has nothing that replay, diff or fork could work from."""
