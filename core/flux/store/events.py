@@ -1,0 +1,579 @@
+"""The typed model of every event kind (spec §2) and every ``run`` variant (§2.3).
+
+Encoding follows serde as flux configures it: the payload is ``{"kind": <tag>, "data": <body>}``,
+body fields in declared order, optional fields omitted when absent. Decoding is tolerant: a missing
+field takes its default, an unknown kind or run variant is kept as :class:`UnknownEvent` /
+:class:`UnknownRun` (so a viewer can show it), and only a payload that is not JSON at all is refused
+(:class:`PayloadError`), which readers skip and count.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+from ..canonical import compact_json
+
+__all__ = [
+    "Usage", "EventBody", "RunEvent", "PayloadError", "decode_payload", "encode_payload",
+    "SessionStarted", "ModelChanged", "Message", "Compacted", "Run", "TurnStarted", "PlanAttempted",
+    "TurnEnded", "CallUsage", "PrivateNetAdmit", "CrossPluginResolve", "EndpointDiscovered",
+    "Observation", "WakeupScheduled", "WakeupFired", "WakeupCancelled", "Custom", "UnknownEvent",
+    "FlowStarted", "ThingResolved", "StepStarted", "StepSucceeded", "StepFailed",
+    "ApprovalRequested", "ApprovalGranted", "OpRecorded", "Awaiting", "FlowReturned", "CtxShrunk",
+    "CompileError", "PlanAccepted", "OnceCompleted", "CheckpointReached", "StatementCompleted",
+    "PlanHalted", "PlanResumed", "UnknownRun", "EVENT_KINDS", "RUN_VARIANTS",
+]
+
+
+class PayloadError(ValueError):
+    """A payload row that is not a JSON object at all (corrupt); readers skip and count it."""
+
+
+# --------------------------------------------------------------------------------------------
+# Generic struct codec: declared order, None omitted, missing -> default.
+
+
+class _Struct:
+    """Mixin: ``to_body`` / ``from_body`` by dataclass field order.
+
+    Fields whose value is ``None`` are omitted (serde ``skip_serializing_if = Option::is_none``).
+    Fields listed in ``_nested`` are (de)serialized through the named class.
+    """
+
+    _nested: ClassVar[dict[str, type]] = {}
+
+    def to_body(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            if f.name.startswith("_"):
+                continue
+            v = getattr(self, f.name)
+            if v is None:
+                continue
+            if isinstance(v, _Struct):
+                v = v.to_body()
+            out[_json_name(f.name)] = v
+        return out
+
+    @classmethod
+    def from_body(cls, d: Any):
+        if not isinstance(d, dict):
+            d = {}
+        kwargs = {}
+        for f in fields(cls):  # type: ignore[arg-type]
+            key = _json_name(f.name)
+            if key not in d:
+                continue
+            v = d[key]
+            sub = cls._nested.get(f.name)
+            if sub is not None and v is not None:
+                v = sub.from_body(v)
+            kwargs[f.name] = v
+        return cls(**kwargs)
+
+
+def _json_name(name: str) -> str:
+    return name[:-1] if name.endswith("_") else name  # `type_` style escapes
+
+
+@dataclass(frozen=True, slots=True)
+class Usage(_Struct):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_1h_input_tokens: int | None = None  # newer writers; absent in flux 0.26.0
+    reasoning_tokens: int = 0
+    audio_input_tokens: int = 0
+    audio_output_tokens: int = 0
+    reported_cost_usd: float | None = None
+
+    @classmethod
+    def from_body(cls, d: Any) -> "Usage":
+        u = _Struct.from_body.__func__(cls, d)
+        # Coerce junk (strings, nulls) to the serde default rather than failing the row.
+        vals = {}
+        for f in fields(cls):
+            v = getattr(u, f.name)
+            if f.name == "reported_cost_usd":
+                vals[f.name] = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+            elif f.name == "cache_creation_1h_input_tokens":
+                vals[f.name] = int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+            else:
+                vals[f.name] = int(v) if isinstance(v, int) and not isinstance(v, bool) else 0
+        return cls(**vals)
+
+    def __add__(self, other: "Usage") -> "Usage":
+        def opt_sum(a, b):
+            if a is None and b is None:
+                return None
+            return (a or 0) + (b or 0)
+
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+            cache_creation_1h_input_tokens=opt_sum(self.cache_creation_1h_input_tokens, other.cache_creation_1h_input_tokens),
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            audio_input_tokens=self.audio_input_tokens + other.audio_input_tokens,
+            audio_output_tokens=self.audio_output_tokens + other.audio_output_tokens,
+            reported_cost_usd=opt_sum(self.reported_cost_usd, other.reported_cost_usd),
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return (self.input_tokens + self.output_tokens + self.cache_creation_input_tokens
+                + self.cache_read_input_tokens + (self.cache_creation_1h_input_tokens or 0))
+
+
+# --------------------------------------------------------------------------------------------
+# Run events (§2.3): internally tagged by "event".
+
+
+class RunEvent(_Struct):
+    TAG: ClassVar[str] = ""
+
+    def to_body(self) -> dict[str, Any]:
+        body = {"event": self.TAG}
+        body.update(_Struct.to_body(self))
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class FlowStarted(RunEvent):
+    TAG: ClassVar[str] = "flow_started"
+    run: str = ""
+    flow: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ThingResolved(RunEvent):
+    TAG: ClassVar[str] = "thing_resolved"
+    thing: Any = None
+    resolved: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepStarted(RunEvent):
+    TAG: ClassVar[str] = "step_started"
+    step: str = ""
+    op: str = ""
+    input_hash: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StepSucceeded(RunEvent):
+    TAG: ClassVar[str] = "step_succeeded"
+    step: str = ""
+    output: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StepFailed(RunEvent):
+    TAG: ClassVar[str] = "step_failed"
+    step: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequested(RunEvent):
+    TAG: ClassVar[str] = "approval_requested"
+    step: str = ""
+    effects: list = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalGranted(RunEvent):
+    TAG: ClassVar[str] = "approval_granted"
+    step: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OpRecorded(RunEvent):
+    """The cassette cell: one redacted row per leaf-op dispatch."""
+
+    TAG: ClassVar[str] = "op_recorded"
+    seq: int = 0
+    step: str = ""
+    op: str = ""
+    input_hash: str = ""
+    input_hash_redacted: str | None = None
+    input_view: str | None = None
+    input_view_truncated: bool = False
+    content: str = ""
+    view: str | None = None
+    is_error: bool = False
+    denied: bool = False
+    redacted: bool = False
+    truncated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Awaiting(RunEvent):
+    TAG: ClassVar[str] = "awaiting"
+    run: str = ""
+    node: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FlowReturned(RunEvent):
+    TAG: ClassVar[str] = "flow_returned"
+    value: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CtxShrunk(RunEvent):
+    TAG: ClassVar[str] = "ctx_shrunk"
+    ctx: str = ""
+    kept: list = field(default_factory=list)
+    dropped: list = field(default_factory=list)
+    budget: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CompileError(RunEvent):
+    TAG: ClassVar[str] = "compile_error"
+    step: int = 0
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PlanAccepted(RunEvent):
+    TAG: ClassVar[str] = "plan_accepted"
+    step: int = 0
+    ops: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OnceCompleted(RunEvent):
+    TAG: ClassVar[str] = "once_completed"
+    label: str = ""
+    value: str | None = None
+    summary: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointReached(RunEvent):
+    TAG: ClassVar[str] = "checkpoint_reached"
+    flow_key: str = ""
+    label: str = ""
+    node: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StatementCompleted(RunEvent):
+    TAG: ClassVar[str] = "statement_completed"
+    plan: str = ""
+    node: int = 0
+    stmt: str = ""
+    value: str | None = None
+    skipped: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PlanHalted(RunEvent):
+    TAG: ClassVar[str] = "plan_halted"
+    plan: str = ""
+    node: int = 0
+    stmt: str = ""
+    op: str | None = None
+    kind: str = "runtime"
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PlanResumed(RunEvent):
+    TAG: ClassVar[str] = "plan_resumed"
+    plan: str = ""
+    prior: str = ""
+    skipped: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownRun(RunEvent):
+    """A run variant this reader does not know (a newer writer); kept whole so it can be shown."""
+
+    TAG: ClassVar[str] = "unknown"
+    event: str = ""
+    data: Any = None
+
+    def to_body(self) -> dict[str, Any]:
+        return dict(self.data) if isinstance(self.data, dict) else {"event": self.event}
+
+
+RUN_VARIANTS: dict[str, type[RunEvent]] = {
+    c.TAG: c
+    for c in (FlowStarted, ThingResolved, StepStarted, StepSucceeded, StepFailed, ApprovalRequested,
+              ApprovalGranted, OpRecorded, Awaiting, FlowReturned, CtxShrunk, CompileError,
+              PlanAccepted, OnceCompleted, CheckpointReached, StatementCompleted, PlanHalted,
+              PlanResumed)
+}
+
+
+def decode_run(d: Any) -> RunEvent:
+    if not isinstance(d, dict):
+        return UnknownRun(event="", data=d)
+    tag = d.get("event")
+    cls = RUN_VARIANTS.get(tag) if isinstance(tag, str) else None
+    if cls is None:
+        return UnknownRun(event=str(tag or ""), data=d)
+    try:
+        return _coerce(cls, cls.from_body(d))
+    except TypeError:
+        return UnknownRun(event=str(tag), data=d)
+
+
+# --------------------------------------------------------------------------------------------
+# Event bodies (§2.1): adjacently tagged {"kind","data"}.
+
+
+class EventBody(_Struct):
+    KIND: ClassVar[str] = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStarted(EventBody):
+    KIND: ClassVar[str] = "session_started"
+    model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChanged(EventBody):
+    KIND: ClassVar[str] = "model_changed"
+    model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Message(EventBody):
+    """A conversation message: ``role`` and a list of content blocks (kept as JSON dicts)."""
+
+    KIND: ClassVar[str] = "message"
+    role: str = "user"
+    content: list = field(default_factory=list)
+
+    @classmethod
+    def text(cls, role: str, text: str) -> "Message":
+        return cls(role=role, content=[{"type": "text", "text": text}])
+
+    @property
+    def plain_text(self) -> str:
+        """The message's text blocks joined; what search and summaries read."""
+        parts = []
+        for b in self.content:
+            if isinstance(b, dict) and b.get("type") == "text":
+                parts.append(str(b.get("text", "")))
+        return "\n".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Compacted(EventBody):
+    KIND: ClassVar[str] = "compacted"
+    messages: list = field(default_factory=list)
+
+    def message_list(self) -> list[Message]:
+        return [Message.from_body(m) for m in self.messages if isinstance(m, dict)]
+
+
+@dataclass(frozen=True, slots=True)
+class Run(EventBody):
+    KIND: ClassVar[str] = "run"
+    event: RunEvent = field(default_factory=lambda: UnknownRun())
+
+    def to_body(self) -> dict[str, Any]:
+        return self.event.to_body()
+
+    @classmethod
+    def from_body(cls, d: Any) -> "Run":
+        return cls(event=decode_run(d))
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted(EventBody):
+    KIND: ClassVar[str] = "turn_started"
+    user_input: str = ""
+    model: str = ""
+    loop_binding: dict | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanAttempted(EventBody):
+    KIND: ClassVar[str] = "plan_attempted"
+    step: int = 0
+    outcome: str = "accepted"
+    error: str | None = None
+    fingerprint: str | None = None
+    plan_text: str | None = None
+    phase: str | None = None
+    plan_source: str | None = None
+    delta_source: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnded(EventBody):
+    KIND: ClassVar[str] = "turn_ended"
+    _nested: ClassVar[dict[str, type]] = {"usage": Usage}
+    outcome: str = ""
+    iterations: int = 0
+    answer: str = ""
+    usage: Usage | None = None
+    loop_binding: dict | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallUsage(EventBody):
+    KIND: ClassVar[str] = "call_usage"
+    _nested: ClassVar[dict[str, type]] = {"usage": Usage}
+    model: str = ""
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(frozen=True, slots=True)
+class PrivateNetAdmit(EventBody):
+    KIND: ClassVar[str] = "private_net_admit"
+    caller: str = ""
+    host: str = ""
+    grant_source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CrossPluginResolve(EventBody):
+    KIND: ClassVar[str] = "cross_plugin_resolve"
+    consumer: str = ""
+    provider: str = ""
+    reference_location: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointDiscovered(EventBody):
+    KIND: ClassVar[str] = "endpoint_discovered"
+    product: str = ""
+    provider: str = ""
+    count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Observation(EventBody):
+    KIND: ClassVar[str] = "observation"
+    kind: str = ""
+    phase: str = "turn"
+    data: Any = None
+
+    def to_body(self) -> dict[str, Any]:
+        return {"kind": self.kind, "phase": self.phase, "data": self.data}
+
+
+@dataclass(frozen=True, slots=True)
+class WakeupScheduled(EventBody):
+    KIND: ClassVar[str] = "wakeup_scheduled"
+    fire_at_ms: int = 0
+    prompt: str = ""
+    context: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WakeupFired(EventBody):
+    KIND: ClassVar[str] = "wakeup_fired"
+    wakeup_id: str = ""
+    turn_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WakeupCancelled(EventBody):
+    KIND: ClassVar[str] = "wakeup_cancelled"
+    wakeup_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Custom(EventBody):
+    KIND: ClassVar[str] = "custom"
+    name: str = ""
+    payload: Any = None
+
+    def to_body(self) -> dict[str, Any]:
+        return {"name": self.name, "payload": self.payload}
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownEvent(EventBody):
+    """An event kind this reader does not know (a newer writer); kept so a viewer can show it."""
+
+    KIND: ClassVar[str] = "unknown"
+    kind: str = ""
+    data: Any = None
+
+    def to_body(self) -> Any:
+        return self.data
+
+
+EVENT_KINDS: dict[str, type[EventBody]] = {
+    c.KIND: c
+    for c in (SessionStarted, ModelChanged, Message, Compacted, Run, TurnStarted, PlanAttempted,
+              TurnEnded, CallUsage, PrivateNetAdmit, CrossPluginResolve, EndpointDiscovered,
+              Observation, WakeupScheduled, WakeupFired, WakeupCancelled, Custom)
+}
+
+# Kinds whose rows carry the owning turn's id (spec §2.1, §2.6).
+TURN_SCOPED_KINDS = frozenset({"plan_attempted", "turn_ended", "call_usage", "observation"})
+# Kinds that never carry a turn_id.
+UNSCOPED_KINDS = frozenset({"session_started", "model_changed", "message", "compacted", "run", "turn_started"})
+
+
+_TYPE_DEFAULTS = {int: 0, str: "", bool: False}
+
+
+def _coerce(cls: type, obj: Any) -> Any:
+    """Replace wrongly-typed scalar fields with their defaults (tolerant decoding of odd writers)."""
+    changes = {}
+    for f in fields(cls):
+        v = getattr(obj, f.name)
+        t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+        if t == "int" and (not isinstance(v, int) or isinstance(v, bool)):
+            changes[f.name] = int(v) if isinstance(v, float) else 0
+        elif t == "str" and not isinstance(v, str):
+            changes[f.name] = "" if v is None else str(v)
+        elif t == "bool" and not isinstance(v, bool):
+            changes[f.name] = bool(v)
+        elif t == "str | None" and v is not None and not isinstance(v, str):
+            changes[f.name] = str(v)
+    if not changes:
+        return obj
+    kwargs = {f.name: getattr(obj, f.name) for f in fields(cls)}
+    kwargs.update(changes)
+    return cls(**kwargs)
+
+
+def decode_body(kind: str, data: Any) -> EventBody:
+    cls = EVENT_KINDS.get(kind)
+    if cls is None:
+        return UnknownEvent(kind=kind, data=data)
+    try:
+        body = cls.from_body(data)
+    except TypeError:
+        return UnknownEvent(kind=kind, data=data)
+    if cls in (Run, Message, Compacted, Observation, Custom):
+        if cls is Message and not isinstance(body.content, list):
+            body = Message(role=str(body.role), content=[])
+        return body
+    return _coerce(cls, body)
+
+
+def decode_payload(kind_column: str, payload: str) -> EventBody:
+    """Decode one ``payload`` column. Raises :class:`PayloadError` only for non-JSON payloads."""
+    try:
+        obj = json.loads(payload)
+    except (ValueError, TypeError) as e:
+        raise PayloadError(f"payload is not JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise PayloadError("payload is not a JSON object")
+    kind = obj.get("kind", kind_column)
+    if not isinstance(kind, str):
+        kind = kind_column
+    return decode_body(kind, obj.get("data"))
+
+
+def encode_payload(body: EventBody) -> str:
+    """The ``payload`` column text: ``{"kind":…,"data":…}`` in serde's declared order."""
+    return compact_json({"kind": body.KIND, "data": body.to_body()})

@@ -1,0 +1,31 @@
+"""ULIDs (26-char Crockford base32: 48-bit ms timestamp + 80 random bits), as flux mints event ids."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_lock = threading.Lock()
+_last_ms = -1
+_last_rand = 0
+
+
+def new_ulid(ms: int | None = None) -> str:
+    """A new ULID. Ids minted in the same millisecond increase monotonically, so they sort by creation."""
+    global _last_ms, _last_rand
+    if ms is None:
+        ms = int(time.time() * 1000)
+    with _lock:
+        if ms == _last_ms:
+            _last_rand = (_last_rand + 1) & ((1 << 80) - 1)
+        else:
+            _last_ms = ms
+            _last_rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to increment
+        value = (ms << 80) | _last_rand
+    chars = []
+    for _ in range(26):
+        chars.append(_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
