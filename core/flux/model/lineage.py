@@ -1,0 +1,45 @@
+"""Lineage (spec §2.5): forks, what-ifs and sub-agents are linked only through the registry's
+``correlation_id`` (the source session) and told apart by ``agent_id``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..store.store import SessionRow
+
+__all__ = ["Lineage", "lineage_of", "LINEAGE_MARKS"]
+
+# One-glyph marks the list views use.
+LINEAGE_MARKS = {"fork": "⑂ fork", "what-if": "? what-if", "sub-agent": "↳ sub-agent", "check": "✓ check", "a2a": "⇄ a2a", "child": "↳ child"}
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    kind: str  # fork | what-if | check | sub-agent | a2a | child
+    source: str  # the correlated (parent) session id
+    detail: str  # "@3" for a fork at statement 3, the role of a sub-agent, …
+
+    @property
+    def mark(self) -> str:
+        return LINEAGE_MARKS.get(self.kind, self.kind)
+
+
+def lineage_of(row: SessionRow) -> Lineage | None:
+    """How this session relates to its source, or ``None`` for a root session."""
+    corr = row.correlation_id
+    agent = row.agent_id or ""
+    if not corr:
+        return None
+    if agent.startswith("fork:"):
+        at = agent.split("@", 1)[1] if "@" in agent else ""
+        return Lineage("fork", corr, f"@{at}" if at else "")
+    if agent.startswith("what_if:check@"):
+        return Lineage("check", corr, agent.split("@", 1)[1])
+    if agent.startswith("what_if:"):
+        at = agent.split("@", 1)[1] if "@" in agent else ""
+        return Lineage("what-if", corr, f"@{at}" if at else "")
+    if agent.startswith("subagent:"):
+        return Lineage("sub-agent", corr, agent.split(":", 1)[1])
+    if agent == "a2a":
+        return Lineage("a2a", corr, "")
+    return Lineage("child", corr, agent)

@@ -1,0 +1,185 @@
+"""The session list: registry rows plus the per-session facts the list shows (turns, last
+outcome, interrupted flag, lineage, cost), computed without reading every event of every session.
+
+Only these rows are read, through the ``(stream, kind)`` and ``(stream, turn_id)`` indexes:
+``turn_started``/``turn_ended``/``call_usage`` rows of the listed sessions, and — only for a
+session whose newest turn has no ``turn_ended`` — that one turn's plan attempts and run window.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from ..store.events import Message, Usage, decode_payload, TurnStarted, PayloadError
+from ..store.store import SessionRow, StoredEvent, StoreReader
+from .interrupted import InterruptCheck, check_interrupted
+from .lineage import Lineage, lineage_of
+from .pricing import PriceTable
+from .session import fold_turns
+
+__all__ = ["SessionSummary", "summarize_sessions", "list_sessions", "session_matches_query"]
+
+_CHUNK = 400
+
+
+@dataclass
+class SessionSummary:
+    row: SessionRow
+    turns: int = 0
+    last_outcome: str | None = None  # None when the session has no turn
+    interrupt: InterruptCheck = field(default_factory=InterruptCheck)
+    lineage: Lineage | None = None
+    usage: Usage = field(default_factory=Usage)
+    cost: float | None = 0.0  # None: some model's price is unknown
+    unpriced_models: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return self.row.id
+
+    @property
+    def interrupted(self) -> bool:
+        return self.interrupt.interrupted is not None
+
+    def to_json(self) -> dict:
+        r = self.row
+        it = self.interrupt.interrupted
+        return {
+            "id": r.id,
+            "model": r.model,
+            "messages": r.msg_count,
+            "created_at_ms": r.created_at,
+            "updated_at_ms": r.updated_at,
+            "context": r.context,
+            "turns": self.turns,
+            "last_outcome": self.last_outcome,
+            "interrupted": None if it is None else {
+                "turn": it.turn_number, "turn_id": it.turn_id, "started_at_ms": it.started_at_ms,
+                "user_input": it.user_input, "flow_key": it.flow_key, "completed": it.completed,
+            },
+            "open_turn_not_flagged": self.interrupt.reason,
+            "lineage": None if self.lineage is None else {"kind": self.lineage.kind, "source": self.lineage.source, "detail": self.lineage.detail},
+            "usage": self.usage.to_body(),
+            "cost_usd": self.cost,
+        }
+
+
+def _chunks(seq: Sequence, n: int = _CHUNK) -> Iterable[Sequence]:
+    for i in range(0, len(seq), n):
+        yield seq[i:i + n]
+
+
+def summarize_sessions(reader: StoreReader, rows: Sequence[SessionRow], prices: PriceTable | None) -> list[SessionSummary]:
+    """Fill turns, last outcome, interrupted flag, lineage and cost for the given registry rows."""
+    out = {r.id: SessionSummary(row=r, lineage=lineage_of(r)) for r in rows}
+    for chunk in _chunks([r.id for r in rows]):
+        marks = ",".join("?" * len(chunk))
+        newest_turn: dict[str, int] = {}
+        for stream, count, tid in reader.query(
+                f"SELECT stream, COUNT(*), MAX(global_seq) FROM events WHERE kind = 'turn_started' AND stream IN ({marks}) GROUP BY stream", chunk):
+            out[stream].turns = count
+            newest_turn[stream] = tid
+        # Turn endings (last outcome; usage of turns without call rows) and call usage: small rows.
+        ended: set[tuple[str, int]] = set()
+        called: set[tuple[str, int]] = set()
+        turn_usage: dict[tuple[str, int], Usage] = {}
+        for stream, tid, kind, payload in reader.query(
+                f"SELECT stream, turn_id, kind, payload FROM events WHERE kind IN ('turn_ended', 'call_usage') AND stream IN ({marks}) ORDER BY stream, stream_seq", chunk):
+            try:
+                body = decode_payload(kind, payload)
+            except PayloadError:
+                continue
+            s = out[stream]
+            if kind == "turn_ended":
+                ended.add((stream, tid))
+                if newest_turn.get(stream) == tid:
+                    s.last_outcome = body.outcome
+                if body.usage is not None and tid is not None:
+                    turn_usage[(stream, tid)] = body.usage
+            else:
+                called.add((stream, tid))
+                _add_cost(s, body.model, body.usage, prices)
+        # A turn's ``turn_ended.usage`` counts only when none of its calls reported (Turn.effective_usage).
+        uncalled = [(k, u) for k, u in turn_usage.items() if k not in called]
+        if uncalled:
+            tids = [k[1] for k, _ in uncalled]
+            started = dict(reader.query(f"SELECT global_seq, payload FROM events WHERE global_seq IN ({','.join('?' * len(tids))})", tids))
+            for (stream, tid), u in uncalled:
+                model = ""
+                try:
+                    b = decode_payload("turn_started", started.get(tid, "{}"))
+                    model = b.model if isinstance(b, TurnStarted) else ""
+                except PayloadError:
+                    pass
+                _add_cost(out[stream], model or out[stream].row.model, u, prices)
+        for stream, tid in newest_turn.items():
+            if (stream, tid) in ended:
+                continue
+            out[stream].last_outcome = "pending"
+            out[stream].interrupt = _check_open_newest_turn(reader, stream, tid)
+    return [out[r.id] for r in rows]
+
+
+def _add_cost(s: SessionSummary, model: str, usage: Usage, prices: PriceTable | None) -> None:
+    s.usage = s.usage + usage
+    if prices is None:
+        return
+    c = prices.cost(model, usage)
+    if c is None:
+        if usage.total_tokens:
+            s.cost = None
+            if model not in s.unpriced_models:
+                s.unpriced_models = s.unpriced_models + (model,)
+    elif s.cost is not None:
+        s.cost += c
+
+
+def _check_open_newest_turn(reader: StoreReader, stream: str, turn_id: int) -> InterruptCheck:
+    """§3.8 for a session whose newest turn is open: read only that turn's rows."""
+    started = reader.events(stream, kinds=("turn_started",), min_global_seq=turn_id, max_global_seq=turn_id + 1)
+    scoped = reader.turn_events(stream, turn_id, kinds=("plan_attempted",))
+    turns = fold_turns(list(started) + list(scoped))
+    if not turns:
+        return InterruptCheck()
+    run_window = reader.events(stream, kinds=("run",), min_global_seq=turn_id)
+    return check_interrupted(turns, lambda _t: run_window)
+
+
+def session_matches_query(reader: StoreReader, session_id: str, query: str) -> bool:
+    """Case-insensitive substring over the session's conversation text (``--query``)."""
+    q = query.casefold()
+    for ev in reader.events(session_id, kinds=("message", "compacted")):
+        b = ev.body
+        msgs = [b] if isinstance(b, Message) else getattr(b, "message_list", lambda: [])()
+        for m in msgs:
+            for block in m.content:
+                if not isinstance(block, dict):
+                    continue
+                text = block.get("text") or block.get("thinking") or ""
+                if block.get("type") in ("tool_use", "tool_result"):
+                    text = json.dumps(block, ensure_ascii=False)
+                if q in str(text).casefold():
+                    return True
+    return False
+
+
+def list_sessions(reader: StoreReader, *, limit: int | None = 30, query: str | None = None, since_ms: int | None = None,
+                  until_ms: int | None = None, prices: PriceTable | None = None) -> list[SessionSummary]:
+    """``flux sessions``: newest first, filtered, at most ``limit``, each with its summary."""
+    filtered = query is not None or since_ms is not None or until_ms is not None
+    rows = reader.list_sessions(limit=None if filtered else limit)
+    if since_ms is not None:
+        rows = [r for r in rows if r.updated_at >= since_ms]
+    if until_ms is not None:
+        rows = [r for r in rows if r.created_at <= until_ms]
+    if query:
+        # Cheap prefilter in SQL (ASCII case-insensitive LIKE on the raw payload), exact check after.
+        like = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        hits = {s for (s,) in reader.query(
+            "SELECT DISTINCT stream FROM events WHERE kind IN ('message', 'compacted') AND payload LIKE ? ESCAPE '\\'", (like,))}
+        rows = [r for r in rows if (r.id in hits or not query.isascii()) and session_matches_query(reader, r.id, query)]
+    if limit is not None:
+        rows = rows[:limit]
+    return summarize_sessions(reader, rows, prices)

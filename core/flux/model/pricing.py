@@ -1,0 +1,155 @@
+"""Cost from usage: a built-in price table for common models that a user's prices file extends or
+overrides. Prices are USD per million tokens for input, output, cache read and cache write.
+
+An unknown model's cost is *unknown* (``None``), never 0: a wrong zero is worse than a blank.
+A provider-reported cost (``Usage.reported_cost_usd``) wins over the table.
+
+The prices file is JSON: ``{"model-name": {"input": 3.0, "output": 15.0, "cache_read": 0.3,
+"cache_write": 3.75}, ...}``. It is read from ``--prices FILE``, else ``$FLUX_PRICES``, else
+``<store>/prices.json`` if present. Model names match exactly, then with a ``provider:`` or
+``provider/`` prefix stripped, then by the longest table key that prefixes the name
+(``claude-sonnet-4-5-20250929`` → ``claude-sonnet-4-5``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from ..errors import FluxError
+from ..store.events import Usage
+
+__all__ = ["Price", "PriceTable", "BUILTIN_PRICES", "load_price_table"]
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    input: float
+    output: float
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+    def cost(self, u: Usage) -> float:
+        cache_write = u.cache_creation_input_tokens + (u.cache_creation_1h_input_tokens or 0)
+        return (u.input_tokens * self.input + u.output_tokens * self.output
+                + u.cache_read_input_tokens * self.cache_read + cache_write * self.cache_write) / 1_000_000
+
+
+# Public list prices (USD / Mtok) of widely used models. `mock`, `offline` and local models cost 0:
+# they run on the user's machine, so 0 is the true price, not a placeholder.
+BUILTIN_PRICES: dict[str, Price] = {
+    "mock": Price(0, 0, 0, 0),
+    "offline": Price(0, 0, 0, 0),
+    "scripted": Price(0, 0, 0, 0),
+    "claude-opus-4-1": Price(15.0, 75.0, 1.5, 18.75),
+    "claude-opus-4": Price(15.0, 75.0, 1.5, 18.75),
+    "claude-sonnet-4-5": Price(3.0, 15.0, 0.3, 3.75),
+    "claude-sonnet-4-6": Price(3.0, 15.0, 0.3, 3.75),
+    "claude-sonnet-4": Price(3.0, 15.0, 0.3, 3.75),
+    "claude-haiku-4-5": Price(1.0, 5.0, 0.1, 1.25),
+    "claude-3-5-haiku": Price(0.8, 4.0, 0.08, 1.0),
+    "gpt-4.1": Price(2.0, 8.0, 0.5, 0.0),
+    "gpt-4.1-mini": Price(0.4, 1.6, 0.1, 0.0),
+    "gpt-4.1-nano": Price(0.1, 0.4, 0.025, 0.0),
+    "gpt-4o": Price(2.5, 10.0, 1.25, 0.0),
+    "gpt-4o-mini": Price(0.15, 0.6, 0.075, 0.0),
+    "gpt-5": Price(1.25, 10.0, 0.125, 0.0),
+    "gpt-5-mini": Price(0.25, 2.0, 0.025, 0.0),
+    "gpt-5-nano": Price(0.05, 0.4, 0.005, 0.0),
+    "o3": Price(2.0, 8.0, 0.5, 0.0),
+    "o4-mini": Price(1.1, 4.4, 0.275, 0.0),
+    "gemini-2.5-pro": Price(1.25, 10.0, 0.31, 0.0),
+    "gemini-2.5-flash": Price(0.3, 2.5, 0.075, 0.0),
+}
+
+LOCAL_PROVIDERS = ("ollama",)
+
+
+class PriceTable:
+    def __init__(self, prices: Mapping[str, Price]):
+        self.prices = dict(prices)
+
+    def lookup(self, model: str) -> Price | None:
+        if not model:
+            return None
+        if model in self.prices:
+            return self.prices[model]
+        bare = model
+        for sep in (":", "/"):
+            if sep in bare:
+                provider, rest = bare.split(sep, 1)
+                if provider in LOCAL_PROVIDERS:
+                    return Price(0, 0, 0, 0)
+                bare = rest
+        if bare in self.prices:
+            return self.prices[bare]
+        best = None
+        for key in self.prices:
+            if bare.startswith(key) and (best is None or len(key) > len(best)):
+                best = key
+        return self.prices[best] if best else None
+
+    def cost(self, model: str, usage: Usage) -> float | None:
+        """USD for one usage record, or ``None`` when the model's price is unknown."""
+        if usage.reported_cost_usd is not None:
+            return usage.reported_cost_usd
+        price = self.lookup(model)
+        return None if price is None else price.cost(usage)
+
+
+def _parse_prices_file(path: Path) -> dict[str, Price]:
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise FluxError(f"prices file {path} does not exist — pass an existing JSON file") from None
+    except (OSError, ValueError) as e:
+        raise FluxError(f"prices file {path} is not valid JSON ({e}) — expected {{\"model\": {{\"input\": 3.0, \"output\": 15.0}}}}") from None
+    if not isinstance(raw, dict):
+        raise FluxError(f"prices file {path} must be a JSON object of model → prices")
+    out = {}
+    for model, p in raw.items():
+        if not isinstance(p, dict) or not all(isinstance(p.get(k, 0), (int, float)) for k in ("input", "output", "cache_read", "cache_write")):
+            raise FluxError(f"prices file {path}: entry {model!r} needs numeric input/output (and optional cache_read/cache_write) per Mtok")
+        out[model] = Price(float(p.get("input", 0)), float(p.get("output", 0)), float(p.get("cache_read", 0)), float(p.get("cache_write", 0)))
+    return out
+
+
+def load_price_table(prices_file: str | os.PathLike[str] | None = None, store_dir: str | os.PathLike[str] | None = None) -> PriceTable:
+    """Built-in prices, extended/overridden by the user's prices file if one is configured."""
+    table = dict(BUILTIN_PRICES)
+    path: Path | None = None
+    if prices_file:
+        path = Path(prices_file)
+    elif os.environ.get("FLUX_PRICES"):
+        path = Path(os.environ["FLUX_PRICES"])
+    elif store_dir is not None and (Path(store_dir) / "prices.json").is_file():
+        path = Path(store_dir) / "prices.json"
+    if path is not None:
+        table.update(_parse_prices_file(path))
+    return PriceTable(table)
+
+
+def priced_usage(prices: PriceTable, pairs) -> tuple[float | None, list[str]]:
+    """Sum the cost of ``(model, usage)`` pairs; ``None`` if any pair with tokens is unpriced."""
+    total: float | None = 0.0
+    unknown: list[str] = []
+    for model, usage in pairs:
+        c = prices.cost(model, usage)
+        if c is None:
+            if usage.total_tokens:
+                total = None
+                if model not in unknown:
+                    unknown.append(model)
+        elif total is not None:
+            total += c
+    return total, unknown
+
+
+def turn_usage_pairs(turn) -> list:
+    """What a turn spent, as ``(model, usage)``: its per-call rows, else its ``turn_ended`` usage."""
+    if turn.calls:
+        return list(turn.call_models)
+    return [(turn.model, turn.usage)] if turn.usage is not None else []

@@ -1,0 +1,293 @@
+"""Read models of one session (spec §3): pure folds over its events in ``stream_seq`` order.
+
+* turns (§3.3) — 1-based, outcome ``pending`` until ``turn_ended``, usage and call count;
+* conversation (§3.2) — ``message`` appends, ``compacted`` replaces;
+* accepted plans (§3.4) and cassette cells (§3.5), each placed in its turn by position;
+* statement rows with the cell-row fallback (§3.6) and the execution list (§3.7).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from ..store.events import (
+    CallUsage, Compacted, Message, Observation, OpRecorded, PlanAttempted, PlanHalted, Run,
+    StatementCompleted, TurnEnded, TurnStarted, UnknownEvent, UnknownRun, Usage,
+)
+from ..store.store import SessionRow, StoredEvent, StoreReader
+
+__all__ = [
+    "PlanAttempt", "Cell", "Turn", "StmtRow", "SessionDetail", "fold_turns", "fold_conversation",
+    "collect_cells", "stmt_rows", "cell_rows", "diff_rows", "execution_keys", "turn_index_of",
+    "load_session", "MACHINERY_OPS",
+]
+
+# Outer agent-loop ops: they get step_* rows but are never cassetted, and viewers hide them (§7).
+MACHINERY_OPS = frozenset({
+    "detect_intent", "explore", "approve_batch", "execute_batch", "present_results", "ai_segment",
+    "observe", "evidence", "metrics", "grade",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class PlanAttempt:
+    global_seq: int
+    stream_seq: int
+    ts: int
+    turn_id: int | None
+    step: int
+    outcome: str
+    error: str | None
+    fingerprint: str | None
+    phase: str | None
+    plan_source: str | None
+    plan_text: str | None
+
+    @property
+    def accepted(self) -> bool:
+        """Accepted *and* carrying a source: what replay and the statement cursor work from (§3.4)."""
+        return self.outcome == "accepted" and self.plan_source is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One cassette cell (an ``op_recorded`` row) with its place in the session."""
+
+    index: int  # 0-based position among the session's cells (the tape index)
+    global_seq: int
+    stream_seq: int
+    ts: int
+    turn_number: int | None
+    rec: OpRecorded
+
+    @property
+    def op(self) -> str:
+        return self.rec.op
+
+    @property
+    def flagged_error(self) -> bool:
+        return self.rec.is_error or self.rec.denied
+
+
+@dataclass(slots=True)
+class Turn:
+    number: int  # 1-based, in turn_id order
+    turn_id: int  # global_seq of turn_started
+    stream_seq: int
+    user_input: str
+    model: str
+    started_at_ms: int
+    loop_binding: dict | None = None
+    outcome: str = "pending"
+    iterations: int = 0
+    answer: str = ""
+    ended_at_ms: int | None = None
+    usage: Usage | None = None
+    call_usage: Usage = field(default_factory=Usage)
+    calls: int = 0
+    call_models: list[tuple[str, Usage]] = field(default_factory=list)
+    plan_attempts: list[PlanAttempt] = field(default_factory=list)
+
+    @property
+    def ended(self) -> bool:
+        return self.ended_at_ms is not None
+
+    @property
+    def accepted_plans(self) -> list[PlanAttempt]:
+        return [p for p in self.plan_attempts if p.accepted]
+
+    @property
+    def effective_usage(self) -> Usage:
+        """What the turn spent: its per-call usage if any call reported, else ``turn_ended.usage``."""
+        if self.calls:
+            return self.call_usage
+        return self.usage or Usage()
+
+
+@dataclass(frozen=True, slots=True)
+class StmtRow:
+    """The diff unit (§3.6): one statement boundary and the cells dispatched since the last."""
+
+    node: int
+    stmt: str
+    halted: bool
+    cells: tuple[tuple[str, str], ...]  # (op, content)
+    plan: str = ""
+    global_seq: int = 0
+
+
+def fold_turns(events: Iterable[StoredEvent]) -> list[Turn]:
+    """Turns with their plan attempts, ending and usage attached by ``turn_id`` (§3.3)."""
+    turns: list[Turn] = []
+    by_id: dict[int, Turn] = {}
+    for ev in events:
+        b = ev.body
+        if isinstance(b, TurnStarted):
+            t = Turn(number=len(turns) + 1, turn_id=ev.global_seq, stream_seq=ev.stream_seq,
+                     user_input=b.user_input, model=b.model, started_at_ms=ev.ts, loop_binding=b.loop_binding)
+            turns.append(t)
+            by_id[ev.global_seq] = t
+            continue
+        if ev.turn_id is None:
+            continue
+        t = by_id.get(ev.turn_id)
+        if t is None:
+            continue
+        if isinstance(b, PlanAttempted):
+            t.plan_attempts.append(PlanAttempt(ev.global_seq, ev.stream_seq, ev.ts, ev.turn_id, b.step, b.outcome,
+                                               b.error, b.fingerprint, b.phase, b.plan_source, b.plan_text))
+        elif isinstance(b, TurnEnded):
+            t.outcome = b.outcome
+            t.iterations = b.iterations
+            t.answer = b.answer
+            t.ended_at_ms = ev.ts
+            t.usage = b.usage
+            if t.loop_binding is None:
+                t.loop_binding = b.loop_binding
+        elif isinstance(b, CallUsage):
+            t.calls += 1
+            t.call_usage = t.call_usage + b.usage
+            t.call_models.append((b.model, b.usage))
+    turns.sort(key=lambda t: t.turn_id)
+    for i, t in enumerate(turns):
+        t.number = i + 1
+    return turns
+
+
+def turn_index_of(turns: Sequence[Turn], global_seq: int) -> int | None:
+    """Index of the turn a run row belongs to by position: ``turn_id <= gs < next.turn_id``."""
+    ids = [t.turn_id for t in turns]
+    i = bisect_right(ids, global_seq) - 1
+    return i if i >= 0 else None
+
+
+def fold_conversation(events: Iterable[StoredEvent]) -> list[Message]:
+    """``message`` appends, ``compacted`` replaces everything so far (§3.2)."""
+    out: list[Message] = []
+    for ev in events:
+        if isinstance(ev.body, Message):
+            out.append(ev.body)
+        elif isinstance(ev.body, Compacted):
+            out = ev.body.message_list()
+    return out
+
+
+def collect_cells(events: Iterable[StoredEvent], turns: Sequence[Turn] = ()) -> list[Cell]:
+    cells: list[Cell] = []
+    ids = [t.turn_id for t in turns]
+    for ev in events:
+        if isinstance(ev.body, Run) and isinstance(ev.body.event, OpRecorded):
+            ti = bisect_right(ids, ev.global_seq) - 1 if ids else -1
+            cells.append(Cell(len(cells), ev.global_seq, ev.stream_seq, ev.ts,
+                              turns[ti].number if ti >= 0 else None, ev.body.event))
+    return cells
+
+
+def stmt_rows(run_events: Iterable[StoredEvent]) -> list[StmtRow]:
+    rows: list[StmtRow] = []
+    acc: list[tuple[str, str]] = []
+    for ev in run_events:
+        if not isinstance(ev.body, Run):
+            continue
+        r = ev.body.event
+        if isinstance(r, OpRecorded):
+            acc.append((r.op, r.content))
+        elif isinstance(r, StatementCompleted):
+            rows.append(StmtRow(r.node, r.stmt, False, tuple(acc), r.plan, ev.global_seq))
+            acc = []
+        elif isinstance(r, PlanHalted):
+            rows.append(StmtRow(r.node, r.stmt, True, tuple(acc), r.plan, ev.global_seq))
+            acc = []
+    return rows
+
+
+def cell_rows(cells: Sequence[Cell]) -> list[StmtRow]:
+    """Fallback rows for statement-less (natively dispatched) runs: one per cell (§3.6)."""
+    return [StmtRow(c.index, f"call:{c.op}:{c.rec.input_hash[:16]}", False, ((c.op, c.rec.content),), "", c.global_seq)
+            for c in cells]
+
+
+def diff_rows(a_events: Sequence[StoredEvent], a_cells: Sequence[Cell],
+              b_events: Sequence[StoredEvent], b_cells: Sequence[Cell]) -> tuple[list[StmtRow], list[StmtRow]]:
+    """The two row lists ``run_diff`` aligns: statement rows, or cell rows for both if either has none."""
+    ra, rb = stmt_rows(a_events), stmt_rows(b_events)
+    if not ra or not rb:
+        return cell_rows(a_cells), cell_rows(b_cells)
+    return ra, rb
+
+
+def execution_keys(run_events: Iterable[StoredEvent]) -> list[str]:
+    """One flow_key per execution, from the ledger rows (§3.7); empty if there are none."""
+    keys: list[str] = []
+    cur: str | None = None
+    last_node = -1
+    for ev in run_events:
+        if not isinstance(ev.body, Run):
+            continue
+        r = ev.body.event
+        if isinstance(r, (StatementCompleted, PlanHalted)):
+            if r.plan != cur or r.node <= last_node:
+                keys.append(r.plan)
+                cur = r.plan
+            last_node = r.node
+    return keys
+
+
+@dataclass
+class SessionDetail:
+    """Everything one session's screens and ``flux show`` need, folded once."""
+
+    row: SessionRow
+    events: list[StoredEvent]
+    turns: list[Turn]
+    conversation: list[Message]
+    cells: list[Cell]
+    skipped_rows: int = 0
+
+    @property
+    def id(self) -> str:
+        return self.row.id
+
+    @property
+    def run_events(self) -> list[StoredEvent]:
+        return [e for e in self.events if isinstance(e.body, Run)]
+
+    def turn_window(self, turn: Turn) -> tuple[int, int | None]:
+        """The ``global_seq`` window ``[start, end)`` of a turn's run rows (§3.3)."""
+        i = turn.number - 1
+        end = self.turns[i + 1].turn_id if i + 1 < len(self.turns) else None
+        return turn.turn_id, end
+
+    def turn_events(self, turn: Turn) -> list[StoredEvent]:
+        start, end = self.turn_window(turn)
+        return [e for e in self.events if e.global_seq >= start and (end is None or e.global_seq < end)]
+
+    def turn_run_trace(self, turn: Turn) -> list[StoredEvent]:
+        return [e for e in self.turn_events(turn) if isinstance(e.body, Run)]
+
+    def turn_cells(self, turn: Turn) -> list[Cell]:
+        return [c for c in self.cells if c.turn_number == turn.number]
+
+    def observations(self, turn: Turn) -> list[tuple[StoredEvent, Observation]]:
+        return [(e, e.body) for e in self.events if e.turn_id == turn.turn_id and isinstance(e.body, Observation)]
+
+    @property
+    def unknown_events(self) -> list[StoredEvent]:
+        return [e for e in self.events
+                if isinstance(e.body, UnknownEvent) or (isinstance(e.body, Run) and isinstance(e.body.event, UnknownRun))]
+
+    def accepted_plans(self) -> list[PlanAttempt]:
+        return [p for t in self.turns for p in t.accepted_plans]
+
+
+def load_session(reader: StoreReader, ref: str | None) -> SessionDetail:
+    """Resolve ``s_<n>``/``last`` and fold the whole session."""
+    row = reader.resolve_session(ref)
+    before = reader.skipped_rows
+    events = reader.events(row.id)
+    skipped = reader.skipped_rows - before
+    turns = fold_turns(events)
+    return SessionDetail(row=row, events=events, turns=turns, conversation=fold_conversation(events),
+                         cells=collect_cells(events, turns), skipped_rows=skipped)
