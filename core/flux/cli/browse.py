@@ -1,0 +1,218 @@
+"""Browsing verbs: ``flux sessions``, ``flux show``, ``flux demo``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..model.interrupted import check_interrupted
+from ..model.lineage import lineage_of
+from ..model.listing import list_sessions
+from ..model.pricing import load_price_table, priced_usage, turn_usage_pairs
+from ..model.session import SessionDetail, load_session
+from ..store.events import Run, Usage
+from ..timefmt import age, now_ms, parse_time_arg
+from . import main
+from .common import fail, handle_errors, json_out, open_reader, resolve_store_dir, store_option
+
+INTERRUPTED_HINT = (
+    "{n} interrupted session(s) — the next turn entered on one (`flux run`, the REPL, or `flux tui`) "
+    "finishes its killed turn from the crash point (no model call). `FLUX_AUTO_RESURRECT=0` disables that."
+)
+
+prices_option = click.option("--prices", "prices_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                             help="JSON prices file extending the built-in table (USD per Mtok).")
+
+
+def _fmt_cost(c: float | None) -> str:
+    if c is None:
+        return "unknown"
+    return f"${c:.4f}" if c < 1 else f"${c:.2f}"
+
+
+@main.command()
+@store_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--query", "-q", default=None, help="Case-insensitive substring of the conversation text.")
+@click.option("--since", default=None, help="Only sessions updated since T (YYYY-MM-DD, RFC 3339, 24h, 7d, 2w).")
+@click.option("--until", default=None, help="Only sessions created until T.")
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=30, show_default=True, help="At most N sessions.")
+@prices_option
+@handle_errors
+def sessions(store, as_json, query, since, until, limit, prices_file):
+    """List sessions, newest first, with interrupted turns flagged."""
+    now = now_ms()
+    since_ms = parse_time_arg(since, now) if since else None
+    until_ms = parse_time_arg(until, now) if until else None
+    with open_reader(store) as reader:
+        prices = load_price_table(prices_file, reader.dir)
+        rows = list_sessions(reader, limit=limit, query=query, since_ms=since_ms, until_ms=until_ms, prices=prices)
+        filtered = bool(query or since or until)
+        if as_json:
+            json_out({"store": str(reader.dir), "sessions": [s.to_json() for s in rows],
+                      "skipped_rows": reader.skipped_rows})
+            return
+        if not rows:
+            click.echo("no sessions match the given filter(s)" if filtered else
+                       "no sessions yet — start one with `flux` or `flux run`", err=True)
+            return
+        flagged = 0
+        for s in rows:
+            r = s.row
+            when = f"active {age(r.updated_at, now)}" if r.updated_at > r.created_at else age(r.created_at, now)
+            line = f"{r.id}  {r.msg_count:>3} msg  {r.model:<22} {when}"
+            click.echo(line, nl=False)
+            if s.interrupted:
+                flagged += 1
+                click.secho("  ⚠ interrupted", fg="red", nl=False)
+            click.echo()
+        if flagged:
+            click.secho(INTERRUPTED_HINT.format(n=flagged), err=True, dim=True)
+
+
+def _cell_json(c) -> dict:
+    d = c.rec.to_body()
+    d.pop("event", None)
+    d.update({"index": c.index, "turn": c.turn_number, "global_seq": c.global_seq, "ts": c.ts})
+    return d
+
+
+def _show_json(detail: SessionDetail, reader, prices, turn_filter: int | None) -> dict:
+    check = check_interrupted(detail.turns, detail.turn_run_trace)
+    turns = []
+    session_pairs = []
+    for t in detail.turns:
+        pairs = turn_usage_pairs(t)
+        session_pairs.extend(pairs)
+        if turn_filter is not None and t.number != turn_filter:
+            continue
+        cost, unknown = priced_usage(prices, pairs)
+        turns.append({
+            "number": t.number, "turn_id": t.turn_id, "user_input": t.user_input, "model": t.model,
+            "outcome": t.outcome, "iterations": t.iterations, "answer": t.answer,
+            "started_at_ms": t.started_at_ms, "ended_at_ms": t.ended_at_ms,
+            "usage": t.effective_usage.to_body(), "calls": t.calls, "cost_usd": cost, "unpriced_models": unknown,
+            "loop_binding": t.loop_binding,
+            "plans": [{"step": p.step, "outcome": p.outcome, "phase": p.phase, "fingerprint": p.fingerprint,
+                       "error": p.error, "plan_source": p.plan_source, "accepted": p.accepted, "global_seq": p.global_seq}
+                      for p in t.plan_attempts],
+            "cells": [_cell_json(c) for c in detail.turn_cells(t)],
+        })
+    total = Usage()
+    for _, u in session_pairs:
+        total = total + u
+    cost, unknown = priced_usage(prices, session_pairs)
+    lin = lineage_of(detail.row)
+    it = check.interrupted
+    return {
+        "session": {"id": detail.id, "model": detail.row.model, "messages": detail.row.msg_count,
+                    "created_at_ms": detail.row.created_at, "updated_at_ms": detail.row.updated_at,
+                    "context": detail.row.context},
+        "turns": turns,
+        "interrupted": None if it is None else {"turn": it.turn_number, "turn_id": it.turn_id, "user_input": it.user_input,
+                                                "flow_key": it.flow_key, "completed": it.completed},
+        "open_turn_not_flagged": check.reason,
+        "lineage": {
+            "source": None if lin is None else {"kind": lin.kind, "session": lin.source, "detail": lin.detail},
+            "children": [{"id": c.id, "kind": (lineage_of(c).kind if lineage_of(c) else None), "agent_id": c.agent_id}
+                         for c in reader.children_of(detail.id)],
+        },
+        "usage": total.to_body(),
+        "cost_usd": cost,
+        "unpriced_models": unknown,
+        "unknown_events": [{"stream_seq": e.stream_seq, "kind": e.kind,
+                            "event": e.body.event.event if isinstance(e.body, Run) else None}
+                           for e in detail.unknown_events],
+        "skipped_rows": detail.skipped_rows,
+    }
+
+
+def _excerpt(text: str, n: int = 96) -> str:
+    text = text.replace("\n", " ")
+    return text if len(text) <= n else text[:n] + "…"
+
+
+def _show_human(data: dict) -> None:
+    s = data["session"]
+    lin = data["lineage"]
+    head = f"{s['id']}  model {s['model']}  {s['messages']} msg  {len(data['turns'])} turn(s) shown  cost {_fmt_cost(data['cost_usd'])}"
+    click.secho(head, bold=True)
+    if lin["source"]:
+        click.echo(f"  {lin['source']['kind']} of {lin['source']['session']} {lin['source']['detail']}".rstrip())
+    for c in lin["children"]:
+        click.echo(f"  child {c['id']} ({c['kind'] or c['agent_id']})")
+    if data["interrupted"]:
+        it = data["interrupted"]
+        click.secho(f"  ⚠ interrupted: turn {it['turn']} after {it['completed']} statement(s) — plan {it['flow_key']}", fg="red")
+    elif data["open_turn_not_flagged"]:
+        click.secho(f"  open turn not resumable: {data['open_turn_not_flagged']}", fg="yellow")
+    for t in data["turns"]:
+        click.echo()
+        click.secho(f"turn {t['number']} · {t['outcome']} · {t['user_input']!r}", bold=True)
+        u = t["usage"]
+        click.echo(f"  usage {u['input_tokens']} in / {u['output_tokens']} out / {u['cache_read_input_tokens']} cache-read"
+                   f" · {t['calls']} call(s) · cost {_fmt_cost(t['cost_usd'])}")
+        for p in t["plans"]:
+            tag = p["outcome"] + (f" · {p['phase']}" if p["phase"] else "")
+            click.echo(f"  plan step {p['step']} ({tag})")
+            if p["plan_source"]:
+                for line in p["plan_source"].rstrip("\n").split("\n"):
+                    click.secho(f"    │ {line}", fg="cyan")
+            if p["error"]:
+                click.secho(f"    error: {p['error']}", fg="red")
+        for c in t["cells"]:
+            mark = "✗" if (c["is_error"] or c["denied"]) else "✓"
+            color = "red" if mark == "✗" else None
+            click.secho(f"  {mark} cell {c['index']} {c['op']}{_flags_dict(c)}: {_excerpt(c['content'])}", fg=color)
+        if t["answer"]:
+            click.echo(f"  answer: {_excerpt(t['answer'], 200)}")
+    if data["unknown_events"]:
+        click.echo()
+        click.secho(f"{len(data['unknown_events'])} event(s) of kinds this reader does not know:", fg="yellow")
+        for e in data["unknown_events"]:
+            click.echo(f"  seq {e['stream_seq']}: {e['kind']}{'/' + e['event'] if e['event'] else ''}")
+    if data["skipped_rows"]:
+        click.secho(f"{data['skipped_rows']} corrupt event row(s) skipped", fg="yellow", err=True)
+
+
+def _flags_dict(c: dict) -> str:
+    out = [name for name in ("is_error", "denied", "redacted", "truncated") if c.get(name)]
+    return " [" + ", ".join(out) + "]" if out else ""
+
+
+@main.command()
+@click.argument("session", required=False, default="last")
+@store_option
+@click.option("--turn", type=click.IntRange(min=1), default=None, help="Only turn N (1-based).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@prices_option
+@handle_errors
+def show(session, store, turn, as_json, prices_file):
+    """Show a session: turns, accepted plans, cassette cells, usage, cost, lineage."""
+    with open_reader(store) as reader:
+        prices = load_price_table(prices_file, reader.dir)
+        detail = load_session(reader, session)
+        if turn is not None and turn > len(detail.turns):
+            fail(f"{detail.id} has {len(detail.turns)} turn(s); there is no turn {turn}")
+        data = _show_json(detail, reader, prices, turn)
+        if as_json:
+            json_out(data)
+        else:
+            _show_human(data)
+
+
+@main.command()
+@store_option
+@click.option("--force", is_flag=True, help="Rebuild even if the directory already holds a store.")
+@handle_errors
+def demo(store, force):
+    """Create a realistic demo store in --store DIR (several sessions, errors, an interrupted turn, a fork)."""
+    from ..demo import build_demo_store
+
+    target = resolve_store_dir(store)
+    if (target / "events.db").exists() and not force:
+        fail(f"{target} already holds a store — pick an empty directory or pass --force to rebuild it")
+    build_demo_store(target, overwrite=force)
+    click.echo(f"demo store written to {target}")
+    click.echo(f"  browse it with `flux-tui --store {target}` or `flux sessions --store {target}`")

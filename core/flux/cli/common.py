@@ -1,0 +1,55 @@
+"""What every ``flux`` verb shares: the store option, opening it, errors and JSON output."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, NoReturn
+
+import click
+
+from ..errors import FluxError
+from ..store.store import StoreReader, default_store_dir
+
+__all__ = ["store_option", "open_reader", "fail", "json_out", "handle_errors", "resolve_store_dir"]
+
+store_option = click.option(
+    "--store", "store", type=click.Path(file_okay=True, dir_okay=True, path_type=Path), envvar="FLUX_STORE_DIR",
+    default=None, help="Store directory (default: $FLUX_STORE_DIR, else ~/.flux).",
+)
+
+
+def resolve_store_dir(store: Path | None) -> Path:
+    return Path(store).expanduser() if store else default_store_dir()
+
+
+def open_reader(store: Path | None) -> StoreReader:
+    return StoreReader(resolve_store_dir(store))
+
+
+def fail(msg: str) -> NoReturn:
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(1)
+
+
+def json_out(obj: Any) -> None:
+    click.echo(json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=True))
+
+
+def handle_errors(fn: Callable) -> Callable:
+    """Turn a :class:`FluxError` (or a broken pipe) into ``error: <reason>`` and exit 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except FluxError as e:
+            fail(str(e))
+        except BrokenPipeError:
+            sys.exit(0)
+        except OSError as e:
+            fail(f"{e.strerror or e}: {getattr(e, 'filename', '') or ''}".rstrip(": "))
+
+    return wrapper

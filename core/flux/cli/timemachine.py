@@ -1,0 +1,3 @@
+"""Time-machine verbs: ``flux replay``, ``flux diff`` (being written)."""
+
+from . import main  # noqa: F401
