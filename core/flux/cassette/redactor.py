@@ -1,0 +1,204 @@
+"""The redactor every cassette cell, plan text and model-cassette entry passes before it is
+written (spec §4.3 ``redact``).
+
+Four passes, in this order:
+
+1. registered secret values, longest first, exact substring;
+2. PEM private-key bodies (``-----BEGIN … PRIVATE KEY-----`` … ``-----END … PRIVATE KEY-----``);
+   an unterminated block is redacted to the end of the text (a truncated key still leaks);
+3. URL userinfo passwords: ``scheme://user:PASS@host`` → ``scheme://user:[redacted]@host``;
+4. credential-prefix tokens (``sk-``, ``sk-ant-``, ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_``,
+   ``github_pat_``, ``xox[abprs]-``, ``AKIA…``, ``glpat-``, ``AIza…``, ``Bearer …``), and
+   ``NAME=VALUE`` / ``NAME: VALUE`` (also JSON's ``"NAME":"VALUE"``) where NAME names a key,
+   secret, token, password or passwd (case-insensitive; ``tokens``/``keyboard`` do not count).
+
+Every pass is idempotent: the marker is left alone by every later pass and by a second run, so
+``redact(redact(x)) == redact(x)``. The marker itself is never treated as a secret.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+__all__ = ["Redactor", "DEFAULT_MARKER", "secret_name"]
+
+DEFAULT_MARKER = "[redacted]"
+
+# Pass 2 — PEM private keys. The label between BEGIN and PRIVATE KEY is optional ("RSA", "EC",
+# "OPENSSH", "ENCRYPTED", …).
+_PEM_LABEL = r"[A-Z0-9]+(?: [A-Z0-9]+)*"
+_PEM_BLOCK = re.compile(
+    r"(-----BEGIN (?:" + _PEM_LABEL + r" )?PRIVATE KEY-----)(.*?)(-----END (?:" + _PEM_LABEL + r" )?PRIVATE KEY-----)",
+    re.DOTALL,
+)
+_PEM_OPEN = re.compile(r"(-----BEGIN (?:" + _PEM_LABEL + r" )?PRIVATE KEY-----)(.*)\Z", re.DOTALL)
+
+# Pass 3 — URL userinfo password: scheme://user:PASS@
+_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^\s/?#@:]*:)([^\s/?#@]+)(@)")
+
+# Pass 4a — credential-prefix tokens. Each must stand alone (not glued to a longer word on the left).
+_TOKEN_BODY = r"[A-Za-z0-9_\-]"
+_PREFIX_TOKENS = re.compile(
+    r"(?<![A-Za-z0-9_\-])(?:"
+    r"sk-ant-" + _TOKEN_BODY + r"{8,}"
+    r"|sk-" + _TOKEN_BODY + r"{16,}"
+    r"|gh[opusr]_[A-Za-z0-9]{16,}"
+    r"|github_pat_[A-Za-z0-9_]{16,}"
+    r"|xox[abprs]-[A-Za-z0-9\-]{8,}"
+    r"|AKIA[0-9A-Z]{16}(?![0-9A-Z])"
+    r"|glpat-" + _TOKEN_BODY + r"{16,}"
+    r"|AIza[0-9A-Za-z_\-]{30,}"
+    r")"
+)
+_BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_])(bearer\s+)([A-Za-z0-9._~+/\-]+=*)")
+
+# Pass 4b — NAME=VALUE / NAME: VALUE / "NAME":"VALUE". NAME contains one of the words, not followed
+# by a lowercase letter (so `tokens`, `keyboard`, `secretary` are not names of secrets, while
+# `secretKey`, `api_key`, `GITHUB_TOKEN`, `db.password` are).
+_NAME_WORD = r"(?:[Kk][Ee][Yy]|[Ss][Ee][Cc][Rr][Ee][Tt]|[Tt][Oo][Kk][Ee][Nn]|[Pp][Aa][Ss][Ss](?:[Ww][Oo][Rr][Dd]|[Ww][Dd]))(?![a-z])"
+_NAME = r"[A-Za-z0-9_.\-]*?" + _NAME_WORD + r"[A-Za-z0-9_.\-]*"
+
+
+def _assign_re(marker: str) -> re.Pattern[str]:
+    # A bare value runs up to a delimiter; the marker counts as one unit so that an earlier pass's
+    # marker inside the value (``key=ab[redacted]``) is swallowed whole rather than split at ``]``.
+    return re.compile(
+        r"(?<![A-Za-z0-9_.\-])"
+        r"(?P<name>" + _NAME + r")"
+        r"(?P<sep>\"?[ \t]*[=:][ \t]*)"
+        r"(?:"
+        r"\"(?P<dq>(?:[^\"\\\n]|\\.)+)\""  # double-quoted value (JSON string, shell)
+        r"|'(?P<sq>[^'\n]+)'"  # single-quoted value
+        r"|(?P<bare>(?:" + re.escape(marker) + r"|[^\s\"',;&}\]\)])+)"  # bare value up to a delimiter
+        r")"
+    )
+
+_NAME_ONLY = re.compile(r"\A" + _NAME + r"\Z")
+
+
+def secret_name(name: str) -> bool:
+    """Whether a key / variable name declares a secret (pass 4's NAME rule)."""
+    return bool(_NAME_ONLY.match(name))
+
+
+class Redactor:
+    """``Redactor(secrets=(), marker="[redacted]")``; :meth:`redact` applies the four passes.
+
+    Registered secrets shorter than ``min_secret_len`` (default 4) are ignored: redacting every
+    ``"a"`` would shred all text and is never what a caller means.
+    """
+
+    def __init__(self, secrets: Iterable[str] = (), marker: str = DEFAULT_MARKER, *, min_secret_len: int = 4):
+        self.marker = marker
+        self.min_secret_len = min_secret_len
+        self._secrets: list[str] = []
+        self._secret_re: re.Pattern[str] | None = None
+        self._assign = _assign_re(marker)
+        for s in secrets:
+            self.register(s)
+
+    # -- registration -------------------------------------------------------------------------
+
+    def register(self, secret: str) -> None:
+        """Add a secret value (pass 1). Values inside the marker, or containing it, are refused
+        silently (they could never be told apart from an earlier redaction)."""
+        if (not isinstance(secret, str) or len(secret) < self.min_secret_len or secret in self.marker
+                or self.marker in secret):
+            return
+        if secret not in self._secrets:
+            self._secrets.append(secret)
+            self._secrets.sort(key=lambda s: (-len(s), s))
+            # One alternation, longest first, scanned left to right.
+            self._secret_re = re.compile("|".join(re.escape(s) for s in self._secrets))
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return tuple(self._secrets)
+
+    @property
+    def has_registered(self) -> bool:
+        return bool(self._secrets)
+
+    # -- the passes -----------------------------------------------------------------------------
+
+    def redact(self, text: str) -> str:
+        if not text:
+            return text
+        m = self.marker
+        # Pass 1: registered values, longest first.
+        if self._secret_re is not None:
+            # Markers already in the text are fenced off, so a secret can never be found across a
+            # marker's edge on a second run (idempotence); the fragments between markers are
+            # scanned on their own.
+            pieces = text.split(m)
+            text = m.join(self._secret_re.sub(m, p) for p in pieces)
+        # Pass 2: PEM private-key bodies.
+        if "PRIVATE KEY-----" in text:
+            text = _PEM_BLOCK.sub(lambda mo: f"{mo.group(1)}\n{m}\n{mo.group(3)}", text)
+            text = self._redact_open_pem(text)
+        # Pass 3: URL userinfo passwords.
+        if "://" in text:
+            text = _URL_USERINFO.sub(lambda mo: mo.group(1) + (m if mo.group(2) != m else mo.group(2)) + mo.group(3), text)
+        # Pass 4: credential prefixes, bearer tokens, NAME=VALUE.
+        text = _PREFIX_TOKENS.sub(m, text)
+        text = _BEARER.sub(lambda mo: mo.group(1) + m, text)
+        text = self._assign.sub(self._assign_repl, text)
+        return text
+
+    def _redact_open_pem(self, text: str) -> str:
+        # A BEGIN with no END after it (cut text): redact everything after the last header whose
+        # body is not already the marker.
+        out = []
+        pos = 0
+        for mo in re.finditer(r"-----BEGIN (?:" + _PEM_LABEL + r" )?PRIVATE KEY-----", text):
+            if mo.start() < pos:
+                continue
+            end = _PEM_BLOCK.match(text, mo.start())
+            if end is not None:
+                out.append(text[pos:end.end()])
+                pos = end.end()
+                continue
+            out.append(text[pos:mo.end()])
+            out.append(self.marker)
+            pos = len(text)
+            break
+        out.append(text[pos:])
+        return "".join(out)
+
+    def _assign_repl(self, mo: re.Match[str]) -> str:
+        name, sep = mo.group("name"), mo.group("sep")
+        m = self.marker
+        if mo.group("dq") is not None:
+            return f'{name}{sep}"{m}"'
+        if mo.group("sq") is not None:
+            return f"{name}{sep}'{m}'"
+        if mo.group("bare") == m:
+            return mo.group(0)  # already redacted
+        return f"{name}{sep}{m}"
+
+    # -- structured values ----------------------------------------------------------------------
+
+    def redact_value(self, value: Any) -> Any:
+        """Scrub a JSON value node by node: string leaves, numbers and object keys; a scalar under a
+        key that names a secret (``{"password": "hunter2"}``) becomes the marker."""
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, bool) or value is None:
+            return value
+        if isinstance(value, (int, float)):
+            text = str(value)
+            red = self.redact(text)
+            return value if red == text else red
+        if isinstance(value, list):
+            return [self.redact_value(v) for v in value]
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for k, v in value.items():
+                rk = self.redact(str(k))
+                if secret_name(str(k)) and not isinstance(v, (dict, list, bool)) and v is not None:
+                    out[rk] = self.marker
+                else:
+                    out[rk] = self.redact_value(v)
+            return out
+        return value

@@ -1,0 +1,195 @@
+"""The redactor (spec §4.3): four passes, idempotent, nothing planted survives."""
+
+from __future__ import annotations
+
+import string
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from flux.cassette.redactor import Redactor, secret_name
+
+M = "[redacted]"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # pass 3: URL userinfo password, user kept
+        ("postgres://bob:pa55w0rd@db:5432/x", "postgres://bob:[redacted]@db:5432/x"),
+        ("see https://alice:s3cr%40t@example.com/path?q=1 now", "see https://alice:[redacted]@example.com/path?q=1 now"),
+        # pass 4: credential prefixes
+        ("key sk-abcdefghijklmnop1234567890 end", "key [redacted] end"),
+        ("sk-ant-api03-AbCdEf_123-456", "[redacted]"),
+        ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "[redacted]"),
+        ("gho_ABCDEFGHIJKLMNOP1234 ghs_ABCDEFGHIJKLMNOP1234", "[redacted] [redacted]"),
+        ("github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "[redacted]"),
+        ("slack xoxb-1234-5678-abcdefgh", "slack [redacted]"),
+        ("AKIAIOSFODNN7EXAMPLE here", "[redacted] here"),
+        ("glpat-abcdefghij0123456789", "[redacted]"),
+        ("AIzaSyA1234567890abcdefghijklmnopqrstuv", "[redacted]"),
+        ("Authorization: Bearer eyJhbGciOi.abc.def", "Authorization: Bearer [redacted]"),
+        ("curl -H 'authorization: bearer abc123=='", "curl -H 'authorization: bearer [redacted]'"),
+        # pass 4: NAME=VALUE / NAME: VALUE / JSON
+        ("export OPENAI_API_KEY=abc123", "export OPENAI_API_KEY=[redacted]"),
+        ("password: hunter2", "password: [redacted]"),
+        ('{"password":"hunter2","path":"a"}', '{"password":"[redacted]","path":"a"}'),
+        ('{"apiKey": "x\\"y", "n": 1}', '{"apiKey": "[redacted]", "n": 1}'),
+        ("DB_PASSWD='correct horse'", "DB_PASSWD='[redacted]'"),
+        ("client_secret=abc&x=1", "client_secret=[redacted]&x=1"),
+        ("GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789", "GITHUB_TOKEN=[redacted]"),
+        # pass 2: PEM bodies (terminated and cut off)
+        ("a\n-----BEGIN RSA PRIVATE KEY-----\nMIIabc\nxyz==\n-----END RSA PRIVATE KEY-----\nb",
+         "a\n-----BEGIN RSA PRIVATE KEY-----\n[redacted]\n-----END RSA PRIVATE KEY-----\nb"),
+        ("-----BEGIN PRIVATE KEY-----\nMIIabc", "-----BEGIN PRIVATE KEY-----[redacted]"),
+        ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl\n-----END OPENSSH PRIVATE KEY-----",
+         "-----BEGIN OPENSSH PRIVATE KEY-----\n[redacted]\n-----END OPENSSH PRIVATE KEY-----"),
+    ],
+)
+def test_patterns(text, expected):
+    assert Redactor().redact(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "max_tokens: 100",
+        "keyboard=us layout",
+        "the secretary: Mary",
+        "appended 21 bytes to flux-mock.txt",
+        '{"content":"created by flux mock\\n","path":"flux-mock.txt"}',
+        "https://example.com/a:b@c",  # ':' in the path, not userinfo
+        "https://user@example.com/",  # user without password
+        "sk-learn is a library",
+        "task-1234567890abcdefgh",  # 'sk-' glued inside a word
+        "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----",
+        "",
+    ],
+)
+def test_innocent_text_unchanged(text):
+    assert Redactor().redact(text) == text
+
+
+def test_registered_secrets_longest_first():
+    r = Redactor(["abcd1234", "abcd1234efgh"])
+    assert r.redact("x abcd1234efgh y abcd1234 z") == "x [redacted] y [redacted] z"
+    assert r.secrets == ("abcd1234efgh", "abcd1234")
+
+
+def test_registered_secret_rules():
+    r = Redactor(["ab", "redacted", "x[redacted]y", "longenough"], marker=M)
+    assert r.secrets == ("longenough",)  # too short, inside the marker, containing the marker
+    assert r.redact("ab redacted longenough") == "ab redacted [redacted]"
+
+
+def test_custom_marker():
+    r = Redactor(["topsecretvalue"], marker="***")
+    assert r.redact("a topsecretvalue b token=zz") == "a *** b token=***"
+    assert r.redact(r.redact("token=zz")) == "token=***"
+
+
+def test_secret_name():
+    for name in ("api_key", "API_KEY", "secretKey", "GITHUB_TOKEN", "db.password", "passwd", "x-api-key", "monkey"):
+        assert secret_name(name), name
+    for name in ("tokens", "max_tokens", "keyboard", "secretary", "path", "content"):
+        assert not secret_name(name), name
+
+
+def test_redact_value_scrubs_leaves_keys_and_secret_named_scalars():
+    r = Redactor(["topsecretvalue"])
+    v = {"path": "a", "password": 12345, "nested": [{"note": "use topsecretvalue"}], "topsecretvalue": 1, "ok": True}
+    assert r.redact_value(v) == {
+        "path": "a", "password": M, "nested": [{"note": f"use {M}"}], M: 1, "ok": True,
+    }
+
+
+# --------------------------------------------------------------------------------- properties
+
+alnum = string.ascii_letters + string.digits
+secret_values = st.text(alphabet=alnum, min_size=8, max_size=40)
+any_text = st.text(max_size=200)
+# Fragments that push text through every pass.
+tricky = st.sampled_from([
+    "key=", "token: ", "Bearer ", "https://u:p@h/", "-----BEGIN RSA PRIVATE KEY-----\n", "\n-----END RSA PRIVATE KEY-----",
+    "sk-", "AKIA", "ghp_", '"password":"', "'", '"', M, "[redacted", "]", "=", ":", " ", "\n", "@", "://",
+])
+mixed_text = st.lists(st.one_of(any_text, tricky, secret_values), max_size=12).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=mixed_text, secrets=st.lists(secret_values, max_size=3))
+def test_idempotent(text, secrets):
+    r = Redactor(secrets)
+    once = r.redact(text)
+    assert r.redact(once) == once
+
+
+@settings(max_examples=300, deadline=None)
+@given(prefix=any_text, suffix=any_text, secret=secret_values, others=st.lists(secret_values, max_size=2))
+def test_registered_secret_never_survives(prefix, suffix, secret, others):
+    r = Redactor([secret, *others])
+    out = r.redact(prefix + secret + suffix)
+    assert secret not in out
+
+
+def _token_strategy():
+    body = st.text(alphabet=alnum, min_size=20, max_size=40)
+    upper = st.text(alphabet=string.ascii_uppercase + string.digits, min_size=16, max_size=16)
+    return st.one_of(
+        body.map(lambda b: "sk-" + b),
+        body.map(lambda b: "sk-ant-api03-" + b),
+        body.map(lambda b: "ghp_" + b),
+        body.map(lambda b: "github_pat_" + b),
+        body.map(lambda b: "xoxb-" + b),
+        upper.map(lambda b: "AKIA" + b),
+        body.map(lambda b: "glpat-" + b),
+        st.text(alphabet=alnum, min_size=35, max_size=35).map(lambda b: "AIza" + b),
+    )
+
+
+separators = st.sampled_from([" ", "\n", "\t", '"', "'", "(", ")", ",", "; ", "=", ": "])
+
+
+@settings(max_examples=300, deadline=None)
+@given(prefix=any_text, suffix=any_text, token=_token_strategy(), left=separators, right=separators)
+def test_prefix_token_never_survives(prefix, suffix, token, left, right):
+    assume(token not in prefix and token not in suffix)
+    out = Redactor().redact(prefix + left + token + right + suffix)
+    assert token not in out
+
+
+@settings(max_examples=300, deadline=None)
+@given(prefix=any_text, suffix=any_text, value=secret_values,
+       name=st.sampled_from(["API_KEY", "password", "client_secret", "GITHUB_TOKEN", "db.passwd", "apiKey"]),
+       form=st.sampled_from(["{n}={v}", "{n}: {v}", '"{n}":"{v}"', "{n}='{v}'", "https://user:{v}@host/"]))
+def test_assignment_value_never_survives(prefix, suffix, value, name, form):
+    assume(value not in prefix and value not in suffix)
+    planted = form.format(n=name, v=value)
+    out = Redactor().redact(prefix + "\n" + planted + "\n" + suffix)
+    assert value not in out
+
+
+@settings(max_examples=300, deadline=None)
+@given(prefix=any_text, suffix=any_text, body=st.text(alphabet=alnum + "+/=\n", min_size=8, max_size=200),
+       label=st.sampled_from(["", "RSA ", "EC ", "OPENSSH ", "ENCRYPTED "]), cut=st.booleans())
+def test_pem_body_never_survives(prefix, suffix, body, label, cut):
+    assume(any(c.isalnum() for c in body) and body not in prefix and body not in suffix)
+    key = f"-----BEGIN {label}PRIVATE KEY-----\n{body}"
+    if not cut:
+        key += f"\n-----END {label}PRIVATE KEY-----"
+    out = Redactor().redact(prefix + "\n" + key + "\n" + suffix)
+    assert body not in out
+    assert f"-----BEGIN {label}PRIVATE KEY-----" in out and M in out
+
+
+plain = st.text(alphabet=string.ascii_lowercase + string.digits + " .,!?()\n#/", max_size=300)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=plain)
+def test_text_without_secrets_unchanged(text):
+    assume("bearer" not in text)
+    assert Redactor().redact(text) == text
+    # Registered secrets that do not occur leave it alone too.
+    assert Redactor(["ZZZZ-not-in-text"]).redact(text) == text
