@@ -51,7 +51,7 @@ def check_interrupted(turns: Sequence[Turn], turn_run_trace: Callable[[Turn], Se
     if plan.plan_source is None:
         return InterruptCheck(reason=f"turn {open_turn.number}'s last accepted plan has no plan_source — not resumable",
                               open_turn=open_turn.number)
-    from ..lang import parse
+    from ..lang.parser import parse
     from ..lang.hashes import flow_key
 
     try:

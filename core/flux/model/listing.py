@@ -114,11 +114,17 @@ def summarize_sessions(reader: StoreReader, rows: Sequence[SessionRow], prices: 
                 except PayloadError:
                     pass
                 _add_cost(out[stream], model or out[stream].row.model, u, prices)
+        ended_count: dict[str, int] = {}
+        for stream, _tid in ended:
+            ended_count[stream] = ended_count.get(stream, 0) + 1
         for stream, tid in newest_turn.items():
+            s = out[stream]
             if (stream, tid) in ended:
+                if ended_count.get(stream, 0) < s.turns:  # an older turn never ended
+                    s.interrupt = _older_open_turn(reader, stream, {t for (st, t) in ended if st == stream})
                 continue
-            out[stream].last_outcome = "pending"
-            out[stream].interrupt = _check_open_newest_turn(reader, stream, tid)
+            s.last_outcome = "pending"
+            s.interrupt = _check_open_newest_turn(reader, stream, tid, s.turns)
     return [out[r.id] for r in rows]
 
 
@@ -136,13 +142,24 @@ def _add_cost(s: SessionSummary, model: str, usage: Usage, prices: PriceTable | 
         s.cost += c
 
 
-def _check_open_newest_turn(reader: StoreReader, stream: str, turn_id: int) -> InterruptCheck:
+def _older_open_turn(reader: StoreReader, stream: str, ended_ids: set[int]) -> InterruptCheck:
+    """The newest turn closed but an older one never did: flux does not flag it (§3.8 step 2)."""
+    starts = [gs for (gs,) in reader.query("SELECT global_seq FROM events WHERE stream = ? AND kind = 'turn_started' ORDER BY global_seq", (stream,))]
+    open_numbers = [i + 1 for i, gs in enumerate(starts) if gs not in ended_ids]
+    if not open_numbers:
+        return InterruptCheck()
+    x, y = open_numbers[-1], len(starts)
+    return InterruptCheck(reason=f"turn {x} is interrupted, but turn {y} ran and closed after it — needs manual recovery", open_turn=x)
+
+
+def _check_open_newest_turn(reader: StoreReader, stream: str, turn_id: int, number: int) -> InterruptCheck:
     """§3.8 for a session whose newest turn is open: read only that turn's rows."""
     started = reader.events(stream, kinds=("turn_started",), min_global_seq=turn_id, max_global_seq=turn_id + 1)
     scoped = reader.turn_events(stream, turn_id, kinds=("plan_attempted",))
     turns = fold_turns(list(started) + list(scoped))
     if not turns:
         return InterruptCheck()
+    turns[0].number = number
     run_window = reader.events(stream, kinds=("run",), min_global_seq=turn_id)
     return check_interrupted(turns, lambda _t: run_window)
 

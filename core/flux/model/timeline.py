@@ -93,8 +93,16 @@ def _call_ops(node_json: Any, out: list[str]) -> None:
             _call_ops(v, out)
 
 
+def _statement_text(one_statement_flow: str) -> str:
+    """The statement alone: a one-statement flow without its ``flow`` header, dedented."""
+    lines = one_statement_flow.rstrip("\n").split("\n")
+    if lines and lines[0].startswith("flow"):
+        lines = [ln[2:] if ln.startswith("  ") else ln for ln in lines[1:]]
+    return "\n".join(lines)
+
+
 def _plan_statements(index: int, attempt: PlanAttempt) -> TimelinePlan:
-    from ..lang import parse
+    from ..lang.parser import parse
     from ..lang.astjson import node_to_json
     from ..lang.formatter import format_statement
     from ..lang.hashes import flow_key, stmt_hash16
@@ -107,7 +115,7 @@ def _plan_statements(index: int, attempt: PlanAttempt) -> TimelinePlan:
     for i, node in enumerate(draft.body):
         ops: list[str] = []
         _call_ops(node_to_json(node), ops)
-        stmts.append(Statement(index, i, format_statement(node).strip(), stmt_hash16(node), tuple(ops)))
+        stmts.append(Statement(index, i, _statement_text(format_statement(node)), stmt_hash16(node), tuple(ops)))
     return TimelinePlan(index, attempt, flow_key(draft.name, draft.body), stmts)
 
 
@@ -145,6 +153,7 @@ def build_timeline(detail: SessionDetail, turn: Turn) -> TurnTimeline:
         else:
             loose.append(cell)
 
+    last_boundary: tuple[str, int] | None = None
     has_ledger = any(isinstance(e.body, Run) and isinstance(e.body.event, (StatementCompleted, PlanHalted)) for e in events)
     for ev in events:
         b = ev.body
@@ -170,6 +179,7 @@ def build_timeline(detail: SessionDetail, turn: Turn) -> TurnTimeline:
             else:
                 place_native(cell)
         elif isinstance(r, (StatementCompleted, PlanHalted)):
+            last_boundary = (r.plan, r.node)
             tp = by_key.get(r.plan)
             if tp is None or not (0 <= r.node < len(tp.statements)):
                 loose.extend(pending)
@@ -183,8 +193,14 @@ def build_timeline(detail: SessionDetail, turn: Turn) -> TurnTimeline:
             else:
                 st.status = "skipped" if r.skipped else "completed"
     if pending:  # cells after the last boundary: the statement in flight when the run stopped
-        for c in pending:
-            place_native(c)
+        tp = by_key.get(last_boundary[0]) if last_boundary else (plans[-1] if plans else None)
+        nxt = last_boundary[1] + 1 if last_boundary else 0
+        if tp is not None and nxt < len(tp.statements):
+            tp.statements[nxt].cells.extend(pending)
+            tp.statements[nxt].status = "dispatched"
+        else:
+            for c in pending:
+                place_native(c)
     if turn.ended:
         for tp in plans:
             if not has_ledger:

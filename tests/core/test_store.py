@@ -1,0 +1,213 @@
+"""The store layer against the real flux 0.26.0 fixture and stores built through our writer."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from flux.errors import SessionNotFound, StoreError, StoreLockedError
+from flux.store import (
+    CallUsage, Message, OpRecorded, PlanAttempted, Run, StepStarted, StoreReader, StoreWriter,
+    TurnEnded, UnknownEvent, UnknownRun, Usage, encode_payload,
+)
+from tests.helpers import tree_digest
+
+
+def test_fixture_payloads_round_trip_byte_for_byte(fixture_store):
+    with StoreReader(fixture_store) as r:
+        evs = r.events("s_1")
+        raw = [p for (p,) in r.query("SELECT payload FROM events WHERE stream = 's_1' ORDER BY stream_seq")]
+    assert len(evs) == 64
+    assert [encode_payload(e.body) for e in evs] == raw
+
+
+def test_fixture_registry_and_cell(fixture_store):
+    with StoreReader(fixture_store) as r:
+        [row] = r.list_sessions()
+        assert (row.id, row.model, row.msg_count, row.last_seq) == ("s_1", "mock", 2, 63)
+        cells = [e.body.event for e in r.events("s_1") if isinstance(e.body, Run) and isinstance(e.body.event, OpRecorded)]
+    assert len(cells) == 1
+    assert cells[0].op == "append"
+    assert cells[0].content == "appended 21 bytes to flux-mock.txt"
+    assert cells[0].input_hash.startswith("7b7d06ae306ee31a")
+
+
+def test_browsing_leaves_every_file_byte_identical_and_creates_none(fixture_store):
+    before = tree_digest(fixture_store)
+    with StoreReader(fixture_store) as r:
+        r.list_sessions()
+        r.events("s_1")
+        r.change_token()
+    assert tree_digest(fixture_store) == before
+
+
+def test_browsing_a_wal_store_without_sidecars_creates_none(tmp_path):
+    d = tmp_path / "s"
+    with StoreWriter(d) as w:
+        w.create_session("mock")
+    for side in ("events.db-wal", "events.db-shm"):
+        (d / side).unlink(missing_ok=True)
+    before = tree_digest(d)
+    with StoreReader(d) as r:
+        assert [s.id for s in r.list_sessions()] == ["s_1"]
+    assert tree_digest(d) == before
+
+
+def test_reader_sees_rows_still_in_the_wal_of_a_crashed_writer(tmp_path):
+    d = tmp_path / "s"
+    w = StoreWriter(d)
+    w.conn.execute("PRAGMA wal_autocheckpoint = 0")
+    sid = w.create_session("mock")
+    w.append(sid, Message.text("user", "hello"))
+    # Snapshot the files while the writer is still open (as a crash would leave them), minus -shm.
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    for name in ("events.db", "events.db-wal", "flow.db"):
+        (crashed / name).write_bytes((d / name).read_bytes())
+    w.close()
+    before = tree_digest(crashed)
+    with StoreReader(crashed) as r:
+        assert r.mode == "snapshot"
+        assert r.count_events("s_1") == 2
+    assert tree_digest(crashed) == before
+
+
+def test_writer_follows_flux_write_rules(tmp_path):
+    with StoreWriter(tmp_path / "s", clock=lambda: 1_000) as w:
+        sid = w.create_session("mock", context={"agent_id": "a", "correlation_id": None})
+        w.append(sid, Message.text("user", "hi"), ts=1_001)
+        tid = w.begin_turn(sid, "hi", "mock", ts=1_002)
+        w.append(sid, PlanAttempted(step=1, plan_source="flow\n"), turn_id=tid, ts=1_003)
+        w.append(sid, Run(event=StepStarted(step="s", op="read", input_hash="x")), ts=1_004)
+        w.append(sid, CallUsage(model="mock", usage=Usage(input_tokens=3)), turn_id=tid, ts=1_005)
+        w.append(sid, TurnEnded(outcome="ok", answer="done"), turn_id=tid, ts=1_006)
+        w.append(sid, Message.text("assistant", "done"), ts=1_007)
+        with pytest.raises(ValueError):
+            w.append(sid, Message.text("user", "x"), turn_id=tid)
+    con = sqlite3.connect(tmp_path / "s" / "events.db")
+    rows = con.execute("SELECT global_seq, stream_seq, kind, ts, turn_id, length(id) FROM events ORDER BY global_seq").fetchall()
+    assert [r[1] for r in rows] == list(range(8))
+    assert rows[2][2] == "turn_started" and rows[2][0] == tid
+    assert [r[4] for r in rows] == [None, None, None, tid, None, tid, tid, None]
+    assert all(r[5] == 26 for r in rows)
+    reg = con.execute("SELECT model, created_at, updated_at, last_seq, msg_count, agent_id FROM streams").fetchone()
+    assert reg == ("mock", 1_000, 1_007, 7, 2, "a")
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    cols = [r[1] for r in con.execute("PRAGMA table_info(streams)")]
+    assert cols[-4:] == ["account", "agent_id", "agent_version", "correlation_id"]
+    flow = sqlite3.connect(tmp_path / "s" / "flow.db")
+    assert {r[0] for r in flow.execute("SELECT name FROM sqlite_master WHERE type='table'")} >= {"values_store", "symbols", "suspensions", "session_composites"}
+
+
+def test_transaction_rolls_back_as_a_whole(tmp_path):
+    with StoreWriter(tmp_path / "s") as w:
+        sid = w.create_session("mock")
+        with pytest.raises(RuntimeError):
+            with w.transaction():
+                w.append(sid, Message.text("user", "a"))
+                raise RuntimeError("boom")
+    with StoreReader(tmp_path / "s") as r:
+        assert r.count_events(sid) == 1
+        assert r.get_session(sid).msg_count == 0
+
+
+def test_tolerant_decoding_unknown_kinds_variants_and_corrupt_rows(tmp_path):
+    d = tmp_path / "s"
+    with StoreWriter(d) as w:
+        sid = w.create_session("mock")
+        w.append(sid, Message.text("user", "hi"))
+    con = sqlite3.connect(d / "events.db")
+    rows = [
+        ("future_kind", json.dumps({"kind": "future_kind", "data": {"x": 1}})),
+        ("run", json.dumps({"kind": "run", "data": {"event": "teleported", "where": "mars"}})),
+        ("run", "{not json"),
+        ("run", json.dumps({"kind": "run", "data": {"event": "op_recorded", "step": "s", "op": "read", "input_hash": "h"}})),
+        ("turn_ended", json.dumps({"kind": "turn_ended", "data": {"outcome": "ok", "iterations": "three", "usage": {"input_tokens": 5}}})),
+    ]
+    for i, (kind, payload) in enumerate(rows, start=2):
+        con.execute("INSERT INTO events (stream, stream_seq, id, kind, ts, payload) VALUES (?,?,?,?,?,?)",
+                    (sid, i, f"id{i}", kind, 1, payload))
+    con.commit()
+    con.close()
+    with StoreReader(d) as r:
+        evs = r.events(sid)
+        assert r.skipped_rows == 1
+    bodies = [e.body for e in evs]
+    assert isinstance(bodies[2], UnknownEvent) and bodies[2].kind == "future_kind"
+    assert isinstance(bodies[3].event, UnknownRun) and bodies[3].event.event == "teleported"
+    cell = bodies[4].event
+    assert isinstance(cell, OpRecorded) and cell.content == "" and cell.seq == 0 and not cell.truncated
+    ended = bodies[5]
+    assert isinstance(ended, TurnEnded) and ended.iterations == 0 and ended.usage.input_tokens == 5 and ended.usage.output_tokens == 0
+
+
+@pytest.mark.parametrize("setup, needle", [
+    (lambda d: None, "does not exist"),
+    (lambda d: d.mkdir(), "no events.db"),
+    (lambda d: (d.mkdir(), (d / "events.db").write_text("hello, I am text")), "not a SQLite database"),
+    (lambda d: (d.mkdir(), (d / "events.db").write_bytes(b"")), "empty"),
+    (lambda d: (d.mkdir(), sqlite3.connect(d / "events.db").execute("CREATE TABLE moz_places (id INTEGER)").connection.commit()),
+     "another application"),
+    (lambda d: d.write_text("x"), "not a directory"),
+])
+def test_bad_store_inputs_give_one_line_errors(tmp_path, setup, needle):
+    d = tmp_path / "store"
+    setup(d)
+    with pytest.raises(StoreError) as e:
+        StoreReader(d)
+    assert needle in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_missing_session_is_a_clear_error(fixture_store):
+    with StoreReader(fixture_store) as r:
+        with pytest.raises(SessionNotFound, match="no session 's_9'"):
+            r.get_session("s_9")
+
+
+def test_rollback_journal_store_locked_by_a_writer(tmp_path):
+    d = tmp_path / "s"
+    d.mkdir()
+    con = sqlite3.connect(d / "events.db", isolation_level=None)
+    con.execute("CREATE TABLE events (global_seq INTEGER PRIMARY KEY, stream TEXT, stream_seq INTEGER, id TEXT, kind TEXT, schema_version INTEGER, ts INTEGER, payload TEXT, turn_id INTEGER)")
+    con.execute("BEGIN EXCLUSIVE")
+    con.execute("INSERT INTO events VALUES (1,'s_1',0,'a','message',1,1,'{}',NULL)")
+    try:
+        with pytest.raises(StoreLockedError, match="locked by a writer"):
+            r = StoreReader(d, busy_timeout_s=0.2)
+            r.events("s_1")
+    finally:
+        con.execute("ROLLBACK")
+        con.close()
+
+
+def test_wal_store_mid_transaction_reads_committed_rows(tmp_path):
+    d = tmp_path / "s"
+    w = StoreWriter(d)
+    sid = w.create_session("mock")
+    w.conn.execute("BEGIN IMMEDIATE")
+    w.conn.execute("INSERT INTO events (stream, stream_seq, id, kind, ts, payload) VALUES (?, 1, 'x', 'message', 1, '{}')", (sid,))
+    try:
+        with StoreReader(d) as r:
+            assert r.count_events(sid) == 1  # the uncommitted row is invisible, nothing blocks
+    finally:
+        w.conn.execute("ROLLBACK")
+        w.close()
+
+
+def test_change_token_sees_another_writer(tmp_path):
+    d = tmp_path / "s"
+    with StoreWriter(d) as w:
+        w.create_session("mock")
+    r = StoreReader(d)
+    t1 = r.change_token()
+    with StoreWriter(d) as w:
+        w.create_session("mock")
+    assert r.change_token() != t1
+    r.refresh()
+    assert r.session_count() == 2
+    r.close()
