@@ -10,6 +10,8 @@ from . import ast
 from .astjson import (
     AstJsonError, draft_from_json, draft_to_json, node_from_json, node_to_json,
 )
+from .formatter import format_flow, format_statement
+from .parser import ParseError, parse, parse_expression
 from .hashes import (
     body_hash16, fingerprint, flow_key, input_hash, memo_symbol, once_key, step_id, stmt_hash16,
 )
@@ -17,5 +19,5 @@ from .hashes import (
 __all__ = [
     "ast", "AstJsonError", "draft_from_json", "draft_to_json", "node_from_json", "node_to_json",
     "body_hash16", "fingerprint", "flow_key", "input_hash", "memo_symbol", "once_key", "step_id",
-    "stmt_hash16",
+    "stmt_hash16", "format_flow", "format_statement", "ParseError", "parse", "parse_expression",
 ]

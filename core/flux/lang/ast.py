@@ -390,6 +390,10 @@ class Lit(Node):
     kind: ClassVar[str] = "lit"
     value: Any = None
 
+    def __post_init__(self) -> None:
+        # The value stays the plain JSON Python value it was given (lists stay lists).
+        pass
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Lit) and json_key(self.value) == json_key(other.value)
 

@@ -1,0 +1,462 @@
+"""The canonical Flux-Lang text of a :class:`~flux.lang.ast.DraftAst` (spec §5.3).
+
+This is the text stored in ``plan_attempted.plan_source`` and compared byte for byte by
+``plan.flux.snap``, so the rules are exact: a ``flow`` header, 2 spaces per level, ``\\n`` after
+every statement, bare symbols (reserved words keep ``$``), compact JSON literals whose string leaves
+may use ``\"\"\"…\"\"\"``, and a single-line ``@json <node JSON>`` escape for anything that has no
+native spelling. ``parse(format_flow(ast)) == ast`` holds for every AST whose header names are
+spellable (header names have no escape, as in the Rust formatter).
+
+Where a native spelling could be ambiguous (operator formulas), the formatter re-parses its own
+output and falls back to ``@json`` when the round trip would not be exact.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from flux.canonical import compact_json, format_float, json_string
+
+from . import ast as A
+from .astjson import node_json_text
+from .parser import ParseError, RESERVED, parse_expression
+
+__all__ = ["format_flow", "format_statement", "format_node_lines", "format_duration",
+           "compact_value", "is_identifier"]
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_OPNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
+_TYPENAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
+_PATH = re.compile(r'(?:\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\]|\["(?:[^"\\\n]|\\.)*"\])+\Z')
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_INDENT = "  "
+
+
+def is_identifier(name: Any) -> bool:
+    return isinstance(name, str) and bool(_IDENT.match(name))
+
+
+def _sym(name: str) -> str:
+    """A symbol as written: bare, or ``$name`` for reserved words."""
+    return "$" + name if name in RESERVED else name
+
+
+def _syms_ok(*names: Optional[str]) -> bool:
+    return all(n is None or is_identifier(n) for n in names)
+
+
+def format_duration(ms: int) -> str:
+    """``Nm`` for whole minutes, ``Ns`` for whole seconds, else ``Nms``."""
+    if ms % 60000 == 0:
+        return f"{ms // 60000}m"
+    if ms % 1000 == 0:
+        return f"{ms // 1000}s"
+    return f"{ms}ms"
+
+
+def _str(s: str) -> str:
+    """A string leaf: ``\"\"\"…\"\"\"`` when it has a newline and is safe to spell verbatim."""
+    if "\n" in s and '"""' not in s and not s.endswith('"') and "\r" not in s:
+        return f'"""{s}"""'
+    return json_string(s)
+
+
+def compact_value(v: Any) -> str:
+    """A JSON literal as ``compact_value`` writes it: sorted keys, ``\"\"\"`` string leaves."""
+    if isinstance(v, str):
+        return _str(v)
+    if isinstance(v, dict):
+        keys = sorted(v, key=lambda k: k.encode("utf-8"))
+        return "{" + ",".join(json_string(k) + ":" + compact_value(v[k]) for k in keys) + "}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(compact_value(x) for x in v) + "]"
+    if isinstance(v, float) and not isinstance(v, bool):
+        return format_float(v)
+    return compact_json(v)
+
+
+def _type_ok(t: Optional[A.TypeRef]) -> bool:
+    """Whether a type label re-parses to the same TypeRef."""
+    if t is None or t.tag in A.TypeRef.BUILTINS:
+        return True
+    if t.tag == "list":
+        return _type_ok(t.inner)
+    name = t.name or ""
+    return bool(_TYPENAME.match(name)) and name.lower() not in A.TypeRef.BUILTINS and \
+        name.lower() != "list"
+
+
+def _json_escape(node: A.Node) -> str:
+    return "@json " + node_json_text(node)
+
+
+def _is_dynamic(node: A.Node) -> bool:
+    if isinstance(node, A.Lit):
+        return False
+    if isinstance(node, A.Obj):
+        return any(_is_dynamic(v) for _, v in node.fields)
+    if isinstance(node, A.ListExpr):
+        return any(_is_dynamic(v) for v in node.items)
+    return True
+
+
+def _op_inline_ok(op: str) -> bool:
+    return bool(_OPNAME.match(op)) and op not in RESERVED
+
+
+def _call_args(args: tuple) -> str:
+    if len(args) == 1 and isinstance(args[0], A.Obj) and args[0].fields and \
+            all(is_identifier(k) for k, _ in args[0].fields):
+        fields = args[0].fields
+        parts = []
+        for k, v in fields:
+            if len(fields) >= 2 and isinstance(v, A.Var) and v.name == k and k not in RESERVED:
+                parts.append(k)
+            else:
+                parts.append(f"{k}: {expr(v)}")
+        return ", ".join(parts)
+    if len(args) >= 2 and all(isinstance(a, A.Var) and is_identifier(a.name) for a in args):
+        return ", ".join("$" + a.name for a in args)
+    return ", ".join(expr(a) for a in args)
+
+
+def _formula_with_sigils(formula: str, names: set[str]) -> str:
+    """Re-insert ``$`` before every formula identifier that names a var (not inside strings)."""
+    out, i, n = [], 0, len(formula)
+    while i < n:
+        ch = formula[i]
+        if ch == '"':
+            j = i + 1
+            while j < n and formula[j] != '"':
+                j += 2 if formula[j] == "\\" else 1
+            out.append(formula[i:j + 1])
+            i = j + 1
+            continue
+        m = re.compile(r"[A-Za-z_][A-Za-z0-9_]*").match(formula, i)
+        if m:
+            word = m.group(0)
+            prev = formula[i - 1] if i else ""
+            if word in names and prev != "." and prev != "$":
+                out.append("$" + word)
+            else:
+                out.append(word)
+            i = m.end()
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def expr(node: A.Node) -> str:
+    """A node in inline (expression) position; ``@json`` when it has no native spelling."""
+    if isinstance(node, A.Var):
+        return _sym(node.name) if is_identifier(node.name) else _json_escape(node)
+    if isinstance(node, A.Lit):
+        return compact_value(node.value)
+    if isinstance(node, A.Call):
+        if _op_inline_ok(node.op):
+            return f"{node.op}({_call_args(node.args)})"
+        return _json_escape(node)
+    if isinstance(node, A.Fmt):
+        return f"fmt({_str(node.template)})"
+    if isinstance(node, A.Jq):
+        if isinstance(node.input, A.Var) and is_identifier(node.input.name) and \
+                _PATH.match(node.path) and _path_roundtrips(node.path):
+            return _sym(node.input.name) + node.path + ("?" if node.optional else "")
+        return _json_escape(node)
+    if isinstance(node, A.Obj) and _is_dynamic(node):
+        parts = [f"{k if is_identifier(k) else json_string(k)}: {expr(v)}"
+                 for k, v in node.fields]
+        return "{ " + ", ".join(parts) + " }"
+    if isinstance(node, A.ListExpr) and _is_dynamic(node):
+        return "[ " + ", ".join(expr(v) for v in node.items) + " ]"
+    if isinstance(node, A.Expr):
+        names = {k for k, _ in node.vars}
+        if all(isinstance(v, A.Var) and v.name == k for k, v in node.vars):
+            text = _formula_with_sigils(node.formula, names)
+            try:
+                if parse_expression(text) == node:
+                    return text
+            except ParseError:
+                pass
+        return _json_escape(node)
+    if isinstance(node, A.Peek) and is_identifier(node.name):
+        return "peek " + _sym(node.name)
+    if isinstance(node, A.Parse):
+        return f"parse({expr(node.value)}, as: {json_string(node.as_type)})"
+    if isinstance(node, A.Thing):
+        t = node.thing
+        kind_ok = (t.kind in A.ThingRef.KINDS) if not t.custom else \
+            (is_identifier(t.kind) and t.kind not in A.ThingRef.KINDS)
+        if kind_ok and t.selector in A.ThingRef.SELECTORS:
+            return f"thing {t.kind} {t.selector} {json_string(t.value)}"
+        return _json_escape(node)
+    return _json_escape(node)
+
+
+def _path_roundtrips(path: str) -> bool:
+    """A bracketed string key must decode back to exactly the text we would re-encode."""
+    import json as _json
+    for m in re.finditer(r'\["((?:[^"\\\n]|\\.)*)"\]', path):
+        try:
+            key = _json.loads('"' + m.group(1) + '"')
+        except ValueError:
+            return False
+        if json_string(key) != '"' + m.group(1) + '"':
+            return False
+    return True
+
+
+def _arrow(bind: Optional[str]) -> str:
+    return f" -> {_sym(bind)}" if bind is not None else ""
+
+
+class _Out:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def line(self, level: int, text: str) -> None:
+        self.lines.append(_INDENT * level + text + "\n")
+
+    def body(self, nodes: tuple, level: int) -> None:
+        for n in nodes:
+            _stmt(n, level, self)
+
+
+def _stmt(node: A.Node, level: int, out: _Out) -> None:  # noqa: C901 - one arm per node kind
+    """Write one statement (and its nested blocks) at ``level``."""
+    L = out.line
+    if isinstance(node, (A.Bind, A.Memo)) and is_identifier(node.name) and _type_ok(node.ty):
+        if node.effect is not None:
+            L(level, f"@effect({node.effect})")
+        head = "memo " + node.name if isinstance(node, A.Memo) else _sym(node.name)
+        if isinstance(node, A.Memo) and node.name in RESERVED:
+            head = "memo $" + node.name
+        ty = f": {node.ty.label()}" if node.ty is not None else ""
+        L(level, f"{head}{ty} = {expr(node.value)}")
+        return
+    if isinstance(node, A.CtxAppend) and _syms_ok(node.ctx, *node.add):
+        tail = (" " + ", ".join(_sym(s) for s in node.add)) if node.add else ""
+        L(level, f"{_sym(node.ctx)} +={tail}")
+        return
+    if isinstance(node, A.Call) and _OPNAME.match(node.op):
+        if node.op in RESERVED:
+            args = ", ".join(expr(a) for a in node.args)
+            L(level, f"do {node.op}" + (" " + args if args else ""))
+        else:
+            L(level, f"{node.op}({_call_args(node.args)})")
+        return
+    if isinstance(node, A.Return):
+        L(level, "return " + expr(node.value))
+        return
+    if isinstance(node, A.Var) and is_identifier(node.name):
+        L(level, _sym(node.name))
+        return
+    if isinstance(node, A.Lit):
+        L(level, compact_value(node.value))
+        return
+    if isinstance(node, A.When):
+        L(level, "when " + expr(node.cond))
+        out.body(node.then, level + 1)
+        if node.otherwise:
+            L(level, "else")
+            out.body(node.otherwise, level + 1)
+        return
+    if isinstance(node, A.Unless):
+        L(level, "unless " + expr(node.cond))
+        out.body(node.body, level + 1)
+        return
+    if isinstance(node, A.Each) and _syms_ok(node.item, node.collect) and \
+            not (node.flat and node.collect is None):
+        tail = ""
+        if node.collect is not None:
+            tail = " -> " + ("flat " if node.flat else "") + _sym(node.collect)
+        L(level, f"each {_sym(node.item)} in {expr(node.source)}{tail}")
+        out.body(node.body, level + 1)
+        return
+    if isinstance(node, A.Repeat) and _syms_ok(node.collect):
+        until = f", until: {expr(node.until)}" if node.until is not None else ""
+        L(level, f"repeat {node.max}{until}{_arrow(node.collect)}")
+        out.body(node.body, level + 1)
+        return
+    if isinstance(node, (A.Seq, A.Pipe)) and _syms_ok(node.bind):
+        word = "seq" if isinstance(node, A.Seq) else "pipe"
+        L(level, word + _arrow(node.bind))
+        out.body(node.body if isinstance(node, A.Seq) else node.steps, level + 1)
+        return
+    if isinstance(node, A.Ctx) and _syms_ok(node.name, *node.include, *node.exclude):
+        L(level, "ctx " + _sym(node.name))
+        if node.purpose is not None:
+            L(level + 1, "purpose " + _str(node.purpose))
+        if node.budget is not None:
+            L(level + 1, f"budget {node.budget}")
+        if node.include:
+            L(level + 1, "include " + ", ".join(_sym(s) for s in node.include))
+        if node.exclude:
+            L(level + 1, "exclude " + ", ".join(_sym(s) for s in node.exclude))
+        return
+    if isinstance(node, A.Match):
+        L(level, "match " + expr(node.subject))
+        for c in node.cases:
+            L(level + 1, "case " + expr(c.value))
+            out.body(c.body, level + 2)
+        if node.default:
+            L(level + 1, "default")
+            out.body(node.default, level + 2)
+        return
+    if isinstance(node, A.Route):
+        L(level, "route " + expr(node.selector))
+        for c in node.cases:
+            L(level + 1, "case " + _str(c.label))
+            out.body(c.body, level + 2)
+        if node.default:
+            L(level + 1, "default")
+            out.body(node.default, level + 2)
+        return
+    if isinstance(node, A.Fallback) and _syms_ok(node.bind):
+        L(level, "fallback" + _arrow(node.bind))
+        for b in node.branches:
+            L(level + 1, "branch")
+            out.body(b.body, level + 2)
+        return
+    if isinstance(node, A.Loop) and _syms_ok(node.bind):
+        until = f", until: {expr(node.until)}" if node.until is not None else ""
+        L(level, f"loop for {format_duration(node.for_ms)}, every: "
+                 f"{format_duration(node.every_ms)}{until}{_arrow(node.bind)}")
+        out.body(node.body, level + 1)
+        return
+    if isinstance(node, A.Timeout) and _syms_ok(node.bind):
+        L(level, f"timeout {format_duration(node.ms)}{_arrow(node.bind)}")
+        out.body(node.body, level + 1)
+        return
+    if isinstance(node, A.Budget) and _syms_ok(node.bind):
+        L(level, f"budget {node.limit}{_arrow(node.bind)}")
+        out.body(node.body, level + 1)
+        return
+    if isinstance(node, A.CapScope) and _syms_ok(node.bind):
+        L(level, f"with_tools {compact_json(list(node.tools))}{_arrow(node.bind)}")
+        out.body(node.body, level + 1)
+        return
+    if isinstance(node, A.Parallel) and _syms_ok(*(b.name for b in node.branches)):
+        L(level, "parallel")
+        for b in node.branches:
+            L(level + 1, "branch " + _sym(b.name))
+            out.body(b.body, level + 2)
+        return
+    if isinstance(node, A.Race) and _syms_ok(node.bind, *(b.name for b in node.branches)):
+        L(level, f"race {format_duration(node.timeout_ms)}{_arrow(node.bind)}")
+        for b in node.branches:
+            L(level + 1, "branch " + _sym(b.name))
+            out.body(b.body, level + 2)
+        return
+    if isinstance(node, A.Retry) and _syms_ok(node.bind) and \
+            (node.backoff is None or (_WORD.match(node.backoff) and node.backoff not in RESERVED)):
+        opts = ""
+        if node.backoff is not None:
+            opts += f", backoff: {node.backoff}"
+        if node.delay_ms is not None:
+            opts += f", delay: {format_duration(node.delay_ms)}"
+        L(level, f"retry {node.max}{opts}{_arrow(node.bind)}")
+        out.body(node.body, level + 1)
+        return
+    if isinstance(node, A.Assert):
+        msg = f", {_str(node.message)}" if node.message is not None else ""
+        L(level, f"assert {expr(node.cond)}{msg}")
+        return
+    if isinstance(node, A.Try) and _syms_ok(node.catch):
+        L(level, "try")
+        out.body(node.body, level + 1)
+        if node.catch is not None or node.handler:
+            L(level, "catch" + (" " + _sym(node.catch) if node.catch is not None else ""))
+            out.body(node.handler, level + 1)
+        return
+    if isinstance(node, A.Scope) and _syms_ok(node.bind) and \
+            not (node.bind is not None and node.acquire is None):
+        head = "scope"
+        if node.acquire is not None:
+            head += " " + (f"{_sym(node.bind)} = " if node.bind is not None else "") + \
+                expr(node.acquire)
+        L(level, head)
+        out.body(node.body, level + 1)
+        if node.finally_:
+            L(level, "finally")
+            out.body(node.finally_, level + 1)
+        return
+    if isinstance(node, A.Saga):
+        L(level, "saga")
+        for s in node.steps:
+            L(level + 1, "step")
+            out.body(s.body, level + 2)
+            if s.undo:
+                L(level + 1, "undo")
+                out.body(s.undo, level + 2)
+        return
+    if isinstance(node, A.Confirm) and \
+            (node.risk is None or (_WORD.match(node.risk) and node.risk not in RESERVED)):
+        risk = f", risk: {node.risk}" if node.risk is not None else ""
+        L(level, f"confirm {_str(node.message)}{risk}")
+        out.body(node.body, level + 1)
+        return
+    if isinstance(node, A.Throttle):
+        L(level, f"throttle {_str(node.name)}, max: {node.max}, "
+                 f"per: {format_duration(node.window_ms)}")
+        out.body(node.body, level + 1)
+        return
+    if isinstance(node, A.Debounce):
+        L(level, f"debounce {_str(node.name)}, wait: {format_duration(node.wait_ms)}")
+        out.body(node.body, level + 1)
+        return
+    if isinstance(node, A.Verify):
+        msg = f": {_str(node.message)}" if node.message is not None else ""
+        L(level, f"verify {expr(node.cmd)} contains {expr(node.expect)}{msg}")
+        return
+    if isinstance(node, A.Once) and _syms_ok(node.bind):
+        L(level, f"once {_str(node.label)}{_arrow(node.bind)}")
+        out.body(node.body, level + 1)
+        return
+    if isinstance(node, A.Checkpoint):
+        L(level, f"checkpoint {_str(node.label)}")
+        return
+    if isinstance(node, A.Await) and _syms_ok(node.binding) and _type_ok(node.as_type) and \
+            not (node.as_type is not None and node.binding is None):
+        head = "await "
+        if node.binding is not None:
+            ty = f": {node.as_type.label()}" if node.as_type is not None else ""
+            head += f"{_sym(node.binding)}{ty} = "
+        head += _str(node.source)
+        if node.condition is not None:
+            head += f", when: {expr(node.condition)}"
+        L(level, head)
+        return
+    L(level, _json_escape(node))
+
+
+def _header(draft: A.DraftAst) -> str:
+    head = "flow"
+    if draft.name is not None:
+        head += " " + draft.name
+    if draft.params:
+        head += "(" + ", ".join(f"{p.name}: {p.ty.label()}" for p in draft.params) + ")"
+    if draft.returns is not None:
+        head += " -> " + draft.returns.label()
+    return head + "\n"
+
+
+def format_flow(draft: A.DraftAst) -> str:
+    """``flux_lang::format::format``: the canonical plan text."""
+    out = _Out()
+    out.body(draft.body, 1)
+    return _header(draft) + "".join(out.lines)
+
+
+def format_statement(node: A.Node) -> str:
+    """One top-level node formatted as its own one-statement flow (``flow\\n  <stmt>\\n``)."""
+    return format_flow(A.DraftAst(body=(node,)))
+
+
+def format_node_lines(node: A.Node, level: int = 0) -> list[str]:
+    """The lines (each ending in ``\\n``) one statement occupies, indented ``level`` steps."""
+    out = _Out()
+    _stmt(node, level, out)
+    return out.lines

@@ -1,0 +1,1161 @@
+"""A hand-written recursive-descent parser for canonical Flux-Lang text (spec §5.2–§5.4).
+
+It reads everything :mod:`flux.lang.formatter` writes, plus the looser spellings people and older
+engines write: ``$name`` as well as bare symbols, ``#`` comments, any consistent indentation,
+delimited expressions over several lines with trailing commas, triple-quoted verbatim strings, plain-ms
+durations and a leading ``goal "…"`` line.
+
+The parser works on the source text with a cursor rather than a token list, because the grammar is
+line-sensitive outside delimiters (a newline ends a statement) and whitespace-insensitive inside
+them, and triple-quoted strings may run across lines anywhere. ``self.depth`` counts open delimiters.
+
+Every error is a :class:`ParseError` whose message is one line: ``line N, col M: <what>``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Optional, Union
+
+from flux.canonical import canonical_json, json_string
+from flux.errors import FluxError
+
+from . import ast as A
+from .astjson import AstJsonError, node_from_json
+
+__all__ = ["ParseError", "parse", "parse_expression", "RESERVED", "STATEMENT_KEYWORDS",
+           "FORMULA_FUNCTIONS"]
+
+
+class ParseError(FluxError):
+    """Flux-Lang text that does not parse. ``line``/``col`` are 1-based."""
+
+    def __init__(self, line: int, col: int, what: str):
+        self.line, self.col, self.what = line, col, what
+        super().__init__(f"line {line}, col {col}: {what}")
+
+
+#: Words that start a statement (a bare call to an op with one of these names uses ``do``).
+STATEMENT_KEYWORDS = frozenset("""
+    when unless each repeat seq ctx match route fallback loop timeout budget with_tools parallel
+    retry assert try race scope saga pipe confirm throttle debounce verify memo once checkpoint
+    await return do
+""".split())
+
+#: Words a bare symbol may not be spelled as (the formatter keeps their ``$``).
+RESERVED = STATEMENT_KEYWORDS | frozenset("""
+    flow goal else in until case default branch catch finally step undo purpose include exclude
+    every for flat contains fmt peek parse thing true false null as
+""".split())
+
+#: Functions allowed inside an operator formula.
+FORMULA_FUNCTIONS = frozenset({"round", "abs", "min", "max"})
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_OPNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+_DECL = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+_TYPENAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+_INT = re.compile(r"[0-9]+")
+
+# Formula operator precedence (higher binds tighter).
+_BINOPS = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3,
+           "+": 4, "-": 4, "*": 5, "/": 5, "%": 5}
+_UNARY_PREC = 6
+
+
+class _F:
+    """An operator-formula tree node (only exists while parsing; becomes an ``Expr``)."""
+
+    __slots__ = ("op", "args")
+
+    def __init__(self, op: str, *args: Any):
+        self.op, self.args = op, args
+
+
+def _json_number(text: str) -> Union[int, float]:
+    if "." in text or "e" in text or "E" in text:
+        return float(text)
+    v = int(text)
+    # serde_json keeps integers only within i64/u64; anything larger becomes an f64.
+    if -(2 ** 63) <= v < 2 ** 64:
+        return v
+    return float(text)
+
+
+class _Parser:
+    def __init__(self, src: str):
+        self.src = src.replace("\r\n", "\n")
+        self.n = len(self.src)
+        self.pos = 0
+        self.depth = 0
+        #: formula text (stored without `$`) never uses call-argument puns
+        self.no_puns = False
+
+    # ---------------------------------------------------------------- errors and positions
+    def error(self, what: str, pos: Optional[int] = None) -> ParseError:
+        p = self.pos if pos is None else pos
+        line = self.src.count("\n", 0, p) + 1
+        col = p - (self.src.rfind("\n", 0, p) + 1) + 1
+        return ParseError(line, col, what)
+
+    def _here(self) -> str:
+        if self.pos >= self.n:
+            return "end of input"
+        ch = self.src[self.pos]
+        return "end of line" if ch == "\n" else repr(ch)
+
+    # ---------------------------------------------------------------- low level
+    def sp(self) -> None:
+        """Skip blanks and comments; inside delimiters newlines are blanks too."""
+        src, n = self.src, self.n
+        while self.pos < n:
+            ch = src[self.pos]
+            if ch in " \t" or (ch == "\n" and self.depth > 0):
+                self.pos += 1
+            elif ch == "#":
+                end = src.find("\n", self.pos)
+                self.pos = n if end < 0 else end
+            else:
+                break
+
+    def at_eol(self) -> bool:
+        self.sp()
+        return self.pos >= self.n or self.src[self.pos] == "\n"
+
+    def eol(self) -> None:
+        if not self.at_eol():
+            raise self.error(f"unexpected {self._here()}, expected end of line")
+        if self.pos < self.n:
+            self.pos += 1
+
+    def peek(self, s: str) -> bool:
+        self.sp()
+        return self.src.startswith(s, self.pos)
+
+    def accept(self, s: str) -> bool:
+        if self.peek(s):
+            self.pos += len(s)
+            return True
+        return False
+
+    def expect(self, s: str, what: Optional[str] = None) -> None:
+        if not self.accept(s):
+            raise self.error(f"expected {what or repr(s)}, found {self._here()}")
+
+    def word_at(self, pos: int) -> Optional[str]:
+        m = _IDENT.match(self.src, pos)
+        return m.group(0) if m else None
+
+    def peek_word(self) -> Optional[str]:
+        self.sp()
+        return self.word_at(self.pos)
+
+    def accept_word(self, w: str) -> bool:
+        self.sp()
+        if self.src.startswith(w, self.pos):
+            end = self.pos + len(w)
+            if end >= self.n or not (self.src[end].isalnum() or self.src[end] == "_"):
+                self.pos = end
+                return True
+        return False
+
+    def expect_word(self, w: str) -> None:
+        if not self.accept_word(w):
+            raise self.error(f"expected `{w}`, found {self._here()}")
+
+    def ident(self, what: str = "a name") -> str:
+        self.sp()
+        m = _IDENT.match(self.src, self.pos)
+        if not m:
+            raise self.error(f"expected {what}, found {self._here()}")
+        self.pos = m.end()
+        return m.group(0)
+
+    def sym(self, what: str = "a symbol") -> str:
+        """A symbol, spelled ``$name`` or bare ``name``."""
+        self.sp()
+        if self.pos < self.n and self.src[self.pos] == "$":
+            self.pos += 1
+            m = _IDENT.match(self.src, self.pos)
+            if not m:
+                raise self.error(f"expected {what} after `$`")
+            self.pos = m.end()
+            return m.group(0)
+        return self.ident(what)
+
+    def sym_list(self) -> tuple:
+        out = [self.sym()]
+        while self.accept(","):
+            out.append(self.sym())
+        return tuple(out)
+
+    def integer(self, what: str = "a whole number") -> int:
+        self.sp()
+        m = _INT.match(self.src, self.pos)
+        if not m:
+            raise self.error(f"expected {what}, found {self._here()}")
+        self.pos = m.end()
+        return int(m.group(0))
+
+    def duration(self) -> int:
+        """``Nm``, ``Ns``, ``Nms`` or plain ``N`` (milliseconds)."""
+        v = self.integer("a duration")
+        if self.src.startswith("ms", self.pos):
+            self.pos += 2
+            return v
+        for unit, mult in (("s", 1000), ("m", 60000)):
+            if self.src.startswith(unit, self.pos):
+                end = self.pos + 1
+                if end >= self.n or not (self.src[end].isalnum() or self.src[end] == "_"):
+                    self.pos = end
+                    return v * mult
+        if self.pos < self.n and (self.src[self.pos].isalnum() or self.src[self.pos] == "_"):
+            raise self.error("unknown duration unit (use ms, s or m)")
+        return v
+
+    def string(self, what: str = "a string") -> str:
+        """A JSON string literal or a verbatim ``\"\"\"…\"\"\"`` string."""
+        self.sp()
+        src, start = self.src, self.pos
+        if src.startswith('"""', start):
+            end = src.find('"""', start + 3)
+            if end < 0:
+                raise self.error('unterminated """ string', start)
+            self.pos = end + 3
+            return src[start + 3:end]
+        if start >= self.n or src[start] != '"':
+            raise self.error(f"expected {what}, found {self._here()}")
+        i = start + 1
+        while i < self.n:
+            ch = src[i]
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == '"':
+                break
+            if ch == "\n":
+                raise self.error("unterminated string", start)
+            i += 1
+        else:
+            raise self.error("unterminated string", start)
+        try:
+            value = json.loads(src[start:i + 1])
+        except ValueError as exc:
+            raise self.error(f"bad string literal: {exc.msg}", start) from None
+        self.pos = i + 1
+        return value
+
+    def at_string(self) -> bool:
+        self.sp()
+        return self.pos < self.n and self.src[self.pos] == '"'
+
+    # ---------------------------------------------------------------- JSON values
+    def json_value(self) -> Any:
+        """A JSON value in which any string may be spelled ``\"\"\"…\"\"\"``."""
+        self.sp()
+        if self.pos >= self.n:
+            raise self.error("expected a JSON value, found end of input")
+        ch = self.src[self.pos]
+        if ch == '"':
+            return self.string()
+        if ch == "{":
+            self.pos += 1
+            self.depth += 1
+            out: dict[str, Any] = {}
+            # Trailing commas are accepted: delimited values may span lines (§5.4).
+            while not self.accept("}"):
+                key = self.string("an object key")
+                self.expect(":")
+                out[key] = self.json_value()
+                if not self.accept(","):
+                    self.expect("}", "',' or '}'")
+                    break
+            self.depth -= 1
+            return out
+        if ch == "[":
+            self.pos += 1
+            self.depth += 1
+            items: list[Any] = []
+            while not self.accept("]"):
+                items.append(self.json_value())
+                if not self.accept(","):
+                    self.expect("]", "',' or ']'")
+                    break
+            self.depth -= 1
+            return items
+        m = _NUMBER.match(self.src, self.pos)
+        if m and m.end() > self.pos:
+            self.pos = m.end()
+            return _json_number(m.group(0))
+        for word, value in (("true", True), ("false", False), ("null", None)):
+            if self.accept_word(word):
+                return value
+        raise self.error(f"expected a JSON value, found {self._here()}")
+
+    def try_json(self) -> tuple[bool, Any]:
+        """Try a JSON value here; on failure restore the cursor (templates share ``{``/``[``)."""
+        save_pos, save_depth = self.pos, self.depth
+        try:
+            v = self.json_value()
+        except ParseError:
+            self.pos, self.depth = save_pos, save_depth
+            return False, None
+        # A JSON value must not run on into template syntax (e.g. `[1, 2].x` is not a literal).
+        return True, v
+
+    def json_node(self) -> A.Node:
+        start = self.pos
+        self.expect("@json")
+        v = self.json_value()
+        try:
+            return node_from_json(v)
+        except AstJsonError as exc:
+            raise self.error(f"bad @json node: {exc}", start) from None
+
+    # ---------------------------------------------------------------- types
+    def type_ref(self) -> A.TypeRef:
+        self.sp()
+        m = _TYPENAME.match(self.src, self.pos)
+        if not m:
+            raise self.error(f"expected a type, found {self._here()}")
+        name = m.group(0)
+        self.pos = m.end()
+        low = name.lower()
+        if low in A.TypeRef.BUILTINS:
+            return A.TypeRef(low)
+        if low == "list" and self.src.startswith("<", self.pos):
+            self.pos += 1
+            inner = self.type_ref()
+            self.expect(">")
+            return A.TypeRef.list_of(inner)
+        return A.TypeRef.named(name)
+
+    # ---------------------------------------------------------------- expressions
+    def expression(self) -> A.Node:
+        return self._to_node(self._binary(1))
+
+    def _to_node(self, t: Union[A.Node, _F]) -> A.Node:
+        if isinstance(t, A.Node):
+            return t
+        vars_: dict[str, A.Node] = {}
+        text = self._render(t, 0, vars_)
+        return A.Expr(text, vars_)
+
+    def _render(self, t: Union[A.Node, _F], parent: int, vars_: dict) -> str:
+        """Canonical formula text: bare names, single spaces around binary operators."""
+        if isinstance(t, _F):
+            if t.op in ("!", "neg"):
+                s = ("!" if t.op == "!" else "-") + self._render(t.args[0], _UNARY_PREC, vars_)
+                return s
+            if t.op in _BINOPS:
+                prec = _BINOPS[t.op]
+                left = self._render(t.args[0], prec if prec != 3 else 4, vars_)
+                right = self._render(t.args[1], prec + 1, vars_)
+                s = f"{left} {t.op} {right}"
+                return f"({s})" if prec < parent else s
+            # a whitelisted function
+            inner = ", ".join(self._render(a, 0, vars_) for a in t.args)
+            return f"{t.op}({inner})"
+        if isinstance(t, A.Var):
+            vars_[t.name] = t
+            return t.name
+        if isinstance(t, A.Lit):
+            return canonical_json(t.value)
+        if isinstance(t, A.Jq) and isinstance(t.input, A.Var):
+            vars_[t.input.name] = t.input
+            return t.input.name + t.path + ("?" if t.optional else "")
+        raise AssertionError("checked by _operand")
+
+    def _operand(self, t: Union[A.Node, _F], pos: int) -> Union[A.Node, _F]:
+        """Check a node may stand in a formula (symbols, literals, field access)."""
+        if isinstance(t, _F) or isinstance(t, (A.Var, A.Lit)):
+            return t
+        if isinstance(t, A.Jq) and isinstance(t.input, A.Var):
+            return t
+        if isinstance(t, A.Call) and t.op in FORMULA_FUNCTIONS:
+            return _F(t.op, *[self._operand(a, pos) for a in t.args])
+        raise self.error(
+            "an operator formula may only combine symbols, literals, field access and "
+            "round/abs/min/max (bind other values first)", pos)
+
+    def _peek_binop(self) -> Optional[str]:
+        self.sp()
+        s = self.src[self.pos:self.pos + 2]
+        if s in ("||", "&&", "==", "!=", "<=", ">="):
+            return s
+        if s == "->":
+            return None
+        c = s[:1]
+        if c in ("<", ">", "+", "-", "*", "/", "%"):
+            return c
+        return None
+
+    def _binary(self, min_prec: int) -> Union[A.Node, _F]:
+        start = self.pos
+        left = self._unary()
+        while True:
+            op = self._peek_binop()
+            if op is None or _BINOPS[op] < min_prec:
+                return left
+            prec = _BINOPS[op]
+            self.pos += len(op)
+            rstart = self.pos
+            right = self._binary(prec + 1)
+            left = _F(op, self._operand(left, start), self._operand(right, rstart))
+            if prec == 3 and (nxt := self._peek_binop()) is not None and _BINOPS[nxt] == 3:
+                raise self.error("comparisons do not chain; add parentheses")
+
+    def _unary(self) -> Union[A.Node, _F]:
+        self.sp()
+        start = self.pos
+        if self.src.startswith("!", self.pos) and not self.src.startswith("!=", self.pos):
+            self.pos += 1
+            return _F("!", self._operand(self._unary(), start))
+        if self.src.startswith("-", self.pos) and not self.src.startswith("->", self.pos):
+            nxt = self.src[self.pos + 1:self.pos + 2]
+            if not nxt.isdigit():
+                self.pos += 1
+                return _F("neg", self._operand(self._unary(), start))
+        return self._primary()
+
+    def _primary(self) -> Union[A.Node, _F]:
+        self.sp()
+        if self.pos >= self.n:
+            raise self.error("expected an expression, found end of input")
+        src, ch = self.src, self.src[self.pos]
+        if src.startswith("@json", self.pos):
+            return self.json_node()
+        if ch == '"':
+            return A.Lit(self.string())
+        if ch.isdigit() or (ch == "-" and src[self.pos + 1:self.pos + 2].isdigit()):
+            return A.Lit(self.json_value())
+        if ch in "{[":
+            ok, value = self.try_json()
+            if ok:
+                return A.Lit(value)
+            return self._template()
+        if ch == "(":
+            self.pos += 1
+            self.depth += 1
+            inner = self._binary(1)
+            self.expect(")")
+            self.depth -= 1
+            return inner
+        if ch == "$":
+            return self._postfix(A.Var(self.sym()))
+        m = _OPNAME.match(src, self.pos)
+        if not m:
+            raise self.error(f"expected an expression, found {self._here()}")
+        opname = m.group(0)
+        if src.startswith("(", m.end()):
+            self.pos = m.end()
+            if opname == "fmt":
+                return self._fmt()
+            if opname == "parse":
+                return self._parse_node()
+            return A.Call(opname, self._call_args())
+        word = self.ident()
+        if word == "true":
+            return A.Lit(True)
+        if word == "false":
+            return A.Lit(False)
+        if word == "null":
+            return A.Lit(None)
+        if word == "peek":
+            return A.Peek(self.sym())
+        if word == "thing":
+            return self._thing()
+        if word in RESERVED:
+            raise self.error(f"`{word}` is a reserved word; write `${word}` for a symbol",
+                             m.start())
+        return self._postfix(A.Var(word))
+
+    def _postfix(self, var: A.Var) -> A.Node:
+        """``x.a[0]["k"]?`` — field access over a symbol, as a ``jq`` node."""
+        parts: list[str] = []
+        src = self.src
+        while self.pos < self.n:
+            ch = src[self.pos]
+            if ch == "." and (m := _IDENT.match(src, self.pos + 1)):
+                parts.append("." + m.group(0))
+                self.pos = m.end()
+            elif ch == "[":
+                save = self.pos
+                self.pos += 1
+                self.depth += 1
+                self.sp()
+                if self.pos < self.n and src[self.pos] == '"':
+                    parts.append("[" + json_string(self.string()) + "]")
+                else:
+                    mi = _INT.match(src, self.pos)
+                    if not mi:
+                        self.pos, self.depth = save, self.depth - 1
+                        break
+                    parts.append("[" + mi.group(0) + "]")
+                    self.pos = mi.end()
+                self.expect("]")
+                self.depth -= 1
+            else:
+                break
+        optional = False
+        if self.pos < self.n and src[self.pos] == "?":
+            self.pos += 1
+            optional = True
+        if not parts and not optional:
+            return var
+        return A.Jq("".join(parts), var, optional)
+
+    def _fmt(self) -> A.Node:
+        self.expect("(")
+        self.depth += 1
+        template = self.string("a fmt template string")
+        self.accept(",")
+        self.expect(")")
+        self.depth -= 1
+        return A.Fmt(template)
+
+    def _parse_node(self) -> A.Node:
+        self.expect("(")
+        self.depth += 1
+        value = self.expression()
+        self.expect(",")
+        self.expect_word("as")
+        self.expect(":")
+        as_type = self.string("a parse target such as \"f64\"")
+        self.accept(",")
+        self.expect(")")
+        self.depth -= 1
+        return A.Parse(value, as_type)
+
+    def _thing(self) -> A.Node:
+        kind = self.ident("a thing kind")
+        sel = self.ident("a thing selector (id, name, path, query or key)")
+        if sel not in A.ThingRef.SELECTORS:
+            raise self.error(f"unknown thing selector `{sel}`")
+        value = self.string("the thing's selector value")
+        custom = kind not in A.ThingRef.KINDS
+        return A.Thing(A.ThingRef(kind, sel, value, custom))
+
+    def _template(self) -> A.Node:
+        """``{ key: expr, … }`` / ``[ expr, … ]`` value templates (non-JSON leaves allowed)."""
+        open_ch = self.src[self.pos]
+        close = "}" if open_ch == "{" else "]"
+        self.pos += 1
+        self.depth += 1
+        if open_ch == "[":
+            items = []
+            while not self.accept("]"):
+                items.append(self.expression())
+                if not self.accept(","):
+                    self.expect("]", "',' or ']'")
+                    break
+            self.depth -= 1
+            return A.ListExpr(tuple(items))
+        fields: dict[str, A.Node] = {}
+        while not self.accept(close):
+            kpos = self.pos
+            key = self.string("an object key") if self.at_string() else self.ident("a key")
+            if key in fields:
+                raise self.error(f"duplicate key `{key}`", kpos)
+            self.expect(":")
+            fields[key] = self.expression()
+            if not self.accept(","):
+                self.expect(close, "',' or '}'")
+                break
+        self.depth -= 1
+        return A.Obj(fields)
+
+    def _call_args(self) -> tuple:
+        """``op(…)`` arguments: positional, or ``key: v`` / pun fields forming one object."""
+        self.expect("(")
+        self.depth += 1
+        items: list[tuple[str, Any, Any]] = []  # (kind, key, node)
+        while not self.accept(")"):
+            self.sp()
+            m = _IDENT.match(self.src, self.pos)
+            if m:
+                after = m.end()
+                while after < self.n and self.src[after] in " \t\n":
+                    after += 1
+                nxt = self.src[after:after + 2]
+                if nxt[:1] == ":" and nxt != "::":
+                    self.pos = after + 1
+                    items.append(("kw", m.group(0), self.expression()))
+                elif nxt[:1] in (",", ")") and m.group(0) not in RESERVED and not self.no_puns:
+                    self.pos = m.end()
+                    items.append(("bare", m.group(0), A.Var(m.group(0))))
+                else:
+                    items.append(("pos", None, self.expression()))
+            else:
+                items.append(("pos", None, self.expression()))
+            if not self.accept(","):
+                self.expect(")", "',' or ')'")
+                break
+        self.depth -= 1
+        kinds = {k for k, _, _ in items}
+        if "kw" in kinds or (len(items) >= 2 and kinds == {"bare"}):
+            if "pos" in kinds:
+                raise self.error("cannot mix `key: value` arguments with positional ones")
+            fields: dict[str, A.Node] = {}
+            for _, key, node in items:
+                if key in fields:
+                    raise self.error(f"duplicate argument `{key}`")
+                fields[key] = node
+            return (A.Obj(fields),)
+        return tuple(node for _, _, node in items)
+
+    # ---------------------------------------------------------------- lines and blocks
+    def peek_line(self) -> Optional[tuple[int, int]]:
+        """The next line holding a statement: ``(indent, content_pos)``; None at end of input.
+
+        Blank and comment-only lines are skipped (and consumed).
+        """
+        src = self.src
+        while self.pos < self.n:
+            i = self.pos
+            while i < self.n and src[i] in " \t":
+                i += 1
+            if i >= self.n:
+                self.pos = self.n
+                return None
+            if src[i] == "\n" or src[i] == "#":
+                end = src.find("\n", i)
+                self.pos = self.n if end < 0 else end + 1
+                continue
+            lead = src[self.pos:i]
+            if "\t" in lead:
+                raise self.error("tabs are not allowed in indentation",
+                                 self.pos + lead.index("\t"))
+            return len(lead), i
+        return None
+
+    def block(self, parent: int) -> tuple:
+        first = self.peek_line()
+        if first is None or first[0] <= parent:
+            return ()
+        bi = first[0]
+        out: list[A.Node] = []
+        while True:
+            pk = self.peek_line()
+            if pk is None:
+                break
+            ind, cpos = pk
+            if ind < bi:
+                if ind > parent:
+                    raise self.error("inconsistent indentation", cpos)
+                break
+            if ind > bi:
+                raise self.error("unexpected indentation", cpos)
+            self.pos = cpos
+            node = self.statement(bi)
+            if node is not None:
+                out.append(node)
+        return tuple(out)
+
+    def clause(self, indent: int, words: tuple[str, ...]) -> Optional[str]:
+        """If the next line sits at ``indent`` and starts with one of ``words``, enter it."""
+        save = self.pos
+        pk = self.peek_line()
+        if pk is not None and pk[0] == indent:
+            w = self.word_at(pk[1])
+            if w in words:
+                self.pos = pk[1] + len(w)
+                return w
+        self.pos = save
+        return None
+
+    def clause_indent(self, parent: int) -> Optional[int]:
+        save = self.pos
+        pk = self.peek_line()
+        self.pos = save
+        if pk is None or pk[0] <= parent:
+            return None
+        return pk[0]
+
+    def arrow_bind(self) -> Optional[str]:
+        if self.accept("->"):
+            return self.sym()
+        return None
+
+    # ---------------------------------------------------------------- statements
+    def statement(self, indent: int) -> Optional[A.Node]:
+        src, start = self.src, self.pos
+        if src.startswith("@json", start):
+            node = self.json_node()
+            self.eol()
+            return node
+        if src.startswith("@effect", start):
+            return self._effect(indent)
+        word = self.word_at(start)
+        sym_start = start + 1 if src.startswith("$", start) else start
+        sym_word = self.word_at(sym_start)
+        if sym_word is not None:
+            after = sym_start + len(sym_word)
+            j = after
+            while j < self.n and src[j] in " \t":
+                j += 1
+            two = src[j:j + 2]
+            if two == "+=":
+                self.pos = after
+                return self._ctx_append(sym_word)
+            if (two[:1] == "=" and two != "==") or (two[:1] == ":" and two != "::"):
+                self.pos = after
+                return self._bind(sym_word, A.Bind)
+        if word is not None and word in STATEMENT_KEYWORDS:
+            nxt = src[start + len(word):start + len(word) + 1]
+            if nxt not in (".", "-", "("):
+                self.pos = start + len(word)
+                return getattr(self, "_st_" + word)(indent)
+        if word == "goal" and indent >= 0:
+            self.pos = start + 4
+            if self.at_string():
+                self.string()
+                self.eol()
+                return None
+            self.pos = start
+        node = self.expression()
+        self.eol()
+        return node
+
+    def _effect(self, indent: int) -> A.Node:
+        self.expect("@effect")
+        self.expect("(")
+        tpos = self.pos
+        tag = self.ident("an effect tag")
+        if tag not in A.FLOW_EFFECTS:
+            raise self.error(f"unknown effect `{tag}`", tpos)
+        self.expect(")")
+        self.eol()
+        pk = self.peek_line()
+        if pk is None or pk[0] != indent:
+            raise self.error("@effect(…) must be followed by a bind or memo on the next line")
+        self.pos = pk[1]
+        node = self.statement(indent)
+        if not isinstance(node, (A.Bind, A.Memo)) or node.effect is not None:
+            raise self.error("@effect(…) must be followed by a bind or memo", pk[1])
+        return type(node)(node.name, node.value, node.ty, tag)
+
+    def _bind(self, name: str, cls: type) -> A.Node:
+        ty = self.type_ref() if self.accept(":") else None
+        self.expect("=")
+        value = self.expression()
+        self.eol()
+        return cls(name, value, ty)
+
+    def _ctx_append(self, name: str) -> A.Node:
+        self.expect("+=")
+        add = () if self.at_eol() else self.sym_list()
+        self.eol()
+        return A.CtxAppend(name, add)
+
+    def _st_when(self, indent: int) -> A.Node:
+        cond = self.expression()
+        self.eol()
+        then = self.block(indent)
+        otherwise: tuple = ()
+        if self.clause(indent, ("else",)):
+            self.eol()
+            otherwise = self.block(indent)
+        return A.When(cond, then, otherwise)
+
+    def _st_unless(self, indent: int) -> A.Node:
+        cond = self.expression()
+        self.eol()
+        return A.Unless(cond, self.block(indent))
+
+    def _st_each(self, indent: int) -> A.Node:
+        item = self.sym("the item symbol")
+        self.expect_word("in")
+        source = self.expression()
+        collect, flat = None, False
+        if self.accept("->"):
+            save = self.pos
+            if self.accept_word("flat") and not self.at_eol():
+                flat = True
+            else:
+                self.pos = save
+            collect = self.sym()
+        self.eol()
+        return A.Each(source, item, self.block(indent), collect, flat)
+
+    def _st_repeat(self, indent: int) -> A.Node:
+        mx = self.integer("the repeat count")
+        until = None
+        if self.accept(","):
+            self.expect_word("until")
+            self.expect(":")
+            until = self.expression()
+        collect = self.arrow_bind()
+        self.eol()
+        body = self.block(indent)
+        return A.Repeat(mx, until, body, collect)
+
+    def _st_seq(self, indent: int) -> A.Node:
+        bind = self.arrow_bind()
+        self.eol()
+        return A.Seq(self.block(indent), bind)
+
+    def _st_pipe(self, indent: int) -> A.Node:
+        bind = self.arrow_bind()
+        self.eol()
+        return A.Pipe(self.block(indent), bind)
+
+    def _st_ctx(self, indent: int) -> A.Node:
+        name = self.sym("the context name")
+        self.eol()
+        purpose = budget = None
+        include: tuple = ()
+        exclude: tuple = ()
+        ci = self.clause_indent(indent)
+        seen: set[str] = set()
+        while ci is not None:
+            w = self.clause(ci, ("purpose", "budget", "include", "exclude"))
+            if w is None:
+                pk = self.peek_line()
+                if pk is not None and pk[0] > indent:
+                    raise self.error("expected purpose, budget, include or exclude", pk[1])
+                break
+            if w in seen:
+                raise self.error(f"`{w}` given twice")
+            seen.add(w)
+            if w == "purpose":
+                purpose = self.string()
+            elif w == "budget":
+                budget = self.integer()
+            elif w == "include":
+                include = self.sym_list()
+            else:
+                exclude = self.sym_list()
+            self.eol()
+        return A.Ctx(name, purpose, include, exclude, budget)
+
+    def _cases(self, indent: int, label_kind: str) -> tuple[list, tuple]:
+        """``case …``/``default`` clauses one level in, each with a body one level further."""
+        cases: list = []
+        default: tuple = ()
+        ci = self.clause_indent(indent)
+        saw_default = False
+        while ci is not None:
+            w = self.clause(ci, ("case", "default"))
+            if w is None:
+                pk = self.peek_line()
+                if pk is not None and pk[0] > indent:
+                    raise self.error("expected `case` or `default`", pk[1])
+                break
+            if saw_default:
+                raise self.error("`default` must be the last clause")
+            if w == "case":
+                label = self.string("a route label") if label_kind == "route" else \
+                    self.expression()
+                self.eol()
+                body = self.block(ci)
+                cases.append(A.RouteCase(label, body) if label_kind == "route"
+                             else A.MatchCase(label, body))
+            else:
+                saw_default = True
+                self.eol()
+                default = self.block(ci)
+        return cases, default
+
+    def _st_match(self, indent: int) -> A.Node:
+        subject = self.expression()
+        self.eol()
+        cases, default = self._cases(indent, "match")
+        return A.Match(subject, tuple(cases), default)
+
+    def _st_route(self, indent: int) -> A.Node:
+        selector = self.expression()
+        self.eol()
+        cases, default = self._cases(indent, "route")
+        return A.Route(selector, tuple(cases), default)
+
+    def _branches(self, indent: int, named: bool) -> tuple:
+        out: list = []
+        ci = self.clause_indent(indent)
+        while ci is not None:
+            if self.clause(ci, ("branch",)) is None:
+                pk = self.peek_line()
+                if pk is not None and pk[0] > indent:
+                    raise self.error("expected `branch`", pk[1])
+                break
+            name = self.sym("the branch name") if named else None
+            self.eol()
+            body = self.block(ci)
+            out.append(A.Branch(name, body) if named else A.FallbackBranch(body))
+        return tuple(out)
+
+    def _st_fallback(self, indent: int) -> A.Node:
+        bind = self.arrow_bind()
+        self.eol()
+        return A.Fallback(self._branches(indent, named=False), bind)
+
+    def _st_parallel(self, indent: int) -> A.Node:
+        self.eol()
+        return A.Parallel(self._branches(indent, named=True))
+
+    def _st_race(self, indent: int) -> A.Node:
+        ms = self.duration()
+        bind = self.arrow_bind()
+        self.eol()
+        return A.Race(ms, self._branches(indent, named=True), bind)
+
+    def _st_loop(self, indent: int) -> A.Node:
+        self.expect_word("for")
+        for_ms = self.duration()
+        every_ms, until = 0, None
+        while self.accept(","):
+            if self.accept_word("every"):
+                self.expect(":")
+                every_ms = self.duration()
+            elif self.accept_word("until"):
+                self.expect(":")
+                until = self.expression()
+            else:
+                raise self.error("expected `every:` or `until:`")
+        bind = self.arrow_bind()
+        self.eol()
+        return A.Loop(for_ms, every_ms, until, self.block(indent), bind)
+
+    def _st_timeout(self, indent: int) -> A.Node:
+        ms = self.duration()
+        bind = self.arrow_bind()
+        self.eol()
+        return A.Timeout(ms, self.block(indent), bind)
+
+    def _st_budget(self, indent: int) -> A.Node:
+        limit = self.integer("the budget limit")
+        bind = self.arrow_bind()
+        self.eol()
+        return A.Budget(limit, self.block(indent), bind)
+
+    def _st_with_tools(self, indent: int) -> A.Node:
+        tpos = self.pos
+        tools = self.json_value()
+        if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
+            raise self.error("with_tools takes a list of tool names", tpos)
+        bind = self.arrow_bind()
+        self.eol()
+        return A.CapScope(tuple(tools), self.block(indent), bind)
+
+    def _st_retry(self, indent: int) -> A.Node:
+        mx = self.integer("the retry count")
+        backoff = delay = None
+        while self.accept(","):
+            if self.accept_word("backoff"):
+                self.expect(":")
+                backoff = self.string() if self.at_string() else self.ident("a backoff")
+            elif self.accept_word("delay"):
+                self.expect(":")
+                delay = self.duration()
+            else:
+                raise self.error("expected `backoff:` or `delay:`")
+        bind = self.arrow_bind()
+        self.eol()
+        return A.Retry(mx, backoff, delay, self.block(indent), bind)
+
+    def _st_assert(self, indent: int) -> A.Node:
+        cond = self.expression()
+        message = self.string("the assert message") if self.accept(",") else None
+        self.eol()
+        return A.Assert(cond, message)
+
+    def _st_try(self, indent: int) -> A.Node:
+        self.eol()
+        body = self.block(indent)
+        catch, handler = None, ()
+        if self.clause(indent, ("catch",)):
+            if not self.at_eol():
+                catch = self.sym("the error symbol")
+            self.eol()
+            handler = self.block(indent)
+        return A.Try(body, catch, handler)
+
+    def _st_scope(self, indent: int) -> A.Node:
+        acquire = bind = None
+        if not self.at_eol():
+            m = re.compile(r"\$?([A-Za-z_][A-Za-z0-9_]*)[ \t]*=(?!=)").match(self.src, self.pos)
+            if m:
+                bind = m.group(1)
+                self.pos = m.end()
+            acquire = self.expression()
+        self.eol()
+        body = self.block(indent)
+        fin: tuple = ()
+        if self.clause(indent, ("finally",)):
+            self.eol()
+            fin = self.block(indent)
+        return A.Scope(acquire, bind, body, fin)
+
+    def _st_saga(self, indent: int) -> A.Node:
+        self.eol()
+        steps: list = []
+        ci = self.clause_indent(indent)
+        while ci is not None:
+            if self.clause(ci, ("step",)) is None:
+                pk = self.peek_line()
+                if pk is not None and pk[0] > indent:
+                    raise self.error("expected `step` or `undo`", pk[1])
+                break
+            self.eol()
+            body = self.block(ci)
+            undo: tuple = ()
+            if self.clause(ci, ("undo",)):
+                self.eol()
+                undo = self.block(ci)
+            steps.append(A.SagaStep(body, undo))
+        return A.Saga(tuple(steps))
+
+    def _st_confirm(self, indent: int) -> A.Node:
+        message = self.string("the confirm message")
+        risk = None
+        if self.accept(","):
+            self.expect_word("risk")
+            self.expect(":")
+            risk = self.string() if self.at_string() else self.ident("a risk level")
+        self.eol()
+        return A.Confirm(message, risk, self.block(indent))
+
+    def _st_throttle(self, indent: int) -> A.Node:
+        name = self.string("the throttle name")
+        self.expect(",")
+        self.expect_word("max")
+        self.expect(":")
+        mx = self.integer()
+        self.expect(",")
+        self.expect_word("per")
+        self.expect(":")
+        window = self.duration()
+        self.eol()
+        return A.Throttle(name, mx, window, self.block(indent))
+
+    def _st_debounce(self, indent: int) -> A.Node:
+        name = self.string("the debounce name")
+        self.expect(",")
+        self.expect_word("wait")
+        self.expect(":")
+        wait = self.duration()
+        self.eol()
+        return A.Debounce(name, wait, self.block(indent))
+
+    def _st_verify(self, indent: int) -> A.Node:
+        cmd = self.expression()
+        self.expect_word("contains")
+        expect = self.expression()
+        message = self.string("the verify message") if self.accept(":") else None
+        self.eol()
+        return A.Verify(cmd, expect, message)
+
+    def _st_memo(self, indent: int) -> A.Node:
+        name = self.sym("the memo symbol")
+        return self._bind(name, A.Memo)
+
+    def _st_once(self, indent: int) -> A.Node:
+        label = self.string("the once label")
+        bind = self.arrow_bind()
+        self.eol()
+        return A.Once(label, self.block(indent), bind)
+
+    def _st_checkpoint(self, indent: int) -> A.Node:
+        label = self.string("the checkpoint label")
+        self.eol()
+        return A.Checkpoint(label)
+
+    def _st_await(self, indent: int) -> A.Node:
+        binding = as_type = condition = None
+        if not self.at_string():
+            binding = self.sym("the await binding")
+            if self.accept(":"):
+                as_type = self.type_ref()
+            self.expect("=")
+        source = self.string("the await source")
+        if self.accept(",") or self.peek_word() == "when":
+            self.expect_word("when")
+            self.accept(":")
+            condition = self.expression()
+        self.eol()
+        return A.Await(binding, source, as_type, condition)
+
+    def _st_return(self, indent: int) -> A.Node:
+        value = self.expression()
+        self.eol()
+        return A.Return(value)
+
+    def _st_do(self, indent: int) -> A.Node:
+        self.sp()
+        m = _OPNAME.match(self.src, self.pos)
+        if not m:
+            raise self.error("expected an op name after `do`")
+        self.pos = m.end()
+        args: list[A.Node] = []
+        if not self.at_eol():
+            args.append(self.expression())
+            while self.accept(","):
+                args.append(self.expression())
+        self.eol()
+        return A.Call(m.group(0), tuple(args))
+
+    # ---------------------------------------------------------------- the flow
+    def flow(self) -> A.DraftAst:
+        while True:
+            pk = self.peek_line()
+            if pk is None:
+                raise self.error("expected `flow`, found end of input")
+            self.pos = pk[1]
+            if self.accept_word("goal"):
+                self.string("the goal text")
+                self.eol()
+                continue
+            break
+        header_indent = pk[0]
+        self.expect_word("flow")
+        name = None
+        params: list[A.Param] = []
+        returns = None
+        if not self.at_eol() and not self.peek("(") and not self.peek("->"):
+            m = _DECL.match(self.src, self.pos)
+            if not m:
+                raise self.error(f"expected a flow name, found {self._here()}")
+            name = m.group(0)
+            # `flow x -> T`: a trailing `-` belongs to the arrow, not the name.
+            if name.endswith("-") and self.src.startswith(">", m.end()):
+                name = name[:-1]
+            self.pos = m.start() + len(name)
+        if self.accept("("):
+            self.depth += 1
+            while not self.accept(")"):
+                pname = self.sym("a parameter name")
+                self.expect(":")
+                params.append(A.Param(pname, self.type_ref()))
+                if not self.accept(","):
+                    self.expect(")", "',' or ')'")
+                    break
+            self.depth -= 1
+        if self.accept("->"):
+            returns = self.type_ref()
+        self.eol()
+        body = self.block(header_indent)
+        pk = self.peek_line()
+        if pk is not None:
+            raise self.error("unexpected text after the flow body", pk[1])
+        return A.DraftAst(name, tuple(params), returns, body)
+
+
+def parse(text: str) -> A.DraftAst:
+    """Parse one flow. Raises :class:`ParseError` (``line N, col M: …``)."""
+    return _Parser(text).flow()
+
+
+def parse_expression(text: str, formula: bool = False) -> A.Node:
+    """Parse one inline expression (the formatter uses it to verify native spellings).
+
+    ``formula=True`` reads an ``expr`` formula as stored (bare names, no call-argument puns).
+    """
+    p = _Parser(text)
+    p.no_puns = formula
+    node = p.expression()
+    p.sp()
+    if p.pos != p.n:
+        raise p.error(f"unexpected {p._here()} after the expression")
+    return node
