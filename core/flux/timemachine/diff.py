@@ -1,0 +1,289 @@
+"""Run diff (spec §4.6, ``flux_events::run_diff`` + the ``flux diff`` renderer).
+
+Two recorded runs are aligned statement by statement (or cell by cell when either side has no
+statement rows), and every position is sorted into:
+
+* ``same``   — same statement, same recorded outputs;
+* ``plan``   — the statement differs or exists on one side only ("the agent did something else");
+* ``output`` — same statement, different recorded output ("same statement, different world").
+
+:func:`run_diff` returns a :class:`RunDiff`. Its ``to_json()`` is the spec's ``--json`` object
+(keys sorted) plus two **additions** that flux does not print: ``summary`` (row counts per kind)
+and ``first_divergence`` (index of the first non-``same`` row, or ``null``). ``render()`` is the
+spec's human output line for line. Beyond flux, :func:`payload_diff` explains one row: a
+structural diff (deepdiff) when both payloads are JSON, a line diff (difflib) otherwise.
+
+Statement text: flux's CLI prints ``call:<op>:<hash16>`` cell-row labels as ``<call:…>``; we
+render them as the SDK's ``render_run_diff`` does, ``op `append` (7b7d06ae306ee31a…)``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..canonical import canonical_json
+from ..errors import FluxError
+from ..lang.formatter import format_statement
+from ..lang.hashes import stmt_hash16
+from ..lang.parser import parse
+from ..model.session import SessionDetail, StmtRow, diff_rows, load_session
+from ..store.store import StoreReader
+
+__all__ = [
+    "DiffRow", "RunDiff", "PayloadDiff", "run_diff", "diff_details", "align_rows", "statement_texts",
+    "payload_diff", "excerpt", "MISSING_STMT",
+]
+
+MISSING_STMT = "∅ (no statement at this position)"
+EXCERPT_BYTES = 96
+
+
+@dataclass(frozen=True, slots=True)
+class DiffRow:
+    """One aligned position. ``kind`` is ``same`` | ``plan`` | ``output``."""
+
+    kind: str
+    node: int
+    stmt: str | None = None  # same / output
+    op: str | None = None  # output
+    a: str | None = None  # output: a's recorded content
+    b: str | None = None  # output: b's recorded content
+    a_stmt: str | None = None  # plan
+    b_stmt: str | None = None  # plan
+    index: int = 0  # position in the alignment
+
+    def to_json(self) -> dict[str, Any]:
+        if self.kind == "same":
+            return {"kind": "same", "node": self.node, "stmt": self.stmt}
+        if self.kind == "plan":
+            return {"a_stmt": self.a_stmt, "b_stmt": self.b_stmt, "kind": "plan", "node": self.node}
+        return {"a": self.a, "b": self.b, "kind": "output", "node": self.node, "op": self.op, "stmt": self.stmt}
+
+
+def align_rows(ra: Sequence[StmtRow], rb: Sequence[StmtRow]) -> list[DiffRow]:
+    """Align two row lists by position (§4.6 step 2)."""
+    out: list[DiffRow] = []
+    for i in range(max(len(ra), len(rb))):
+        a = ra[i] if i < len(ra) else None
+        b = rb[i] if i < len(rb) else None
+        if a is not None and b is not None and a.stmt == b.stmt:
+            row = None
+            for (aop, acontent), (bop, bcontent) in zip(a.cells, b.cells):
+                if aop != bop or acontent != bcontent:
+                    row = DiffRow("output", a.node, stmt=a.stmt, op=aop, a=acontent, b=bcontent, index=i)
+                    break
+            if row is None and len(a.cells) != len(b.cells):
+                k = min(len(a.cells), len(b.cells))
+                if len(a.cells) > k:
+                    op, content = a.cells[k]
+                    row = DiffRow("output", a.node, stmt=a.stmt, op=op, a=content, b="", index=i)
+                else:
+                    op, content = b.cells[k]
+                    row = DiffRow("output", a.node, stmt=a.stmt, op=op, a="", b=content, index=i)
+            out.append(row or DiffRow("same", a.node, stmt=a.stmt, index=i))
+        else:
+            node = a.node if a is not None else b.node  # type: ignore[union-attr]
+            out.append(DiffRow("plan", node, a_stmt=a.stmt if a else None, b_stmt=b.stmt if b else None, index=i))
+    return out
+
+
+def statement_texts(*sessions: SessionDetail) -> tuple[dict[str, str], dict[str, str]]:
+    """``stmt_hash16`` → one-line text (``⏎``-joined) and → the multi-line formatted statement.
+
+    Every ``plan_source`` of every plan attempt of the given sessions is parsed (a source that does
+    not parse is skipped, as flux does); each top-level node is formatted as its own one-statement
+    flow. Later sessions win on a hash collision.
+    """
+    one_line: dict[str, str] = {}
+    full: dict[str, str] = {}
+    for s in sessions:
+        for t in s.turns:
+            for att in t.plan_attempts:
+                if att.plan_source is None:
+                    continue
+                try:
+                    draft = parse(att.plan_source)
+                except FluxError:
+                    continue
+                for node in draft.body:
+                    try:
+                        h = stmt_hash16(node)
+                        text = format_statement(node).strip()
+                    except Exception:  # an AST the formatter cannot print: fall back to the hash
+                        continue
+                    one_line[h] = text.replace("\n", " ⏎ ")
+                    full[h] = text
+    return one_line, full
+
+
+def excerpt(s: str) -> str:
+    """The first 96 bytes (cut on a char boundary), newlines as spaces, ``…`` if cut."""
+    data = s.encode("utf-8")
+    if len(data) <= EXCERPT_BYTES:
+        return s.replace("\n", " ")
+    cut = data[:EXCERPT_BYTES].decode("utf-8", errors="ignore")
+    return cut.replace("\n", " ") + "…"
+
+
+def _call_label(stmt: str) -> str | None:
+    if not stmt.startswith("call:"):
+        return None
+    rest = stmt[len("call:"):]
+    op, sep, h = rest.rpartition(":")
+    if not sep or not op:
+        return None
+    return f"op `{op}` ({h}…)"
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadDiff:
+    """Why one row differs. ``kind`` is ``json`` (structural), ``text`` (line diff) or ``none``."""
+
+    kind: str
+    lines: tuple[str, ...]
+    changes: dict[str, Any] = field(default_factory=dict)  # deepdiff's report, JSON-safe
+
+    def to_json(self) -> dict[str, Any]:
+        return {"changes": self.changes, "kind": self.kind, "lines": list(self.lines)}
+
+
+def _json_payload(s: str) -> Any:
+    try:
+        v = json.loads(s)
+    except (ValueError, TypeError):
+        return None
+    return v if isinstance(v, (dict, list)) else None
+
+
+def _text_diff(a: str, b: str, a_name: str, b_name: str) -> PayloadDiff:
+    lines = tuple(difflib.unified_diff(a.splitlines(), b.splitlines(), a_name, b_name, lineterm="", n=2))
+    return PayloadDiff("text" if lines else "none", lines)
+
+
+def payload_diff_values(a: str, b: str, a_name: str = "a", b_name: str = "b") -> PayloadDiff:
+    """A structural diff when both sides are JSON objects/arrays, else a unified line diff."""
+    ja, jb = _json_payload(a), _json_payload(b)
+    if ja is not None and jb is not None:
+        from deepdiff import DeepDiff
+
+        dd = DeepDiff(ja, jb, verbose_level=2)
+        if not dd:
+            return PayloadDiff("none", ())
+        changes = json.loads(dd.to_json())
+        lines = tuple(line for line in dd.pretty().splitlines() if line.strip())
+        return PayloadDiff("json", lines, changes)
+    return _text_diff(a, b, a_name, b_name)
+
+
+@dataclass
+class RunDiff:
+    a: str
+    b: str
+    rows: list[DiffRow]
+    texts: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    cell_rows: bool = False  # True when the §3.6 cell-row fallback was used
+
+    @property
+    def identical(self) -> bool:
+        return all(r.kind == "same" for r in self.rows)
+
+    @property
+    def first_divergence(self) -> int | None:
+        for r in self.rows:
+            if r.kind != "same":
+                return r.index
+        return None
+
+    @property
+    def summary(self) -> dict[str, int]:
+        out = {"output": 0, "plan": 0, "same": 0}
+        for r in self.rows:
+            out[r.kind] += 1
+        return out
+
+    def summary_line(self) -> str:
+        s = self.summary
+        fd = self.first_divergence
+        tail = f" · first divergence at row {fd} (node {self.rows[fd].node})" if fd is not None else ""
+        return f"{s['same']} same · {s['plan']} plan · {s['output']} world{tail}"
+
+    def text(self, stmt: str | None) -> str:
+        """Statement text for a hash or label (§4.6 step 5)."""
+        if stmt is None:
+            return MISSING_STMT
+        if stmt in self.texts:
+            return self.texts[stmt]
+        label = _call_label(stmt)
+        return label if label is not None else f"<{stmt}>"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "a": self.a,
+            "b": self.b,
+            "first_divergence": self.first_divergence,  # addition (not in flux)
+            "identical": self.identical,
+            "rows": [r.to_json() for r in self.rows],
+            "summary": self.summary,  # addition (not in flux)
+        }
+
+    def json_text(self) -> str:
+        """The ``--json`` line: compact, keys sorted, as serde_json prints a ``Value``."""
+        return canonical_json(self.to_json())
+
+    def render(self) -> list[tuple[str, str | None]]:
+        """The human output (§4.6 step 6) as ``(line, style)``; style ``"dim"`` for ``=`` rows."""
+        out: list[tuple[str, str | None]] = [(f"diff {self.a} ↔ {self.b}", None)]
+        for r in self.rows:
+            if r.kind == "same":
+                out.append((f"  = {self.text(r.stmt)}", "dim"))
+            elif r.kind == "plan":
+                out.append(("  ~ plan diverges:", None))
+                out.append((f"    - {self.text(r.a_stmt)}", None))
+                out.append((f"    + {self.text(r.b_stmt)}", None))
+            else:
+                out.append((f"  ≠ same statement, different world — {self.text(r.stmt)}", None))
+                out.append((f"    op `{r.op}`:", None))
+                out.append((f"    - {excerpt(r.a or '')}", None))
+                out.append((f"    + {excerpt(r.b or '')}", None))
+        if self.identical:
+            out.append((f"runs are identical ({len(self.rows)} statement(s))", None))
+        return out
+
+    def render_text(self) -> str:
+        return "".join(line + "\n" for line, _ in self.render())
+
+    def payload_diff(self, row: DiffRow | int) -> PayloadDiff:
+        return payload_diff(self, row)
+
+
+def payload_diff(diff: RunDiff, row: DiffRow | int) -> PayloadDiff:
+    """Explain one row: the output payloads (``output``), the statements (``plan``), or nothing."""
+    if isinstance(row, int):
+        row = diff.rows[row]
+    if row.kind == "output":
+        return payload_diff_values(row.a or "", row.b or "", f"{diff.a}", f"{diff.b}")
+    if row.kind == "plan":
+        a = diff.sources.get(row.a_stmt or "", diff.text(row.a_stmt)) if row.a_stmt else ""
+        b = diff.sources.get(row.b_stmt or "", diff.text(row.b_stmt)) if row.b_stmt else ""
+        return _text_diff(a, b, diff.a, diff.b)
+    return PayloadDiff("none", ())
+
+
+def diff_details(a: SessionDetail, b: SessionDetail) -> RunDiff:
+    """Diff two already-loaded sessions."""
+    ra, rb = diff_rows(a.run_events, a.cells, b.run_events, b.cells)
+    used_cells = bool(ra or rb) and any(r.stmt.startswith("call:") for r in (*ra, *rb))
+    texts, sources = statement_texts(a, b)
+    return RunDiff(a=a.id, b=b.id, rows=align_rows(ra, rb), texts=texts, sources=sources, cell_rows=used_cells)
+
+
+def run_diff(reader_a: StoreReader, a_ref: str | None, reader_b: StoreReader | None = None, b_ref: str | None = None) -> RunDiff:
+    """Diff session ``a_ref`` of ``reader_a`` against ``b_ref`` of ``reader_b`` (default: the same
+    store). Refs are ``s_<n>`` or ``last``; an unknown id raises :class:`~flux.errors.SessionNotFound`."""
+    a = load_session(reader_a, a_ref)
+    b = load_session(reader_b or reader_a, b_ref)
+    return diff_details(a, b)
