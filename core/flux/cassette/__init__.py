@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from .record import DEFAULT_CAP, RecordingHost, build_cell, cap_from_env, cassette_enabled, input_view, truncate_utf8
 from .redactor import DEFAULT_MARKER, Redactor, secret_name
 
-__all__ = ["DEFAULT_MARKER", "Redactor", "secret_name"]
+__all__ = [
+    "DEFAULT_CAP", "DEFAULT_MARKER", "RecordingHost", "Redactor", "build_cell", "cap_from_env", "cassette_enabled",
+    "input_view", "secret_name", "truncate_utf8",
+]

@@ -1,0 +1,183 @@
+"""Cassette recording (spec §4.3, ``RecordScope::record``): after every live dispatch, append one
+redacted ``op_recorded`` cell, then hand the **unredacted** outcome back to the run.
+
+``RecordingHost(inner, sink, redactor, cap=None)`` wraps any op host (``dispatch(op, input,
+input_json) -> outcome``). The sink is the interpreter's event sink: an object with
+``emit(run_event_body_dict)`` or a plain callable taking that dict. Append failures are swallowed,
+as flux does: a cassette that cannot be written must not break the live run.
+
+Environment: ``FLUX_CASSETTE=0`` disables recording (the host is then a pass-through);
+``FLUX_CASSETTE_MAX_BYTES`` sets the per-field cap (default 1,048,576 bytes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Mapping
+
+from ..canonical import canonical_json, sha256_hex
+from ..store.events import OpRecorded
+from .redactor import Redactor
+
+__all__ = [
+    "DEFAULT_CAP", "RecordingHost", "build_cell", "cassette_enabled", "cap_from_env", "input_view",
+    "truncate_utf8",
+]
+
+DEFAULT_CAP = 1_048_576
+
+
+def cassette_enabled(env: Mapping[str, str] | None = None) -> bool:
+    """``FLUX_CASSETTE`` is ``"0"`` → off; any other value, or unset → on."""
+    env = os.environ if env is None else env
+    return env.get("FLUX_CASSETTE") != "0"
+
+
+def cap_from_env(env: Mapping[str, str] | None = None) -> int:
+    """``FLUX_CASSETTE_MAX_BYTES`` as an integer (≥ 0); unset or unparsable → the default."""
+    env = os.environ if env is None else env
+    raw = env.get("FLUX_CASSETTE_MAX_BYTES")
+    if raw is None:
+        return DEFAULT_CAP
+    try:
+        cap = int(raw.strip())
+    except ValueError:
+        return DEFAULT_CAP
+    return cap if cap >= 0 else DEFAULT_CAP
+
+
+def truncate_utf8(text: str, cap: int) -> tuple[str, bool]:
+    """Cut ``text`` to at most ``cap`` UTF-8 bytes on a character boundary."""
+    data = text.encode("utf-8")
+    if len(data) <= cap:
+        return text, False
+    # errors="ignore" only drops the partial character the cut made at the end.
+    return data[:cap].decode("utf-8", errors="ignore"), True
+
+
+def input_view(input_json: str, redactor: Redactor) -> str:
+    """The redacted view of an op input (§4.3 step 3).
+
+    The input is parsed and scrubbed node by node (string leaves, numbers, object keys, and scalars
+    under secret-naming keys). If no node changed, the text is kept verbatim (after the text passes,
+    which find nothing in ordinary input); otherwise the scrubbed value is re-serialized
+    canonically. The text passes run over the result as a last guard, so no pattern the redactor
+    knows can survive into the view.
+    """
+    try:
+        value = json.loads(input_json)
+    except (ValueError, TypeError):
+        return redactor.redact(input_json)
+    scrubbed = redactor.redact_value(value)
+    if _same(scrubbed, value):
+        return redactor.redact(input_json)
+    return redactor.redact(canonical_json(scrubbed))
+
+
+def _same(a: Any, b: Any) -> bool:
+    # Type-strict deep equality (1 == True == 1.0 in Python, not in JSON).
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _text(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, str):
+        return v
+    return canonical_json(v)
+
+
+def build_cell(seq: int, op: str, input_json: str, outcome: Any, redactor: Redactor, cap: int) -> OpRecorded:
+    """The ``op_recorded`` cell for one dispatch (§4.3 steps 1–6)."""
+    h = sha256_hex(input_json)
+    red_input = redactor.redact(input_json)
+    h_red = sha256_hex(red_input) if red_input != input_json else None
+    view_in = input_view(input_json, redactor)
+    view_in_changed = view_in != input_json
+    view_in, view_in_trunc = truncate_utf8(view_in, cap)
+
+    raw_content = _text(getattr(outcome, "content", ""))
+    content = redactor.redact(raw_content)
+    content_changed = content != raw_content
+    content, content_trunc = truncate_utf8(content, cap)
+
+    raw_view = getattr(outcome, "view", None)
+    view: str | None = None
+    view_changed = view_trunc = False
+    if raw_view is not None:
+        raw_view_text = _text(raw_view)
+        view = redactor.redact(raw_view_text)
+        view_changed = view != raw_view_text
+        view, view_trunc = truncate_utf8(view, cap)
+
+    return OpRecorded(
+        seq=seq,
+        step=f"step_{op}_{h[:16]}",
+        op=op,
+        input_hash=h,
+        input_hash_redacted=h_red,
+        input_view=view_in,
+        input_view_truncated=view_in_trunc,
+        content=content,
+        view=view,
+        is_error=bool(getattr(outcome, "is_error", False)),
+        denied=bool(getattr(outcome, "denied", False)),
+        redacted=content_changed or view_changed or h_red is not None or view_in_changed,
+        truncated=content_trunc or view_trunc,
+    )
+
+
+class RecordingHost:
+    """An op host that records a cassette cell after every live dispatch of ``inner``.
+
+    ``cells`` keeps the cells this scope recorded (already redacted — exactly what went to the
+    sink), ``seq`` is the per-scope counter (starts at 0). Attributes the wrapper does not define
+    are forwarded to ``inner`` (its catalog, approver hooks, …).
+    """
+
+    def __init__(self, inner: Any, sink: Any, redactor: Redactor | None = None, cap: int | None = None, *,
+                 enabled: bool | None = None, env: Mapping[str, str] | None = None):
+        self.inner = inner
+        self.redactor = redactor or Redactor()
+        self.cap = cap_from_env(env) if cap is None else cap
+        self.enabled = cassette_enabled(env) if enabled is None else enabled
+        self._emit: Callable[[dict], Any] = sink.emit if hasattr(sink, "emit") else sink
+        self.seq = 0
+        self.cells: list[OpRecorded] = []
+        self.append_failures = 0
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes not set in __init__.
+        if name.startswith("__") or name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def dispatch(self, op: str, input: Any, input_json: str | None = None) -> Any:
+        if input_json is None:
+            input_json = canonical_json(input)
+        outcome = self.inner.dispatch(op, input, input_json)
+        if self.enabled:
+            self.record(op, input_json, outcome)
+        return outcome
+
+    def record(self, op: str, input_json: str, outcome: Any) -> OpRecorded | None:
+        """Build and append the cell for one dispatch; returns it (``None`` if building failed)."""
+        try:
+            cell = build_cell(self.seq, op, input_json, outcome, self.redactor, self.cap)
+        except Exception:  # a cassette must never break the live run
+            self.append_failures += 1
+            return None
+        self.seq += 1
+        self.cells.append(cell)
+        try:
+            self._emit(cell.to_body())
+        except Exception:
+            self.append_failures += 1
+        return cell
