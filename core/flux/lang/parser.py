@@ -1159,3 +1159,18 @@ def parse_expression(text: str, formula: bool = False) -> A.Node:
     if p.pos != p.n:
         raise p.error(f"unexpected {p._here()} after the expression")
     return node
+
+
+def formula_tree(formula: str) -> Any:
+    """The operator tree of a stored ``expr`` formula, for the interpreter to evaluate.
+
+    Leaves are ``Var``/``Lit``/``Jq`` nodes; inner nodes are objects with ``op`` (``"+"``,
+    ``"&&"``, ``"!"``, ``"neg"``, or a function name) and ``args``.
+    """
+    p = _Parser(formula)
+    p.no_puns = True
+    tree = p._binary(1)
+    p.sp()
+    if p.pos != p.n:
+        raise p.error(f"unexpected {p._here()} in formula")
+    return tree

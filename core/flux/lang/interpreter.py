@@ -1,0 +1,785 @@
+"""A Flux-Lang interpreter that writes the run events of spec §2.3 in the spec's order.
+
+It exists so replay, fork and what-if can re-execute a recorded plan: every op call is hashed
+exactly as the Rust runtime hashes it (§4.2) and handed to an :class:`OpHost` (a cassette player
+during replay), and the resulting ``step_*``/``statement_completed``/``plan_halted`` rows can be
+lined up against the recorded ones.
+
+What it does not do: it never writes ``op_recorded`` (that is the host's cassette), and it has no
+scheduler — ``parallel`` branches run one after another, which replay tolerates because cells are
+matched by ``(op, input_hash)``, not by order.
+
+Values are natural JSON Python values. An op's result is its ``content`` string; field access,
+``each`` and ``parse`` decode JSON text when they need structure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Optional, Protocol
+
+from flux.canonical import canonical_json, compact_json
+from flux.errors import FluxError
+
+from . import ast as A
+from .catalog import OpArgError, OpCatalog, map_args_to_input
+from .hashes import flow_key as compute_flow_key
+from .hashes import input_hash, memo_symbol, once_key, step_id, stmt_hash16
+from .parser import ParseError, formula_tree
+
+__all__ = [
+    "OpOutcome", "OpHost", "EventSink", "ListSink", "PlanHalt", "RunResult", "Interpreter",
+    "ResumeLedger", "LedgerEntry", "ResumeError", "interpolate", "deny_all",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Collaborators
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class OpOutcome:
+    """What a host returns for one dispatch (mirrors the cassette cell's result fields)."""
+
+    content: str
+    view: Optional[str] = None
+    is_error: bool = False
+    denied: bool = False
+
+
+class OpHost(Protocol):
+    def dispatch(self, op: str, input: Any, input_json: str) -> OpOutcome: ...
+
+
+class EventSink(Protocol):
+    def emit(self, run_event: dict) -> None: ...
+
+
+class ListSink:
+    """An :class:`EventSink` that keeps the events in a list (tests, previews)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+
+    def emit(self, run_event: dict) -> None:
+        self.events.append(run_event)
+
+    def kinds(self) -> list[str]:
+        return [e["event"] for e in self.events]
+
+
+def deny_all(message: str, risk: str) -> bool:
+    """The default approver: nothing is approved unless the caller says so."""
+    return False
+
+
+class ResumeError(FluxError):
+    """A resume cannot proceed (a recorded value is missing from the value store)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class PlanHalt:
+    kind: str  # denied | confirm_denied | assert_failed | runtime | awaiting
+    error: str
+    node: int
+    stmt: str
+    op: Optional[str] = None
+
+
+@dataclass
+class RunResult:
+    value: Any = None
+    halted: Optional[PlanHalt] = None
+    returned: bool = False
+    flow_key: str = ""
+    symbols: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.halted is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Resume ledger (§3.8)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    node: int
+    stmt: str
+    value: Optional[str] = None
+
+
+@dataclass
+class ResumeLedger:
+    """The completed statements of one plan execution, used to fast-forward a resume."""
+
+    plan: str
+    completed: list[LedgerEntry] = field(default_factory=list)
+    checkpoint: Optional[int] = None
+
+    def entry(self, node: int) -> Optional[LedgerEntry]:
+        found = None
+        for e in self.completed:
+            if e.node == node:
+                found = e
+        return found
+
+    @staticmethod
+    def _entry(ev: dict) -> LedgerEntry:
+        return LedgerEntry(int(ev.get("node", 0)), str(ev.get("stmt", "")), ev.get("value"))
+
+    @staticmethod
+    def _checkpoint(trace: Iterable[dict], plan: str) -> Optional[int]:
+        cp = None
+        for ev in trace:
+            if ev.get("event") == "checkpoint_reached" and ev.get("flow_key") == plan:
+                cp = int(ev.get("node", 0))
+        return cp
+
+    @classmethod
+    def from_interrupted(cls, trace: list[dict], flow_key: str) -> Optional["ResumeLedger"]:
+        """The ``statement_completed`` rows of ``flow_key`` since its last (re)start, or None."""
+        rows: list[LedgerEntry] = []
+        for ev in trace:
+            kind = ev.get("event")
+            if kind == "statement_completed" and ev.get("plan") == flow_key:
+                entry = cls._entry(ev)
+                if rows and entry.node <= rows[-1].node:
+                    rows = []  # a same-plan restart
+                rows.append(entry)
+            elif kind == "plan_resumed" and ev.get("prior") == flow_key:
+                rows = []
+        if not rows:
+            return None
+        return cls(flow_key, rows, cls._checkpoint(trace, flow_key))
+
+    @classmethod
+    def fold(cls, trace: list[dict]) -> Optional["ResumeLedger"]:
+        """The open halt latch: the last ``plan_halted`` not closed by a later ``plan_resumed``."""
+        latch: Optional[str] = None
+        for i, ev in enumerate(trace):
+            if ev.get("event") != "plan_halted":
+                continue
+            plan = ev.get("plan")
+            closed = any(later.get("event") == "plan_resumed" and later.get("prior") == plan
+                         for later in trace[i + 1:])
+            if not closed:
+                latch = plan
+        if latch is None:
+            return None
+        rows = [cls._entry(ev) for ev in trace
+                if ev.get("event") == "statement_completed" and ev.get("plan") == latch]
+        return cls(latch, rows, cls._checkpoint(trace, latch))
+
+
+# ---------------------------------------------------------------------------------------------
+# Control-flow signals (internal)
+# ---------------------------------------------------------------------------------------------
+
+class _Halt(Exception):
+    """A failure that stops the plan; ``kind`` is the ``plan_halted`` kind."""
+
+    kind = "runtime"
+
+    def __init__(self, error: str, op: Optional[str] = None):
+        super().__init__(error)
+        self.error, self.op = error, op
+
+
+class _Denied(_Halt):
+    kind = "denied"
+
+
+class _ConfirmDenied(_Halt):
+    kind = "confirm_denied"
+
+
+class _AssertFailed(_Halt):
+    kind = "assert_failed"
+
+
+_FATAL = (_Denied, _ConfirmDenied, _AssertFailed)
+
+
+class _Return(Exception):
+    def __init__(self, value: Any, vid: str):
+        super().__init__("return")
+        self.value, self.vid = value, vid
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------
+
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _text_of(v: Any) -> str:
+    return v if isinstance(v, str) else compact_json(v)
+
+
+def interpolate(s: str, symbols: dict[str, Any]) -> str:
+    """``{name}`` → the bound symbol's text; ``{{``/``}}`` → braces; unbound stays literal."""
+    def sub(m: re.Match) -> str:
+        tok = m.group(0)
+        if tok == "{{":
+            return "{"
+        if tok == "}}":
+            return "}"
+        name = m.group(1)
+        return _text_of(symbols[name]) if name in symbols else tok
+    return _PLACEHOLDER.sub(sub, s)
+
+
+def _interpolate_json(v: Any, symbols: dict[str, Any]) -> Any:
+    if isinstance(v, str):
+        return interpolate(v, symbols)
+    if isinstance(v, list):
+        return [_interpolate_json(x, symbols) for x in v]
+    if isinstance(v, dict):
+        return {k: _interpolate_json(x, symbols) for k, x in v.items()}
+    return v
+
+
+def _structured(v: Any) -> Any:
+    """Op results are text; decode JSON text when structure is needed."""
+    if isinstance(v, str):
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v
+
+
+def _truthy(v: Any) -> bool:
+    if isinstance(v, str):
+        s = v.strip()
+        if s in ("false", "null", "0", ""):
+            return False
+        return True
+    return bool(v) if v is not None else False
+
+
+_PATH_TOKEN = re.compile(r'\.([A-Za-z_][A-Za-z0-9_]*)|\[([0-9]+)\]|\[("(?:[^"\\]|\\.)*")\]')
+
+
+def _walk(value: Any, path: str, optional: bool) -> Any:
+    cur = _structured(value)
+    pos = 0
+    while pos < len(path):
+        m = _PATH_TOKEN.match(path, pos)
+        if not m:
+            raise _Halt(f"bad field path `{path}`")
+        pos = m.end()
+        if m.group(2) is not None:
+            idx = int(m.group(2))
+            if isinstance(cur, list) and idx < len(cur):
+                cur = _structured(cur[idx])
+                continue
+        else:
+            key = m.group(1) if m.group(1) is not None else json.loads(m.group(3))
+            if isinstance(cur, dict) and key in cur:
+                cur = _structured(cur[key])
+                continue
+        if optional:
+            return None
+        raise _Halt(f"no value at `{path[:pos]}`")
+    return cur
+
+
+def _num(v: Any, what: str) -> Any:
+    v = _structured(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _Halt(f"`{what}` needs numbers, got {compact_json(v)}")
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# The interpreter
+# ---------------------------------------------------------------------------------------------
+
+class Interpreter:
+    """Executes a :class:`DraftAst` against an op host, writing run events to a sink.
+
+    ``values`` is the value store (value id → JSON); resumes read recorded values from it.
+    ``memo`` (memo key → value) and ``once_done`` (once key → value) are session state that
+    survive across runs when the caller passes the same dicts in.
+    """
+
+    PASS_THROUGH = (A.Checkpoint, A.Await)
+
+    def __init__(
+        self,
+        catalog: OpCatalog,
+        host: OpHost,
+        sink: EventSink,
+        approver: Callable[[str, str], bool] = deny_all,
+        *,
+        values: Optional[dict[str, Any]] = None,
+        memo: Optional[dict[str, Any]] = None,
+        once_done: Optional[dict[str, Any]] = None,
+        run_id: str = "run",
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.catalog, self.host, self.sink, self.approver = catalog, host, sink, approver
+        self.values: dict[str, Any] = values if values is not None else {}
+        self.memo: dict[str, Any] = memo if memo is not None else {}
+        self.once_done: dict[str, Any] = once_done if once_done is not None else {}
+        self.run_id = run_id
+        self.sleep = sleep
+        self.symbols: dict[str, Any] = {}
+        self._next_vid = max((int(k[2:]) for k in self.values
+                              if k.startswith("v_") and k[2:].isdigit()), default=0) + 1
+        self._last_vid: Optional[str] = None
+
+    # ------------------------------------------------------------------ values
+    def _mint(self, value: Any) -> str:
+        vid = f"v_{self._next_vid}"
+        self._next_vid += 1
+        self.values[vid] = value
+        return vid
+
+    def _emit(self, ev: dict) -> None:
+        self.sink.emit(ev)
+
+    # ------------------------------------------------------------------ top level
+    def run(self, draft: A.DraftAst, resumable: bool = True,
+            ledger: Optional[ResumeLedger] = None) -> RunResult:
+        key = compute_flow_key(draft.name, draft.body)
+        body = draft.body
+        start = 0
+        if ledger is not None:
+            start = self._fast_forward(body, key, ledger, resumable)
+        result = RunResult(flow_key=key)
+        for i in range(start, len(body)):
+            node = body[i]
+            stmt = stmt_hash16(node)
+            if isinstance(node, A.Checkpoint):
+                self._emit({"event": "checkpoint_reached", "flow_key": key, "label": node.label,
+                            "node": i})
+                continue
+            if isinstance(node, A.Await):
+                err = f"plan paused: awaiting `{node.source}`"
+                self._emit({"event": "awaiting", "run": f"{self.run_id}:{i}", "node": i})
+                result.halted = PlanHalt("awaiting", err, i, stmt)
+                if resumable:
+                    self._emit({"event": "plan_halted", "plan": key, "node": i, "stmt": stmt,
+                                "kind": "awaiting", "error": err})
+                break
+            self._last_vid = None
+            try:
+                value, vid = self._statement(node)
+            except _Return as ret:
+                if resumable:
+                    self._completed(key, i, stmt, ret.vid)
+                self._emit({"event": "flow_returned", "value": ret.vid})
+                result.value, result.returned = ret.value, True
+                break
+            except _Halt as h:
+                result.halted = PlanHalt(h.kind, h.error, i, stmt, h.op)
+                if resumable:
+                    ev = {"event": "plan_halted", "plan": key, "node": i, "stmt": stmt}
+                    if h.op is not None:
+                        ev["op"] = h.op
+                    ev["kind"] = h.kind
+                    ev["error"] = h.error
+                    self._emit(ev)
+                break
+            if resumable:
+                self._completed(key, i, stmt, vid)
+        result.symbols = dict(self.symbols)
+        result.values = self.values
+        return result
+
+    def _completed(self, key: str, i: int, stmt: str, vid: Optional[str],
+                   skipped: bool = False) -> None:
+        ev: dict[str, Any] = {"event": "statement_completed", "plan": key, "node": i,
+                              "stmt": stmt}
+        if vid is not None:
+            ev["value"] = vid
+        ev["skipped"] = skipped
+        self._emit(ev)
+
+    def _fast_forward(self, body: tuple, key: str, ledger: ResumeLedger,
+                      resumable: bool) -> int:
+        """§4.10 steps 1–3: skip the statements the ledger proves done, re-binding their values."""
+        i = 0
+        matched: list[tuple[int, LedgerEntry]] = []
+        while i < len(body):
+            node = body[i]
+            if isinstance(node, self.PASS_THROUGH):
+                i += 1
+                continue
+            entry = ledger.entry(i)
+            if entry is None or entry.stmt != stmt_hash16(node):
+                break
+            matched.append((i, entry))
+            i += 1
+        ledger_end = i
+        for idx, entry in matched:
+            binder = self._binder(body[idx])
+            if entry.value is not None and binder is not None:
+                if entry.value not in self.values:
+                    raise ResumeError(
+                        f"recorded value {entry.value} of statement {idx} is missing from the "
+                        "value store; resume from a store that holds it")
+                self.symbols[binder] = self.values[entry.value]
+        if resumable:
+            for idx, entry in matched:
+                self._completed(key, idx, entry.stmt, entry.value, skipped=True)
+            self._emit({"event": "plan_resumed", "plan": key, "prior": ledger.plan,
+                        "skipped": ledger_end})
+        cp = ledger.checkpoint
+        return max(ledger_end, cp + 1 if cp is not None else 0)
+
+    @staticmethod
+    def _binder(node: A.Node) -> Optional[str]:
+        """The single symbol a top-level statement binds (what a resume re-binds)."""
+        if isinstance(node, (A.Bind, A.Memo)):
+            return node.name
+        if isinstance(node, A.Each):
+            return node.collect
+        if isinstance(node, A.Repeat):
+            return node.collect
+        if isinstance(node, (A.Seq, A.Pipe, A.Retry, A.Fallback, A.Once)):
+            return node.bind
+        return None
+
+    # ------------------------------------------------------------------ statements
+    def _statement(self, node: A.Node) -> tuple[Any, Optional[str]]:
+        """Run one statement; returns its value and that value's id (if it has one)."""
+        value = self._exec(node)
+        binder = self._binder(node)
+        if isinstance(node, (A.Bind, A.Memo)) or isinstance(node, A.Call):
+            vid = self._last_vid if self._last_vid is not None and \
+                self.values.get(self._last_vid) is value else None
+            if vid is None and (binder is not None or isinstance(node, A.Call)):
+                vid = self._mint(value)
+            return value, vid
+        if binder is not None and binder in self.symbols:
+            return value, self._mint(self.symbols[binder])
+        return value, None
+
+    def _block(self, body: Iterable[A.Node]) -> Any:
+        """Run a nested body; its value is the last statement's value."""
+        last = None
+        for node in body:
+            if isinstance(node, (A.Await, A.Checkpoint)):
+                raise _Halt(f"`{node.kind}` is only allowed at the top level of a flow")
+            last = self._exec(node)
+        return last
+
+    def _exec(self, node: A.Node) -> Any:  # noqa: C901 - one arm per construct
+        S = self.symbols
+        if isinstance(node, (A.Bind, A.Memo)):
+            if isinstance(node, A.Memo):
+                mkey = memo_symbol(node.value.op, node.value.args) \
+                    if isinstance(node.value, A.Call) else node.name
+                if mkey in self.memo:
+                    S[node.name] = self.memo[mkey]
+                    return S[node.name]
+                value = self._eval(node.value)
+                self.memo[mkey] = value
+            else:
+                value = self._eval(node.value)
+            S[node.name] = value
+            return value
+        if isinstance(node, A.Return):
+            self._last_vid = None
+            value = self._eval(node.value)
+            vid = self._last_vid if isinstance(node.value, A.Call) and self._last_vid else \
+                self._mint(value)
+            raise _Return(value, vid)
+        if isinstance(node, A.When):
+            return self._block(node.then if _truthy(self._eval(node.cond)) else node.otherwise)
+        if isinstance(node, A.Unless):
+            return None if _truthy(self._eval(node.cond)) else self._block(node.body)
+        if isinstance(node, A.Each):
+            return self._each(node)
+        if isinstance(node, A.Repeat):
+            results = []
+            for _ in range(node.max):
+                results.append(self._block(node.body))
+                if node.until is not None and _truthy(self._eval(node.until)):
+                    break
+            if node.collect is not None:
+                S[node.collect] = results
+            return results[-1] if results else None
+        if isinstance(node, A.Seq):
+            value = self._block(node.body)
+            if node.bind is not None:
+                S[node.bind] = value
+            return value
+        if isinstance(node, A.Pipe):
+            return self._pipe(node)
+        if isinstance(node, A.Parallel):
+            # Sequential on purpose: deterministic event order; replay matches by input hash.
+            for br in node.branches:
+                S[br.name] = self._block(br.body)
+            return None
+        if isinstance(node, A.Try):
+            try:
+                return self._block(node.body)
+            except _FATAL:
+                raise
+            except _Halt as h:
+                if node.catch is not None:
+                    S[node.catch] = h.error
+                return self._block(node.handler)
+        if isinstance(node, A.Retry):
+            return self._retry(node)
+        if isinstance(node, A.Fallback):
+            last_error: Optional[_Halt] = None
+            for br in node.branches:
+                try:
+                    value = self._block(br.body)
+                except _FATAL:
+                    raise
+                except _Halt as h:
+                    last_error = h
+                    continue
+                if node.bind is not None:
+                    S[node.bind] = value
+                return value
+            raise last_error or _Halt("fallback has no branches")
+        if isinstance(node, A.Match):
+            subject = _structured(self._eval(node.subject))
+            for case in node.cases:
+                cv = _structured(self._eval(case.value))
+                if A.json_key(cv) == A.json_key(subject):
+                    return self._block(case.body)
+            return self._block(node.default)
+        if isinstance(node, A.Assert):
+            if not _truthy(self._eval(node.cond)):
+                raise _AssertFailed(node.message or "assertion failed")
+            return None
+        if isinstance(node, A.Confirm):
+            if not self.approver(node.message, node.risk or "medium"):
+                raise _ConfirmDenied(f"confirmation denied: {node.message}")
+            return self._block(node.body)
+        if isinstance(node, A.Once):
+            key = once_key(node.label, node.body)
+            if key in self.once_done:
+                value = self.once_done[key]
+            else:
+                value = self._block(node.body)
+                self.once_done[key] = value
+                ev: dict[str, Any] = {"event": "once_completed", "label": key}
+                if value is not None:
+                    ev["value"] = self._mint(value)
+                ev["summary"] = ""
+                self._emit(ev)
+            if node.bind is not None:
+                S[node.bind] = value
+            return value
+        if isinstance(node, A.Saga):
+            return self._saga(node)
+        if isinstance(node, (A.Await, A.Checkpoint)):
+            raise _Halt(f"`{node.kind}` is only allowed at the top level of a flow")
+        if isinstance(node, (A.Call, A.Var, A.Lit, A.Fmt, A.Jq, A.Expr, A.Obj, A.ListExpr,
+                             A.Peek, A.Parse)):
+            return self._eval(node)
+        raise _Halt(f"not supported: {node.kind}")
+
+    def _each(self, node: A.Each) -> Any:
+        items = _structured(self._eval(node.source))
+        if not isinstance(items, list):
+            raise _Halt(f"`each` needs a list, got {compact_json(items)}")
+        results = []
+        for item in items:
+            self.symbols[node.item] = item
+            results.append(self._block(node.body))
+        if node.collect is not None:
+            if node.flat:
+                flat: list = []
+                for r in results:
+                    r = _structured(r)
+                    if not isinstance(r, list):
+                        raise _Halt("`each … -> flat` needs every iteration to produce a list")
+                    flat.extend(r)
+                results = flat
+            self.symbols[node.collect] = results
+        return results
+
+    def _pipe(self, node: A.Pipe) -> Any:
+        """Each step is a call; the previous step's output is prepended as its first argument."""
+        value: Any = None
+        for i, step in enumerate(node.steps):
+            if not isinstance(step, A.Call):
+                raise _Halt("every `pipe` step must be an op call")
+            args = [self._eval(a) for a in step.args]
+            if i > 0:
+                args.insert(0, value)
+            value = self._dispatch(step.op, args)
+        if node.bind is not None:
+            self.symbols[node.bind] = value
+        return value
+
+    def _retry(self, node: A.Retry) -> Any:
+        attempts = max(node.max, 1)
+        for attempt in range(attempts):
+            try:
+                value = self._block(node.body)
+            except _FATAL:
+                raise
+            except _Halt:
+                if attempt == attempts - 1:
+                    raise
+                delay = node.delay_ms or 0
+                if node.backoff == "exponential":
+                    delay *= 2 ** attempt
+                elif node.backoff == "linear":
+                    delay *= attempt + 1
+                if delay:
+                    self.sleep(delay / 1000.0)
+                continue
+            if node.bind is not None:
+                self.symbols[node.bind] = value
+            return value
+        raise AssertionError("unreachable")
+
+    def _saga(self, node: A.Saga) -> Any:
+        """Run steps in order; on failure run the undo blocks of completed steps in reverse."""
+        done: list[A.SagaStep] = []
+        value = None
+        for step in node.steps:
+            try:
+                value = self._block(step.body)
+            except _Halt:
+                for prior in reversed(done):
+                    self._block(prior.undo)
+                raise
+            done.append(step)
+        return value
+
+    # ------------------------------------------------------------------ expressions
+    def _eval(self, node: A.Node) -> Any:
+        S = self.symbols
+        if isinstance(node, A.Lit):
+            return _interpolate_json(node.value, S)
+        if isinstance(node, A.Var):
+            if node.name not in S:
+                raise _Halt(f"unbound symbol `{node.name}`")
+            return S[node.name]
+        if isinstance(node, A.Call):
+            return self._dispatch(node.op, [self._eval(a) for a in node.args])
+        if isinstance(node, A.Fmt):
+            return interpolate(node.template, S)
+        if isinstance(node, A.Obj):
+            return {k: self._eval(v) for k, v in node.fields}
+        if isinstance(node, A.ListExpr):
+            return [self._eval(v) for v in node.items]
+        if isinstance(node, A.Jq):
+            return _walk(self._eval(node.input), node.path, node.optional)
+        if isinstance(node, A.Peek):
+            return S.get(node.name)
+        if isinstance(node, A.Expr):
+            try:
+                tree = formula_tree(node.formula)
+            except ParseError as exc:
+                raise _Halt(f"bad formula `{node.formula}`: {exc.what}") from None
+            return self._formula(tree, dict(node.vars))
+        if isinstance(node, A.Parse):
+            return self._parse_value(self._eval(node.value), node.as_type)
+        raise _Halt(f"not supported: {node.kind}")
+
+    def _formula(self, t: Any, vars_: dict[str, A.Node]) -> Any:
+        if isinstance(t, A.Var):
+            return _structured(self._eval(vars_.get(t.name, t)))
+        if isinstance(t, A.Jq) and isinstance(t.input, A.Var):
+            base = self._eval(vars_.get(t.input.name, t.input))
+            return _walk(base, t.path, t.optional)
+        if isinstance(t, A.Lit):
+            return t.value
+        op, args = t.op, t.args
+        if op == "&&":
+            return _truthy(self._formula(args[0], vars_)) and \
+                _truthy(self._formula(args[1], vars_))
+        if op == "||":
+            return _truthy(self._formula(args[0], vars_)) or \
+                _truthy(self._formula(args[1], vars_))
+        vals = [self._formula(a, vars_) for a in args]
+        if op == "!":
+            return not _truthy(vals[0])
+        if op == "neg":
+            return -_num(vals[0], "-")
+        if op in ("==", "!="):
+            eq = A.json_key(vals[0]) == A.json_key(vals[1]) or (
+                all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals)
+                and vals[0] == vals[1])
+            return eq if op == "==" else not eq
+        if op in ("<", "<=", ">", ">="):
+            a, b = vals
+            if not (isinstance(a, str) and isinstance(b, str)):
+                a, b = _num(a, op), _num(b, op)
+            return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+        if op == "+" and isinstance(vals[0], str) and isinstance(vals[1], str):
+            return vals[0] + vals[1]
+        if op in ("+", "-", "*", "/", "%"):
+            a, b = _num(vals[0], op), _num(vals[1], op)
+            if op in ("/", "%") and b == 0:
+                raise _Halt("division by zero")
+            return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+                    "/": lambda: a / b, "%": lambda: a % b}[op]()
+        if op == "abs":
+            return abs(_num(vals[0], op))
+        if op in ("min", "max"):
+            nums = [_num(v, op) for v in vals]
+            return min(nums) if op == "min" else max(nums)
+        if op == "round":
+            digits = int(_num(vals[1], op)) if len(vals) > 1 else 0
+            return round(_num(vals[0], op), digits)
+        raise _Halt(f"unknown formula operator `{op}`")
+
+    @staticmethod
+    def _parse_value(v: Any, as_type: str) -> Any:
+        text = v if isinstance(v, str) else compact_json(v)
+        try:
+            if as_type == "f64":
+                return float(text.strip())
+            if as_type == "i64":
+                return int(text.strip())
+            if as_type == "bool":
+                low = text.strip().lower()
+                if low not in ("true", "false"):
+                    raise ValueError(low)
+                return low == "true"
+            if as_type == "json":
+                return json.loads(text)
+            if as_type == "string":
+                return text
+        except ValueError:
+            raise _Halt(f"cannot parse {compact_json(text)} as {as_type}") from None
+        raise _Halt(f"not supported: parse as {as_type}")
+
+    # ------------------------------------------------------------------ dispatch
+    def _dispatch(self, op: str, values: list[Any]) -> Any:
+        """One op call: map, hash, ``step_started``, host dispatch, ``step_succeeded|failed``."""
+        spec = self.catalog.get(op)
+        if spec is None:
+            raise _Halt(f"unknown op `{op}`", op)
+        try:
+            input_obj = map_args_to_input(spec, values)
+        except OpArgError as exc:
+            raise _Halt(str(exc), op) from None
+        ih = input_hash(input_obj)
+        sid = step_id(op, ih)
+        self._emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
+        outcome = self.host.dispatch(op, input_obj, canonical_json(input_obj))
+        if outcome.denied or outcome.is_error:
+            self._emit({"event": "step_failed", "step": sid, "error": outcome.content})
+            raise (_Denied if outcome.denied else _Halt)(outcome.content, op)
+        value = outcome.content
+        vid = self._mint(value)
+        self._last_vid = vid
+        self._emit({"event": "step_succeeded", "step": sid, "output": vid})
+        return value
