@@ -166,14 +166,14 @@ class ResumeLedger:
     def fold(cls, trace: list[dict]) -> Optional["ResumeLedger"]:
         """The open halt latch: the last ``plan_halted`` not closed by a later ``plan_resumed``."""
         latch: Optional[str] = None
-        for i, ev in enumerate(trace):
-            if ev.get("event") != "plan_halted":
-                continue
-            plan = ev.get("plan")
-            closed = any(later.get("event") == "plan_resumed" and later.get("prior") == plan
-                         for later in trace[i + 1:])
-            if not closed:
-                latch = plan
+        resumed_later: set = set()
+        for ev in reversed(trace):  # one pass from the end: priors seen so far were resumed later
+            kind = ev.get("event")
+            if kind == "plan_resumed":
+                resumed_later.add(ev.get("prior"))
+            elif kind == "plan_halted" and ev.get("plan") not in resumed_later:
+                latch = ev.get("plan")
+                break
         if latch is None:
             return None
         rows = [cls._entry(ev) for ev in trace

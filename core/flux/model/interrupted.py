@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 
 from ..errors import FluxError
 from ..store.store import StoredEvent
-from .ledger import ResumeLedger
+from .ledger import ledger_from_interrupted
 from .session import Turn
 
 __all__ = ["InterruptedTurn", "InterruptCheck", "check_interrupted"]
@@ -60,9 +60,9 @@ def check_interrupted(turns: Sequence[Turn], turn_run_trace: Callable[[Turn], Se
         return InterruptCheck(reason=f"turn {open_turn.number}'s last accepted plan does not parse ({e}) — not resumable",
                               open_turn=open_turn.number)
     key = flow_key(draft.name, draft.body)
-    ledger = ResumeLedger.from_interrupted(turn_run_trace(open_turn), key)
+    ledger = ledger_from_interrupted(turn_run_trace(open_turn), key)
     return InterruptCheck(
         interrupted=InterruptedTurn(open_turn.number, open_turn.turn_id, open_turn.started_at_ms, open_turn.user_input,
-                                    plan.plan_source, key, len(ledger) if ledger else 0),
+                                    plan.plan_source, key, len(ledger.completed) if ledger else 0),
         open_turn=open_turn.number,
     )

@@ -1,64 +1,25 @@
-"""The resume ledger (spec §3.8): which top-level statements of a plan already completed."""
+"""The resume ledger over stored events. One home: :class:`flux.lang.interpreter.ResumeLedger`
+(it folds run-event bodies); this module only adapts a session's stored rows to it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable
 
-from ..store.events import PlanHalted, PlanResumed, Run, StatementCompleted
+from ..lang.interpreter import LedgerEntry, ResumeLedger
+from ..store.events import Run
 from ..store.store import StoredEvent
 
-__all__ = ["LedgerEntry", "ResumeLedger"]
+__all__ = ["LedgerEntry", "ResumeLedger", "run_bodies", "ledger_from_interrupted", "open_halt_latch"]
 
 
-@dataclass(frozen=True, slots=True)
-class LedgerEntry:
-    node: int
-    stmt: str
-    value: str | None
+def run_bodies(trace: Iterable[StoredEvent]) -> list[dict]:
+    """The ``run`` rows of a trace as the event-body dicts the interpreter folds."""
+    return [e.body.event.to_body() for e in trace if isinstance(e.body, Run)]
 
 
-@dataclass(frozen=True, slots=True)
-class ResumeLedger:
-    plan: str  # flow_key the entries belong to
-    completed: tuple[LedgerEntry, ...]
+def ledger_from_interrupted(trace: Iterable[StoredEvent], flow_key: str) -> ResumeLedger | None:
+    return ResumeLedger.from_interrupted(run_bodies(trace), flow_key)
 
-    def __len__(self) -> int:
-        return len(self.completed)
 
-    @classmethod
-    def from_interrupted(cls, trace: Iterable[StoredEvent], plan: str) -> "ResumeLedger | None":
-        """The completed statements of ``plan``; cleared on a same-plan restart (node not strictly
-        increasing) or when a ``plan_resumed`` names ``plan`` as its prior. ``None`` if empty."""
-        entries: list[LedgerEntry] = []
-        for ev in trace:
-            if not isinstance(ev.body, Run):
-                continue
-            r = ev.body.event
-            if isinstance(r, StatementCompleted) and r.plan == plan:
-                if entries and r.node <= entries[-1].node:
-                    entries = []
-                entries.append(LedgerEntry(r.node, r.stmt, r.value))
-            elif isinstance(r, PlanResumed) and r.prior == plan:
-                entries = []
-        return cls(plan, tuple(entries)) if entries else None
-
-    @classmethod
-    def fold(cls, trace: Iterable[StoredEvent]) -> "ResumeLedger | None":
-        """The open halt latch: the last ``plan_halted`` not later named ``prior`` by a
-        ``plan_resumed``; its ledger is every ``statement_completed`` row of that plan."""
-        events = list(trace)
-        latch: str | None = None
-        for ev in events:
-            if not isinstance(ev.body, Run):
-                continue
-            r = ev.body.event
-            if isinstance(r, PlanHalted):
-                latch = r.plan
-            elif isinstance(r, PlanResumed) and r.prior == latch:
-                latch = None
-        if latch is None:
-            return None
-        entries = [LedgerEntry(r.node, r.stmt, r.value) for ev in events if isinstance(ev.body, Run)
-                   for r in (ev.body.event,) if isinstance(r, StatementCompleted) and r.plan == latch]
-        return cls(latch, tuple(entries))
+def open_halt_latch(trace: Iterable[StoredEvent]) -> ResumeLedger | None:
+    return ResumeLedger.fold(run_bodies(trace))

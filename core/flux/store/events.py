@@ -46,15 +46,13 @@ class _Struct:
 
     def to_body(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for f in fields(self):  # type: ignore[arg-type]
-            if f.name.startswith("_"):
-                continue
-            v = getattr(self, f.name)
+        for name, key, _sub in _field_plan(type(self)):
+            v = getattr(self, name)
             if v is None:
                 continue
             if isinstance(v, _Struct):
                 v = v.to_body()
-            out[_json_name(f.name)] = v
+            out[key] = v
         return out
 
     @classmethod
@@ -62,16 +60,26 @@ class _Struct:
         if not isinstance(d, dict):
             d = {}
         kwargs = {}
-        for f in fields(cls):  # type: ignore[arg-type]
-            key = _json_name(f.name)
-            if key not in d:
-                continue
-            v = d[key]
-            sub = cls._nested.get(f.name)
-            if sub is not None and v is not None:
-                v = sub.from_body(v)
-            kwargs[f.name] = v
+        for name, key, sub in _field_plan(cls):
+            if key in d:
+                v = d[key]
+                if sub is not None and v is not None:
+                    v = sub.from_body(v)
+                kwargs[name] = v
         return cls(**kwargs)
+
+
+_PLANS: dict[type, tuple[tuple[str, str, type | None], ...]] = {}
+
+
+def _field_plan(cls: type) -> tuple[tuple[str, str, type | None], ...]:
+    """(attribute, JSON key, nested class) per field, in declared order — computed once per class."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        nested = getattr(cls, "_nested", {})
+        plan = tuple((f.name, _json_name(f.name), nested.get(f.name)) for f in fields(cls) if not f.name.startswith("_"))
+        _PLANS[cls] = plan
+    return plan
 
 
 def _json_name(name: str) -> str:
@@ -524,23 +532,36 @@ UNSCOPED_KINDS = frozenset({"session_started", "model_changed", "message", "comp
 _TYPE_DEFAULTS = {int: 0, str: "", bool: False}
 
 
+_TYPES: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
 def _coerce(cls: type, obj: Any) -> Any:
     """Replace wrongly-typed scalar fields with their defaults (tolerant decoding of odd writers)."""
-    changes = {}
-    for f in fields(cls):
-        v = getattr(obj, f.name)
-        t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
-        if t == "int" and (not isinstance(v, int) or isinstance(v, bool)):
-            changes[f.name] = int(v) if isinstance(v, float) else 0
-        elif t == "str" and not isinstance(v, str):
-            changes[f.name] = "" if v is None else str(v)
-        elif t == "bool" and not isinstance(v, bool):
-            changes[f.name] = bool(v)
+    typed = _TYPES.get(cls)
+    if typed is None:
+        typed = tuple((f.name, f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")) for f in fields(cls))
+        _TYPES[cls] = typed
+    changes = None
+    for name, t in typed:
+        v = getattr(obj, name)
+        if t == "int":
+            if not isinstance(v, int) or isinstance(v, bool):
+                changes = changes or {}
+                changes[name] = int(v) if isinstance(v, float) else 0
+        elif t == "str":
+            if not isinstance(v, str):
+                changes = changes or {}
+                changes[name] = "" if v is None else str(v)
+        elif t == "bool":
+            if not isinstance(v, bool):
+                changes = changes or {}
+                changes[name] = bool(v)
         elif t == "str | None" and v is not None and not isinstance(v, str):
-            changes[f.name] = str(v)
+            changes = changes or {}
+            changes[name] = str(v)
     if not changes:
         return obj
-    kwargs = {f.name: getattr(obj, f.name) for f in fields(cls)}
+    kwargs = {name: getattr(obj, name) for name, _ in typed}
     kwargs.update(changes)
     return cls(**kwargs)
 
