@@ -1,0 +1,1 @@
+"""The recording agent runtime: client/session SDK, ops, approver, adaptive loop, providers."""
