@@ -93,18 +93,10 @@ def _call_ops(node_json: Any, out: list[str]) -> None:
             _call_ops(v, out)
 
 
-def _statement_text(one_statement_flow: str) -> str:
-    """The statement alone: a one-statement flow without its ``flow`` header, dedented."""
-    lines = one_statement_flow.rstrip("\n").split("\n")
-    if lines and lines[0].startswith("flow"):
-        lines = [ln[2:] if ln.startswith("  ") else ln for ln in lines[1:]]
-    return "\n".join(lines)
-
-
 def _plan_statements(index: int, attempt: PlanAttempt) -> TimelinePlan:
     from ..lang.parser import parse
     from ..lang.astjson import node_to_json
-    from ..lang.formatter import format_statement
+    from ..lang.formatter import format_node_lines
     from ..lang.hashes import flow_key, stmt_hash16
 
     try:
@@ -115,7 +107,7 @@ def _plan_statements(index: int, attempt: PlanAttempt) -> TimelinePlan:
     for i, node in enumerate(draft.body):
         ops: list[str] = []
         _call_ops(node_to_json(node), ops)
-        stmts.append(Statement(index, i, _statement_text(format_statement(node)), stmt_hash16(node), tuple(ops)))
+        stmts.append(Statement(index, i, "".join(format_node_lines(node)).rstrip("\n"), stmt_hash16(node), tuple(ops)))
     return TimelinePlan(index, attempt, flow_key(draft.name, draft.body), stmts)
 
 
