@@ -1,0 +1,213 @@
+"""The flux-tui App and its ``flux-tui`` console script.
+
+The App owns the store reader, the price table, the per-session summary cache and the live-refresh
+timer; screens run their own thread workers against ``app.reader`` and post results back as
+messages (:mod:`flux_tui.messages`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import click
+from textual import on, work
+from textual.app import App
+from textual.binding import Binding
+from textual.worker import get_current_worker
+
+from flux.errors import FluxError, StoreError
+from flux.model.listing import SessionSummary
+from flux.model.pricing import PriceTable, load_price_table
+from flux.store.store import SessionRow, StoreReader, default_store_dir
+
+from .commands import FluxCommands
+from .messages import OpenSession, StoreChanged
+
+__all__ = ["FluxApp", "main"]
+
+
+def _display_path(path: Path) -> str:
+    try:
+        home = Path.home()
+        p = path.expanduser().resolve()
+        if p == home or home in p.parents:
+            return "~/" + str(p.relative_to(home))
+        return str(p)
+    except (OSError, RuntimeError, ValueError):
+        return str(path)
+
+
+class FluxApp(App):
+    """Browse a flux store: sessions → session (turns, plans, cells, conversation) → lineage."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "flux-tui"
+    COMMANDS = App.COMMANDS | {FluxCommands}
+    ENABLE_COMMAND_PALETTE = True
+
+    BINDINGS = [
+        Binding("f1", "help", "Help", id="app.help", tooltip="Explain the focused panel and list the keys"),
+        Binding("question_mark", "help", "Help", show=False, id="app.help_alt", tooltip="Explain the focused panel and list the keys"),
+        Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit flux-tui"),
+    ]
+
+    def __init__(self, store_dir: str | os.PathLike[str] | None = None, prices_file: str | os.PathLike[str] | None = None,
+                 now_ms: int | None = None, *, display_name: str | None = None, poll_interval: float | None = 1.0,
+                 session: str | None = None) -> None:
+        super().__init__()
+        self.store_dir = Path(store_dir).expanduser() if store_dir is not None else default_store_dir()
+        self.prices_file = prices_file
+        self.frozen_now_ms = now_ms
+        self.display_name = display_name or _display_path(self.store_dir)
+        self.poll_interval = poll_interval
+        self.initial_session = session
+        self.reader: StoreReader | None = None
+        self.prices: PriceTable | None = None
+        self.prices_error: str | None = None
+        self.open_error: str | None = None
+        self._open_lock = threading.Lock()
+        self._token: object = None
+        # id -> summary; valid while the registry row (updated_at, last_seq) is unchanged.
+        self.summaries: dict[str, SessionSummary] = {}
+        self.theme = "nord"
+
+    # -- time -----------------------------------------------------------------------------------
+
+    def now_ms(self) -> int:
+        return self.frozen_now_ms if self.frozen_now_ms is not None else int(time.time() * 1000)
+
+    # -- store ----------------------------------------------------------------------------------
+
+    def ensure_reader(self) -> StoreReader:
+        """Open the store once (call from a thread worker). Raises :class:`StoreError`."""
+        with self._open_lock:
+            if self.reader is not None:
+                return self.reader
+            try:
+                reader = StoreReader(self.store_dir)
+            except StoreError as e:
+                self.open_error = str(e)
+                raise
+            try:
+                self.prices = load_price_table(self.prices_file, self.store_dir)
+            except FluxError as e:
+                self.prices_error = str(e)
+                self.prices = load_price_table(None, None)
+            self._token = reader.change_token()
+            self.open_error = None
+            self.reader = reader
+            return reader
+
+    def cached_summary(self, row: SessionRow) -> SessionSummary | None:
+        s = self.summaries.get(row.id)
+        if s is not None and s.row.updated_at == row.updated_at and s.row.last_seq == row.last_seq:
+            return s
+        return None
+
+    def store_summaries(self, summaries: list[SessionSummary]) -> None:
+        for s in summaries:
+            self.summaries[s.row.id] = s
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        from .screens.sessions import SessionsScreen
+
+        self.push_screen(SessionsScreen())
+        if self.poll_interval:
+            self.set_interval(self.poll_interval, self._poll, name="store-poll")
+        if self.prices_error:
+            self.notify(self.prices_error, severity="error")
+
+    def on_unmount(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+
+    def _poll(self) -> None:
+        if self.reader is not None:
+            self._check_changes()
+
+    @work(thread=True, exclusive=True, group="poll", exit_on_error=False, description="Watching the store")
+    def _check_changes(self) -> None:
+        reader = self.reader
+        if reader is None:
+            return
+        try:
+            token = reader.change_token()
+            if token == self._token:
+                return
+            reader.refresh()
+            self._token = reader.change_token()
+        except StoreError:
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(StoreChanged())
+
+    @on(StoreChanged)
+    def _store_changed(self, message: StoreChanged) -> None:
+        for screen in self.screen_stack:
+            screen.post_message(StoreChanged())
+
+    def check_store_now(self) -> None:
+        """Poll once right away (tests, and the reload key)."""
+        if self.reader is not None:
+            self._check_changes()
+
+    # -- navigation -----------------------------------------------------------------------------
+
+    @on(OpenSession)
+    def _open_session(self, message: OpenSession) -> None:
+        self.open_session(message.session_id)
+
+    def open_session(self, session_id: str) -> None:
+        from .screens.session import SessionScreen
+
+        self.push_screen(SessionScreen(session_id))
+
+    def action_help(self) -> None:
+        from .screens.help import HelpScreen
+
+        if isinstance(self.screen, HelpScreen):
+            self.screen.dismiss()
+            return
+        self.push_screen(HelpScreen.for_screen(self.screen))
+
+
+def _demo_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flux-tui" / "demo"
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--store", "store", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Store directory (holds events.db). Default: $FLUX_STORE_DIR or ~/.flux.")
+@click.option("--demo", is_flag=True, help="Build a fresh demo store (~/.cache/flux-tui/demo) and open it.")
+@click.option("--prices", "prices", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="JSON price table (USD per Mtok) extending the built-in one.")
+@click.option("--session", "session", default=None, help="Open this session (s_<n> or 'last') directly.")
+def main(store: Path | None, demo: bool, prices: Path | None, session: str | None) -> None:
+    """Browse a flux store: sessions, turns, accepted plans and cassette cells. Read-only."""
+    if demo:
+        if store is not None:
+            raise click.UsageError("--demo builds its own store; drop --store (or drop --demo)")
+        try:
+            from flux.demo import build_demo_store
+        except ImportError:
+            click.echo("error: this build has no demo store (flux.demo) — open a real store with --store DIR", err=True)
+            sys.exit(1)
+        store = _demo_dir()
+        if store.exists():
+            shutil.rmtree(store)
+        store.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            build_demo_store(store)
+        except FluxError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(1)
+    app = FluxApp(store, prices, session=session)
+    app.run()

@@ -1,0 +1,67 @@
+"""Command palette: every action bound on the current screen (and its focused panel), by name.
+
+Context-sensitive like posting's provider: the hits are built from the calling screen's active
+bindings each time the palette opens, so a session screen offers "Next error", "Lineage", … and the
+sessions screen offers "Filter", "Sort", …; disabled actions are left out.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from textual.binding import Binding
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+__all__ = ["FluxCommands", "screen_commands"]
+
+_SKIP_ACTIONS = {"command_palette"}
+
+
+def _key_label(app, key: str) -> str:
+    try:
+        return app.get_key_display(Binding(key, ""))
+    except Exception:  # noqa: BLE001 - only cosmetic
+        return key
+
+
+def screen_commands(screen) -> list[tuple[str, str, object, str]]:
+    """(title, help, node, action) for every enabled binding of ``screen``, deduplicated by action."""
+    out: list[tuple[str, str, object, str]] = []
+    seen: set[tuple[int, str]] = set()
+    keys_by_action: dict[tuple[int, str], list[str]] = {}
+    for key, active in screen.active_bindings.items():
+        b = active.binding
+        if not active.enabled or b.action in _SKIP_ACTIONS or b.system:
+            continue
+        ident = (id(active.node), b.action)
+        keys_by_action.setdefault(ident, []).append(key)
+    for key, active in screen.active_bindings.items():
+        b = active.binding
+        ident = (id(active.node), b.action)
+        if ident in seen or ident not in keys_by_action:
+            continue
+        seen.add(ident)
+        title = b.description or b.action.replace("_", " ").capitalize()
+        keys = ", ".join(_key_label(screen.app, k) for k in keys_by_action[ident])
+        help_text = (active.tooltip or b.tooltip or "") + (f"  [{keys}]" if keys else "")
+        out.append((title, help_text, active.node, b.action))
+    return out
+
+
+class FluxCommands(Provider):
+    """The current screen's actions."""
+
+    def _commands(self):
+        for title, help_text, node, action in screen_commands(self.screen):
+            yield title, help_text, partial(node.run_action, action)
+
+    async def discover(self) -> Hits:
+        for title, help_text, callback in self._commands():
+            yield DiscoveryHit(title, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, help_text, callback in self._commands():
+            score = max(matcher.match(title), matcher.match(help_text) * 0.5)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), callback, help=help_text)

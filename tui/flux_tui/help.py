@@ -1,0 +1,67 @@
+"""Per-panel help: what each panel shows and how to read it (F1 / ? explains the focused one)."""
+
+from __future__ import annotations
+
+__all__ = ["HELP", "APP_HELP"]
+
+APP_HELP = """\
+flux-tui browses a flux store directory (events.db) read-only: sessions, their turns, the plans
+the host accepted (canonical Flux-Lang) and the cassette cells (recorded op results). Nothing is
+ever written. The store is watched: rows another process appends show up within a second.
+Tab / Shift+Tab move between panels; Ctrl+P opens the command palette; q quits."""
+
+HELP: dict[str, tuple[str, str]] = {
+    "sessions": ("Sessions", """\
+One row per session in the store, newest first. Columns: id, model, messages, turns, the last
+turn's outcome, cost (? = a model without a known price, never $0), last update, status and
+lineage. "⚠ interrupted" marks a session whose newest turn has an accepted plan and no end — flux
+can resurrect it. "open turn" marks a turn with no end that flux does not flag (the session screen
+says why). Lineage shows forks (⑂), what-ifs (?) and sub-agents (↳) with their source session.
+
+Per-session facts (turns, outcome, cost, status) are computed in the background, visible rows
+first; "…" means not computed yet. / filters by id, model or conversation text; s cycles the sort
+column, r reverses it; Enter opens the session; l shows its lineage."""),
+    "filter": ("Filter", """\
+Type to filter the sessions list. Ids and models match at once; conversation text (user and
+assistant messages, tool calls and results) is searched in the store in the background.
+Enter goes back to the list keeping the filter; Esc clears it."""),
+    "turns": ("Turns", """\
+The session's turns in order (1-based, as flux numbers them): outcome, plan count and the user's
+input. ✓ ended ok, ✗ ended with an error outcome, ⚠ interrupted (flagged for resurrection),
+… still open. [ and ] step turns from anywhere. Below: the selected turn's details, its usage and
+cost, and the session's totals."""),
+    "timeline": ("Plan & cells", """\
+The selected turn's accepted plans as Flux-Lang, statement by statement; under each statement the
+cassette cells (recorded op results) it dispatched. The cursor stops on every statement and every
+cell: ↑/↓ or j/k step, n/N jump to the next/previous error (a halted statement or a cell with
+is_error or denied), g/G first/last.
+
+Markers: ✓ completed, ↷ skipped (fast-forwarded on a resume), ▸ dispatched (ran, no ledger row —
+the turn never ended), ✗ halted or has an error cell, · not run. Cell flags: err, denied,
+redacted, truncated. The inspector on the right shows the item under the cursor."""),
+    "inspector": ("Inspector", """\
+Everything recorded about the item under the timeline cursor. For a cell: the op, its input as
+pretty JSON (the raw text when the recorded view was truncated), the content the op returned and
+its display view, the flags (is_error, denied, redacted, truncated), input_hash (and
+input_hash_redacted when the input held a secret), step, seq and timestamp. For a statement: its
+plan, node, statement hash, status and halt reason."""),
+    "conversation": ("Conversation", """\
+The messages of the selected turn (a toggles the whole conversation): user and assistant text,
+thinking, and tool_use / tool_result blocks as cards (errors in red). A compaction replaces the
+history before it, as flux reads it."""),
+    "observations": ("Observations", """\
+The evidence rows flux flushed for the turn (kind, phase, data). They are written in a batch after
+the turn ends, so their timestamps are the flush time, not the time of the fact. o toggles."""),
+    "unknown": ("Unknown events", """\
+Events of kinds (or run variants) this reader does not know — written by a newer flux. They are
+listed here with their raw data rather than hidden."""),
+    "lineage": ("Lineage", """\
+Sessions correlated with this one: forks (⑂, with the statement they forked at), what-ifs (?),
+sub-agents (↳) and other children, read from the registry's correlation_id. Enter opens one;
+u opens the source session this one was derived from."""),
+    "notice": ("Store notice", """\
+The store could not be opened or holds no session yet. The message says why and what to do:
+point --store at a directory that holds events.db, or run `flux-tui --demo` to explore a demo
+store."""),
+    "help": ("Help", "This help. Esc closes it."),
+}

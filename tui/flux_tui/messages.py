@@ -1,0 +1,95 @@
+"""Domain messages: thread workers post these; the screens and the App own the state they carry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from textual.message import Message
+
+from flux.model.interrupted import InterruptCheck
+from flux.model.listing import SessionSummary
+from flux.model.session import SessionDetail
+from flux.model.timeline import TurnTimeline
+from flux.store.store import SessionRow
+
+__all__ = [
+    "StoreChanged", "RowsLoaded", "LoadFailed", "SummariesLoaded", "QueryMatched", "SessionLoaded",
+    "TimelineReady", "ChildrenLoaded", "OpenSession",
+]
+
+
+class StoreChanged(Message):
+    """Another process committed to the store; reload what you show (the reader is refreshed)."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, StoreChanged)
+
+
+@dataclass
+class RowsLoaded(Message):
+    """The registry rows (newest first) — enough for the first paint of the sessions list."""
+
+    generation: int
+    rows: list[SessionRow]
+    skipped_rows: int = 0
+
+
+@dataclass
+class LoadFailed(Message):
+    """The store (or a session) could not be read; ``error`` is the one-line reason."""
+
+    error: str
+    what: str = "store"
+
+
+@dataclass
+class SummariesLoaded(Message):
+    """Per-session facts for some rows, computed by a worker (visible window first)."""
+
+    generation: int
+    summaries: list[SessionSummary]
+    done: int = 0
+    total: int = 0
+
+
+@dataclass
+class QueryMatched(Message):
+    """Sessions whose conversation text contains ``query`` (``None``: the search failed)."""
+
+    query: str
+    ids: set[str] | None
+    error: str | None = None
+
+
+@dataclass
+class SessionLoaded(Message):
+    detail: SessionDetail
+    interrupt: InterruptCheck
+    degraded: str | None = None
+    reload: bool = False
+
+
+@dataclass
+class TimelineReady(Message):
+    turn_number: int
+    timeline: TurnTimeline
+    degraded: str | None = None
+    restore: Any = None
+
+
+@dataclass
+class ChildrenLoaded(Message):
+    session_id: str
+    source: SessionRow | None
+    source_missing: str | None
+    children: list[SessionSummary] = field(default_factory=list)
+    error: str | None = None
+    depths: list[int] = field(default_factory=list)  # tree depth of each child (0: direct)
+
+
+@dataclass
+class OpenSession(Message):
+    """Ask the App to open a session screen."""
+
+    session_id: str

@@ -1,0 +1,105 @@
+"""Help: what the focused panel shows, then every key that works right now (panel, screen, app)."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widget import Widget
+from textual.widgets import Static
+
+from ..help import APP_HELP, HELP
+
+__all__ = ["HelpScreen", "topic_for"]
+
+_BY_ID = {"filter": "filter", "notice": "notice", "session-notice": "notice"}
+
+
+def reflow(text: str) -> str:
+    """Join hard-wrapped lines into paragraphs (blank lines separate them)."""
+    return "\n\n".join(" ".join(p.split()) for p in text.split("\n\n"))
+
+
+def topic_for(widget: Widget | None, screen: Screen) -> str:
+    node = widget
+    while node is not None and node is not screen.app:
+        if node.id in _BY_ID:
+            return _BY_ID[node.id]
+        topic = getattr(node, "HELP_TOPIC", None)
+        if isinstance(topic, str) and topic in HELP:
+            return topic
+        node = node.parent  # type: ignore[assignment]
+    return getattr(screen, "HELP_TOPIC", "sessions")
+
+
+def _bindings_table(screen: Screen) -> Table:
+    t = Table(box=None, padding=(0, 2, 0, 0), expand=True, show_header=True, header_style="dim bold")
+    t.add_column("key", no_wrap=True, style="bold cyan", min_width=12)
+    t.add_column("action", no_wrap=True)
+    t.add_column("what it does", overflow="fold", style="dim")
+    t.add_column("id", no_wrap=True, style="dim")
+    rows: dict[tuple[int, str], list] = {}
+    order: list[tuple[int, str]] = []
+    for key, active in screen.active_bindings.items():
+        b = active.binding
+        if b.system or b.action == "command_palette":
+            continue
+        ident = (id(active.node), b.action)
+        if ident not in rows:
+            rows[ident] = [[], b, active]
+            order.append(ident)
+        rows[ident][0].append(screen.app.get_key_display(Binding(key, "")))
+    order.sort(key=lambda ident: rows[ident][1].id is None)
+    for ident in order:
+        keys, b, active = rows[ident]
+        desc = b.description or b.action
+        style = "" if active.enabled else "dim strike"
+        t.add_row(" ".join(dict.fromkeys(keys)), Text(desc, style=style), b.tooltip or active.tooltip or "", b.id or "")
+    t.add_row("ctrl+p", "Commands", "Command palette: every action on this screen by name", "app.palette")
+    return t
+
+
+class HelpScreen(ModalScreen[None]):
+    HELP_TOPIC = "help"
+
+    BINDINGS = [
+        Binding("escape,q,f1,question_mark", "close", "Close", id="help.close", tooltip="Close the help"),
+    ]
+
+    def __init__(self, topic: str, screen: Screen) -> None:
+        super().__init__()
+        self.topic = topic
+        self._for = screen
+        title, body = HELP.get(topic, ("", ""))
+        self._title = title
+        self._body = Group(
+            Text(title, style="bold"),
+            Text(reflow(body)),
+            Text(""),
+            Text("Keys", style="bold"),
+            _bindings_table(screen),
+            Text(""),
+            Text("About", style="bold"),
+            Text(reflow(APP_HELP), style="dim"),
+        )
+
+    @classmethod
+    def for_screen(cls, screen: Screen) -> "HelpScreen":
+        return cls(topic_for(screen.focused, screen), screen)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-box"):
+            with VerticalScroll(id="help-scroll"):
+                yield Static(self._body, id="help-body")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-box").border_title = f"Help · {self._title}"
+        self.query_one("#help-box").border_subtitle = "Esc closes"
+        self.query_one("#help-scroll").focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)

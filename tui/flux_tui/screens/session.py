@@ -1,0 +1,418 @@
+"""One session: turns, the selected turn's plans and cells with a cursor, an inspector, the
+conversation, observations and unknown events; usage and cost of the turn and the session."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.worker import get_current_worker
+
+from flux.errors import FluxError, SessionNotFound, StoreError
+from flux.model.interrupted import InterruptCheck
+from flux.model.lineage import lineage_of
+from flux.model.session import SessionDetail, Turn, load_session
+from flux.model.timeline import TurnTimeline
+
+from ..compat import safe_build_timeline, safe_check_interrupted
+from ..messages import LoadFailed, SessionLoaded, StoreChanged, TimelineReady
+from ..render import (
+    render_cell, render_conversation, render_observations, render_statement, render_turn_info, render_unknown,
+    turn_messages,
+)
+from ..widgets.timeline_view import TimelineView, TLRow, build_rows
+from ..widgets.topbar import TopBar
+from ..widgets.turn_list import TurnList
+from ..widgets.virtual_list import VirtualList
+
+__all__ = ["SessionScreen"]
+
+
+class Panel(VerticalScroll):
+    """A focusable scrolling panel holding one ``Static`` (inspector, conversation, …)."""
+
+    DEFAULT_CSS = """
+    Panel { background: $surface; }
+    Panel > Static { width: 1fr; }
+    """
+
+    def __init__(self, topic: str, **kw) -> None:
+        super().__init__(**kw)
+        self.HELP_TOPIC = topic
+
+    def compose(self) -> ComposeResult:
+        yield Static(classes="body")
+
+    def show(self, renderable) -> None:
+        self.query_one(".body", Static).update(renderable)
+
+
+_TURN_GROUP = Binding.Group("Turn", compact=True)
+_ERROR_GROUP = Binding.Group("Error", compact=True)
+
+
+class SessionScreen(Screen):
+    HELP_TOPIC = "timeline"
+
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="session.back", tooltip="Back to the previous screen"),
+        Binding("left_square_bracket", "prev_turn", "Prev turn", id="session.prev_turn", tooltip="Select the previous turn",
+                group=_TURN_GROUP),
+        Binding("right_square_bracket", "next_turn", "Next turn", id="session.next_turn", tooltip="Select the next turn",
+                group=_TURN_GROUP),
+        Binding("n", "next_error", "Next error", id="session.next_error",
+                tooltip="Move the cursor to the next halted statement or error cell", group=_ERROR_GROUP),
+        Binding("N", "prev_error", "Prev error", id="session.prev_error",
+                tooltip="Move the cursor to the previous halted statement or error cell", group=_ERROR_GROUP),
+        Binding("o", "observations", "Observations", id="session.observations",
+                tooltip="Show / hide the turn's observations"),
+        Binding("c", "conversation", "Conversation", show=False, id="session.conversation",
+                tooltip="Show the conversation"),
+        Binding("a", "conversation_scope", "Turn/all", show=False, id="session.conversation_scope",
+                tooltip="Conversation: this turn only, or the whole session"),
+        Binding("e", "unknown_events", "Unknown events", show=False, id="session.unknown",
+                tooltip="Events of kinds this reader does not know"),
+        Binding("l", "lineage", "Lineage", id="session.lineage", tooltip="Forks, what-ifs and sub-agents of this session"),
+        Binding("u", "source", "Source", id="session.source", tooltip="Open the session this one was derived from"),
+        Binding("1", "focus_panel('turns')", "Turns", show=False, id="session.focus_turns", tooltip="Focus the turn list"),
+        Binding("2", "focus_panel('timeline')", "Plan", show=False, id="session.focus_timeline",
+                tooltip="Focus the plan / cell stepper"),
+        Binding("3", "focus_panel('inspector')", "Inspector", show=False, id="session.focus_inspector",
+                tooltip="Focus the inspector"),
+        Binding("4", "focus_panel('bottom')", "Conversation", show=False, id="session.focus_bottom",
+                tooltip="Focus the conversation / observations panel"),
+    ]
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.detail: SessionDetail | None = None
+        self.check = InterruptCheck()
+        self.degraded: str | None = None
+        self.turn: Turn | None = None
+        self.timeline: TurnTimeline | None = None
+        self._messages: dict[int, list] = {}
+        self._scope = "turn"
+        self._error: str | None = None
+        self._pending_restore: tuple | None = None
+
+    # -- layout ---------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield TopBar(id="topbar")
+        with Horizontal(id="session-main"):
+            with Vertical(id="left"):
+                yield TurnList(id="turns")
+                yield Panel("turns", id="turn-info")
+            with Vertical(id="right"):
+                yield TimelineView(id="timeline")
+                with Horizontal(id="lower"):
+                    yield Panel("inspector", id="inspector")
+                    with TabbedContent(id="bottom", initial="tab-conversation"):
+                        with TabPane("Messages", id="tab-conversation"):
+                            yield Panel("conversation", id="conversation")
+                        with TabPane("Observations", id="tab-observations"):
+                            yield Panel("observations", id="observations")
+                        with TabPane("Unknown", id="tab-unknown"):
+                            yield Panel("unknown", id="unknown")
+        yield Static(id="session-notice")
+        yield Footer()
+
+    @property
+    def turns_list(self) -> TurnList:
+        return self.query_one(TurnList)
+
+    @property
+    def timeline_view(self) -> TimelineView:
+        return self.query_one(TimelineView)
+
+    def on_mount(self) -> None:
+        self.query_one("#session-notice").display = False
+        self.query_one("#turns").border_title = "Turns"
+        self.query_one("#turn-info").border_title = "Turn"
+        self.query_one("#timeline").border_title = "Plan & cells"
+        self.query_one("#inspector").border_title = "Inspector"
+        self._paint_topbar()
+        self.timeline_view.focus()
+        self._load(reload=False)
+
+    # -- loading --------------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="session-load", exit_on_error=False, description="Reading the session")
+    def _load(self, reload: bool) -> None:
+        try:
+            reader = self.app.ensure_reader()
+            detail = load_session(reader, self.session_id)
+            check, degraded = safe_check_interrupted(detail)
+        except (StoreError, SessionNotFound, FluxError) as e:
+            self.post_message(LoadFailed(str(e), "session"))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(SessionLoaded(detail, check, degraded, reload))
+
+    @on(LoadFailed)
+    def _on_failed(self, message: LoadFailed) -> None:
+        self._error = message.error
+        notice = self.query_one("#session-notice", Static)
+        from rich.panel import Panel as RichPanel
+
+        notice.update(RichPanel(Text.assemble((message.error, "bold red"), "\n\n", ("Esc", "bold"), " goes back."),
+                                title="Cannot read this session", title_align="left", border_style="red", padding=(1, 2)))
+        notice.display = True
+        self.query_one("#session-main").display = False
+        self._paint_topbar()
+
+    @on(SessionLoaded)
+    def _on_loaded(self, message: SessionLoaded) -> None:
+        prev_turn = self.turn.number if self.turn is not None else None
+        cur = self.timeline_view.current
+        self._pending_restore = (cur.key if cur is not None else None) if message.reload else None
+        self.detail = message.detail
+        self.session_id = message.detail.row.id
+        self.check = message.interrupt
+        self.degraded = message.degraded
+        self._messages = turn_messages(message.detail)
+        tl = self.turns_list
+        tl.check = self.check
+        turns = message.detail.turns
+        if message.reload and prev_turn is not None:
+            key = next((t.turn_id for t in turns if t.number == prev_turn), None)
+        else:
+            # Start on the interrupted (or open) turn if there is one, else the first.
+            open_no = self.check.open_turn
+            key = next((t.turn_id for t in turns if t.number == open_no), turns[0].turn_id if turns else None)
+        tl.set_rows(turns, cursor_key=key)
+        tl.refresh_rows()
+        unknown = len(message.detail.unknown_events)
+        tab = self.query_one("#bottom", TabbedContent).get_tab("tab-unknown")
+        tab.label = f"Unknown ({unknown})" if unknown else "Unknown"
+        self.query_one("#unknown", Panel).show(render_unknown(message.detail))
+        if unknown and not message.reload:
+            self.notify(f"{unknown} event(s) of unknown kinds — see the Unknown tab (e)", severity="warning")
+        if message.detail.skipped_rows and not message.reload:
+            self.notify(f"{message.detail.skipped_rows} corrupt row(s) skipped", severity="warning")
+        if not turns:
+            self.timeline_view.empty_text = "this session has no turns"
+            self.timeline_view.set_rows([])
+            self._show_turn(None)
+        elif message.reload and self.turn is not None and tl.current is not None and tl.current.number == self.turn.number:
+            self.turn = tl.current
+            self._build_timeline(self.detail, self.turn, self._pending_restore)
+        self._paint_topbar()
+        self.refresh_bindings()
+
+    @on(VirtualList.Highlighted, "#turns")
+    def _on_turn(self, message: VirtualList.Highlighted) -> None:
+        turn = message.row
+        if turn is None or self.detail is None:
+            return
+        if self.turn is not None and self.turn.turn_id == turn.turn_id and self.timeline is not None:
+            return
+        self.turn = turn
+        self.timeline = None
+        self.timeline_view.empty_text = "loading…"
+        self.timeline_view.set_rows([], keep_cursor=False)
+        self._show_turn(turn)
+        self._build_timeline(self.detail, turn, None)
+
+    @work(thread=True, exclusive=True, group="session-timeline", exit_on_error=False, description="Building the turn timeline")
+    def _build_timeline(self, detail: SessionDetail, turn: Turn, restore) -> None:
+        try:
+            timeline, degraded = safe_build_timeline(detail, turn)
+            rows = build_rows(turn, timeline)
+        except FluxError as e:
+            self.post_message(LoadFailed(str(e), "timeline"))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(TimelineReady(turn.number, timeline, degraded, (rows, restore)))
+
+    @on(TimelineReady)
+    def _on_timeline(self, message: TimelineReady) -> None:
+        if self.turn is None or message.turn_number != self.turn.number:
+            return
+        rows, restore = message.restore
+        self.timeline = message.timeline
+        if message.degraded:
+            self.degraded = message.degraded
+        tv = self.timeline_view
+        tv.border_title = f"Plan & cells · turn {self.turn.number}"
+        tv.set_rows(rows, keep_cursor=False, cursor_key=restore)
+        if restore is None or tv.index_of_key(restore) is None:
+            tv.move_cursor(0)
+        self._show_turn(self.turn)
+        self._show_item(tv.current)
+        self._paint_topbar()
+        self.refresh_bindings()
+
+    @on(StoreChanged)
+    def _on_store_changed(self, message: StoreChanged) -> None:
+        if self.detail is None:
+            return
+        self._load(reload=True)
+
+    # -- panels ---------------------------------------------------------------------------------
+
+    @on(VirtualList.Highlighted, "#timeline")
+    def _on_item(self, message: VirtualList.Highlighted) -> None:
+        self._show_item(message.row)
+
+    @on(VirtualList.Selected, "#turns")
+    def _on_turn_selected(self, message: VirtualList.Selected) -> None:
+        self.timeline_view.focus()
+
+    def _show_item(self, row: TLRow | None) -> None:
+        insp = self.query_one("#inspector", Panel)
+        if row is None or self.timeline is None:
+            insp.show(Text("nothing under the cursor", style="dim italic"))
+            return
+        if row.cell is not None:
+            insp.show(render_cell(row.cell, row.statement))
+            insp.border_title = f"Inspector · cell #{row.cell.index}"
+        elif row.statement is not None and row.plan is not None:
+            insp.show(render_statement(row.plan, row.statement))
+            insp.border_title = f"Inspector · statement {row.statement.node}"
+        insp.scroll_home(animate=False)
+
+    def _show_turn(self, turn: Turn | None) -> None:
+        info = self.query_one("#turn-info", Panel)
+        if turn is None or self.detail is None:
+            info.show(Text("no turn selected", style="dim italic"))
+            self.query_one("#conversation", Panel).show(render_conversation(self.detail.conversation if self.detail else [], scope="all"))
+            return
+        info.show(render_turn_info(self.detail, turn, self.check, self.app.prices, self.timeline))
+        info.border_title = f"Turn {turn.number}"
+        self._show_conversation()
+        self.query_one("#observations", Panel).show(render_observations(self.detail.observations(turn)))
+
+    def _show_conversation(self) -> None:
+        if self.detail is None:
+            return
+        conv = self.query_one("#conversation", Panel)
+        if self._scope == "all" or self.turn is None:
+            conv.show(render_conversation(self.detail.conversation, scope="all"))
+            label = "Messages (all)"
+        else:
+            conv.show(render_conversation(self._messages.get(self.turn.number, []), scope="turn"))
+            label = "Messages"
+        self.query_one("#bottom", TabbedContent).get_tab("tab-conversation").label = label
+
+    def _paint_topbar(self) -> None:
+        left = Text.assemble(("flux-tui", "bold"), "  ", ("store ", "dim"), (self.app.display_name, "bold"), ("  ›  ", "dim"),
+                             (self.session_id, "bold cyan"))
+        right = Text()
+        d = self.detail
+        if self._error is not None:
+            right.append("cannot read", style="bold red")
+        elif d is None:
+            right.append("loading…", style="dim")
+        else:
+            right.append(d.row.model or "–")
+            right.append(f" · {len(d.turns)} turn{'s' if len(d.turns) != 1 else ''} · {len(d.cells)} cell{'s' if len(d.cells) != 1 else ''}",
+                         style="dim")
+            lin = lineage_of(d.row)
+            if lin is not None:
+                right.append(f" · {lin.mark} ← {lin.source}{lin.detail if lin.kind in ('fork', 'what-if') else ''}",
+                             style="magenta")
+            if self.check.interrupted is not None:
+                right.append(" · ")
+                right.append("⚠ interrupted", style="bold yellow")
+            if self.degraded:
+                right.append(" · degraded", style="yellow")
+        self.query_one(TopBar).set(left, right)
+
+    # -- actions --------------------------------------------------------------------------------
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def _step_turn(self, delta: int) -> None:
+        tl = self.turns_list
+        if tl.row_count:
+            tl.move_cursor(tl.cursor + delta)
+
+    def action_next_turn(self) -> None:
+        self._step_turn(1)
+
+    def action_prev_turn(self) -> None:
+        self._step_turn(-1)
+
+    def _jump_error(self, forward: bool) -> None:
+        if self.timeline is None:
+            return
+        positions = self.timeline.error_positions()
+        tv = self.timeline_view
+        if not positions:
+            self.notify("no errors in this turn", timeout=2)
+            return
+        cur = tv.current.stop if tv.current is not None else -1
+        if forward:
+            nxt = next((p for p in positions if p > cur), None)
+            wrapped = nxt is None
+            nxt = positions[0] if nxt is None else nxt
+        else:
+            nxt = next((p for p in reversed(positions) if p < cur), None)
+            wrapped = nxt is None
+            nxt = positions[-1] if nxt is None else nxt
+        row = tv.stop_row(nxt)
+        if row is not None:
+            tv.move_cursor(row)
+            tv.focus()
+        if wrapped and len(positions) > 1:
+            self.notify("wrapped around", timeout=1.5)
+
+    def action_next_error(self) -> None:
+        self._jump_error(True)
+
+    def action_prev_error(self) -> None:
+        self._jump_error(False)
+
+    def action_observations(self) -> None:
+        tabs = self.query_one("#bottom", TabbedContent)
+        tabs.active = "tab-conversation" if tabs.active == "tab-observations" else "tab-observations"
+
+    def action_conversation(self) -> None:
+        self.query_one("#bottom", TabbedContent).active = "tab-conversation"
+
+    def action_conversation_scope(self) -> None:
+        self._scope = "all" if self._scope == "turn" else "turn"
+        self.query_one("#bottom", TabbedContent).active = "tab-conversation"
+        self._show_conversation()
+
+    def action_unknown_events(self) -> None:
+        tabs = self.query_one("#bottom", TabbedContent)
+        tabs.active = "tab-conversation" if tabs.active == "tab-unknown" else "tab-unknown"
+
+    def action_lineage(self) -> None:
+        from .lineage import LineageScreen
+
+        self.app.push_screen(LineageScreen(self.session_id))
+
+    def action_source(self) -> None:
+        d = self.detail
+        if d is None or not d.row.correlation_id:
+            return
+        from .lineage import open_source
+
+        open_source(self.app, d.row.correlation_id)
+
+    def action_focus_panel(self, which: str) -> None:
+        target = {
+            "turns": "#turns", "timeline": "#timeline", "inspector": "#inspector",
+        }.get(which)
+        if target is not None:
+            self.query_one(target).focus()
+            return
+        tabs = self.query_one("#bottom", TabbedContent)
+        pane = {"tab-conversation": "#conversation", "tab-observations": "#observations", "tab-unknown": "#unknown"}
+        self.query_one(pane.get(tabs.active or "tab-conversation", "#conversation")).focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "source":
+            return self.detail is not None and bool(self.detail.row.correlation_id)
+        if action in ("next_error", "prev_error"):
+            return self.timeline is not None
+        return True

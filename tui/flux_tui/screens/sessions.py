@@ -1,0 +1,394 @@
+"""The sessions screen: every session of the store, triaged (interrupted, lineage, cost)."""
+
+from __future__ import annotations
+
+from itertools import islice
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, Input, Label, Static
+from textual.worker import get_current_worker
+
+from flux.errors import FluxError, StoreError
+from flux.model.listing import list_sessions
+from flux.store.store import SessionRow
+
+from ..compat import safe_summarize
+from ..messages import LoadFailed, QueryMatched, RowsLoaded, StoreChanged, SummariesLoaded
+from ..widgets.sessions_table import SORT_ORDER, SORTS, SUMMARY_SORTS, SessionItem, SessionsTable
+from ..widgets.topbar import TopBar
+from ..widgets.virtual_list import VirtualList
+
+__all__ = ["SessionsScreen"]
+
+VISIBLE_BATCH = 120
+BACKGROUND_BATCH = 400
+
+
+class SessionsScreen(Screen):
+    """Sessions list with sort, filter, counts and a clear notice for unusable stores."""
+
+    HELP_TOPIC = "sessions"
+
+    BINDINGS = [
+        Binding("slash", "filter", "Filter", id="sessions.filter", tooltip="Filter by id, model or conversation text"),
+        Binding("s", "cycle_sort", "Sort", id="sessions.sort",
+                tooltip="Cycle the sort column: updated, id, model, msgs, turns, cost, status"),
+        Binding("r", "reverse_sort", "Reverse", id="sessions.reverse", tooltip="Reverse the sort order"),
+        Binding("l", "lineage", "Lineage", id="sessions.lineage",
+                tooltip="Forks, what-ifs and sub-agents of the highlighted session"),
+        Binding("escape", "clear_filter", "Clear filter", id="sessions.clear_filter", tooltip="Clear the filter"),
+        Binding("ctrl+r", "reload", "Reload", show=False, id="sessions.reload", tooltip="Re-read the store now"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._generation = 0
+        self._items: dict[str, SessionItem] = {}
+        self._filter_text = ""
+        self._query_ids: set[str] | None = None
+        self._query_running = False
+        self._query_timer: Timer | None = None
+        self._visible_ids: list[str] = []
+        self._progress: tuple[int, int] = (0, 0)
+        self._loaded = False
+        self._error: str | None = None
+        self._opened_initial = False
+
+    # -- layout ---------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield TopBar(id="topbar")
+        with Horizontal(id="filter-bar"):
+            yield Label("/", id="filter-label")
+            yield Input(placeholder="id, model or conversation text", id="filter")
+        yield SessionsTable(id="sessions", now_ms=self.app.now_ms)
+        yield Static(id="notice")
+        yield Footer()
+
+    @property
+    def table(self) -> SessionsTable:
+        return self.query_one(SessionsTable)
+
+    def on_mount(self) -> None:
+        self.query_one("#filter-bar").display = False
+        self.query_one("#notice").display = False
+        self._paint_topbar()
+        self.table.set_sort(SORTS["updated"][1], reverse=True)
+        self.table.empty_text = "opening the store…"
+        self.table.focus()
+        self._load_rows(self._generation)
+
+    # -- loading --------------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="sessions-rows", exit_on_error=False, description="Reading the session registry")
+    def _load_rows(self, generation: int) -> None:
+        try:
+            reader = self.app.ensure_reader()
+            rows = reader.list_sessions()
+        except StoreError as e:
+            self.post_message(LoadFailed(str(e)))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(RowsLoaded(generation, rows, reader.skipped_rows))
+
+    @on(LoadFailed)
+    def _on_load_failed(self, message: LoadFailed) -> None:
+        self._error = message.error
+        self._show_notice(
+            "Cannot open this store",
+            message.error,
+            "Point --store at a directory that holds a flux events.db, set $FLUX_STORE_DIR, "
+            "or run `flux-tui --demo` to explore a demo store.",
+            error=True,
+        )
+        self._paint_topbar()
+
+    @on(RowsLoaded)
+    def _on_rows(self, message: RowsLoaded) -> None:
+        if message.generation != self._generation:
+            return
+        self._error = None
+        items: dict[str, SessionItem] = {}
+        for row in message.rows:
+            item = self._items.get(row.id)
+            if item is None:
+                item = SessionItem(row)
+            else:
+                item.row = row
+            item.summary = self.app.cached_summary(row)
+            items[row.id] = item
+        self._items = items
+        self.table.empty_text = "no sessions"
+        self.table.set_rows(list(items.values()))
+        self._apply_filter()
+        self._loaded = True
+        if not items:
+            self._show_notice(
+                "This store holds no sessions yet",
+                f"{self.app.display_name} is a flux store, but no session has been recorded in it.",
+                "Run an agent with this store, or run `flux-tui --demo` to explore a demo store. "
+                "New sessions appear here as they are written.",
+                error=False,
+            )
+        else:
+            self._hide_notice()
+        if message.skipped_rows:
+            self.notify(f"{message.skipped_rows} corrupt row(s) skipped while reading the store", severity="warning")
+        self._paint_topbar()
+        todo = [r for r in message.rows if self.app.cached_summary(r) is None]
+        self._progress = (len(message.rows) - len(todo), len(message.rows))
+        if todo:
+            self._summarize(self._generation, todo)
+        if self.app.initial_session and not self._opened_initial:
+            self._opened_initial = True
+            self.app.open_session(self.app.initial_session)
+
+    @work(thread=True, exclusive=True, group="sessions-summaries", exit_on_error=False, description="Summarizing sessions")
+    def _summarize(self, generation: int, rows: list[SessionRow]) -> None:
+        worker = get_current_worker()
+        reader = self.app.reader
+        if reader is None:
+            return
+        todo: dict[str, SessionRow] = {r.id: r for r in rows}
+        total = self._progress[1]
+        base_done = self._progress[0]
+        while todo and not worker.is_cancelled:
+            visible = [todo[i] for i in list(self._visible_ids) if i in todo][:VISIBLE_BATCH]
+            batch = visible or list(islice(todo.values(), BACKGROUND_BATCH))
+            try:
+                summaries = safe_summarize(reader, batch, self.app.prices)
+            except (StoreError, FluxError) as e:
+                self.post_message(LoadFailed(str(e)))
+                return
+            for r in batch:
+                todo.pop(r.id, None)
+            if worker.is_cancelled:
+                return
+            self.post_message(SummariesLoaded(generation, summaries, base_done + len(rows) - len(todo), total))
+
+    @on(SummariesLoaded)
+    def _on_summaries(self, message: SummariesLoaded) -> None:
+        if message.generation != self._generation:
+            return
+        self.app.store_summaries(message.summaries)
+        for s in message.summaries:
+            item = self._items.get(s.row.id)
+            if item is not None and item.row.last_seq == s.row.last_seq:
+                item.summary = s
+        self._progress = (message.done, message.total)
+        if self.table.sort_name in SUMMARY_SORTS:
+            self.table.resort()
+        else:
+            self.table.refresh_rows()
+        self._paint_topbar()
+
+    @on(VirtualList.WindowChanged, "#sessions")
+    def _on_window(self, message: VirtualList.WindowChanged) -> None:
+        rows = self.table.rows[message.start:message.end + 10]
+        self._visible_ids = [it.id for it in rows]
+
+    @on(StoreChanged)
+    def _on_store_changed(self, message: StoreChanged) -> None:
+        self.action_reload()
+
+    def action_reload(self) -> None:
+        self._generation += 1
+        self._load_rows(self._generation)
+        if self._filter_text:
+            self._start_query()
+
+    # -- open -----------------------------------------------------------------------------------
+
+    @on(VirtualList.Selected, "#sessions")
+    def _on_selected(self, message: VirtualList.Selected) -> None:
+        self.app.open_session(message.row.id)
+
+    def action_lineage(self) -> None:
+        item = self.table.current
+        if item is None:
+            return
+        from .lineage import LineageScreen
+
+        self.app.push_screen(LineageScreen(item.id))
+
+    # -- sort -----------------------------------------------------------------------------------
+
+    def action_cycle_sort(self) -> None:
+        t = self.table
+        name = SORT_ORDER[(SORT_ORDER.index(t.sort_name) + 1) % len(SORT_ORDER)]
+        t.sort_name = name
+        t.sort_reverse = SORTS[name][2]
+        t.set_sort(SORTS[name][1], reverse=t.sort_reverse)
+        self._paint_topbar()
+
+    def action_reverse_sort(self) -> None:
+        t = self.table
+        t.sort_reverse = not t.sort_reverse
+        t.set_sort(SORTS[t.sort_name][1], reverse=t.sort_reverse)
+        self._paint_topbar()
+
+    # -- filter ---------------------------------------------------------------------------------
+
+    def action_filter(self) -> None:
+        if self._error is not None:
+            return
+        self.query_one("#filter-bar").display = True
+        self.query_one("#filter", Input).focus()
+
+    def action_clear_filter(self) -> None:
+        inp = self.query_one("#filter", Input)
+        if inp.value:
+            inp.value = ""
+        self.query_one("#filter-bar").display = False
+        self.table.focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "clear_filter":
+            return bool(self._filter_text) or self.query_one("#filter-bar").display
+        if action in ("cycle_sort", "reverse_sort", "lineage", "filter"):
+            return self._error is None
+        return True
+
+    @on(Input.Changed, "#filter")
+    def _on_filter_changed(self, event: Input.Changed) -> None:
+        self._filter_text = event.value.strip()
+        self._query_ids = None
+        self._apply_filter()
+        if self._query_timer is not None:
+            self._query_timer.stop()
+            self._query_timer = None
+        if self._filter_text:
+            self._query_running = True
+            self._query_timer = self.set_timer(0.25, self._start_query)
+        else:
+            self._query_running = False
+        self._paint_topbar()
+        self.refresh_bindings()
+
+    @on(Input.Submitted, "#filter")
+    def _on_filter_submitted(self, event: Input.Submitted) -> None:
+        self.table.focus()
+        if not self._filter_text:
+            self.query_one("#filter-bar").display = False
+
+    def _start_query(self) -> None:
+        self._query_timer = None
+        if self._filter_text:
+            self._query_running = True
+            self._run_query(self._filter_text)
+
+    @work(thread=True, exclusive=True, group="sessions-query", exit_on_error=False, description="Searching conversations")
+    def _run_query(self, query: str) -> None:
+        reader = self.app.reader
+        if reader is None:
+            return
+        try:
+            hits = list_sessions(reader, limit=None, query=query, prices=self.app.prices)
+        except ImportError:
+            try:
+                from flux.model.listing import session_matches_query
+
+                ids = {r.id for r in reader.list_sessions() if session_matches_query(reader, r.id, query)}
+            except (StoreError, FluxError) as e:
+                self.post_message(QueryMatched(query, None, str(e)))
+                return
+            self.post_message(QueryMatched(query, ids))
+            return
+        except (StoreError, FluxError) as e:
+            self.post_message(QueryMatched(query, None, str(e)))
+            return
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self.app.store_summaries, hits)
+            self.post_message(QueryMatched(query, {s.id for s in hits}))
+
+    @on(QueryMatched)
+    def _on_query(self, message: QueryMatched) -> None:
+        if message.query != self._filter_text:
+            return
+        self._query_running = False
+        if message.error:
+            self.notify(f"conversation search failed: {message.error}", severity="error")
+        self._query_ids = message.ids
+        for sid in message.ids or ():
+            item = self._items.get(sid)
+            if item is not None and item.summary is None:
+                item.summary = self.app.cached_summary(item.row)
+        self._apply_filter()
+        self._paint_topbar()
+
+    def _apply_filter(self) -> None:
+        q = self._filter_text.casefold()
+        if not q:
+            self.table.set_filter(None)
+            self.table.empty_text = "no sessions"
+            return
+        hits = self._query_ids or set()
+
+        def match(it: SessionItem) -> bool:
+            return q in it.row.id.casefold() or q in (it.row.model or "").casefold() or it.row.id in hits
+
+        self.table.set_filter(match)
+        self.table.empty_text = (f"no session matches “{self._filter_text}” yet — searching conversations…"
+                                 if self._query_running else
+                                 f"no session matches “{self._filter_text}” — Esc clears the filter")
+
+    # -- chrome ---------------------------------------------------------------------------------
+
+    def _paint_topbar(self) -> None:
+        left = Text.assemble(("flux-tui", "bold"), "  ", ("store ", "dim"), (self.app.display_name, "bold"))
+        right = Text()
+        if self._error is not None:
+            right.append("cannot open", style="bold red")
+        elif not self._loaded:
+            right.append("opening…", style="dim")
+        else:
+            n = len(self._items)
+            right.append(f"{n} session{'s' if n != 1 else ''}")
+            interrupted = sum(1 for it in self._items.values() if it.summary is not None and it.summary.interrupted)
+            done, total = self._progress
+            if interrupted:
+                right.append(" · ")
+                right.append(f"⚠ {interrupted} interrupted", style="bold yellow")
+            elif done >= total:
+                right.append(" · 0 interrupted", style="dim")
+            if done < total:
+                right.append(f" · summarizing {done}/{total}", style="dim")
+            if self._filter_text:
+                right.append(" · ")
+                right.append(f"filter “{self._filter_text}”: {self.table.row_count} shown", style="cyan")
+                if self._query_running:
+                    right.append(" (searching…)", style="dim")
+            t = self.table
+            right.append(f" · sort {SORTS[t.sort_name][0]} {'▼' if t.sort_reverse else '▲'}", style="dim")
+        self.query_one(TopBar).set(left, right)
+
+    def _show_notice(self, title: str, reason: str, todo: str, *, error: bool) -> None:
+        notice = self.query_one("#notice", Static)
+        body = Group(
+            Text(reason, style="bold red" if error else "bold"),
+            Text(""),
+            Text.assemble(("What to do: ", "bold"), todo),
+        )
+        notice.update(Panel(body, title=title, title_align="left", border_style="red" if error else "yellow",
+                            padding=(1, 2)))
+        notice.display = True
+        self.table.display = False
+        self.query_one("#filter-bar").display = False
+        notice.can_focus = True
+        notice.focus()
+        self.refresh_bindings()
+
+    def _hide_notice(self) -> None:
+        notice = self.query_one("#notice", Static)
+        if notice.display:
+            notice.display = False
+            self.table.display = True
+            self.table.focus()

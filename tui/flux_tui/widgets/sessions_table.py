@@ -1,0 +1,161 @@
+"""The sessions list: a :class:`VirtualList` of registry rows whose per-session facts (turns, last
+outcome, cost, interrupted flag) fill in as summaries arrive."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable
+
+from rich.text import Text
+
+from flux.model.listing import SessionSummary
+from flux.model.lineage import lineage_of
+from flux.store.store import SessionRow
+
+from ..fmt import fmt_age, fmt_cost, outcome_style
+from .virtual_list import VirtualList
+
+__all__ = ["SessionItem", "SessionsTable", "SORTS"]
+
+PENDING = "…"
+
+
+@dataclass(slots=True)
+class SessionItem:
+    row: SessionRow
+    summary: SessionSummary | None = None
+
+    @property
+    def id(self) -> str:
+        return self.row.id
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    width: int  # 0: flexible
+    align: str = "left"
+
+
+COLUMNS = [
+    Column("id", "id", 7),
+    Column("model", "model", 0),
+    Column("messages", "msgs", 5, "right"),
+    Column("turns", "turns", 5, "right"),
+    Column("outcome", "last", 10),
+    Column("cost", "cost", 8, "right"),
+    Column("updated", "updated", 9, "right"),
+    Column("status", "status", 14),
+    Column("lineage", "lineage", 0),
+]
+
+
+# sort name -> (label, key function, default reverse)
+SORTS: dict[str, tuple[str, Callable[[SessionItem], Any], bool]] = {
+    "updated": ("updated", lambda it: (it.row.updated_at, it.row.n), True),
+    "id": ("id", lambda it: it.row.n, True),
+    "model": ("model", lambda it: (it.row.model.casefold(), -it.row.n), False),
+    "messages": ("msgs", lambda it: (it.row.msg_count, it.row.n), True),
+    "turns": ("turns", lambda it: (-1 if it.summary is None else it.summary.turns, it.row.n), True),
+    "cost": ("cost", lambda it: (-2 if it.summary is None else (-1 if it.summary.cost is None else it.summary.cost), it.row.n), True),
+    "status": ("status", lambda it: (_status_rank(it), it.row.updated_at), True),
+}
+SORT_ORDER = list(SORTS)
+SUMMARY_SORTS = frozenset({"turns", "cost", "status"})
+
+
+def _status_rank(it: SessionItem) -> int:
+    s = it.summary
+    if s is None:
+        return -1
+    if s.interrupted:
+        return 3
+    if s.interrupt.reason:
+        return 2
+    if s.last_outcome and outcome_style(s.last_outcome) == "red":
+        return 1
+    return 0
+
+
+def _cell(text: str | Text, width: int, align: str = "left", style: str = "") -> Text:
+    t = text if isinstance(text, Text) else Text(text, style=style)
+    t = t.copy()
+    t.truncate(width, overflow="ellipsis")
+    pad = width - t.cell_len
+    if pad > 0:
+        if align == "right":
+            t = Text(" " * pad) + t
+        else:
+            t.append(" " * pad)
+    return t
+
+
+class SessionsTable(VirtualList[SessionItem]):
+    """One row per session. Sorting and filtering are the screen's business (``set_sort``)."""
+
+    HELP_TOPIC = "sessions"
+
+    def __init__(self, *, now_ms: Callable[[], int], **kw) -> None:
+        super().__init__(show_header=True, empty_text="no sessions", **kw)
+        self._now_ms = now_ms
+        self.sort_name = "updated"
+        self.sort_reverse = True
+
+    def row_key(self, row: SessionItem) -> Hashable:
+        return row.row.n
+
+    def _widths(self, width: int) -> list[int]:
+        width -= 1  # leading space
+        fixed = sum(c.width for c in COLUMNS if c.width) + len(COLUMNS) - 1
+        flex = max(width - fixed, 16)
+        model_w = min(max(flex // 2, 8), 28)
+        lineage_w = max(flex - model_w, 8)
+        return [c.width or (model_w if c.key == "model" else lineage_w) for c in COLUMNS]
+
+    def render_header(self, width: int) -> Text:
+        cells = []
+        for col, w in zip(COLUMNS, self._widths(width)):
+            label = col.label
+            if col.key == self.sort_name:
+                label += " ▼" if self.sort_reverse else " ▲"
+            cells.append(_cell(label, w, col.align))
+        return Text(" ") + Text(" ").join(cells)
+
+    def render_row(self, row: SessionItem, index: int, line: int, width: int, selected: bool) -> Text:
+        r = row.row
+        s = row.summary
+        cells = [_cell(self._value(col.key, r, s), w, col.align) for col, w in zip(COLUMNS, self._widths(width))]
+        return Text(" ") + Text(" ").join(cells)
+
+    def _value(self, key: str, r: SessionRow, s: SessionSummary | None) -> Text:
+        if key == "id":
+            return Text(r.id, style="bold")
+        if key == "model":
+            return Text(r.model or "–")
+        if key == "messages":
+            return Text(str(r.msg_count))
+        if key == "updated":
+            return Text(fmt_age(r.updated_at, self._now_ms()), style="dim")
+        if key == "lineage":
+            lin = s.lineage if s is not None else lineage_of(r)
+            if lin is None:
+                return Text("")
+            t = Text(lin.mark, style="magenta")
+            t.append(f" ← {lin.source}{lin.detail if lin.kind in ('fork', 'what-if') else ''}", style="dim")
+            return t
+        if s is None:
+            return Text(PENDING, style="dim")
+        if key == "turns":
+            return Text(str(s.turns))
+        if key == "outcome":
+            return Text(s.last_outcome or "–", style=outcome_style(s.last_outcome))
+        if key == "cost":
+            return Text(fmt_cost(s.cost), style="dim" if s.cost is None else "")
+        if key == "status":
+            if s.interrupted:
+                return Text("⚠ interrupted", style="bold yellow")
+            if s.interrupt.reason:
+                return Text("open turn", style="yellow")
+            return Text("")
+        return Text("")

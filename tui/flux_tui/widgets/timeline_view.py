@@ -1,0 +1,166 @@
+"""The statement / cell stepper: a turn's accepted plans as highlighted Flux-Lang, statement by
+statement, each followed by the cassette cells it dispatched. Built on :class:`VirtualList`, so a
+turn with 100,000 cells renders only what is on screen."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Hashable
+
+from rich.text import Text
+
+from flux.model.session import Cell, Turn
+from flux.model.timeline import Statement, TimelinePlan, TurnTimeline
+
+from ..fmt import one_line
+from ..highlight import highlight_flux
+from ..render import display_statement_text, statement_marker
+from .virtual_list import VirtualList
+
+__all__ = ["TLRow", "TimelineView", "build_rows"]
+
+
+@dataclass(eq=False, slots=True)
+class TLRow:
+    kind: str  # heading | source | note | statement | cell
+    stop: int = -1  # index into timeline.items (cursor stops), -1 for display-only rows
+    plan: TimelinePlan | None = None
+    statement: Statement | None = None
+    cell: Cell | None = None
+    text: Text | None = None
+    last_cell: bool = False
+    _wrapped: tuple[int, list[Text]] | None = field(default=None, repr=False)
+
+    @property
+    def key(self) -> Hashable:
+        if self.cell is not None:
+            return ("cell", self.cell.global_seq)
+        if self.statement is not None:
+            return ("stmt", self.statement.plan_index, self.statement.node)
+        return ("row", id(self))
+
+
+def build_rows(turn: Turn, timeline: TurnTimeline) -> list[TLRow]:
+    """Display rows in cursor order, with plan headings and non-accepted attempts between them."""
+    stops: dict[tuple, int] = {}
+    for i, it in enumerate(timeline.items):
+        stops[(it.plan_index, it.statement, it.cell.global_seq if it.cell is not None else None)] = i
+    rows: list[TLRow] = []
+    if timeline.loose_cells:
+        rows.append(TLRow("heading", text=Text("cells recorded before any accepted plan", style="dim italic")))
+        for j, c in enumerate(timeline.loose_cells):
+            rows.append(TLRow("cell", stop=stops.get((-1, -1, c.global_seq), -1), cell=c,
+                              last_cell=j == len(timeline.loose_cells) - 1))
+    by_attempt = {tp.attempt.global_seq: tp for tp in timeline.plans}
+    for attempt in turn.plan_attempts:
+        tp = by_attempt.get(attempt.global_seq)
+        if tp is None:
+            if attempt.accepted:
+                continue
+            style = "red" if attempt.outcome in ("compile_error", "rejected") else "dim"
+            t = Text.assemble((f"attempt step {attempt.step}", "bold " + style), (f" · {attempt.outcome}", style))
+            if attempt.error:
+                t.append(f": {one_line(attempt.error, 300)}", style=style)
+            elif attempt.outcome == "accepted":
+                t.append(" · no plan_source (not replayable)", style="yellow")
+            rows.append(TLRow("note", text=t))
+            continue
+        head = Text.assemble((f"plan {tp.index + 1}", "bold"), (f" · step {attempt.step}", "dim"))
+        if attempt.phase:
+            head.append(f" · {attempt.phase}", style="dim")
+        if tp.flow_key:
+            head.append(f" · {tp.flow_key}", style="dim")
+        if tp.parse_error:
+            head.append(f" · does not parse: {one_line(tp.parse_error, 300)}", style="bold red")
+        rows.append(TLRow("heading", plan=tp, text=head))
+        if tp.parse_error:
+            for line in highlight_flux(attempt.plan_source or "").split("\n"):
+                rows.append(TLRow("source", plan=tp, text=Text("    ") + line))
+            continue
+        for si, st in enumerate(tp.statements):
+            rows.append(TLRow("statement", stop=stops.get((tp.index, si, None), -1), plan=tp, statement=st))
+            for j, c in enumerate(st.cells):
+                rows.append(TLRow("cell", stop=stops.get((tp.index, si, c.global_seq), -1), plan=tp, statement=st,
+                                  cell=c, last_cell=j == len(st.cells) - 1))
+        if not tp.statements:
+            rows.append(TLRow("note", text=Text("    (empty plan)", style="dim italic")))
+    if not rows:
+        rows.append(TLRow("note", text=Text("no accepted plan and no cassette cell in this turn", style="dim italic")))
+    return rows
+
+
+def _cell_line(c: Cell, last: bool, width: int) -> Text:
+    r = c.rec
+    t = Text("    " + ("└ " if last else "├ "), style="dim")
+    t.append(f"#{c.index} ", style="dim")
+    t.append(r.op, style="cyan")
+    if c.flagged_error:
+        t.append(" ✗", style="bold red")
+    for on, label, style in ((r.is_error, "err", "bold red"), (r.denied, "denied", "bold red"),
+                             (r.redacted, "redacted", "magenta"), (r.truncated, "truncated", "yellow")):
+        if on:
+            t.append(f" [{label}]", style=style)
+    t.append("  ")
+    t.append(one_line(r.view if r.view else r.content, max(width, 20)) or "(empty)",
+             style="red" if c.flagged_error else "dim")
+    return t
+
+
+class TimelineView(VirtualList[TLRow]):
+    """Cursor over statements and cells; headings and source lines are display-only."""
+
+    HELP_TOPIC = "timeline"
+
+    def __init__(self, **kw) -> None:
+        super().__init__(empty_text="loading…", **kw)
+
+    @property
+    def variable_height(self) -> bool:
+        return True
+
+    def row_key(self, row: TLRow) -> Hashable:
+        return row.key
+
+    def is_selectable(self, row: TLRow) -> bool:
+        return row.kind in ("statement", "cell")
+
+    def _statement_lines(self, row: TLRow, width: int) -> list[Text]:
+        if row.statement is None:
+            return [Text("")]
+        if row._wrapped is not None and row._wrapped[0] == width:
+            return row._wrapped[1]
+        mark, style = statement_marker(row.statement)
+        code = highlight_flux(display_statement_text(row.statement.text))
+        inner = max(8, width - 4)
+        lines: list[Text] = []
+        for i, src_line in enumerate(code.split("\n")):
+            src_line.no_wrap = False
+            wrapped = src_line.wrap(self.app.console, inner, overflow="fold") if src_line.cell_len > inner else [src_line]
+            for j, part in enumerate(wrapped):
+                prefix = Text(f"  {mark} ", style=style) if (i == 0 and j == 0) else Text("    ")
+                lines.append(prefix + part)
+        if not lines:
+            lines = [Text(f"  {mark} ", style=style)]
+        row._wrapped = (width, lines)
+        return lines
+
+    def row_height(self, row: TLRow, width: int) -> int:
+        if row.kind == "statement":
+            return len(self._statement_lines(row, width))
+        return 1
+
+    def render_row(self, row: TLRow, index: int, line: int, width: int, selected: bool) -> Text:
+        if row.kind == "statement":
+            lines = self._statement_lines(row, width)
+            return lines[line] if line < len(lines) else Text("")
+        if row.kind == "cell" and row.cell is not None:
+            return _cell_line(row.cell, row.last_cell, width)
+        return row.text.copy() if row.text is not None else Text("")
+
+    def set_rows(self, rows, **kw) -> None:  # type: ignore[override]
+        super().set_rows(rows, **kw)
+        self._stop_rows = {r.stop: i for i, r in enumerate(self.rows) if r.stop >= 0}
+
+    def stop_row(self, stop: int) -> int | None:
+        """Display index of cursor stop ``stop`` (an index into ``timeline.items``)."""
+        return getattr(self, "_stop_rows", {}).get(stop)
