@@ -70,7 +70,7 @@ def _assign_re(marker: str) -> re.Pattern[str]:
         r"(?:"
         r"\"(?P<dq>(?:[^\"\\\n]|\\.)+)\""  # double-quoted value (JSON string, shell)
         r"|'(?P<sq>[^'\n]+)'"  # single-quoted value
-        r"|(?P<bare>(?:" + re.escape(marker) + r"|[^\s\"',;&}\]\)])+)"  # bare value up to a delimiter
+        r"|(?P<bare>(?:" + re.escape(marker) + r"|[^\s\"',;&{}\[\]\(\)])+)"  # bare value up to a delimiter
         r")"
     )
 
@@ -173,8 +173,8 @@ class Redactor:
             return f'{name}{sep}"{m}"'
         if mo.group("sq") is not None:
             return f"{name}{sep}'{m}'"
-        if mo.group("bare") == m:
-            return mo.group(0)  # already redacted
+        if mo.group("bare") in (m, "null", "true", "false"):
+            return mo.group(0)  # already redacted, or a JSON literal that cannot be a secret
         return f"{name}{sep}{m}"
 
     # -- structured values ----------------------------------------------------------------------

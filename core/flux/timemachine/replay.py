@@ -1,0 +1,433 @@
+"""Hermetic replay (spec §4.4, ``replay_session``): re-execute a recorded session's accepted plans
+with every op served from its cassette. No model call, no live IO, nothing written to the
+recorded store (it is opened with :class:`~flux.store.store.StoreReader` only).
+
+Steps, as flux does them:
+
+1. the session's run trace must be non-empty, and it must hold cassette cells;
+2. accepted ``plan_source`` texts are parsed and keyed by ``flow_key`` (last acceptance wins);
+3. the execution list is the trace's statement-row executions (§3.7), else the acceptance order;
+4. ``turn=N`` keeps only the keys accepted in turn N;
+5. every execution runs in resumable mode on a fresh **scratch session** (``"replay"``), its halt
+   latch folded from that scratch trace so a revision fast-forwards as it did live; ops go to a
+   :class:`~flux.cassette.replay.ReplayHost`; confirm gates auto-allow;
+6. replay stops at the first latched divergence.
+
+Catalog choice: replay needs op *signatures* only to map positional arguments onto an op's named
+input (§4.2). Recorded host-derived plans pass one JSON object, which needs no signature, so by
+default replay uses :meth:`OpCatalog.permissive` (every op name exists). A caller that has the
+real catalog passes it (``catalog=``); then a plan naming an op the catalog lacks is refused up
+front with a :class:`~flux.errors.NotReplayable` error, before anything runs.
+
+Scratch store: the replayed run's events are kept in memory (``ReplayReport.scratch_events``,
+run bodies as dicts). Pass ``scratch_dir`` to also write them, as a real session, into a store
+directory of your choosing (never the recorded one: the same directory is refused).
+
+Beyond flux, the report tells the app which cells were served (``served``, ``cell_status``) and
+how every statement ended (``statement_results``) so it can mark them ✓/✗. And where flux would
+count an execution as a missing source because its plan text was redacted before it was stored
+(a secret literal in the plan changes its flow_key), we replay the redacted plan in its place
+(``redacted_standins``); its inputs then match the cells' ``input_hash_redacted``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ..canonical import canonical_json
+from ..cassette.redactor import DEFAULT_MARKER
+from ..cassette.replay import ReplayHost, ReplayTape, ServeRecord, unconsumed_message
+from ..errors import FluxError, NotReplayable, SessionNotFound
+from ..lang import ast as A
+from ..lang.catalog import OpCatalog
+from ..lang.hashes import flow_key
+from ..lang.interpreter import Interpreter, ResumeLedger
+from ..lang.parser import parse
+from ..model.session import SessionDetail, execution_keys, load_session
+from ..store.events import Run, decode_run
+from ..store.store import StoreReader, StoreWriter
+
+__all__ = [
+    "ReplayReport", "ReplayedPlan", "StatementResult", "ChildReplay", "ReplayTree", "replay_session",
+    "replay_detail", "replay_tree", "plans_by_key",
+]
+
+ProgressFn = Callable[[int, int], None]
+
+
+def _not_replayable(session: str, why: str) -> NotReplayable:
+    return NotReplayable(f"session {session} is not replayable: {why}")
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayedPlan:
+    flow_key: str
+    halted: str | None = None  # the reproduced halt message, if the execution halted
+    halt_kind: str | None = None  # denied | confirm_denied | assert_failed | runtime | awaiting
+    node: int | None = None  # the statement it halted on
+
+    def to_json(self) -> dict[str, Any]:
+        return {"flow_key": self.flow_key, "halted": self.halted}
+
+
+@dataclass(frozen=True, slots=True)
+class StatementResult:
+    """How one top-level statement ended in the replay, and which tape requests it made."""
+
+    plan: str  # flow_key
+    execution: int  # index into ReplayReport.plans
+    node: int
+    stmt: str  # stmt_hash16
+    status: str  # completed | skipped (fast-forwarded) | halted
+    kind: str | None = None  # plan_halted kind when halted
+    error: str | None = None
+    requests: tuple[ServeRecord, ...] = ()  # what the statement asked the tape, in order
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "halted"
+
+    @property
+    def cells(self) -> tuple[int, ...]:
+        """Tape indices served to this statement."""
+        return tuple(r.index for r in self.requests if r.status == "served" and r.index is not None)
+
+
+@dataclass
+class ReplayReport:
+    session: str
+    plans: list[ReplayedPlan]
+    cells_total: int
+    cells_consumed: int
+    diverged: str | None
+    missing_sources: int
+    served: list[int] = field(default_factory=list)  # tape indices, in serve order
+    cell_status: list[str] = field(default_factory=list)  # per tape index: served | unconsumed | truncated
+    statement_results: list[StatementResult] = field(default_factory=list)
+    requests: list[ServeRecord] = field(default_factory=list)  # every tape request, in order
+    scratch_events: list[dict] = field(default_factory=list)  # the replayed run's run bodies
+    scratch_session: str | None = None  # id in scratch_dir, when one was given
+    redacted_standins: int = 0  # executions replayed from their redacted stored plan (see _redacted_standins)
+    turn: int | None = None
+
+    @property
+    def unconsumed(self) -> list[int]:
+        return [i for i, s in enumerate(self.cell_status) if s != "served"]
+
+    @property
+    def faithful(self) -> bool:
+        """No divergence and every recorded cell consumed (the Test Kit's ``faithful()``)."""
+        return self.diverged is None and self.cells_consumed == self.cells_total
+
+    @property
+    def unfaithful_reason(self) -> str | None:
+        if self.diverged is not None:
+            return self.diverged
+        if self.cells_consumed != self.cells_total:
+            return unconsumed_message(self.cells_total - self.cells_consumed, self.cells_total)
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        """flux's ``--json`` object (without ``sub_agents``, which the CLI adds)."""
+        return {
+            "cells_consumed": self.cells_consumed,
+            "cells_total": self.cells_total,
+            "diverged": self.diverged,
+            "missing_sources": self.missing_sources,
+            "plans": [p.to_json() for p in self.plans],
+            "session": self.session,
+        }
+
+    def summary_lines(self) -> list[str]:
+        """The stdout lines of ``flux replay`` (§6)."""
+        out = [f"replayed {len(self.plans)} plan(s) · {self.cells_consumed}/{self.cells_total} recorded cell(s) served"]
+        for p in self.plans:
+            if p.halted is not None:
+                out.append(f"  ✗ {p.flow_key} — halted (reproduced): {p.halted}")
+            else:
+                out.append(f"  ✓ {p.flow_key}")
+        return out
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def plans_by_key(detail: SessionDetail) -> tuple[dict[str, A.DraftAst], list[str]]:
+    """flow_key → parsed accepted plan (last acceptance wins), and the acceptance order (§3.4).
+
+    An accepted ``plan_source`` that does not parse is a hard error naming the turn and attempt."""
+    plans: dict[str, A.DraftAst] = {}
+    order: list[str] = []
+    for t in detail.turns:
+        for att in t.plan_attempts:
+            if att.outcome != "accepted" or att.plan_source is None:
+                continue
+            try:
+                draft = parse(att.plan_source)
+            except FluxError as e:
+                raise _not_replayable(
+                    detail.id,
+                    f"the accepted plan of turn {t.number} (attempt step {att.step}, stream_seq {att.stream_seq}) "
+                    f"no longer parses: {e} — the stored plan_source is damaged; replay cannot re-execute it",
+                ) from None
+            key = flow_key(draft.name, draft.body)
+            order.append(key)
+            plans[key] = draft
+    return plans, order
+
+
+def _redacted_standins(detail: SessionDetail, exec_keys: list[str], plans: dict[str, A.DraftAst]) -> dict[str, A.DraftAst]:
+    """Stand-ins for executions whose plan text was redacted before it was stored.
+
+    A live run keys its statement rows by the flow_key of the plan it *executed*; the stored
+    ``plan_source`` went through the redactor first, so a plan with a secret literal parses to a
+    different key and the execution finds no plan. Each such execution key is paired, in order,
+    with an accepted plan that carries the redaction marker and whose own key never executed. The
+    stand-in replays with redacted inputs, which the cells' ``input_hash_redacted`` match (§4.3).
+    """
+    executed = set(exec_keys)
+    orphans: list[A.DraftAst] = []
+    seen: set[str] = set()
+    for t in detail.turns:
+        for att in t.plan_attempts:
+            if att.outcome != "accepted" or att.plan_source is None or DEFAULT_MARKER not in att.plan_source:
+                continue
+            d = parse(att.plan_source)
+            k = flow_key(d.name, d.body)
+            if k not in executed and k not in seen:
+                seen.add(k)
+                orphans.append(d)
+    out: dict[str, A.DraftAst] = {}
+    for k in exec_keys:
+        if k in plans or k in out or not orphans:
+            continue
+        out[k] = orphans.pop(0)
+    return out
+
+
+def _turn_keys(detail: SessionDetail, turn: int) -> set[str]:
+    turns = detail.turns
+    idx = max(turn, 1) - 1  # the SDK maps 0 to the first turn (§9.4); the CLI rejects 0
+    if idx >= len(turns):
+        have = f"it has {len(turns)} turn(s)" if turns else "it has no turns"
+        raise _not_replayable(detail.id, f"turn {turn} does not exist ({have})")
+    keys: set[str] = set()
+    for att in turns[idx].plan_attempts:
+        if att.outcome != "accepted" or att.plan_source is None:
+            continue
+        try:
+            d = parse(att.plan_source)
+        except FluxError:
+            continue
+        keys.add(flow_key(d.name, d.body))
+    return keys
+
+
+def _ops_in(obj: Any, out: list[str]) -> None:
+    if isinstance(obj, A.Call):
+        out.append(obj.op)
+    if isinstance(obj, (tuple, list)):
+        for x in obj:
+            _ops_in(x, out)
+    elif is_dataclass(obj) and not isinstance(obj, type):
+        for f in fields(obj):
+            _ops_in(getattr(obj, f.name), out)
+
+
+class _ScratchSink:
+    """The interpreter's event sink: keeps the replayed run in memory (and optionally in a store),
+    and cuts the tape's request log at every statement boundary."""
+
+    def __init__(self, tape: ReplayTape, writer: StoreWriter | None, session: str | None):
+        self.tape = tape
+        self.events: list[dict] = []
+        self.writer = writer
+        self.session = session
+        self.results: list[StatementResult] = []
+        self.execution = 0
+        self._log_mark = 0
+
+    def emit(self, ev: dict) -> None:
+        self.events.append(ev)
+        if self.writer is not None:
+            self.writer.append(self.session, Run(decode_run(ev)))
+        kind = ev.get("event")
+        if kind in ("statement_completed", "plan_halted"):
+            reqs = tuple(self.tape.log[self._log_mark:])
+            self._log_mark = len(self.tape.log)
+            if kind == "statement_completed":
+                status = "skipped" if ev.get("skipped") else "completed"
+                self.results.append(StatementResult(ev.get("plan", ""), self.execution, int(ev.get("node", 0)),
+                                                    ev.get("stmt", ""), status, requests=reqs))
+            else:
+                self.results.append(StatementResult(ev.get("plan", ""), self.execution, int(ev.get("node", 0)),
+                                                    ev.get("stmt", ""), "halted", ev.get("kind"), ev.get("error"),
+                                                    requests=reqs))
+
+
+def _never_asked(message: str, risk: str) -> bool:
+    # Under a Replay scope confirm gates auto-allow; the caller's approver is never consulted.
+    return True
+
+
+def replay_detail(detail: SessionDetail, *, turn: int | None = None, catalog: OpCatalog | None = None,
+                  on_progress: ProgressFn | None = None, scratch_dir: str | os.PathLike[str] | None = None,
+                  recorded_dir: Path | None = None) -> ReplayReport:
+    """Replay an already-loaded session (see :func:`replay_session`)."""
+    sid = detail.id
+    trace = detail.run_events
+    if not trace:
+        raise _not_replayable(sid, "no run trace recorded")
+    tape = ReplayTape(detail.cells)
+    if tape.total == 0:
+        raise _not_replayable(sid, "no cassette cells recorded (pre-C-43 run, or FLUX_CASSETTE=0)")
+    plans, accepted_order = plans_by_key(detail)
+    exec_keys = execution_keys(trace)
+    if not exec_keys:
+        exec_keys = list(accepted_order)
+        if not exec_keys:
+            raise _not_replayable(sid, "no executed statements and no accepted plan_source recorded")
+    if turn is not None:
+        wanted = _turn_keys(detail, turn)
+        exec_keys = [k for k in exec_keys if k in wanted]
+
+    standins = _redacted_standins(detail, exec_keys, plans) if any(k not in plans for k in exec_keys) else {}
+
+    cat = catalog if catalog is not None else OpCatalog.permissive()
+    if catalog is not None:
+        for key in exec_keys:
+            draft = plans.get(key) or standins.get(key)
+            if draft is None:
+                continue
+            ops: list[str] = []
+            _ops_in(draft.body, ops)
+            unknown = sorted({op for op in ops if cat.get(op) is None})
+            if unknown:
+                names = ", ".join(f"`{op}`" for op in unknown)
+                raise _not_replayable(sid, f"plan {key} uses unknown op {names} — the catalog has no such op")
+
+    writer = None
+    scratch_sid = None
+    if scratch_dir is not None:
+        sd = Path(scratch_dir).expanduser()
+        if recorded_dir is not None and sd.resolve() == Path(recorded_dir).resolve():
+            raise FluxError("the scratch store must not be the recorded store — replay never writes the recording")
+        writer = StoreWriter(sd)
+        scratch_sid = writer.create_session("replay", context={"correlation_id": sid, "agent_id": f"replay:{sid}"})
+
+    host = ReplayHost(tape)
+    sink = _ScratchSink(tape, writer, scratch_sid)
+    interp = Interpreter(cat, host, sink, _never_asked, run_id=scratch_sid or "replay")
+    report = ReplayReport(session=sid, plans=[], cells_total=tape.total, cells_consumed=0, diverged=None,
+                          missing_sources=0, turn=turn, scratch_session=scratch_sid)
+    total = len(exec_keys)
+    try:
+        for done, key in enumerate(exec_keys, 1):
+            draft = plans.get(key)
+            if draft is None and key in standins:
+                draft = standins[key]
+                report.redacted_standins += 1
+            if draft is None:
+                report.missing_sources += 1
+            else:
+                ledger = ResumeLedger.fold(sink.events)
+                sink.execution = len(report.plans)
+                res = interp.run(draft, resumable=True, ledger=ledger)
+                h = res.halted
+                report.plans.append(ReplayedPlan(key, h.error if h else None, h.kind if h else None,
+                                                 h.node if h else None))
+            if on_progress is not None:
+                on_progress(done, total)
+            if tape.diverged is not None:
+                break
+    finally:
+        if writer is not None:
+            writer.close()
+
+    report.cells_consumed = tape.consumed
+    report.diverged = tape.diverged
+    report.served = list(tape.served)
+    status = ["unconsumed"] * tape.total
+    for r in tape.log:
+        if r.index is not None and r.status == "truncated" and status[r.index] == "unconsumed":
+            status[r.index] = "truncated"
+    for i in tape.served:
+        status[i] = "served"
+    report.cell_status = status
+    report.requests = list(tape.log)
+    report.statement_results = sink.results
+    report.scratch_events = sink.events
+    return report
+
+
+def replay_session(reader: StoreReader, session_ref: str | None, turn: int | None = None, *,
+                   catalog: OpCatalog | None = None, on_progress: ProgressFn | None = None,
+                   scratch_dir: str | os.PathLike[str] | None = None) -> ReplayReport:
+    """Hermetically replay ``session_ref`` (``s_<n>`` or ``last``) of ``reader``'s store.
+
+    Raises :class:`~flux.errors.SessionNotFound` for an id the store does not hold and
+    :class:`~flux.errors.NotReplayable` (one line, what to do) when there is nothing to replay.
+    Divergence is not an exception: it is ``report.diverged``.
+    """
+    detail = load_session(reader, session_ref)
+    return replay_detail(detail, turn=turn, catalog=catalog, on_progress=on_progress, scratch_dir=scratch_dir,
+                         recorded_dir=reader.dir)
+
+
+@dataclass
+class ChildReplay:
+    session: str
+    report: ReplayReport | None = None
+    error: str | None = None  # why the child could not be replayed at all
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.report
+        assert r is not None
+        return {"cells_consumed": r.cells_consumed, "cells_total": r.cells_total, "diverged": r.diverged,
+                "session": self.session}
+
+
+@dataclass
+class ReplayTree:
+    report: ReplayReport
+    children: list[ChildReplay] = field(default_factory=list)
+
+    @property
+    def diverged_child(self) -> ChildReplay | None:
+        for c in self.children:
+            if c.report is not None and c.report.diverged is not None:
+                return c
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.report.to_json()
+        out["sub_agents"] = [c.to_json() for c in self.children if c.report is not None]
+        return out
+
+    def json_text(self) -> str:
+        return canonical_json(self.to_json())
+
+
+def replay_tree(reader: StoreReader, session_ref: str | None, turn: int | None = None, *,
+                sub_agents: bool = False, catalog: OpCatalog | None = None,
+                on_progress: ProgressFn | None = None,
+                on_child: Callable[[str], None] | None = None) -> ReplayTree:
+    """The parent replay, then (with ``sub_agents``) every ``children_of`` stream in order.
+
+    A child that cannot be replayed at all is kept with its ``error`` and skipped; a child that
+    diverges is reported (the CLI fails on it)."""
+    parent = replay_session(reader, session_ref, turn, catalog=catalog, on_progress=on_progress)
+    tree = ReplayTree(parent)
+    if sub_agents:
+        for row in reader.children_of(parent.session):
+            if on_child is not None:
+                on_child(row.id)
+            try:
+                tree.children.append(ChildReplay(row.id, report=replay_session(reader, row.id, catalog=catalog)))
+            except (NotReplayable, SessionNotFound) as e:
+                tree.children.append(ChildReplay(row.id, error=str(e)))
+    return tree
+
