@@ -1,0 +1,240 @@
+"""The agent SDK's front door.
+
+::
+
+    from flux.agent import Client
+
+    client = Client("mock", store="./state", workspace=".", auto_approve=True)
+    session = client.session()
+    out = session.send_sync("write a quick note")      # or: await session.send(...)
+    print(out.outcome, out.answer, out.usage, out.cost)
+    client.close()
+
+A client holds the provider (a ``provider:model`` name resolved by :mod:`flux.agent.registry`, or
+any object implementing the Provider protocol), the op catalog (default: the built-in coding ops
+confined to ``workspace``), the storage (a store directory, or ``None`` for an ephemeral store in
+a temporary directory removed on :meth:`Client.close`), the approver (deny-all unless
+``auto_approve=True``, ``policy=FILE`` or ``approver=``), instructions (the system prompt), the
+secret values to redact, and the cassette cap.
+
+Secrets: besides ``secrets=``, the values of environment variables that name a secret
+(``*_API_KEY``, ``*_TOKEN``, ``*PASSWORD*``, …) and the provider's API key are registered with the
+redactor, so they never reach the store (``env_secrets=False`` turns the environment scan off).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Optional
+
+from ..cassette.record import cap_from_env, cassette_enabled
+from ..cassette.redactor import DEFAULT_MARKER, Redactor, secret_name
+from ..errors import FluxError, SessionNotFound
+from ..model.pricing import load_price_table
+from ..store.store import SessionRow, StoreWriter, session_number
+from .approver import Approver, AutoApprove, DenyAll, load_policy
+from .builtin_ops import coding_ops
+from .loop import RetryPolicy, TurnConfig, TurnOutput
+from .model_cassette import CassetteProvider, ModelCassetteWriter, TeeProvider, load_records
+from .ops import Op, Toolbox
+from .registry import DEFAULT_MODEL, resolve_model
+from .session import Session
+
+__all__ = ["Client", "DEFAULT_INSTRUCTIONS", "env_secret_values"]
+
+DEFAULT_INSTRUCTIONS = (
+    "You are a careful coding agent working in a local workspace. Use the tools to look before you "
+    "change anything, keep changes small, and finish with a short answer that says what you did."
+)
+
+_BORING = {"true", "false", "yes", "no", "none", "null", "enabled", "disabled"}
+
+
+def env_secret_values(env: Optional[Mapping[str, str]] = None) -> list[str]:
+    """Values of environment variables whose name declares a secret.
+
+    Only values that look like credentials are taken (8+ characters, not a boolean-ish word, and
+    either 16+ characters or containing a digit), so ``GIT_ASKPASS_DISABLED=true`` does not make
+    every ``true`` in the store read ``[redacted]``."""
+    env = os.environ if env is None else env
+    out = []
+    for k, v in env.items():
+        if not v or not secret_name(k):
+            continue
+        v = v.strip()
+        if len(v) < 8 or v.lower() in _BORING:
+            continue
+        if len(v) >= 16 or any(c.isdigit() for c in v):
+            out.append(v)
+    return out
+
+
+class Client:
+    def __init__(
+        self,
+        provider: Any = DEFAULT_MODEL,
+        *,
+        model: Optional[str] = None,
+        ops: Optional[Iterable[Op | Callable]] = None,
+        workspace: str | os.PathLike[str] | None = None,
+        store: str | os.PathLike[str] | None = None,
+        approver: Optional[Approver] = None,
+        auto_approve: bool = False,
+        policy: str | os.PathLike[str] | None = None,
+        instructions: Optional[str] = DEFAULT_INSTRUCTIONS,
+        secrets: Iterable[str] = (),
+        env_secrets: bool = True,
+        redaction_marker: str = DEFAULT_MARKER,
+        cassette: Optional[bool] = None,
+        cassette_cap: Optional[int] = None,
+        max_iter: int = 20,
+        max_tokens: int = 4096,
+        temperature: Optional[float] = None,
+        base_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        model_cassette: str | os.PathLike[str] | None = None,
+        serve_model_cassette: str | os.PathLike[str] | None = None,
+        clock: Optional[Callable[[], int]] = None,
+        timer: Optional[Callable[[], int]] = None,
+        prices: Any = None,
+        retry: Optional[RetryPolicy] = None,
+        sleep: Optional[Callable[[float], Any]] = None,
+        on_event: Optional[Callable[[dict], None]] = None,
+        context: Optional[dict[str, str | None]] = None,
+    ):
+        # Provider and model name.
+        extra_secrets: list[str] = []
+        if isinstance(provider, str):
+            name = provider if model is None or model == provider else (model if ":" in model else f"{provider}:{model}")
+            resolved = resolve_model(name, base_url=base_url, api_key=api_key)
+            self.provider = resolved.provider
+            self.model = resolved.name
+            self.request_model = resolved.request_model
+            self.provider_name = resolved.provider_name
+            extra_secrets += resolved.secrets
+        else:
+            if not hasattr(provider, "stream"):
+                raise FluxError("provider must be a model name (e.g. 'mock', 'openai:gpt-4.1-mini') or an object with stream()")
+            self.provider = provider
+            self.provider_name = str(getattr(provider, "name", "provider"))
+            self.model = model or str(getattr(provider, "model", None) or self.provider_name)
+            self.request_model = self.model.split(":", 1)[1] if ":" in self.model and self.provider_name in (
+                "openai", "anthropic", "ollama") else self.model
+        if api_key:
+            extra_secrets.append(api_key)
+
+        # Redactor.
+        self.redactor = Redactor(marker=redaction_marker)
+        for s in list(secrets) + extra_secrets + (env_secret_values() if env_secrets else []):
+            self.redactor.register(s)
+
+        # Model cassette: serve first (misses fall through live), tee what goes live.
+        if model_cassette is not None:
+            self.provider = TeeProvider(self.provider, ModelCassetteWriter(model_cassette, self.redactor))
+        self.model_server: Optional[CassetteProvider] = None
+        if serve_model_cassette is not None:
+            self.model_server = CassetteProvider(load_records(serve_model_cassette), self.provider, self.redactor)
+            self.provider = self.model_server
+
+        # Ops.
+        self.workspace = Path(workspace or ".").expanduser().resolve()
+        if ops is None:
+            if not self.workspace.is_dir():
+                raise FluxError(f"workspace {self.workspace} is not a directory — pass --workspace DIR")
+            self.toolbox = Toolbox.of(coding_ops(self.workspace, secrets=self.redactor.secrets))
+        else:
+            self.toolbox = Toolbox.of(ops)
+
+        # Approver.
+        if sum(x is not None and x is not False for x in (approver, policy, auto_approve or None)) > 1:
+            raise FluxError("pass only one of approver=, policy= and auto_approve=True (or --yes / --policy)")
+        if approver is not None:
+            self.approver: Approver = approver
+        elif policy is not None:
+            self.approver = load_policy(policy)
+        elif auto_approve:
+            self.approver = AutoApprove()
+        else:
+            self.approver = DenyAll()
+
+        # Storage.
+        self._ephemeral: Optional[str] = None
+        if store is None:
+            self._ephemeral = tempfile.mkdtemp(prefix="flux-mem-")
+            store = self._ephemeral
+        self.store_dir = Path(store).expanduser()
+        self._clock = clock or (lambda: int(time.time() * 1000))
+        self.writer = StoreWriter(self.store_dir, clock=self._clock)
+
+        self.instructions = instructions
+        self.cassette = cassette_enabled() if cassette is None else cassette
+        self.cap = cap_from_env() if cassette_cap is None else cassette_cap
+        if max_iter < 1:
+            raise FluxError("max_iter must be at least 1")
+        self.max_iter = max_iter
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.prices = prices if prices is not None else load_price_table(store_dir=self.store_dir)
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep or asyncio.sleep
+        self._timer = timer or (lambda: time.perf_counter_ns() // 1000)
+        self.on_event = on_event
+        self.context = context
+
+    # ---------------------------------------------------------------- sessions
+    def session(self, *, context: Optional[dict[str, str | None]] = None) -> Session:
+        """Start a new session (a ``session_started`` row in the store)."""
+        sid = self.writer.create_session(self.model, context=context if context is not None else self.context)
+        return Session(self, sid)
+
+    def open_session(self, session_id: str) -> Session:
+        """Continue an existing session (``s_<n>`` or ``last``)."""
+        if session_id == "last":
+            row = self.writer.conn.execute("SELECT n FROM streams ORDER BY n DESC LIMIT 1").fetchone()
+            if row is None:
+                raise SessionNotFound(f"{self.store_dir} has no sessions yet — start one without --session/--continue")
+            session_id = f"s_{row[0]}"
+        if session_number(session_id) is None or not self.writer.session_exists(session_id):
+            raise SessionNotFound(f"no session {session_id!r} in {self.store_dir} — list them with `flux sessions --store {self.store_dir}`")
+        return Session(self, session_id)
+
+    def sessions(self) -> list[SessionRow]:
+        """The store's sessions, newest activity first (as ``flux sessions`` lists them)."""
+        rows = self.writer.conn.execute(
+            "SELECT n, model, created_at, updated_at, last_seq, msg_count, account, agent_id, agent_version, correlation_id "
+            "FROM streams ORDER BY updated_at DESC, n DESC").fetchall()
+        return [SessionRow(*r) for r in rows]
+
+    async def run(self, prompt: str, *, session: Optional[Session] = None) -> TurnOutput:
+        """One turn on ``session`` (a new one if omitted)."""
+        return await (session or self.session()).send(prompt)
+
+    def run_sync(self, prompt: str, *, session: Optional[Session] = None) -> TurnOutput:
+        return (session or self.session()).send_sync(prompt)
+
+    # ---------------------------------------------------------------- internals
+    def _turn_config(self, sid: str, on_event: Optional[Callable[[dict], None]]) -> TurnConfig:
+        return TurnConfig(
+            writer=self.writer, session=sid, model_name=self.model, request_model=self.request_model,
+            provider=self.provider, provider_name=self.provider_name, toolbox=self.toolbox, approver=self.approver,
+            redactor=self.redactor, cap=self.cap, cassette=self.cassette, instructions=self.instructions,
+            max_iter=self.max_iter, max_tokens=self.max_tokens, temperature=self.temperature, prices=self.prices,
+            retry=self.retry, sleep=self._sleep, timer=self._timer, on_event=on_event or self.on_event,
+        )
+
+    def close(self) -> None:
+        self.writer.close()
+        if self._ephemeral is not None:
+            shutil.rmtree(self._ephemeral, ignore_errors=True)
+            self._ephemeral = None
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

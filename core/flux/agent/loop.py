@@ -1,0 +1,591 @@
+"""The adaptive agent loop, and authored-flow turns, recorded as flux records them (spec §2.6).
+
+One adaptive turn writes, in this order:
+
+1. the user ``message``;
+2. ``turn_started`` (its ``global_seq`` is the turn id);
+3. per tool call the model makes: an accepted ``plan_attempted`` holding the host-derived
+   one-statement plan (§5.2: ``adaptive_gather_<k> = op({...})`` for reading ops, phase
+   ``gather``; ``adaptive_batch_<id>_action_<i> = op({...})`` for mutating ops, phase ``execute``),
+   then the interpreter's ``step_started``, the cassette cell ``op_recorded`` and
+   ``step_succeeded``/``step_failed``;
+4. ``flow_returned`` (the turn's answer as the loop's return value; not on error/cancel);
+5. one ``call_usage`` per model call that reported usage;
+6. ``turn_ended`` (outcome ``ok`` / ``max_iter`` / ``cancelled`` / ``error``);
+7. the observation flush (``turn.iteration``, ``model.call``, ``tool_call``, ``tool.started``,
+   ``tool.ended``), all stamped with the flush time;
+8. the conversation messages without turn id: every intermediate assistant ``tool_use`` and user
+   ``tool_result`` message, then the final assistant message — so the stored conversation stays a
+   valid provider history (§2.4) that ``--continue`` resends.
+
+Everything written passes the redactor first (cells by the recording host; plan text, messages,
+answers, step errors and observations here). The model itself sees the unredacted tool results.
+A process killed mid-turn leaves 1–3: a turn with an accepted plan and no ``turn_ended``, which
+``flux sessions`` flags as interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from ..canonical import sha256_hex
+from ..cassette.record import RecordingHost
+from ..cassette.redactor import Redactor
+from ..errors import FluxError
+from ..lang import ast as A
+from ..lang.formatter import format_flow
+from ..lang.hashes import fingerprint, flow_key
+from ..lang.interpreter import Interpreter, OpOutcome
+from ..store.events import (
+    CallUsage, Message, Observation, OpRecorded, PlanAttempted, Run, TurnEnded, Usage, decode_run,
+)
+from ..store.store import StoreWriter
+from .approver import ApprovalRequest, Approver
+from .ops import MUTATING_EFFECTS, Toolbox, validate_input
+from .providers.base import Chunk, ModelRequest, ProviderError, assemble
+
+__all__ = ["TurnOutput", "PlanRecord", "ToolCall", "TurnRunner", "provider_history", "RetryPolicy"]
+
+CANCELLED_ANSWER = "(turn cancelled)"
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+@dataclass
+class PlanRecord:
+    step: int
+    phase: Optional[str]
+    fingerprint: str
+    flow_key: str
+    source: str  # the stored (redacted) plan_source
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    input: Any
+    status: str  # ok | error | denied | invalid
+    content: str  # what the model got back (unredacted: this object never touches disk)
+    plan_step: Optional[int] = None
+
+
+@dataclass
+class TurnOutput:
+    """What one turn produced. ``cells`` are the recorded (redacted) cassette cells."""
+
+    session: str
+    turn_id: int
+    outcome: str
+    answer: str
+    usage: Usage
+    cost: Optional[float]
+    model: str
+    plans: list[PlanRecord] = field(default_factory=list)
+    cells: list[OpRecorded] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    model_calls: int = 0
+    iterations: int = 0
+    error: Optional[str] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in ("ok", "completed")
+
+    def to_json(self) -> dict:
+        return {
+            "session": self.session, "turn_id": self.turn_id, "outcome": self.outcome, "answer": self.answer,
+            "model": self.model, "usage": self.usage.to_body(), "cost_usd": self.cost, "model_calls": self.model_calls,
+            "iterations": self.iterations, "error": self.error,
+            "plans": [{"step": p.step, "phase": p.phase, "fingerprint": p.fingerprint, "flow_key": p.flow_key}
+                      for p in self.plans],
+            "tool_calls": [{"id": t.id, "name": t.name, "status": t.status} for t in self.tool_calls],
+            "cells": len(self.cells),
+        }
+
+
+@dataclass
+class RetryPolicy:
+    """Retry a retryable provider error (429, 5xx, dropped connection) with exponential backoff."""
+
+    attempts: int = 4  # total tries
+    base_delay_s: float = 0.5
+    max_delay_s: float = 8.0
+
+    def delay(self, attempt: int) -> float:
+        return min(self.base_delay_s * (2 ** (attempt - 1)), self.max_delay_s)
+
+
+# ---------------------------------------------------------------------------------------------
+# History
+
+
+def provider_history(messages: list[dict]) -> list[dict]:
+    """A stored conversation made into a valid provider history (§2.4).
+
+    Starts with ``user``; roles alternate (consecutive same-role messages are merged, which is
+    what an interrupted turn leaves behind); no empty assistant message; every ``tool_use`` is
+    answered by a ``tool_result`` in the next message (a missing one is filled in as an error)
+    and stray ``tool_result`` blocks are dropped.
+    """
+    msgs: list[dict] = []
+    for m in messages:
+        role = m.get("role")
+        content = [b for b in (m.get("content") or []) if isinstance(b, dict)]
+        if role not in ("user", "assistant") or not content:
+            continue
+        if msgs and msgs[-1]["role"] == role:
+            msgs[-1] = {"role": role, "content": msgs[-1]["content"] + content}
+        else:
+            msgs.append({"role": role, "content": content})
+    while msgs and msgs[0]["role"] != "user":
+        msgs.pop(0)
+    out: list[dict] = []
+    pending: list[str] = []
+    for m in msgs:
+        if m["role"] == "assistant":
+            pending = [b.get("id") for b in m["content"] if b.get("type") == "tool_use"]
+            out.append(m)
+            continue
+        content = m["content"]
+        answered = {b.get("tool_use_id") for b in content if b.get("type") == "tool_result"}
+        keep = [b for b in content if b.get("type") != "tool_result" or b.get("tool_use_id") in pending]
+        missing = [i for i in pending if i not in answered]
+        fill = [{"type": "tool_result", "tool_use_id": i, "content": [{"type": "text", "text": "(no result recorded)"}],
+                 "is_error": True} for i in missing]
+        results = [b for b in keep if b.get("type") == "tool_result"]
+        others = [b for b in keep if b.get("type") != "tool_result"]
+        content = results + fill + others
+        pending = []
+        if content:
+            out.append({"role": "user", "content": content})
+        elif out and out[-1]["role"] == "assistant":
+            continue
+    if out and out[-1]["role"] == "assistant" and pending:
+        blocks = [b for b in out[-1]["content"] if b.get("type") != "tool_use"]
+        if blocks:
+            out[-1] = {"role": "assistant", "content": blocks}
+        else:
+            out.pop()
+    # Merging may be needed again after drops.
+    merged: list[dict] = []
+    for m in out:
+        if merged and merged[-1]["role"] == m["role"]:
+            merged[-1] = {"role": m["role"], "content": merged[-1]["content"] + m["content"]}
+        else:
+            merged.append(m)
+    return merged
+
+
+def _escape_braces(v: Any) -> Any:
+    """Make lit strings survive the interpreter's ``{name}`` interpolation unchanged."""
+    if isinstance(v, str):
+        if _PLACEHOLDER.search(v):
+            return v.replace("{", "{{").replace("}", "}}")
+        return v
+    if isinstance(v, list):
+        return [_escape_braces(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _escape_braces(x) for k, x in v.items()}
+    return v
+
+
+def host_plan(bind: str, op: str, input_obj: dict) -> A.DraftAst:
+    """The host-derived one-statement plan of §5.2 for one tool call."""
+    return A.DraftAst(name=None, params=(), returns=None,
+                      body=(A.Bind(name=bind, value=A.Call(op=op, args=(A.Lit(value=_escape_braces(input_obj)),))),))
+
+
+def _bind_safe(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", s)
+
+
+# ---------------------------------------------------------------------------------------------
+# Recording
+
+
+class _Recorder:
+    """Appends the turn's events to the store, redacting every free-text field first."""
+
+    def __init__(self, writer: StoreWriter, sid: str, redactor: Redactor, cap: int):
+        self.w, self.sid, self.redactor, self.cap = writer, sid, redactor, cap
+        self.appended = 0
+        self.cells: list[OpRecorded] = []
+
+    def emit(self, ev: dict) -> None:
+        """The interpreter's and the cassette's sink: one ``run`` row per event."""
+        kind = ev.get("event")
+        if kind in ("step_failed", "plan_halted") and isinstance(ev.get("error"), str):
+            ev = dict(ev)
+            err = self.redactor.redact(ev["error"])
+            data = err.encode("utf-8")
+            if len(data) > self.cap:
+                err = data[:self.cap].decode("utf-8", "ignore")
+            ev["error"] = err
+        body = decode_run(ev)
+        if isinstance(body, OpRecorded):
+            self.cells.append(body)
+        self.w.append(self.sid, Run(event=body))
+        self.appended += 1
+
+    def append(self, body: Any, *, turn_id: Optional[int] = None, ts: Optional[int] = None) -> Any:
+        self.appended += 1
+        return self.w.append(self.sid, body, turn_id=turn_id, ts=ts)
+
+    def message(self, role: str, content: list[dict], ts: Optional[int] = None) -> None:
+        self.append(Message(role=role, content=self.redactor.redact_value(content)), ts=ts)
+
+
+class _LiveHost:
+    """Dispatches to the toolbox after asking the approver; a refusal is a denied outcome."""
+
+    def __init__(self, toolbox: Toolbox, approver: Approver, timer: Callable[[], int],
+                 on_tool: Callable[[str, str, Any], None] | None = None):
+        self.toolbox, self.approver, self.timer = toolbox, approver, timer
+        self.last: Optional[OpOutcome] = None
+        self.last_exec_us = 0
+        self.dispatches = 0
+        self.log: list[tuple[str, Any, str, int, int]] = []  # op, input, status, started_us, exec_us
+
+    def dispatch(self, op: str, input: Any, input_json: str) -> OpOutcome:
+        self.dispatches += 1
+        started = self.timer()
+        o = self.toolbox.get(op)
+        if o is None:
+            out = OpOutcome(content=f"unknown op `{op}`", is_error=True)
+        else:
+            d = self.approver.decide(ApprovalRequest(op=op, effect=o.effect, input=input))
+            if not d.allowed:
+                out = OpOutcome(content=d.reason or f"denied: `{op}`", is_error=True, denied=True)
+            else:
+                out = o.call(input if isinstance(input, dict) else {})
+        self.last_exec_us = max(0, self.timer() - started)
+        status = "denied" if out.denied else ("error" if out.is_error else "ok")
+        self.log.append((op, input, status, started, self.last_exec_us))
+        self.last = out
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The runner
+
+
+@dataclass
+class TurnConfig:
+    writer: StoreWriter
+    session: str
+    model_name: str  # stored on events (``openai:gpt-4.1-mini``)
+    request_model: str  # sent in requests
+    provider: Any
+    provider_name: str
+    toolbox: Toolbox
+    approver: Approver
+    redactor: Redactor
+    cap: int
+    cassette: bool
+    instructions: Optional[str] = None
+    max_iter: int = 20
+    max_tokens: int = 4096
+    temperature: Optional[float] = None
+    prices: Any = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    sleep: Callable[[float], Any] = asyncio.sleep
+    timer: Callable[[], int] = lambda: time.perf_counter_ns() // 1000
+    on_event: Optional[Callable[[dict], None]] = None
+
+
+class TurnRunner:
+    """Runs one adaptive turn (:meth:`run_turn`) or one authored flow turn (:meth:`run_flow`)."""
+
+    def __init__(self, cfg: TurnConfig):
+        self.cfg = cfg
+
+    def _notify(self, kind: str, **data: Any) -> None:
+        if self.cfg.on_event is not None:
+            try:
+                self.cfg.on_event({"kind": kind, **data})
+            except Exception:
+                pass
+
+    # ------------------------------------------------------------------ model calls
+    async def _call_model(self, request: ModelRequest, round_: int, observations: list, turn_id: int,
+                          usages: list[Usage]) -> list[Chunk]:
+        cfg = self.cfg
+        attempt = 0
+        while True:
+            attempt += 1
+            chunks: list[Chunk] = []
+            t0 = cfg.timer()
+            ttft = None
+            try:
+                async for ch in cfg.provider.stream(request):
+                    if ttft is None:
+                        ttft = cfg.timer() - t0
+                    chunks.append(ch)
+                    if ch.t == "text_delta":
+                        self._notify("text", text=str(ch.c))
+                    elif ch.t == "thinking_delta":
+                        self._notify("thinking", text=str(ch.c))
+            except ProviderError as e:
+                dur = cfg.timer() - t0
+                observations.append(Observation("model.call", "turn", {
+                    "attempt": attempt, "chunks": len(chunks), "duration_us": dur, "error": str(e), "model": cfg.model_name,
+                    "ok": False, "provider": cfg.provider_name, "round": round_, "session_id": cfg.session,
+                    "stage": "adaptive", "status": e.status, "turn_id": turn_id}))
+                if e.retryable and attempt < cfg.retry.attempts:
+                    delay = cfg.retry.delay(attempt)
+                    self._notify("retry", attempt=attempt, delay_s=delay, error=str(e))
+                    await cfg.sleep(delay)
+                    continue
+                raise
+            dur = cfg.timer() - t0
+            usage = Usage()
+            has_usage = False
+            for ch in chunks:
+                if ch.t == "usage":
+                    has_usage = True
+                    usage = usage + Usage.from_body(ch.c)
+            if has_usage:
+                usages.append(usage)
+            observations.append(Observation("model.call", "turn", {
+                "attempt": attempt, "chunks": len(chunks), "duration_us": dur, "model": cfg.model_name, "ok": True,
+                "provider": cfg.provider_name, "round": round_, "session_id": cfg.session, "stage": "adaptive",
+                "ttft_us": ttft or dur, "turn_id": turn_id, "usage": usage.to_body()}))
+            return chunks
+
+    # ------------------------------------------------------------------ adaptive turn
+    async def run_turn(self, history: list[dict], user_input: str) -> tuple[TurnOutput, list[dict]]:
+        """Run one turn; returns the output and the messages to append to the conversation."""
+        cfg = self.cfg
+        rec = _Recorder(cfg.writer, cfg.session, cfg.redactor, cfg.cap)
+        user_msg = {"role": "user", "content": [{"type": "text", "text": user_input}]}
+        rec.message("user", user_msg["content"])
+        turn_id = cfg.writer.begin_turn(cfg.session, cfg.redactor.redact(user_input), cfg.model_name)
+        out = TurnOutput(cfg.session, turn_id, "ok", "", Usage(), None, cfg.model_name)
+        observations: list[Observation] = []
+        usages: list[Usage] = []
+        turn_msgs: list[dict] = []  # assistant/user exchanges of this turn (unredacted)
+        live = _LiveHost(cfg.toolbox, cfg.approver, cfg.timer)
+        host = RecordingHost(live, rec, cfg.redactor, cfg.cap, enabled=cfg.cassette)
+        interp = Interpreter(cfg.toolbox.catalog(), host, rec, run_id=cfg.session)
+        base = provider_history(history + [user_msg])
+        answer = ""
+        outcome = "ok"
+        cancelled: BaseException | None = None
+        tools = cfg.toolbox.tools()
+        try:
+            for round_ in range(1, cfg.max_iter + 1):
+                observations.append(Observation("turn.iteration", "turn", {"iteration": round_, "turn_id": turn_id}))
+                out.iterations = round_
+                request = ModelRequest(model=cfg.request_model, messages=base + turn_msgs, system=cfg.instructions,
+                                       tools=tools, max_tokens=cfg.max_tokens, temperature=cfg.temperature)
+                self._notify("model_call", round=round_)
+                try:
+                    chunks = await self._call_model(request, round_, observations, turn_id, usages)
+                except ProviderError as e:
+                    outcome, answer, out.error = "error", str(e), str(e)
+                    break
+                out.model_calls += 1
+                asm = assemble(chunks, cfg.request_model)
+                uses = asm.tool_uses
+                if not uses:
+                    answer = asm.text
+                    content = asm.content if asm.content else [{"type": "text", "text": "(no answer)"}]
+                    turn_msgs.append({"role": "assistant", "content": content})
+                    break
+                turn_msgs.append({"role": "assistant", "content": asm.content})
+                results: list[dict] = []
+                turn_msgs.append({"role": "user", "content": results})  # filled as tools finish
+                batch = sha256_hex(f"{cfg.session}:{turn_id}:{round_}")[:20]
+                for i, tu in enumerate(uses, 1):
+                    results.append(self._tool(tu, i, batch, interp, host, live, rec, out, observations, turn_id))
+            else:
+                outcome, answer = "max_iter", ""
+                self._notify("max_iter", iterations=cfg.max_iter)
+        except (KeyboardInterrupt, asyncio.CancelledError) as e:
+            outcome, answer, cancelled = "cancelled", CANCELLED_ANSWER, e
+        out.outcome, out.answer = outcome, answer
+        out.cells = list(rec.cells)
+        self._finish(rec, out, interp, observations, usages, turn_msgs, live)
+        new_msgs = [user_msg] + self._closing_messages(turn_msgs, outcome, answer)
+        if isinstance(cancelled, asyncio.CancelledError):
+            raise cancelled
+        return out, new_msgs
+
+    def _tool(self, tu: dict, index: int, batch: str, interp: Interpreter, host: RecordingHost, live: _LiveHost,
+              rec: _Recorder, out: TurnOutput, observations: list, turn_id: int) -> dict:
+        cfg = self.cfg
+        name = str(tu.get("name", ""))
+        tid = str(tu.get("id", ""))
+        inp = tu.get("input")
+        subjects = [inp["path"]] if isinstance(inp, dict) and isinstance(inp.get("path"), str) else []
+        n_dispatch = len(out.tool_calls) + 1
+        observations.append(Observation("tool_call", "turn", {"caller": "local", "subjects": subjects, "tool": name}))
+        t0 = cfg.timer()
+        observations.append(Observation("tool.started", "turn", {"dispatch": n_dispatch, "elapsed_us": 0, "tool": name}))
+        self._notify("tool_start", name=name, input=inp, id=tid)
+        o = cfg.toolbox.get(name)
+        err = None
+        if o is None:
+            known = ", ".join(sorted(cfg.toolbox.ops)) or "none"
+            err = f"unknown tool `{name}` — the available tools are: {known}"
+        else:
+            err = validate_input(o, inp)
+        if err is not None:
+            status, content, plan_step = "invalid", err, None
+        else:
+            out_step = len(out.plans) + 1
+            mutating = o.effect in MUTATING_EFFECTS
+            phase = "execute" if mutating else "gather"
+            bind = f"adaptive_{_bind_safe('batch-' + batch)}_{_bind_safe(f'action-{index}')}" if mutating \
+                else f"adaptive_gather_{out_step}"
+            draft = host_plan(bind, name, inp)
+            src = cfg.redactor.redact(format_flow(draft))
+            fp = fingerprint(draft)
+            rec.append(PlanAttempted(step=out_step, outcome="accepted", fingerprint=fp, phase=phase, plan_source=src),
+                       turn_id=turn_id)
+            out.plans.append(PlanRecord(out_step, phase, fp, flow_key(None, draft.body), src))
+            live.last = None
+            interp.symbols = {}
+            interp.run(draft, resumable=False)
+            res = live.last
+            plan_step = out_step
+            if res is None:  # halted before dispatch (cannot happen for a validated single call)
+                status, content = "error", "the call could not be dispatched"
+            else:
+                status = "denied" if res.denied else ("error" if res.is_error else "ok")
+                content = res.content if isinstance(res.content, str) else str(res.content)
+        dur = cfg.timer() - t0
+        observations.append(Observation("tool.ended", "turn", {
+            "dispatch": n_dispatch, "elapsed_us": dur, "execution_us": live.last_exec_us if plan_step else 0,
+            "status": status, "tool": name}))
+        out.tool_calls.append(ToolCall(tid, name, inp, status, content, plan_step))
+        self._notify("tool_end", name=name, id=tid, status=status, content=content)
+        return {"type": "tool_result", "tool_use_id": tid, "content": [{"type": "text", "text": content}],
+                "is_error": status != "ok"}
+
+    def _closing_messages(self, turn_msgs: list[dict], outcome: str, answer: str) -> list[dict]:
+        """This turn's messages, made a valid history whatever the outcome."""
+        msgs = [m for m in turn_msgs]
+        # A tool round cut short: answer every tool_use of the last assistant message.
+        if msgs and msgs[-1]["role"] == "user" and len(msgs) >= 2:
+            uses = [b["id"] for b in msgs[-2]["content"] if b.get("type") == "tool_use"]
+            got = {b.get("tool_use_id") for b in msgs[-1]["content"]}
+            for u in uses:
+                if u not in got:
+                    msgs[-1]["content"].append({"type": "tool_result", "tool_use_id": u,
+                                                "content": [{"type": "text", "text": CANCELLED_ANSWER}], "is_error": True})
+        elif msgs and msgs[-1]["role"] == "assistant" and any(b.get("type") == "tool_use" for b in msgs[-1]["content"]):
+            msgs.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": b["id"], "content": [{"type": "text", "text": CANCELLED_ANSWER}],
+                 "is_error": True} for b in msgs[-1]["content"] if b.get("type") == "tool_use"]})
+        if not msgs or msgs[-1]["role"] == "user":
+            if outcome == "max_iter":
+                text = "(stopped at the iteration cap before a final answer)"
+            else:
+                text = answer or "(no answer)"
+            msgs.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
+        return msgs
+
+    def _finish(self, rec: _Recorder, out: TurnOutput, interp: Interpreter, observations: list, usages: list[Usage],
+                turn_msgs: list[dict], live: _LiveHost) -> None:
+        cfg = self.cfg
+        tid = out.turn_id
+        if out.outcome in ("ok", "max_iter"):
+            vid = f"v_{interp._next_vid}"
+            interp._next_vid += 1
+            rec.emit({"event": "flow_returned", "value": vid})
+        total = Usage()
+        for u in usages:
+            rec.append(CallUsage(model=cfg.model_name, usage=u), turn_id=tid)
+            total = total + u
+        out.usage = total
+        if cfg.prices is not None:
+            out.cost = cfg.prices.cost(cfg.model_name, total)
+        rec.append(TurnEnded(outcome=out.outcome, iterations=out.iterations, answer=cfg.redactor.redact(out.answer),
+                             usage=total), turn_id=tid)
+        flush = cfg.writer.now()
+        for ob in observations:
+            rec.append(Observation(ob.kind, ob.phase, cfg.redactor.redact_value(ob.data)), turn_id=tid, ts=flush)
+        for m in self._closing_messages(turn_msgs, out.outcome, out.answer):
+            rec.message(m["role"], m["content"])
+
+    # ------------------------------------------------------------------ authored flows
+    def run_flow(self, draft: A.DraftAst, confirm: Callable[[str, str], bool]) -> tuple[TurnOutput, list[dict]]:
+        """``flux flow run``: the flow as one turn, in resumable mode (statement ledger), recorded."""
+        cfg = self.cfg
+        rec = _Recorder(cfg.writer, cfg.session, cfg.redactor, cfg.cap)
+        user_input = "<flow run>"
+        rec.message("user", [{"type": "text", "text": user_input}])
+        turn_id = cfg.writer.begin_turn(cfg.session, user_input, cfg.model_name)
+        out = TurnOutput(cfg.session, turn_id, "completed", "", Usage(), None, cfg.model_name)
+        src = cfg.redactor.redact(format_flow(draft))
+        fp = fingerprint(draft)
+        rec.append(PlanAttempted(step=1, outcome="accepted", fingerprint=fp, plan_source=src), turn_id=turn_id)
+        out.plans.append(PlanRecord(1, None, fp, flow_key(draft.name, draft.body), src))
+        live = _LiveHost(cfg.toolbox, cfg.approver, cfg.timer)
+        host = RecordingHost(live, rec, cfg.redactor, cfg.cap, enabled=cfg.cassette)
+        interp = Interpreter(cfg.toolbox.catalog(), host, rec, approver=confirm, run_id=cfg.session)
+        cancelled = False
+        try:
+            res = interp.run(draft, resumable=True)
+        except KeyboardInterrupt:
+            res, cancelled = None, True
+        observations = []
+        for n, (op, inp, status, started, exec_us) in enumerate(live.log, 1):
+            subjects = [inp["path"]] if isinstance(inp, dict) and isinstance(inp.get("path"), str) else []
+            observations += [
+                Observation("tool_call", "turn", {"caller": "local", "subjects": subjects, "tool": op}),
+                Observation("tool.started", "turn", {"dispatch": n, "elapsed_us": 0, "tool": op}),
+                Observation("tool.ended", "turn", {"dispatch": n, "elapsed_us": exec_us, "execution_us": exec_us,
+                                                   "status": status, "tool": op}),
+            ]
+            out.tool_calls.append(ToolCall(f"flow_{n}", op, inp, status, "", 1))
+        steps = live.dispatches
+        if cancelled:
+            out.outcome, out.answer = "cancelled", CANCELLED_ANSWER
+        elif res.halted is not None:
+            h = res.halted
+            out.outcome = "halted"
+            out.answer = f"Flow halted at statement {h.node} ({h.kind}): {h.error}"
+            out.error = h.error
+        else:
+            out.answer = f"Flow completed ({steps} step(s))."
+        out.iterations = steps
+        out.cells = list(rec.cells)
+        rec.append(TurnEnded(outcome=out.outcome, iterations=steps, answer=cfg.redactor.redact(out.answer)), turn_id=turn_id)
+        flush = cfg.writer.now()
+        for ob in observations:
+            rec.append(Observation(ob.kind, ob.phase, cfg.redactor.redact_value(ob.data)), turn_id=turn_id, ts=flush)
+        answer_msg = {"role": "assistant", "content": [{"type": "text", "text": out.answer}]}
+        rec.message("assistant", answer_msg["content"])
+        if cancelled:
+            raise KeyboardInterrupt
+        return out, [{"role": "user", "content": [{"type": "text", "text": user_input}]}, answer_msg]
+
+
+def flow_ops(draft: A.DraftAst) -> list[str]:
+    """Every op name a flow calls (to refuse unknown ops before anything is written)."""
+    found: list[str] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, A.Call):
+            found.append(x.op)
+        if isinstance(x, (list, tuple)):
+            for y in x:
+                walk(y)
+        elif hasattr(x, "__dataclass_fields__"):
+            for f in x.__dataclass_fields__:
+                walk(getattr(x, f))
+
+    walk(draft.body)
+    return found
+
+
+def check_flow(draft: A.DraftAst, toolbox: Toolbox) -> None:
+    unknown = sorted({o for o in flow_ops(draft) if o not in toolbox})
+    if unknown:
+        raise FluxError(f"the flow calls unknown op(s) {', '.join(unknown)} — available: {', '.join(sorted(toolbox.ops))}")

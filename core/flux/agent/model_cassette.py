@@ -1,0 +1,159 @@
+"""The model cassette (spec §1.3): ``model.jsonl``, one redacted model call per line.
+
+* :func:`request_hash` — ``sha256(redact(canonical_json(canonical request)))``; redaction happens on
+  the serialized text *before* hashing, so a re-drive that rebuilds the same request hits.
+* :class:`ModelCassetteWriter` appends ``{"v":1,"hash","model","request","chunks"}`` lines (keys in
+  that order, the request's keys sorted, every chunk redacted).
+* :class:`TeeProvider` wraps a live provider and tees each completed call to a writer.
+* :class:`CassetteProvider` answers from recorded lines: records grouped by hash into FIFO queues,
+  a request pops the next record of its hash; an empty or missing queue falls through to the
+  ``fallback`` provider (counted in ``model_live``), or fails when there is none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterable, Optional
+
+from ..canonical import canonical_json, compact_json, sha256_hex
+from ..cassette.redactor import Redactor
+from ..errors import FluxError
+from .providers.base import Chunk, ModelRequest, Provider, ProviderError
+
+__all__ = ["request_hash", "ModelRecord", "ModelCassetteWriter", "TeeProvider", "CassetteProvider", "load_records"]
+
+
+def request_hash(request: ModelRequest, redactor: Redactor | None = None) -> tuple[str, Any]:
+    """``(hash, redacted request object)`` — the object is ``"[redacted]"`` if redaction broke the JSON."""
+    text = canonical_json(request.canonical())
+    red = redactor.redact(text) if redactor is not None else text
+    try:
+        obj: Any = json.loads(red)
+    except ValueError:
+        obj = redactor.marker if redactor is not None else "[redacted]"
+    return sha256_hex(red), obj
+
+
+@dataclass
+class ModelRecord:
+    hash: str
+    model: str
+    request: Any
+    chunks: list[dict]
+    v: int = 1
+
+    def to_line(self) -> str:
+        return compact_json({"v": self.v, "hash": self.hash, "model": self.model, "request": self.request,
+                             "chunks": self.chunks}) + "\n"
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ModelRecord":
+        return cls(str(d.get("hash", "")), str(d.get("model", "")), d.get("request"),
+                   [c for c in d.get("chunks") or [] if isinstance(c, dict)], int(d.get("v", 1) or 1))
+
+
+def load_records(path: str | os.PathLike[str]) -> list[ModelRecord]:
+    """Every record of a ``model.jsonl`` (a missing file is no records, as flux reads it)."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        return []
+    out = []
+    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError as e:
+            raise FluxError(f"{p}, line {n}: not JSON ({e}) — the model cassette is damaged") from None
+        if isinstance(d, dict):
+            out.append(ModelRecord.from_json(d))
+    return out
+
+
+class ModelCassetteWriter:
+    """Appends redacted records to ``path`` (created with its directory)."""
+
+    def __init__(self, path: str | os.PathLike[str], redactor: Redactor | None = None):
+        self.path = Path(path).expanduser()
+        self.redactor = redactor or Redactor()
+        self.records = 0
+        self._lock = threading.Lock()
+
+    def record(self, request: ModelRequest, chunks: Iterable[Chunk]) -> ModelRecord:
+        h, obj = request_hash(request, self.redactor)
+        red_chunks = [self.redactor.redact_value(c.to_json()) for c in chunks]
+        rec = ModelRecord(h, request.model, obj, red_chunks)
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(rec.to_line())
+            self.records += 1
+        return rec
+
+
+class TeeProvider:
+    """A live provider whose completed calls are also written to a model cassette."""
+
+    def __init__(self, inner: Provider, writer: ModelCassetteWriter):
+        self.inner = inner
+        self.writer = writer
+        self.name = getattr(inner, "name", "provider")
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        got: list[Chunk] = []
+        async for ch in self.inner.stream(request):
+            got.append(ch)
+            yield ch
+        self.writer.record(request, got)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+@dataclass
+class CassetteProvider:
+    """Serves recorded calls FIFO per request hash; misses fall through to ``fallback`` (counted)."""
+
+    records: list[ModelRecord]
+    fallback: Optional[Provider] = None
+    redactor: Optional[Redactor] = None
+    name: str = "cassette"
+    hits: int = 0
+    model_live: int = 0
+    _queues: dict[str, deque] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for r in self.records:
+            self._queues.setdefault(r.hash, deque()).append(r)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], fallback: Optional[Provider] = None,
+                  redactor: Optional[Redactor] = None) -> "CassetteProvider":
+        return cls(load_records(path), fallback, redactor)
+
+    @property
+    def unconsumed(self) -> int:
+        return sum(len(q) for q in self._queues.values())
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        h, _ = request_hash(request, self.redactor)
+        q = self._queues.get(h)
+        if q:
+            rec = q.popleft()
+            self.hits += 1
+            for c in rec.chunks:
+                yield Chunk.from_json(c)
+            return
+        self.model_live += 1
+        if self.fallback is None:
+            raise ProviderError(f"model cassette miss (request hash {h[:16]}…) and no live provider to fall through to "
+                                f"— re-record the cassette or configure a provider")
+        async for ch in self.fallback.stream(request):
+            yield ch

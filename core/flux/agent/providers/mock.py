@@ -1,0 +1,96 @@
+"""``mock`` — the offline, deterministic coding agent (no key, no network): the embedded default.
+
+Per turn it plays a fixed script against the tools it is offered, reading where it is from the
+request alone (so the same request always gets the same answer, and a model cassette can serve it):
+
+1. explore: ``glob {"pattern": "*"}`` (skipped when no ``glob`` tool is offered);
+2. write the note: ``append {"path": "flux-mock.txt", "content": "created by flux mock\\n"}`` — the
+   call the real flux mock makes in the committed fixture;
+3. answer: ``Finished.`` — or, if the note could not be written, say why.
+
+Usage is derived from the request and response sizes (≈ 4 bytes per token), so it is stable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import AsyncIterator
+
+from ...canonical import canonical_json, compact_json
+from .base import Chunk, ModelRequest
+
+__all__ = ["MockProvider", "NOTE_PATH", "NOTE_CONTENT"]
+
+NOTE_PATH = "flux-mock.txt"
+NOTE_CONTENT = "created by flux mock\n"
+
+
+def _turn_results(messages: list[dict]) -> list[dict]:
+    """The tool_result blocks since the last user message that carries text (this turn's)."""
+    results: list[dict] = []
+    for m in reversed(messages):
+        if m.get("role") != "user":
+            continue
+        blocks = m.get("content") or []
+        trs = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+        if not trs:
+            break
+        results[:0] = trs
+    return results
+
+
+def _result_text(tr: dict) -> str:
+    return "".join(b.get("text", "") for b in tr.get("content") or [] if isinstance(b, dict))
+
+
+class MockProvider:
+    name = "mock"
+
+    def __init__(self, model: str = "mock", *, delay_s: float = 0.0):
+        self.model = model
+        self.delay_s = delay_s
+        self.calls = 0
+
+    def plan(self, request: ModelRequest) -> dict:
+        """The scripted response for ``request``: ``{"text"?, "tool_use"?}``."""
+        tools = {t["name"] for t in request.tools}
+        results = _turn_results(request.messages)
+        done = len(results)
+        script = []
+        if "glob" in tools:
+            script.append(("glob", {"pattern": "*"}))
+        if "append" in tools:
+            script.append(("append", {"content": NOTE_CONTENT, "path": NOTE_PATH}))
+        if done < len(script):
+            name, inp = script[done]
+            return {"tool_use": {"type": "tool_use", "id": f"toolu_mock_{done + 1:02d}", "name": name, "input": inp}}
+        if not script:
+            return {"text": "Finished. (no tools were offered, so I only answered)"}
+        last = results[-1] if results else None
+        if last is not None and last.get("is_error"):
+            return {"text": f"I could not write the note: {_result_text(last).splitlines()[0] if _result_text(last) else 'the tool failed'}"}
+        return {"text": "Finished."}
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        self.calls += 1
+        resp = self.plan(request)
+        yield Chunk("message_start", {"model": request.model})
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        in_tokens = max(1, len(canonical_json(request.canonical()).encode()) // 4)
+        if "tool_use" in resp:
+            tu = resp["tool_use"]
+            partial = compact_json(tu["input"])
+            yield Chunk("tool_input_delta", {"name": tu["name"], "partial_json": partial})
+            yield Chunk("block", tu)
+            out_tokens = max(1, len(partial) // 4 + 8)
+            stop = "tool_use"
+        else:
+            text = resp["text"]
+            yield Chunk("text_delta", text)
+            out_tokens = max(1, len(text) // 4 + 8)
+            stop = "end_turn"
+        yield Chunk("usage", {"input_tokens": in_tokens, "output_tokens": out_tokens, "cache_creation_input_tokens": 0,
+                              "cache_read_input_tokens": 0, "reasoning_tokens": 0, "audio_input_tokens": 0,
+                              "audio_output_tokens": 0})
+        yield Chunk("done", {"stop_reason": stop})

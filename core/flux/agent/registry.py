@@ -1,0 +1,131 @@
+"""Model names → providers. A model is named ``provider:model``:
+
+==================  ========================================================================
+``mock``            the offline deterministic coding agent (default; no key)
+``scripted:PATH``   serve model turns from a JSON/JSONL file
+``null``            fail every call (hermetic tests)
+``openai:NAME``     Chat Completions via the ``openai`` SDK; key ``OPENAI_API_KEY``; ``--base-url``
+                    for any OpenAI-compatible server (vLLM, llama.cpp, LM Studio)
+``ollama:NAME``     the OpenAI provider against Ollama (``http://localhost:11434/v1``), no key
+``anthropic:NAME``  Messages API via the ``anthropic`` SDK; key ``ANTHROPIC_API_KEY``
+==================  ========================================================================
+
+``provider/model`` is accepted as well. The SDK-backed providers are imported lazily: a missing
+SDK is a :class:`~flux.errors.FluxError` naming the extra to install.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+from ..errors import FluxError
+
+__all__ = ["ResolvedModel", "resolve_model", "KNOWN_PROVIDERS", "DEFAULT_MODEL", "UnknownModel"]
+
+DEFAULT_MODEL = "mock"
+KNOWN_PROVIDERS = ("mock", "scripted", "null", "openai", "ollama", "anthropic")
+OLLAMA_BASE_URL = "http://localhost:11434/v1"
+
+
+class UnknownModel(FluxError):
+    """A model name no provider serves."""
+
+
+@dataclass
+class ResolvedModel:
+    provider: Any  # implements the Provider protocol
+    name: str  # the full name stored on the session (``openai:gpt-4.1-mini``)
+    request_model: str  # the id sent in the request (``gpt-4.1-mini``)
+    provider_name: str
+    secrets: list[str] = field(default_factory=list)  # API keys, for the redactor
+
+
+def _split(name: str) -> tuple[str, str]:
+    for sep in (":", "/"):
+        if sep in name:
+            head, rest = name.split(sep, 1)
+            if head in KNOWN_PROVIDERS:
+                return head, rest
+    return name, ""
+
+
+def _sdk_class(provider: str, module: str, cls: str, extra: str) -> Any:
+    try:
+        mod = importlib.import_module(f"flux.agent.providers.{module}")
+    except ModuleNotFoundError as e:
+        if e.name in (extra, f"{extra}._client") or (e.name or "").split(".")[0] == extra:
+            raise FluxError(f"the {provider} provider needs the `{extra}` package — install it with "
+                            f"pip install 'flux-tui[{extra}]'") from None
+        if e.name == f"flux.agent.providers.{module}":
+            raise FluxError(f"the {provider} provider is not available in this build of flux-tui "
+                            f"(no flux.agent.providers.{module})") from None
+        raise
+    try:
+        return getattr(mod, cls)
+    except AttributeError:
+        raise FluxError(f"flux.agent.providers.{module} has no {cls} — this build of flux-tui is incomplete") from None
+
+
+def resolve_model(name: Optional[str], *, base_url: Optional[str] = None, api_key: Optional[str] = None,
+                  env: Optional[Mapping[str, str]] = None) -> ResolvedModel:
+    """Build the provider for a model name (see the module doc). Errors are one-line FluxErrors."""
+    env = os.environ if env is None else env
+    name = (name or DEFAULT_MODEL).strip()
+    if not name:
+        name = DEFAULT_MODEL
+    provider, model = _split(name)
+    known = ", ".join(f"{p}:MODEL" if p in ("openai", "ollama", "anthropic") else
+                      ("scripted:PATH" if p == "scripted" else p) for p in KNOWN_PROVIDERS)
+
+    if provider == "mock":
+        from .providers.mock import MockProvider
+
+        return ResolvedModel(MockProvider(model=name), name, name, "mock")
+    if provider == "null":
+        from .providers.null import NullProvider
+
+        return ResolvedModel(NullProvider(model=name), name, name, "null")
+    if provider == "scripted":
+        if not model:
+            raise UnknownModel("the scripted provider needs a script file: -m scripted:PATH (a JSON or JSONL file of model turns)")
+        from .providers.scripted import ScriptedProvider
+
+        return ResolvedModel(ScriptedProvider(model, model="scripted"), f"scripted:{model}", "scripted", "scripted")
+    if provider in ("openai", "ollama"):
+        if not model:
+            raise UnknownModel(f"name the model: -m {provider}:MODEL (e.g. {'openai:gpt-4.1-mini' if provider == 'openai' else 'ollama:qwen2.5:1.5b'})")
+        cls = _sdk_class(provider, "openai_provider", "OpenAIProvider", "openai")
+        if provider == "ollama":
+            url = base_url or env.get("OLLAMA_BASE_URL") or OLLAMA_BASE_URL
+            key = api_key or env.get("OLLAMA_API_KEY") or "ollama"
+        else:
+            url = base_url or env.get("OPENAI_BASE_URL") or None
+            key = api_key or env.get("OPENAI_API_KEY") or None
+            if key is None:
+                if url is None:
+                    raise FluxError("missing key: set OPENAI_API_KEY (or pass --base-url to a local OpenAI-compatible "
+                                    "server, which needs no key)")
+                key = "not-needed"
+        secrets = [key] if key not in ("ollama", "not-needed") else []
+        return ResolvedModel(cls(model, base_url=url, api_key=key), name, model, provider, secrets)
+    if provider == "anthropic":
+        if not model:
+            raise UnknownModel("name the model: -m anthropic:MODEL (e.g. anthropic:claude-sonnet-4-5)")
+        cls = _sdk_class(provider, "anthropic_provider", "AnthropicProvider", "anthropic")
+        url = base_url or env.get("ANTHROPIC_BASE_URL") or None
+        key = api_key or env.get("ANTHROPIC_API_KEY") or None
+        if key is None:
+            if url is None:
+                raise FluxError("missing key: set ANTHROPIC_API_KEY (or pass --base-url to a local Anthropic-compatible server)")
+            key = "not-needed"
+        secrets = [key] if key != "not-needed" else []
+        return ResolvedModel(cls(model, base_url=url, api_key=key), name, model, provider, secrets)
+    hint = ""
+    if name.startswith(("gpt", "o1", "o3", "o4")):
+        hint = f" — did you mean openai:{name}?"
+    elif name.startswith("claude"):
+        hint = f" — did you mean anthropic:{name}?"
+    raise UnknownModel(f"unknown model {name!r}: name it provider:model with a known provider ({known}){hint}")
