@@ -91,3 +91,34 @@ def test_takes_model_cells_or_bare_records():
     tape = ReplayTape([Wrapped(cell("a", "{}", "w"))])
     assert tape.serve("a", "{}").content == "w"
     assert tape.is_consumed(0)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _naive(cells, consumed, op, h):
+    for i, c in enumerate(cells):
+        if not consumed[i] and c.op == op and (c.input_hash == h or c.input_hash_redacted == h):
+            return i
+    return None
+
+
+@settings(max_examples=200, deadline=None)
+@given(spec=st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from("xyz"), st.sampled_from([None, "x", "y", "w"]),
+                               st.booleans()), max_size=12),
+       requests=st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from("xyzw")), max_size=16))
+def test_indexed_matcher_equals_the_spec_scan(spec, requests):
+    """The index + cursor lookup picks exactly the cell §4.4's scan-from-0 rule picks."""
+    cells = [OpRecorded(op=op, input_hash=sha256_hex(h), input_hash_redacted=sha256_hex(r) if r else None,
+                        content=f"{i}", truncated=t) for i, (op, h, r, t) in enumerate(spec)]
+    tape = ReplayTape(cells)
+    consumed = [False] * len(cells)
+    for op, key in requests:
+        h = sha256_hex(key)
+        want = _naive(cells, consumed, op, h)
+        assert tape.find(op, h) == want
+        tape.serve(op, key)
+        if want is not None and not cells[want].truncated:
+            consumed[want] = True
+    assert tape.unconsumed == [i for i, c in enumerate(consumed) if not c]

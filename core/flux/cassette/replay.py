@@ -66,6 +66,14 @@ class ReplayTape:
         self.served: list[int] = []  # tape indices in the order they were served
         self.log: list[ServeRecord] = []
         self.diverged: str | None = None  # the latched message
+        # (op, hash) -> tape indices in order, for both keys of every cell.
+        self._index: dict[tuple[str, str], list[int]] = {}
+        self._cursor: dict[tuple[str, str], int] = {}
+        for i, cell in enumerate(self.cells):
+            self._index.setdefault((cell.op, cell.input_hash), []).append(i)
+            red = cell.input_hash_redacted
+            if red is not None and red != cell.input_hash:
+                self._index.setdefault((cell.op, red), []).append(i)
 
     # -- counts ---------------------------------------------------------------------------------
 
@@ -88,12 +96,16 @@ class ReplayTape:
     # -- the matcher ----------------------------------------------------------------------------
 
     def find(self, op: str, h: str) -> int | None:
-        for i, cell in enumerate(self.cells):
-            if self._consumed[i] or cell.op != op:
-                continue
-            if cell.input_hash == h or (cell.input_hash_redacted is not None and cell.input_hash_redacted == h):
-                return i
-        return None
+        """The first unconsumed cell with this op whose ``input_hash`` or ``input_hash_redacted``
+        is ``h`` (an index lookup plus a cursor that skips consumed cells, not a rescan)."""
+        candidates = self._index.get((op, h))
+        if not candidates:
+            return None
+        pos = self._cursor.get((op, h), 0)
+        while pos < len(candidates) and self._consumed[candidates[pos]]:
+            pos += 1
+        self._cursor[(op, h)] = pos
+        return candidates[pos] if pos < len(candidates) else None
 
     def serve(self, op: str, input_json: str) -> Any:
         """Answer one dispatch from tape (see the module doc). Returns an ``OpOutcome``."""

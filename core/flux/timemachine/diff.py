@@ -90,27 +90,32 @@ def align_rows(ra: Sequence[StmtRow], rb: Sequence[StmtRow]) -> list[DiffRow]:
     return out
 
 
-def statement_texts(*sessions: SessionDetail) -> tuple[dict[str, str], dict[str, str]]:
+def statement_texts(*sessions: SessionDetail, wanted: set[str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
     """``stmt_hash16`` → one-line text (``⏎``-joined) and → the multi-line formatted statement.
 
     Every ``plan_source`` of every plan attempt of the given sessions is parsed (a source that does
     not parse is skipped, as flux does); each top-level node is formatted as its own one-statement
-    flow. Later sessions win on a hash collision.
+    flow. Later sessions win on a hash collision. With ``wanted``, only those hashes are formatted.
     """
     one_line: dict[str, str] = {}
     full: dict[str, str] = {}
+    seen_sources: set[str] = set()
     for s in sessions:
         for t in s.turns:
             for att in t.plan_attempts:
-                if att.plan_source is None:
+                src = att.plan_source
+                if src is None or src in seen_sources:
                     continue
+                seen_sources.add(src)
                 try:
-                    draft = parse(att.plan_source)
+                    draft = parse(src)
                 except FluxError:
                     continue
                 for node in draft.body:
                     try:
                         h = stmt_hash16(node)
+                        if wanted is not None and h not in wanted:
+                            continue
                         text = format_statement(node).strip()
                     except Exception:  # an AST the formatter cannot print: fall back to the hash
                         continue
@@ -277,7 +282,9 @@ def diff_details(a: SessionDetail, b: SessionDetail) -> RunDiff:
     """Diff two already-loaded sessions."""
     ra, rb = diff_rows(a.run_events, a.cells, b.run_events, b.cells)
     used_cells = bool(ra or rb) and any(r.stmt.startswith("call:") for r in (*ra, *rb))
-    texts, sources = statement_texts(a, b)
+    # Only statement hashes need text; cell-row labels (`call:…`) render without parsing anything.
+    wanted = {r.stmt for r in (*ra, *rb) if not r.stmt.startswith("call:")}
+    texts, sources = statement_texts(a, b, wanted=wanted) if wanted else ({}, {})
     return RunDiff(a=a.id, b=b.id, rows=align_rows(ra, rb), texts=texts, sources=sources, cell_rows=used_cells)
 
 

@@ -249,12 +249,26 @@ class _ScratchSink:
         self.results: list[StatementResult] = []
         self.execution = 0
         self._log_mark = 0
+        # Halted plans not yet named `prior` by a plan_resumed: folding the halt latch is only
+        # needed while one is open (keeps a many-plan replay linear).
+        self._open_halts: list[str] = []
+
+    def ledger(self) -> ResumeLedger | None:
+        """The scratch session's open halt latch (§3.8 ``ResumeLedger::fold``)."""
+        if not self._open_halts:
+            return None
+        return ResumeLedger.fold(self.events)
 
     def emit(self, ev: dict) -> None:
         self.events.append(ev)
         if self.writer is not None:
             self.writer.append(self.session, Run(decode_run(ev)))
         kind = ev.get("event")
+        if kind == "plan_halted":
+            self._open_halts.append(ev.get("plan", ""))
+        elif kind == "plan_resumed":
+            prior = ev.get("prior")
+            self._open_halts = [p for p in self._open_halts if p != prior]
         if kind in ("statement_completed", "plan_halted"):
             reqs = tuple(self.tape.log[self._log_mark:])
             self._log_mark = len(self.tape.log)
@@ -333,7 +347,7 @@ def replay_detail(detail: SessionDetail, *, turn: int | None = None, catalog: Op
             if draft is None:
                 report.missing_sources += 1
             else:
-                ledger = ResumeLedger.fold(sink.events)
+                ledger = sink.ledger()
                 sink.execution = len(report.plans)
                 res = interp.run(draft, resumable=True, ledger=ledger)
                 h = res.halted
