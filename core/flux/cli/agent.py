@@ -1,0 +1,247 @@
+"""Agent verbs: ``flux run PROMPT`` (one live, recorded adaptive turn) and ``flux flow run FILE``
+(an authored Flux-Lang flow as one recorded, resumable turn).
+
+Both record into the store (``--store`` / ``$FLUX_STORE_DIR`` / ``~/.flux``), start a new session
+unless ``--session S`` or ``--continue`` (the latest session) names one, confine file ops to
+``--workspace`` (default: the current directory), and ask the approver before every op: deny-all
+by default, ``--yes`` approves everything, ``--policy FILE`` applies a policy file.
+
+Exit status: 0 when the turn ends ``ok``/``completed``; 1 on ``error``, ``max_iter``, ``halted``
+or a bad argument; 130 when cancelled with Ctrl-C (the turn is still recorded, as ``cancelled``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+
+from ..errors import FluxError
+from . import main
+from .common import fail, handle_errors, json_out, resolve_store_dir, store_option
+
+_EXIT = {"ok": 0, "completed": 0, "cancelled": 130}
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+def _one_line(text: str, width: int = 100) -> str:
+    s = " ".join(str(text).split())
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+class _Renderer:
+    """Streams a turn as it happens: model text, one line per tool call, retries."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.out = _console()
+        self.err = _console(stderr=True)
+        self.in_text = False
+
+    def __call__(self, ev: dict) -> None:
+        if self.quiet:
+            return
+        kind = ev.get("kind")
+        if kind == "text":
+            self.out.print(ev["text"], end="", markup=False)
+            self.in_text = True
+            return
+        if self.in_text:
+            self.out.print()
+            self.in_text = False
+        if kind == "tool_start":
+            from ..canonical import compact_json
+
+            arg = ev.get("input")
+            shown = compact_json(arg) if not isinstance(arg, str) else arg
+            self.err.print(f"[cyan]▸ {ev['name']}[/cyan] [dim]{_one_line(shown, 90)}[/dim]", markup=True)
+        elif kind == "tool_end":
+            status = ev.get("status")
+            style = {"ok": "green", "denied": "red", "error": "yellow", "invalid": "yellow"}.get(status, "white")
+            first = _one_line((ev.get("content") or "").splitlines()[0] if ev.get("content") else "", 90)
+            self.err.print(f"  [{style}]{status}[/{style}] [dim]{first}[/dim]", markup=True)
+        elif kind == "retry":
+            self.err.print(f"[yellow]retrying in {ev['delay_s']:.1f}s (attempt {ev['attempt']}): {ev['error']}[/yellow]")
+        elif kind == "max_iter":
+            self.err.print(f"[yellow]stopped at the iteration cap ({ev['iterations']})[/yellow]")
+
+    def finish(self) -> None:
+        if self.in_text and not self.quiet:
+            self.out.print()
+            self.in_text = False
+
+
+def _usage_line(out: Any) -> str:
+    u = out.usage
+    cost = "cost unknown" if out.cost is None else f"${out.cost:.4f}"
+    cache = f" · {u.cache_read_input_tokens} cache-read" if u.cache_read_input_tokens else ""
+    return (f"{out.session} · turn {out.turn_id} · {out.outcome} · {out.model_calls} model call(s), "
+            f"{len(out.tool_calls)} tool call(s) · {u.input_tokens} in / {u.output_tokens} out{cache} tokens · {cost}")
+
+
+def _ask_fn(enabled: bool):
+    if not enabled:
+        return None
+
+    def ask(req) -> bool:
+        from ..canonical import compact_json
+
+        what = req.message if req.kind == "confirm" else f"{req.op} {_one_line(compact_json(req.input), 120)}"
+        return click.confirm(f"allow {what} (effect {req.effect})?", default=False, err=True)
+
+    return ask
+
+
+def _approval(yes: bool, policy: Optional[Path], interactive: bool) -> dict:
+    if yes and policy is not None:
+        raise FluxError("pass either --yes or --policy FILE, not both")
+    if yes:
+        return {"auto_approve": True}
+    if policy is not None:
+        from ..agent.approver import load_policy
+
+        return {"approver": load_policy(policy, ask_fn=_ask_fn(interactive))}
+    return {}
+
+
+def _open_session(client: Any, session: Optional[str], cont: bool):
+    if session and cont:
+        raise FluxError("pass either --session S or --continue, not both")
+    if cont:
+        return client.open_session("last")
+    if session:
+        return client.open_session(session)
+    return client.session()
+
+
+def _agent_options(fn):
+    for deco in reversed([
+        click.option("--workspace", type=click.Path(file_okay=False, path_type=Path), default=None,
+                     help="Directory the file ops are confined to (default: the current directory)."),
+        click.option("--session", "session", default=None, help="Continue session s_<n> (or last)."),
+        click.option("--continue", "cont", is_flag=True, help="Continue the latest session."),
+        click.option("--yes", "-y", "yes", is_flag=True, help="Approve every op (default: deny all)."),
+        click.option("--policy", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     help="Policy file (TOML/JSON): allow / deny / ask lists of op names or effect:<effect>."),
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the turn's result."),
+        store_option,
+    ]):
+        fn = deco(fn)
+    return fn
+
+
+@main.command("run")
+@click.argument("prompt", nargs=-1, required=True)
+@click.option("-m", "--model", default=None, envvar="FLUX_MODEL",
+              help="provider:model — mock (default), scripted:PATH, null, openai:NAME, ollama:NAME, anthropic:NAME.")
+@click.option("--base-url", default=None, help="Endpoint of an OpenAI- or Anthropic-compatible server.")
+@click.option("--max-iter", type=click.IntRange(min=1), default=20, show_default=True, help="Model calls per turn at most.")
+@click.option("--system", "instructions", default=None, help="Instructions (system prompt) for the model.")
+@click.option("--model-cassette", "model_cassette", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also tee every model call (redacted) to this model.jsonl.")
+@_agent_options
+@handle_errors
+def run_cmd(prompt: tuple[str, ...], model: Optional[str], base_url: Optional[str], max_iter: int,
+            instructions: Optional[str], model_cassette: Optional[Path], workspace: Optional[Path],
+            session: Optional[str], cont: bool, yes: bool, policy: Optional[Path], as_json: bool,
+            store: Optional[Path]) -> None:
+    """Run one agent turn for PROMPT and record it in the store."""
+    from ..agent.client import DEFAULT_INSTRUCTIONS, Client
+
+    text = " ".join(prompt).strip()
+    if not text:
+        fail("the prompt is empty — say what the agent should do, e.g. flux run \"write a quick note\"")
+    interactive = sys.stdin.isatty() and not as_json
+    kw = _approval(yes, policy, interactive)
+    store_dir = resolve_store_dir(store)
+    renderer = _Renderer(quiet=as_json)
+    client = Client(model or "mock", store=store_dir, workspace=workspace or Path.cwd(), base_url=base_url,
+                    max_iter=max_iter, instructions=instructions or DEFAULT_INSTRUCTIONS,
+                    model_cassette=model_cassette, on_event=renderer, **kw)
+    try:
+        sess = _open_session(client, session, cont)
+        if not as_json:
+            click.echo(click.style(f"run · {sess.id} · {client.model} · store {store_dir}", dim=True), err=True)
+        try:
+            out = asyncio.run(sess.send(text))
+        except KeyboardInterrupt:
+            renderer.finish()
+            click.echo("cancelled — the turn is recorded as `cancelled`", err=True)
+            sys.exit(130)
+        renderer.finish()
+    finally:
+        client.close()
+    _report(out, as_json, store_dir)
+
+
+def _report(out: Any, as_json: bool, store_dir: Path) -> None:
+    if as_json:
+        data = out.to_json()
+        data["store"] = str(store_dir)
+        json_out(data)
+    else:
+        click.echo(click.style(_usage_line(out), dim=True), err=True)
+    code = _EXIT.get(out.outcome, 1)
+    if code == 1 and not as_json:
+        why = out.error or ("no final answer within the iteration cap — raise --max-iter" if out.outcome == "max_iter"
+                            else out.answer)
+        click.echo(f"error: turn ended {out.outcome}: {why}", err=True)
+    if code:
+        sys.exit(code)
+
+
+@main.group("flow")
+def flow_group() -> None:
+    """Authored Flux-Lang flows."""
+
+
+@flow_group.command("run")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-m", "--model", default="mock", show_default=True,
+              help="Model name recorded on a new session (a flow run never calls a model).")
+@_agent_options
+@handle_errors
+def flow_run(file: Path, model: str, workspace: Optional[Path], session: Optional[str], cont: bool, yes: bool,
+             policy: Optional[Path], as_json: bool, store: Optional[Path]) -> None:
+    """Run the flow in FILE as one recorded turn (resumable: a statement ledger is written)."""
+    from ..agent.client import Client
+    from ..agent.providers.null import NullProvider
+    from ..lang.parser import parse
+
+    try:
+        source = file.read_text(encoding="utf-8")
+    except OSError as e:
+        fail(f"cannot read {file}: {e.strerror or e}")
+    try:
+        draft = parse(source)
+    except FluxError as e:
+        fail(f"{file} does not parse: {e}")
+    interactive = sys.stdin.isatty() and not as_json
+    kw = _approval(yes, policy, interactive)
+    store_dir = resolve_store_dir(store)
+    renderer = _Renderer(quiet=as_json)
+    client = Client(NullProvider(model=model), model=model, store=store_dir, workspace=workspace or Path.cwd(), **kw)
+    try:
+        sess = _open_session(client, session, cont)
+        if not as_json:
+            click.echo(click.style(f"flow run · {sess.id} · {file} · store {store_dir}", dim=True), err=True)
+        try:
+            out = asyncio.run(sess.run_flow(draft))
+        except KeyboardInterrupt:
+            click.echo("cancelled — the flow turn is recorded as `cancelled`", err=True)
+            sys.exit(130)
+    finally:
+        client.close()
+    if not as_json:
+        for t in out.tool_calls:
+            renderer.err.print(f"[cyan]▸ {t.name}[/cyan] [dim]{t.status}[/dim]")
+        click.echo(out.answer)
+    _report(out, as_json, store_dir)
