@@ -117,6 +117,7 @@ class Client:
             self.request_model = resolved.request_model
             self.provider_name = resolved.provider_name
             extra_secrets += resolved.secrets
+            own_retries = resolved.own_retries
         else:
             if not hasattr(provider, "stream"):
                 raise FluxError("provider must be a model name (e.g. 'mock', 'openai:gpt-4.1-mini') or an object with stream()")
@@ -125,6 +126,7 @@ class Client:
             self.model = model or str(getattr(provider, "model", None) or self.provider_name)
             self.request_model = self.model.split(":", 1)[1] if ":" in self.model and self.provider_name in (
                 "openai", "anthropic", "ollama") else self.model
+            own_retries = hasattr(provider, "max_retries")
         if api_key:
             extra_secrets.append(api_key)
 
@@ -180,7 +182,8 @@ class Client:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.prices = prices if prices is not None else load_price_table(store_dir=self.store_dir)
-        self.retry = retry or RetryPolicy()
+        # A provider that retries 429/5xx itself is not retried again by the loop.
+        self.retry = retry or (RetryPolicy(attempts=1) if own_retries else RetryPolicy())
         self._sleep = sleep or asyncio.sleep
         self._timer = timer or (lambda: time.perf_counter_ns() // 1000)
         self.on_event = on_event

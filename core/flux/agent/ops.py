@@ -248,6 +248,9 @@ def validate_input(op_: Op, input_obj: Any) -> str | None:
     """``None`` if ``input_obj`` fits the op's schema, else a one-line reason for the model."""
     if not isinstance(input_obj, dict):
         return f"arguments of `{op_.name}` must be a JSON object, got {compact_json(input_obj)[:80]}"
+    if "__malformed_arguments__" in input_obj:  # a provider's marker for unparsable JSON arguments
+        raw = str(input_obj["__malformed_arguments__"])
+        return f"the arguments of `{op_.name}` are not a JSON object: {raw[:200]} — send the arguments as one JSON object"
     props = op_.input_schema.get("properties", {})
     missing = [k for k in op_.input_schema.get("required", ()) if k not in input_obj]
     if missing:

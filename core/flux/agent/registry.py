@@ -41,6 +41,7 @@ class ResolvedModel:
     request_model: str  # the id sent in the request (``gpt-4.1-mini``)
     provider_name: str
     secrets: list[str] = field(default_factory=list)  # API keys, for the redactor
+    own_retries: bool = False  # the provider retries 429/5xx itself (the loop then does not)
 
 
 def _split(name: str) -> tuple[str, str]:
@@ -67,6 +68,15 @@ def _sdk_class(provider: str, module: str, cls: str, extra: str) -> Any:
         return getattr(mod, cls)
     except AttributeError:
         raise FluxError(f"flux.agent.providers.{module} has no {cls} — this build of flux-tui is incomplete") from None
+
+
+def _build(cls: Any, model: str, url: Optional[str], key: Optional[str]) -> Any:
+    from .providers.base import ProviderError
+
+    try:
+        return cls(model, base_url=url, api_key=key)
+    except ProviderError as e:  # e.g. the provider's own missing-key check
+        raise FluxError(str(e)) from None
 
 
 def resolve_model(name: Optional[str], *, base_url: Optional[str] = None, api_key: Optional[str] = None,
@@ -100,29 +110,23 @@ def resolve_model(name: Optional[str], *, base_url: Optional[str] = None, api_ke
         cls = _sdk_class(provider, "openai_provider", "OpenAIProvider", "openai")
         if provider == "ollama":
             url = base_url or env.get("OLLAMA_BASE_URL") or OLLAMA_BASE_URL
-            key = api_key or env.get("OLLAMA_API_KEY") or "ollama"
+            key = api_key or env.get("OLLAMA_API_KEY") or None
         else:
             url = base_url or env.get("OPENAI_BASE_URL") or None
             key = api_key or env.get("OPENAI_API_KEY") or None
-            if key is None:
-                if url is None:
-                    raise FluxError("missing key: set OPENAI_API_KEY (or pass --base-url to a local OpenAI-compatible "
-                                    "server, which needs no key)")
-                key = "not-needed"
-        secrets = [key] if key not in ("ollama", "not-needed") else []
-        return ResolvedModel(cls(model, base_url=url, api_key=key), name, model, provider, secrets)
+            if key is None and url is None:
+                raise FluxError("missing key: set OPENAI_API_KEY (or pass --base-url to a local OpenAI-compatible "
+                                "server, which needs no key)")
+        return ResolvedModel(_build(cls, model, url, key), name, model, provider, [key] if key else [], own_retries=True)
     if provider == "anthropic":
         if not model:
             raise UnknownModel("name the model: -m anthropic:MODEL (e.g. anthropic:claude-sonnet-4-5)")
         cls = _sdk_class(provider, "anthropic_provider", "AnthropicProvider", "anthropic")
         url = base_url or env.get("ANTHROPIC_BASE_URL") or None
         key = api_key or env.get("ANTHROPIC_API_KEY") or None
-        if key is None:
-            if url is None:
-                raise FluxError("missing key: set ANTHROPIC_API_KEY (or pass --base-url to a local Anthropic-compatible server)")
-            key = "not-needed"
-        secrets = [key] if key != "not-needed" else []
-        return ResolvedModel(cls(model, base_url=url, api_key=key), name, model, provider, secrets)
+        if key is None and url is None:
+            raise FluxError("missing key: set ANTHROPIC_API_KEY (or pass --base-url to a local Anthropic-compatible server)")
+        return ResolvedModel(_build(cls, model, url, key), name, model, provider, [key] if key else [], own_retries=True)
     hint = ""
     if name.startswith(("gpt", "o1", "o3", "o4")):
         hint = f" — did you mean openai:{name}?"
