@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from typing import Any
 
 __all__ = ["canonical_json", "compact_json", "sha256_hex", "format_float", "json_string"]
@@ -30,19 +31,17 @@ _ESCAPES = {
 }
 
 
+_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\]')
+
+
+def _escape(m: "re.Match[str]") -> str:
+    ch = m.group(0)
+    return _ESCAPES.get(ch) or "\\u%04x" % ord(ch)
+
+
 def json_string(s: str) -> str:
     """A JSON string literal as serde_json writes it: only ``"``, ``\\`` and C0 controls escaped."""
-    out = ['"']
-    for ch in s:
-        esc = _ESCAPES.get(ch)
-        if esc is not None:
-            out.append(esc)
-        elif ord(ch) < 0x20:
-            out.append("\\u%04x" % ord(ch))
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+    return '"' + _NEEDS_ESCAPE.sub(_escape, s) + '"'
 
 
 def format_float(x: float) -> str:

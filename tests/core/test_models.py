@@ -227,3 +227,24 @@ def test_listing_filters(tmp_path):
         assert [s.id for s in list_sessions(r, since_ms=15_000)] == [b]
         assert [s.id for s in list_sessions(r, until_ms=5_000)] == [a]
         assert [s.id for s in list_sessions(r, limit=1)] == [b]
+
+
+def test_listing_cost_uses_reported_cost_and_ended_usage_without_calls(tmp_path):
+    from flux.store import CallUsage, TurnEnded
+
+    d = _store(tmp_path)
+    with StoreWriter(d) as w:
+        sid = w.create_session("acme:frontier-9")
+        tid = w.begin_turn(sid, "a", "acme:frontier-9")
+        w.append(sid, CallUsage(model="acme:frontier-9", usage=Usage(input_tokens=10, reported_cost_usd=0.5)), turn_id=tid)
+        w.append(sid, TurnEnded(outcome="ok", usage=Usage(input_tokens=10)), turn_id=tid)
+        tid2 = w.begin_turn(sid, "b", "claude-sonnet-4-5")
+        w.append(sid, TurnEnded(outcome="ok", usage=Usage(input_tokens=1_000_000)), turn_id=tid2)
+    with StoreReader(d) as r:
+        [s] = list_sessions(r, prices=load_price_table())
+        det = load_session(r, sid)
+    assert s.cost == pytest.approx(0.5 + 3.0)
+    assert s.usage.input_tokens == 1_000_010
+    from flux.model.pricing import priced_usage, turn_usage_pairs
+    total, unknown = priced_usage(load_price_table(), [p for t in det.turns for p in turn_usage_pairs(t)])
+    assert total == pytest.approx(s.cost) and unknown == []

@@ -6,12 +6,10 @@ from pathlib import Path
 
 import click
 
-from ..model.interrupted import check_interrupted
 from ..model.lineage import lineage_of
 from ..model.listing import list_sessions
 from ..model.pricing import load_price_table, priced_usage, turn_usage_pairs
-from ..model.session import SessionDetail, load_session
-from ..store.events import Run, Usage
+from ..store.usage import Usage
 from ..timefmt import age, now_ms, parse_time_arg
 from . import main
 from .common import fail, handle_errors, json_out, open_reader, resolve_store_dir, store_option
@@ -78,7 +76,10 @@ def _cell_json(c) -> dict:
     return d
 
 
-def _show_json(detail: SessionDetail, reader, prices, turn_filter: int | None) -> dict:
+def _show_json(detail, reader, prices, turn_filter: int | None) -> dict:
+    from ..model.interrupted import check_interrupted
+    from ..store.events import Run
+
     check = check_interrupted(detail.turns, detail.turn_run_trace)
     turns = []
     session_pairs = []
@@ -190,6 +191,8 @@ def _flags_dict(c: dict) -> str:
 @handle_errors
 def show(session, store, turn, as_json, prices_file):
     """Show a session: turns, accepted plans, cassette cells, usage, cost, lineage."""
+    from ..model.session import load_session
+
     with open_reader(store) as reader:
         prices = load_price_table(prices_file, reader.dir)
         detail = load_session(reader, session)

@@ -1142,8 +1142,43 @@ class _Parser:
         return A.DraftAst(name, tuple(params), returns, body)
 
 
+# The shape of nearly every stored plan: a host-derived one-statement flow (spec §5.2),
+# ``flow\n  name = op({<JSON object>})\n``. Recognised here without the general parser.
+_HOST_PLAN = re.compile(r"flow\n  (\$?)([A-Za-z_][A-Za-z0-9_]*) = ([A-Za-z_][A-Za-z0-9_.\-]*)\((\{.*\})\)\n?", re.S)
+
+
+def _no_duplicate_keys(pairs: list) -> dict:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise ValueError("duplicate key")
+    return out
+
+
+def _reject_constant(name: str):
+    raise ValueError(name)
+
+
+def _host_plan_fast(text: str) -> A.DraftAst | None:
+    m = _HOST_PLAN.fullmatch(text)
+    if m is None:
+        return None
+    sigil, name, op, arg = m.groups()
+    if '"""' in arg or (not sigil and name in RESERVED) or op in RESERVED or op == "fmt":
+        return None
+    try:
+        value = json.loads(arg, object_pairs_hook=_no_duplicate_keys, parse_constant=_reject_constant)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    return A.DraftAst(None, (), None, (A.Bind(name, A.Call(op, (A.Lit(value),))),))
+
+
 def parse(text: str) -> A.DraftAst:
     """Parse one flow. Raises :class:`ParseError` (``line N, col M: …``)."""
+    fast = _host_plan_fast(text)
+    if fast is not None:
+        return fast
     return _Parser(text).flow()
 
 

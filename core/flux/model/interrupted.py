@@ -5,12 +5,13 @@ for resurrection."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..errors import FluxError
-from ..store.store import StoredEvent
-from .ledger import ledger_from_interrupted
-from .session import Turn
+
+if TYPE_CHECKING:  # the check imports the language lazily: listing sessions must stay cheap
+    from ..store.store import StoredEvent
+    from .session import Turn
 
 __all__ = ["InterruptedTurn", "InterruptCheck", "check_interrupted"]
 
@@ -35,7 +36,7 @@ class InterruptCheck:
     open_turn: int | None = None  # 1-based number of the open turn, flagged or not
 
 
-def check_interrupted(turns: Sequence[Turn], turn_run_trace: Callable[[Turn], Sequence[StoredEvent]]) -> InterruptCheck:
+def check_interrupted(turns: "Sequence[Turn]", turn_run_trace: "Callable[[Turn], Sequence[StoredEvent]]") -> InterruptCheck:
     open_turn = next((t for t in reversed(turns) if not t.ended), None)
     if open_turn is None:
         return InterruptCheck()
@@ -51,8 +52,9 @@ def check_interrupted(turns: Sequence[Turn], turn_run_trace: Callable[[Turn], Se
     if plan.plan_source is None:
         return InterruptCheck(reason=f"turn {open_turn.number}'s last accepted plan has no plan_source — not resumable",
                               open_turn=open_turn.number)
-    from ..lang.parser import parse
     from ..lang.hashes import flow_key
+    from ..lang.parser import parse
+    from .ledger import ledger_from_interrupted
 
     try:
         draft = parse(plan.plan_source)

@@ -12,12 +12,21 @@ import json
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from ..store.events import Message, Usage, decode_payload, TurnStarted, PayloadError
-from ..store.store import SessionRow, StoredEvent, StoreReader
-from .interrupted import InterruptCheck, check_interrupted
+from typing import TYPE_CHECKING
+
+from ..store.store import SessionRow, StoreReader
+from ..store.usage import Usage
 from .lineage import Lineage, lineage_of
 from .pricing import PriceTable
-from .session import fold_turns
+
+if TYPE_CHECKING:
+    from .interrupted import InterruptCheck
+
+
+def _no_interrupt() -> "InterruptCheck":
+    from .interrupted import InterruptCheck
+
+    return InterruptCheck()
 
 __all__ = ["SessionSummary", "summarize_sessions", "list_sessions", "session_matches_query"]
 
@@ -29,7 +38,7 @@ class SessionSummary:
     row: SessionRow
     turns: int = 0
     last_outcome: str | None = None  # None when the session has no turn
-    interrupt: InterruptCheck = field(default_factory=InterruptCheck)
+    interrupt: "InterruptCheck" = field(default_factory=_no_interrupt)
     lineage: Lineage | None = None
     usage: Usage = field(default_factory=Usage)
     cost: float | None = 0.0  # None: some model's price is unknown
@@ -71,8 +80,23 @@ def _chunks(seq: Sequence, n: int = _CHUNK) -> Iterable[Sequence]:
         yield seq[i:i + n]
 
 
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
+                 "cache_creation_1h_input_tokens", "reasoning_tokens", "audio_input_tokens", "audio_output_tokens")
+_SUMS = ", ".join(f"SUM(json_extract(payload, '$.data.usage.{f}'))" for f in _USAGE_FIELDS)
+
+
+def _usage(sums: Sequence, reported: float | None) -> Usage:
+    vals = [int(v) if isinstance(v, (int, float)) else 0 for v in sums]
+    one_h = vals[4] or None
+    return Usage(vals[0], vals[1], vals[2], vals[3], one_h, vals[5], vals[6], vals[7], reported)
+
+
 def summarize_sessions(reader: StoreReader, rows: Sequence[SessionRow], prices: PriceTable | None) -> list[SessionSummary]:
-    """Fill turns, last outcome, interrupted flag, lineage and cost for the given registry rows."""
+    """Fill turns, last outcome, interrupted flag, lineage and cost for the given registry rows.
+
+    Aggregates run in SQLite (``json_extract``, index searches by ``(stream, kind)``): Python sees
+    one row per turn, not one per event.
+    """
     out = {r.id: SessionSummary(row=r, lineage=lineage_of(r)) for r in rows}
     for chunk in _chunks([r.id for r in rows]):
         marks = ",".join("?" * len(chunk))
@@ -81,39 +105,27 @@ def summarize_sessions(reader: StoreReader, rows: Sequence[SessionRow], prices: 
                 f"SELECT stream, COUNT(*), MAX(global_seq) FROM events WHERE kind = 'turn_started' AND stream IN ({marks}) GROUP BY stream", chunk):
             out[stream].turns = count
             newest_turn[stream] = tid
-        # Turn endings (last outcome; usage of turns without call rows) and call usage: small rows.
+        # Spend per (turn, model), split by whether the provider reported its own cost.
+        called: set[tuple[str, int | None]] = set()
+        for stream, tid, model, n_reported, reported, *sums in reader.query(
+                f"SELECT stream, turn_id, json_extract(payload, '$.data.model') AS m,"
+                f" json_type(payload, '$.data.usage.reported_cost_usd') IS NOT NULL AS r,"
+                f" SUM(json_extract(payload, '$.data.usage.reported_cost_usd')), {_SUMS}"
+                f" FROM events WHERE kind = 'call_usage' AND stream IN ({marks}) GROUP BY stream, turn_id, m, r", chunk):
+            called.add((stream, tid))
+            _add_cost(out[stream], str(model or ""), _usage(sums, float(reported) if n_reported else None), prices)
         ended: set[tuple[str, int]] = set()
-        called: set[tuple[str, int]] = set()
-        turn_usage: dict[tuple[str, int], Usage] = {}
-        for stream, tid, kind, payload in reader.query(
-                f"SELECT stream, turn_id, kind, payload FROM events WHERE kind IN ('turn_ended', 'call_usage') AND stream IN ({marks}) ORDER BY stream, stream_seq", chunk):
-            try:
-                body = decode_payload(kind, payload)
-            except PayloadError:
-                continue
+        for stream, tid, outcome, has_usage, *sums in reader.query(
+                f"SELECT stream, turn_id, json_extract(payload, '$.data.outcome'),"
+                f" json_type(payload, '$.data.usage') IS NOT NULL, {_SUMS.replace('SUM(', '(')}"
+                f" FROM events WHERE kind = 'turn_ended' AND stream IN ({marks})", chunk):
+            ended.add((stream, tid))
             s = out[stream]
-            if kind == "turn_ended":
-                ended.add((stream, tid))
-                if newest_turn.get(stream) == tid:
-                    s.last_outcome = body.outcome
-                if body.usage is not None and tid is not None:
-                    turn_usage[(stream, tid)] = body.usage
-            else:
-                called.add((stream, tid))
-                _add_cost(s, body.model, body.usage, prices)
-        # A turn's ``turn_ended.usage`` counts only when none of its calls reported (Turn.effective_usage).
-        uncalled = [(k, u) for k, u in turn_usage.items() if k not in called]
-        if uncalled:
-            tids = [k[1] for k, _ in uncalled]
-            started = dict(reader.query(f"SELECT global_seq, payload FROM events WHERE global_seq IN ({','.join('?' * len(tids))})", tids))
-            for (stream, tid), u in uncalled:
-                model = ""
-                try:
-                    b = decode_payload("turn_started", started.get(tid, "{}"))
-                    model = b.model if isinstance(b, TurnStarted) else ""
-                except PayloadError:
-                    pass
-                _add_cost(out[stream], model or out[stream].row.model, u, prices)
+            if newest_turn.get(stream) == tid:
+                s.last_outcome = outcome if isinstance(outcome, str) else ""
+            if has_usage and (stream, tid) not in called:  # Turn.effective_usage: ended usage only without calls
+                model = _turn_model(reader, tid) or s.row.model
+                _add_cost(s, model, _usage(sums, None), prices)
         ended_count: dict[str, int] = {}
         for stream, _tid in ended:
             ended_count[stream] = ended_count.get(stream, 0) + 1
@@ -126,6 +138,13 @@ def summarize_sessions(reader: StoreReader, rows: Sequence[SessionRow], prices: 
             s.last_outcome = "pending"
             s.interrupt = _check_open_newest_turn(reader, stream, tid, s.turns)
     return [out[r.id] for r in rows]
+
+
+def _turn_model(reader: StoreReader, turn_id: int | None) -> str:
+    if turn_id is None:
+        return ""
+    rows = reader.query("SELECT json_extract(payload, '$.data.model') FROM events WHERE global_seq = ?", (turn_id,))
+    return rows[0][0] if rows and isinstance(rows[0][0], str) else ""
 
 
 def _add_cost(s: SessionSummary, model: str, usage: Usage, prices: PriceTable | None) -> None:
@@ -142,8 +161,10 @@ def _add_cost(s: SessionSummary, model: str, usage: Usage, prices: PriceTable | 
         s.cost += c
 
 
-def _older_open_turn(reader: StoreReader, stream: str, ended_ids: set[int]) -> InterruptCheck:
+def _older_open_turn(reader: StoreReader, stream: str, ended_ids: set[int]) -> "InterruptCheck":
     """The newest turn closed but an older one never did: flux does not flag it (§3.8 step 2)."""
+    from .interrupted import InterruptCheck
+
     starts = [gs for (gs,) in reader.query("SELECT global_seq FROM events WHERE stream = ? AND kind = 'turn_started' ORDER BY global_seq", (stream,))]
     open_numbers = [i + 1 for i, gs in enumerate(starts) if gs not in ended_ids]
     if not open_numbers:
@@ -152,8 +173,11 @@ def _older_open_turn(reader: StoreReader, stream: str, ended_ids: set[int]) -> I
     return InterruptCheck(reason=f"turn {x} is interrupted, but turn {y} ran and closed after it — needs manual recovery", open_turn=x)
 
 
-def _check_open_newest_turn(reader: StoreReader, stream: str, turn_id: int, number: int) -> InterruptCheck:
+def _check_open_newest_turn(reader: StoreReader, stream: str, turn_id: int, number: int) -> "InterruptCheck":
     """§3.8 for a session whose newest turn is open: read only that turn's rows."""
+    from .interrupted import InterruptCheck, check_interrupted
+    from .session import fold_turns
+
     started = reader.events(stream, kinds=("turn_started",), min_global_seq=turn_id, max_global_seq=turn_id + 1)
     scoped = reader.turn_events(stream, turn_id, kinds=("plan_attempted",))
     turns = fold_turns(list(started) + list(scoped))
@@ -166,6 +190,8 @@ def _check_open_newest_turn(reader: StoreReader, stream: str, turn_id: int, numb
 
 def session_matches_query(reader: StoreReader, session_id: str, query: str) -> bool:
     """Case-insensitive substring over the session's conversation text (``--query``)."""
+    from ..store.events import Message
+
     q = query.casefold()
     for ev in reader.events(session_id, kinds=("message", "compacted")):
         b = ev.body

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..errors import FluxError
-from ..store.events import Usage
+from ..store.usage import Usage
 
 __all__ = ["Price", "PriceTable", "BUILTIN_PRICES", "load_price_table"]
 

@@ -245,6 +245,14 @@ class SessionDetail:
     conversation: list[Message]
     cells: list[Cell]
     skipped_rows: int = 0
+    # Set when only one turn's rows were loaded in full (``load_session(..., turn=N)``): the
+    # global_seq window [start, end) whose events are all present; outside it only the turn
+    # headers (turn_started/turn_ended/call_usage/plan_attempted of that turn) and messages are.
+    window: tuple[int, int | None] | None = None
+
+    @property
+    def partial(self) -> bool:
+        return self.window is not None
 
     @property
     def id(self) -> str:
@@ -282,12 +290,34 @@ class SessionDetail:
         return [p for t in self.turns for p in t.accepted_plans]
 
 
-def load_session(reader: StoreReader, ref: str | None) -> SessionDetail:
-    """Resolve ``s_<n>``/``last`` and fold the whole session."""
+_HEADER_KINDS = ("session_started", "model_changed", "message", "compacted", "turn_started", "turn_ended", "call_usage")
+
+
+def load_session(reader: StoreReader, ref: str | None, *, turn: int | None = None) -> SessionDetail:
+    """Resolve ``s_<n>``/``last`` and fold the session.
+
+    ``turn=None`` reads every event. ``turn=N`` (1-based; ``-1`` for the newest) reads what a
+    viewer needs first: the session's messages and turn headers, and every row of that one turn
+    only — so a 100,000-event session opens without decoding all of it.
+    """
     row = reader.resolve_session(ref)
     before = reader.skipped_rows
-    events = reader.events(row.id)
+    if turn is None:
+        events = reader.events(row.id)
+        window = None
+    else:
+        header = reader.events(row.id, kinds=_HEADER_KINDS)
+        starts = [e.global_seq for e in header if isinstance(e.body, TurnStarted)]
+        if not starts:
+            events, window = header, None
+        else:
+            i = len(starts) - 1 if turn == -1 else max(0, min(turn, len(starts)) - 1)
+            window = (starts[i], starts[i + 1] if i + 1 < len(starts) else None)
+            inside = reader.events(row.id, min_global_seq=window[0], max_global_seq=window[1])
+            seen = {e.global_seq for e in inside}
+            scoped = [e for e in reader.turn_events(row.id, window[0]) if e.global_seq not in seen]
+            events = sorted([e for e in header if e.global_seq not in seen] + inside + scoped, key=lambda e: e.stream_seq)
     skipped = reader.skipped_rows - before
     turns = fold_turns(events)
     return SessionDetail(row=row, events=events, turns=turns, conversation=fold_conversation(events),
-                         cells=collect_cells(events, turns), skipped_rows=skipped)
+                         cells=collect_cells(events, turns), skipped_rows=skipped, window=window)

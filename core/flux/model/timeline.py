@@ -114,6 +114,7 @@ def _plan_statements(index: int, attempt: PlanAttempt) -> TimelinePlan:
 def build_timeline(detail: SessionDetail, turn: Turn) -> TurnTimeline:
     events = detail.turn_events(turn)
     cell_by_seq = {c.global_seq: c for c in detail.turn_cells(turn)}
+    attempts_by_seq = {p.global_seq: p for p in turn.plan_attempts}
     plans: list[TimelinePlan] = []
     by_key: dict[str, TimelinePlan] = {}
     loose: list[Cell] = []
@@ -151,7 +152,7 @@ def build_timeline(detail: SessionDetail, turn: Turn) -> TurnTimeline:
         b = ev.body
         if isinstance(b, PlanAttempted):
             if b.outcome == "accepted" and b.plan_source is not None:
-                attempt = next((p for p in turn.plan_attempts if p.global_seq == ev.global_seq), None)
+                attempt = attempts_by_seq.get(ev.global_seq)
                 if attempt is None:
                     continue
                 tp = _plan_statements(len(plans), attempt)

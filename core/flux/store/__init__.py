@@ -1,7 +1,33 @@
-"""The flux store: SQLite event log + flow store in a ``Storage::dir`` (spec §1, §2)."""
+"""The flux store: SQLite event log + flow store in a ``Storage::dir`` (spec §1, §2).
 
-from .events import *  # noqa: F401,F403
-from .events import __all__ as _events_all
-from .store import SessionRow, StoredEvent, StoreReader, StoreWriter, default_store_dir, session_number
+Names load lazily (PEP 562) so a command that only lists sessions does not pay for importing every
+event type.
+"""
 
-__all__ = list(_events_all) + ["SessionRow", "StoredEvent", "StoreReader", "StoreWriter", "default_store_dir", "session_number"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_STORE_NAMES = ("SessionRow", "StoredEvent", "StoreReader", "StoreWriter", "default_store_dir", "session_number")
+
+
+_SUBMODULES = ("events", "schema", "store", "ulid", "usage")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module("." + name, __name__)
+    if name in _STORE_NAMES:
+        return getattr(importlib.import_module(".store", __name__), name)
+    if name == "Usage":
+        return importlib.import_module(".usage", __name__).Usage
+    events = importlib.import_module(".events", __name__)
+    if name in events.__all__ or hasattr(events, name):
+        return getattr(events, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    events = importlib.import_module(".events", __name__)
+    return sorted(set(_STORE_NAMES) | set(events.__all__))

@@ -50,7 +50,7 @@ class _Struct:
             v = getattr(self, name)
             if v is None:
                 continue
-            if isinstance(v, _Struct):
+            if isinstance(v, (_Struct, Usage)):
                 v = v.to_body()
             out[key] = v
         return out
@@ -86,55 +86,7 @@ def _json_name(name: str) -> str:
     return name[:-1] if name.endswith("_") else name  # `type_` style escapes
 
 
-@dataclass(frozen=True, slots=True)
-class Usage(_Struct):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-    cache_creation_1h_input_tokens: int | None = None  # newer writers; absent in flux 0.26.0
-    reasoning_tokens: int = 0
-    audio_input_tokens: int = 0
-    audio_output_tokens: int = 0
-    reported_cost_usd: float | None = None
-
-    @classmethod
-    def from_body(cls, d: Any) -> "Usage":
-        u = _Struct.from_body.__func__(cls, d)
-        # Coerce junk (strings, nulls) to the serde default rather than failing the row.
-        vals = {}
-        for f in fields(cls):
-            v = getattr(u, f.name)
-            if f.name == "reported_cost_usd":
-                vals[f.name] = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-            elif f.name == "cache_creation_1h_input_tokens":
-                vals[f.name] = int(v) if isinstance(v, int) and not isinstance(v, bool) else None
-            else:
-                vals[f.name] = int(v) if isinstance(v, int) and not isinstance(v, bool) else 0
-        return cls(**vals)
-
-    def __add__(self, other: "Usage") -> "Usage":
-        def opt_sum(a, b):
-            if a is None and b is None:
-                return None
-            return (a or 0) + (b or 0)
-
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_creation_input_tokens=self.cache_creation_input_tokens + other.cache_creation_input_tokens,
-            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
-            cache_creation_1h_input_tokens=opt_sum(self.cache_creation_1h_input_tokens, other.cache_creation_1h_input_tokens),
-            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
-            audio_input_tokens=self.audio_input_tokens + other.audio_input_tokens,
-            audio_output_tokens=self.audio_output_tokens + other.audio_output_tokens,
-            reported_cost_usd=opt_sum(self.reported_cost_usd, other.reported_cost_usd),
-        )
-
-    @property
-    def total_tokens(self) -> int:
-        return (self.input_tokens + self.output_tokens + self.cache_creation_input_tokens
-                + self.cache_read_input_tokens + (self.cache_creation_1h_input_tokens or 0))
+from .usage import Usage  # noqa: E402  (re-exported: one home, imported cheaply by listings)
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,15 +24,15 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 from urllib.parse import quote
 
 from ..errors import SessionNotFound, StoreError, StoreLockedError
 from . import schema
-from .events import (
-    Compacted, EventBody, Message, ModelChanged, PayloadError, SessionStarted, UNSCOPED_KINDS, decode_payload, encode_payload,
-)
 from .ulid import new_ulid
+
+if TYPE_CHECKING:
+    from .events import EventBody
 
 __all__ = [
     "StoredEvent", "SessionRow", "StoreReader", "StoreWriter", "default_store_dir", "session_number",
@@ -341,6 +341,8 @@ class StoreReader:
     # -- events ---------------------------------------------------------------------------------
 
     def _decode_rows(self, rows: Iterable[tuple]) -> list[StoredEvent]:
+        from .events import PayloadError, decode_payload  # lazy: listing never decodes events
+
         out = []
         skipped = 0
         for gs, stream, sseq, eid, kind, ts, turn_id, payload in rows:
@@ -501,6 +503,8 @@ class StoreWriter:
     def create_session(self, model: str, *, context: dict[str, str | None] | None = None,
                        ts: int | None = None) -> str:
         """Insert the registry row and the ``session_started`` event at ``stream_seq`` 0."""
+        from .events import SessionStarted
+
         ctx = context or {}
         ts = self.now() if ts is None else ts
         with self.transaction():
@@ -516,6 +520,8 @@ class StoreWriter:
     def append(self, stream: str, body: EventBody, *, turn_id: int | None = None, ts: int | None = None,
                event_id: str | None = None) -> StoredEvent:
         """Append one event in its own transaction (or the enclosing :meth:`transaction`)."""
+        from .events import UNSCOPED_KINDS, decode_payload
+
         if turn_id is not None and body.KIND in UNSCOPED_KINDS:
             raise ValueError(f"{body.KIND} events never carry a turn_id")
         ts = self.now() if ts is None else ts
@@ -537,6 +543,8 @@ class StoreWriter:
 
     def _insert(self, stream: str, body: EventBody, turn_id: int | None, ts: int, event_id: str | None,
                 *, update_registry: bool) -> StoredEvent:
+        from .events import Compacted, Message, ModelChanged, SessionStarted, encode_payload
+
         c = self.conn
         seq = c.execute("SELECT COALESCE(MAX(stream_seq), -1) + 1 FROM events WHERE stream = ?", (stream,)).fetchone()[0]
         eid = event_id or new_ulid(ts)
