@@ -508,8 +508,9 @@ class TurnRunner:
         rec.append(TurnEnded(outcome=out.outcome, iterations=out.iterations, answer=cfg.redactor.redact(out.answer),
                              usage=total), turn_id=tid)
         flush = cfg.writer.now()
-        for ob in observations:
-            rec.append(Observation(ob.kind, ob.phase, cfg.redactor.redact_value(ob.data)), turn_id=tid, ts=flush)
+        with cfg.writer.transaction():  # the observation flush is one batch (§2.4)
+            for ob in observations:
+                rec.append(Observation(ob.kind, ob.phase, cfg.redactor.redact_value(ob.data)), turn_id=tid, ts=flush)
         for m in self._closing_messages(turn_msgs, out.outcome, out.answer):
             rec.message(m["role"], m["content"])
 
@@ -558,8 +559,9 @@ class TurnRunner:
         out.cells = list(rec.cells)
         rec.append(TurnEnded(outcome=out.outcome, iterations=steps, answer=cfg.redactor.redact(out.answer)), turn_id=turn_id)
         flush = cfg.writer.now()
-        for ob in observations:
-            rec.append(Observation(ob.kind, ob.phase, cfg.redactor.redact_value(ob.data)), turn_id=turn_id, ts=flush)
+        with cfg.writer.transaction():
+            for ob in observations:
+                rec.append(Observation(ob.kind, ob.phase, cfg.redactor.redact_value(ob.data)), turn_id=turn_id, ts=flush)
         answer_msg = {"role": "assistant", "content": [{"type": "text", "text": out.answer}]}
         rec.message("assistant", answer_msg["content"])
         if cancelled:
