@@ -33,7 +33,7 @@ from typing import Any, AsyncIterator
 
 from ...store.events import Usage
 from .base import Chunk, ModelRequest, ProviderError
-from .openai_provider import (Failure, RetryPolicy, StreamBroken, classify_http_failure, display_url, missing_sdk,
+from .openai_provider import (Failure, LoopBoundClient, RetryPolicy, StreamBroken, classify_http_failure, display_url, missing_sdk,
                               parse_arguments, stream_with_retries, usage_chunk)
 
 __all__ = ["AnthropicProvider"]
@@ -109,7 +109,7 @@ class AnthropicProvider:
                  max_retries: int = 3, timeout: float = 60.0, retry_base_delay: float = 0.5,
                  retry_max_delay: float = 20.0):
         try:
-            import anthropic  # noqa: F401 — lazy: the SDK is an optional extra
+            import anthropic  # lazy: the SDK is an optional extra
         except ImportError:
             raise missing_sdk("anthropic") from None
         self.model = model
@@ -123,10 +123,16 @@ class AnthropicProvider:
         self._api_key = key or _PLACEHOLDER_KEY
         self.timeout = timeout
         self.policy = RetryPolicy(max_retries, retry_base_delay, retry_max_delay)
+        self._clients = LoopBoundClient(lambda: anthropic.AsyncAnthropic(
+            api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0))
 
     @property
     def max_retries(self) -> int:
         return self.policy.max_retries
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (optional; it is also dropped when its event loop ends)."""
+        await self._clients.aclose()
 
     def __repr__(self) -> str:  # never shows the key
         return f"AnthropicProvider(model={self.model!r}, base_url={display_url(self.base_url)!r})"
@@ -176,13 +182,9 @@ class AnthropicProvider:
                                      retryable_error_types=_RETRYABLE_ERROR_TYPES)
 
     async def _attempt(self, request: ModelRequest) -> AsyncIterator[Chunk]:
-        import anthropic
-
         params = self.request_params(request)  # before any I/O: a bad request is not retried
-        client = anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
-                                          max_retries=0)
+        stream = await self._clients.get().messages.create(**params)
         try:
-            stream = await client.messages.create(**params)
             usage: dict[str, int] = {}
             blocks: dict[int, dict] = {}
             stop_reason: str | None = None
@@ -239,7 +241,7 @@ class AnthropicProvider:
                 yield usage_chunk(Usage(**usage))
             yield Chunk("done", {"stop_reason": _STOP_REASONS.get(stop_reason or "end_turn", "end_turn")})
         finally:
-            await client.close()
+            await stream.close()
 
     @staticmethod
     def _update_usage(usage: dict[str, int], u: Any) -> None:

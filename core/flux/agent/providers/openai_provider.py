@@ -38,6 +38,7 @@ import json
 import os
 import random
 import uuid
+import weakref
 from typing import Any, AsyncIterator, Callable
 from urllib.parse import urlsplit, urlunsplit
 
@@ -228,6 +229,28 @@ def classify_http_failure(provider: str, key_env: str, exc: BaseException, *, sd
                    "this looks like a bug in the provider adapter; report it with the model name")
 
 
+class LoopBoundClient:
+    """One SDK client per running event loop: building one costs ~0.1 s (TLS setup), and an HTTP
+    connection pool must not outlive the loop it was made on (the sync convenience runs a loop per turn)."""
+
+    def __init__(self, factory: Callable[[], Any]):
+        self._factory = factory
+        self._client: Any = None
+        self._loop: Any = None
+
+    def get(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is None or self._loop() is not loop:
+            self._client = self._factory()
+            self._loop = weakref.ref(loop)
+        return self._client
+
+    async def aclose(self) -> None:
+        client, self._client, self._loop = self._client, None, None
+        if client is not None:
+            await client.close()
+
+
 def missing_sdk(provider: str) -> FluxError:
     return FluxError(f"the {provider} provider needs the {provider} package — pip install 'flux-tui[{provider}]'")
 
@@ -357,7 +380,7 @@ class OpenAIProvider:
                  max_retries: int = 3, timeout: float = 60.0, retry_base_delay: float = 0.5,
                  retry_max_delay: float = 20.0):
         try:
-            import openai  # noqa: F401 — lazy: the SDK is an optional extra
+            import openai  # lazy: the SDK is an optional extra
         except ImportError:
             raise missing_sdk("openai") from None
         self.model = model
@@ -368,10 +391,16 @@ class OpenAIProvider:
         self._api_key = key or _PLACEHOLDER_KEY
         self.timeout = timeout
         self.policy = RetryPolicy(max_retries, retry_base_delay, retry_max_delay)
+        self._clients = LoopBoundClient(lambda: openai.AsyncOpenAI(
+            api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0))
 
     @property
     def max_retries(self) -> int:
         return self.policy.max_retries
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (optional; it is also dropped when its event loop ends)."""
+        await self._clients.aclose()
 
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAIProvider(model={self.model!r}, base_url={display_url(self.base_url)!r})"
@@ -410,11 +439,9 @@ class OpenAIProvider:
                                      api_key=self._api_key)
 
     async def _attempt(self, request: ModelRequest) -> AsyncIterator[Chunk]:
-        import openai
-
-        client = openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0)
+        params = self.request_params(request)
+        stream = await self._clients.get().chat.completions.create(**params)
         try:
-            stream = await client.chat.completions.create(**self.request_params(request))
             started = False
             calls: dict[int, _ToolCall] = {}
             order: list[int] = []
@@ -474,5 +501,5 @@ class OpenAIProvider:
                 stop = "tool_use"  # servers that report "stop" for a tool call
             yield Chunk("done", {"stop_reason": stop})
         finally:
-            await client.close()
+            await stream.close()
 
