@@ -403,3 +403,64 @@ def test_fake_server_stream_parses_with_the_sdk_stream_helper(server):
             await client.close()
     m = asyncio.run(go())
     assert m.content[0].text == "Note:" and m.content[1].input == json.loads(args) and m.usage.output_tokens == 7
+
+
+# --- end to end: `flux run -m anthropic:NAME --base-url …` records a replayable run ----------------
+
+
+def _flux(*args, env=None):
+    from click.testing import CliRunner
+
+    from flux.cli import agent as _agent  # noqa: F401  (registers `run`)
+    from flux.cli import main
+
+    return CliRunner().invoke(main, [str(a) for a in args], env=env or {})
+
+
+@pytest.mark.parametrize("suffix", ["", "/v1"])
+def test_flux_run_anthropic_writes_the_note_records_and_replays(server, tmp_path, ws, suffix):
+    from flux.model.session import load_session
+    from flux.store.store import StoreReader
+
+    note = {"path": "note.txt", "content": "written through the anthropic provider\n"}
+    server.script(Answer(text="Writing it.", tool_calls=[ToolCall("append", json.dumps(note), "toolu_note")], pieces=5,
+                         input_tokens=300, output_tokens=40, cached_tokens=1000),
+                  Answer(text="Wrote note.txt.", input_tokens=350, output_tokens=8))
+    s = tmp_path / "S"
+    res = _flux("run", "-m", "anthropic:claude-fake", "--base-url", server.base_url + suffix, "--store", s,
+                "--workspace", ws, "--yes", "write a note", env={"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": ""})
+    assert res.exit_code == 0, res.output
+    assert "Wrote note.txt." in res.stdout
+    assert (ws / "note.txt").read_text() == note["content"]
+    assert len(server.requests) == 2 and server.requests[1].path == "/v1/messages"
+    msgs = server.requests[1].body["messages"]
+    assert msgs[1]["role"] == "assistant" and msgs[1]["content"][-1] == {"type": "tool_use", "id": "toolu_note",
+                                                                         "name": "append", "input": note}
+    [result] = [b for b in msgs[2]["content"] if b["type"] == "tool_result"]
+    assert result["tool_use_id"] == "toolu_note" and not result.get("is_error")
+    with StoreReader(s) as r:
+        sess = load_session(r, "last")
+    [turn] = sess.turns
+    assert (turn.user_input, turn.outcome, turn.answer) == ("write a note", "ok", "Wrote note.txt.")
+    assert [c.rec.op for c in sess.cells] == ["append"]
+    rep = _flux("replay", "last", "--store", s, "--json")
+    assert rep.exit_code == 0, rep.output
+    rj = json.loads(rep.stdout)
+    assert rj["diverged"] is None and rj["cells_consumed"] == rj["cells_total"] == 1
+    files = [(p, p.read_bytes()) for p in s.rglob("*") if p.is_file()]
+    assert files and not [p for p, b in files if KEY.encode() in b]
+
+
+def test_flux_run_anthropic_server_down_is_a_turn_error_with_the_message(server, tmp_path, ws):
+    server.always(Fail(529, "Overloaded", headers={"retry-after-ms": "5"}))
+    s = tmp_path / "S"
+    res = _flux("run", "-m", "anthropic:claude-fake", "--base-url", server.base_url, "--store", s, "--workspace", ws,
+                "--yes", "write a note", env={"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": ""})
+    assert res.exit_code == 1 and "Overloaded" in res.stderr and "turn ended error" in res.stderr
+    assert len(server.requests) == 4  # the provider's default max_retries=3, and no second layer of retries
+    from flux.model.session import load_session
+    from flux.store.store import StoreReader
+
+    with StoreReader(s) as r:
+        [turn] = load_session(r, "last").turns
+    assert turn.outcome == "error" and "Overloaded" in (turn.answer or "")

@@ -324,7 +324,16 @@ def test_backoff_is_exponential(server):
     assert 0.26 <= elapsed < 5  # 0.05 + 0.1 + 0.2, ±25% jitter, plus three round trips
     policy = RetryPolicy(5, 1.0, 10.0)
     assert 0.75 <= policy.delay(0, None) <= 1.25 and 6 <= policy.delay(3, None) <= 10
-    assert policy.delay(5, None) == 10.0 and policy.delay(0, 4.0) == 4.0  # capped; honours Retry-After
+    assert policy.delay(5, None) == 10.0  # capped
+    assert policy.delay(0, 4.0) == 4.0 and policy.delay(3, 0.01) == 0.01  # the server's Retry-After wins…
+    assert 0.75 <= policy.delay(0, 0) <= 1.25 and 0.75 <= policy.delay(0, 3600) <= 1.25  # …unless it is absurd
+
+
+def test_retry_after_ms_from_the_server_is_honoured(server):
+    server.script(Fail(429, "slow down", headers={"retry-after-ms": "300"}), Answer(text="ok"))
+    t0 = time.monotonic()
+    assert assemble(collect(provider(server, retry_base_delay=0.0))).text == "ok"
+    assert time.monotonic() - t0 >= 0.3
 
 
 @pytest.mark.parametrize("status,words", [(404, "check the model name"), (400, "fix the request"), (403, "may use this model")])
@@ -409,3 +418,87 @@ def test_fake_server_json_mode_parses_with_the_sdk(server):
     assert r.choices[0].message.content == "plain json" and r.choices[0].finish_reason == "tool_calls"
     assert r.choices[0].message.tool_calls[0].function.arguments == '{"path": "n"}'
     assert r.usage.prompt_tokens == 11
+
+
+# --- end to end: `flux run -m openai:NAME --base-url …` records a replayable run -------------------
+
+
+def _flux(*args, env=None):
+    from click.testing import CliRunner
+
+    from flux.cli import agent as _agent  # noqa: F401  (registers `run`)
+    from flux.cli import main
+
+    return CliRunner().invoke(main, [str(a) for a in args], env=env or {})
+
+
+def _store_bytes(store) -> list[tuple[str, bytes]]:
+    return [(str(p), p.read_bytes()) for p in sorted(store.rglob("*")) if p.is_file()]
+
+
+def test_flux_run_openai_writes_the_note_records_and_replays(server, tmp_path, ws):
+    from flux.model.session import load_session
+    from flux.store.store import StoreReader
+
+    note = {"path": "note.txt", "content": "written through the openai provider\n"}
+    server.script(Answer(text="I'll write the note.", tool_calls=[ToolCall("append", json.dumps(note), "call_note")], pieces=4,
+                         input_tokens=120, output_tokens=30),
+                  Answer(text="Wrote note.txt.", input_tokens=160, output_tokens=6))
+    s = tmp_path / "S"
+    res = _flux("run", "-m", "openai:fake-model", "--base-url", server.base_url, "--store", s, "--workspace", ws, "--yes",
+                "write a note", env={"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": ""})
+    assert res.exit_code == 0, res.output
+    assert "Wrote note.txt." in res.stdout
+    assert (ws / "note.txt").read_text() == note["content"]
+    # two model calls; the second carries the tool result back as a role:tool message
+    assert len(server.requests) == 2
+    msgs = server.requests[1].body["messages"]
+    assert msgs[0]["role"] == "system"
+    call_msg = next(m for m in msgs if m.get("tool_calls"))
+    assert call_msg["tool_calls"][0]["id"] == "call_note" and json.loads(call_msg["tool_calls"][0]["function"]["arguments"]) == note
+    tool_msg = next(m for m in msgs if m["role"] == "tool")
+    assert tool_msg["tool_call_id"] == "call_note" and not tool_msg["content"].startswith("Error")
+    assert [t["function"]["name"] for t in server.requests[0].body["tools"]].count("append") == 1
+    # the run is recorded: turn ok, the append cell, usage of both calls
+    with StoreReader(s) as r:
+        sess = load_session(r, "last")
+    [turn] = sess.turns
+    assert (turn.user_input, turn.outcome, turn.answer) == ("write a note", "ok", "Wrote note.txt.")
+    assert [c.rec.op for c in sess.cells] == ["append"] and not sess.cells[0].rec.is_error
+    # replay is faithful
+    rep = _flux("replay", "last", "--store", s, "--json")
+    assert rep.exit_code == 0, rep.output
+    rj = json.loads(rep.stdout)
+    assert rj["diverged"] is None and rj["cells_consumed"] == rj["cells_total"] == 1
+    # the key is in no store file
+    files = _store_bytes(s)
+    assert files and not [p for p, b in files if KEY.encode() in b]
+
+
+def test_flux_run_openai_malformed_arguments_go_back_as_a_tool_error(server, tmp_path, ws):
+    server.script(Answer(tool_calls=[ToolCall("append", '{"path": "note.txt", "content": "unterminated', "call_bad")]),
+                  Answer(text="Sorry, giving up."))
+    s = tmp_path / "S"
+    res = _flux("run", "-m", "openai:fake-model", "--base-url", server.base_url, "--store", s, "--workspace", ws, "--yes",
+                "write a note", env={"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": ""})
+    assert res.exit_code == 0, res.output
+    assert not (ws / "note.txt").exists()
+    tool_msg = next(m for m in server.requests[1].body["messages"] if m["role"] == "tool")
+    assert tool_msg["tool_call_id"] == "call_bad" and tool_msg["content"].startswith("Error: ")
+    assert "not a JSON object" in tool_msg["content"]
+    from flux.model.session import load_session
+    from flux.store.store import StoreReader
+
+    with StoreReader(s) as r:
+        [turn] = load_session(r, "last").turns
+    assert (turn.outcome, turn.answer) == ("ok", "Sorry, giving up.")
+
+
+def test_flux_run_openai_rejected_key_ends_the_turn_with_a_clear_error(server, tmp_path, ws):
+    server.always(Fail(401, f"Incorrect API key provided: {KEY}"))
+    s = tmp_path / "S"
+    res = _flux("run", "-m", "openai:fake-model", "--base-url", server.base_url, "--store", s, "--workspace", ws, "--yes",
+                "write a note", env={"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": ""})
+    assert res.exit_code == 1 and "rejected the API key" in res.stderr and KEY not in res.output
+    assert len(server.requests) == 1  # a rejected key is not retried, by the provider or the loop
+    assert not [p for p, b in _store_bytes(s) if KEY.encode() in b]

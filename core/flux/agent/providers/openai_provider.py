@@ -113,8 +113,8 @@ def retry_after_seconds(headers: Any) -> float | None:
 
 
 class RetryPolicy:
-    """Exponential backoff: ``base_delay * 2**attempt`` (±25% jitter), at least the server's
-    ``Retry-After``, at most ``max_delay``."""
+    """The server's ``Retry-After`` / ``retry-after-ms`` when it gives a sensible one (0–60 s, as the
+    SDKs do), else exponential backoff: ``base_delay * 2**attempt`` (±25% jitter), at most ``max_delay``."""
 
     def __init__(self, max_retries: int, base_delay: float, max_delay: float):
         if max_retries < 0:
@@ -124,10 +124,9 @@ class RetryPolicy:
         self.max_delay = max(self.base_delay, max_delay)
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
-        d = self.base_delay * (2 ** attempt) * random.uniform(0.75, 1.25)
-        if retry_after is not None:
-            d = max(d, retry_after)
-        return min(d, self.max_delay)
+        if retry_after is not None and 0 < retry_after <= 60:
+            return retry_after
+        return min(self.base_delay * (2 ** attempt) * random.uniform(0.75, 1.25), self.max_delay)
 
 
 async def stream_with_retries(provider: str, policy: RetryPolicy, attempt_stream: Callable[[], AsyncIterator[Chunk]],
