@@ -10,7 +10,10 @@ Translation, flux → Chat Completions (flux messages are Anthropic-shaped, spec
   JSON of ``input``); ``thinking`` blocks are dropped (Chat Completions has no place for them);
 * user ``tool_result`` blocks → one ``{"role": "tool", "tool_call_id"}`` message each, placed before
   the user's other content; an ``is_error`` result's text is prefixed with ``"Error: "``;
-* tools → ``{"type": "function", "function": {name, description, parameters}}``.
+* tools → ``{"type": "function", "function": {name, description, parameters}}``;
+* ``max_tokens`` → ``max_completion_tokens`` for api.openai.com (reasoning models refuse
+  ``max_tokens``), ``max_tokens`` for a ``base_url`` server; ``effort`` → ``reasoning_effort``;
+  ``stop_sequences`` → ``stop``; the request's ``model`` wins over the constructor's.
 
 Translation, streamed deltas → chunks (§1.3): ``message_start`` on the first chunk, ``text_delta``
 per content fragment (a ``refusal`` fragment too), ``thinking_delta`` for the ``reasoning_content`` /
@@ -24,11 +27,16 @@ is still emitted, with ``input = {"__malformed_arguments__": "<the raw argument 
 returns a tool error to the model, which can then retry with valid arguments. Empty arguments (some
 servers send ``""`` for a tool without parameters) parse as ``{}``.
 
-Retries: 429, 5xx, timeouts and dropped connections are retried with exponential backoff (the SDK's
-own retries are turned off, so the total is exactly ``max_retries + 1`` attempts), as long as no
-chunk has been yielded yet; a stream that breaks after chunks were handed out raises a retryable
+Retries: 429, 5xx, timeouts and dropped connections are retried after the server's Retry-After or
+else with exponential backoff from ``retry_base_delay`` (the SDK's own retries are turned off, so the
+total is exactly ``max_retries + 1`` attempts), as long as no chunk has been yielded yet; a stream
+that breaks after chunks were handed out (or ends without a ``finish_reason``) raises a retryable
 :class:`ProviderError` instead of replaying text the caller already has. 401/403/400/404 are not
-retried. No error message ever contains the API key.
+retried. No error message ever contains the API key (it is scrubbed even from the server's text).
+``timeout`` is the SDK's: the longest wait to connect or for the next bytes of the stream.
+
+The retry loop, error classification and client handling below (:func:`stream_with_retries`,
+:func:`classify_http_failure`, :class:`LoopBoundClient`…) are shared with the anthropic provider.
 """
 
 from __future__ import annotations
