@@ -68,6 +68,8 @@ class SessionLoaded(Message):
     interrupt: InterruptCheck
     degraded: str | None = None
     reload: bool = False
+    messages: dict = field(default_factory=dict)  # turn number -> messages (render.turn_messages)
+    unknown: list = field(default_factory=list)  # detail.unknown_events
 
 
 @dataclass

@@ -354,8 +354,8 @@ def render_observations(obs: Sequence[tuple[Any, Observation]]) -> RenderableTyp
     return t
 
 
-def render_unknown(detail: SessionDetail) -> RenderableType:
-    events = detail.unknown_events
+def render_unknown(detail: SessionDetail, events: Sequence | None = None) -> RenderableType:
+    events = detail.unknown_events if events is None else events
     if not events:
         return Text("every event in this session is of a kind this reader knows", style="dim italic")
     t = Table(box=None, padding=(0, 1), expand=True, header_style="dim bold")

@@ -7,7 +7,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
@@ -24,31 +24,13 @@ from ..render import (
     render_cell, render_conversation, render_observations, render_statement, render_turn_info, render_unknown,
     turn_messages,
 )
+from ..widgets.rendered_view import RenderedView as Panel
 from ..widgets.timeline_view import TimelineView, TLRow, build_rows
 from ..widgets.topbar import TopBar
 from ..widgets.turn_list import TurnList
 from ..widgets.virtual_list import VirtualList
 
 __all__ = ["SessionScreen"]
-
-
-class Panel(VerticalScroll):
-    """A focusable scrolling panel holding one ``Static`` (inspector, conversation, …)."""
-
-    DEFAULT_CSS = """
-    Panel { background: $surface; }
-    Panel > Static { width: 1fr; }
-    """
-
-    def __init__(self, topic: str, **kw) -> None:
-        super().__init__(**kw)
-        self.HELP_TOPIC = topic
-
-    def compose(self) -> ComposeResult:
-        yield Static(classes="body")
-
-    def show(self, renderable) -> None:
-        self.query_one(".body", Static).update(renderable)
 
 
 _TURN_GROUP = Binding.Group("Turn", compact=True)
@@ -148,11 +130,13 @@ class SessionScreen(Screen):
             reader = self.app.ensure_reader()
             detail = load_session(reader, self.session_id)
             check, degraded = safe_check_interrupted(detail)
+            messages = turn_messages(detail)
+            unknown = detail.unknown_events
         except (StoreError, SessionNotFound, FluxError) as e:
             self.post_message(LoadFailed(str(e), "session"))
             return
         if not get_current_worker().is_cancelled:
-            self.post_message(SessionLoaded(detail, check, degraded, reload))
+            self.post_message(SessionLoaded(detail, check, degraded, reload, messages, unknown))
 
     @on(LoadFailed)
     def _on_failed(self, message: LoadFailed) -> None:
@@ -175,7 +159,7 @@ class SessionScreen(Screen):
         self.session_id = message.detail.row.id
         self.check = message.interrupt
         self.degraded = message.degraded
-        self._messages = turn_messages(message.detail)
+        self._messages = message.messages
         tl = self.turns_list
         tl.check = self.check
         turns = message.detail.turns
@@ -187,10 +171,10 @@ class SessionScreen(Screen):
             key = next((t.turn_id for t in turns if t.number == open_no), turns[0].turn_id if turns else None)
         tl.set_rows(turns, cursor_key=key)
         tl.refresh_rows()
-        unknown = len(message.detail.unknown_events)
+        unknown = len(message.unknown)
         tab = self.query_one("#bottom", TabbedContent).get_tab("tab-unknown")
         tab.label = f"Unknown ({unknown})" if unknown else "Unknown"
-        self.query_one("#unknown", Panel).show(render_unknown(message.detail))
+        self.query_one("#unknown", Panel).show(render_unknown(message.detail, message.unknown))
         if unknown and not message.reload:
             self.notify(f"{unknown} event(s) of unknown kinds — see the Unknown tab (e)", severity="warning")
         if message.detail.skipped_rows and not message.reload:
@@ -275,7 +259,6 @@ class SessionScreen(Screen):
         elif row.statement is not None and row.plan is not None:
             insp.show(render_statement(row.plan, row.statement))
             insp.border_title = f"Inspector · statement {row.statement.node}"
-        insp.scroll_home(animate=False)
 
     def _show_turn(self, turn: Turn | None) -> None:
         info = self.query_one("#turn-info", Panel)

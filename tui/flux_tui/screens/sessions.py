@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from itertools import islice
 
 from rich.console import Group
@@ -162,6 +163,10 @@ class SessionsScreen(Screen):
         base_done = self._progress[0]
         while todo and not worker.is_cancelled:
             visible = [todo[i] for i in list(self._visible_ids) if i in todo][:VISIBLE_BATCH]
+            if not visible and self.app.screen is not self:
+                # Another screen is on top: the background scan yields the CPU (and the GIL) to it.
+                time.sleep(0.2)
+                continue
             batch = visible or list(islice(todo.values(), BACKGROUND_BATCH))
             try:
                 summaries = safe_summarize(reader, batch, self.app.prices)

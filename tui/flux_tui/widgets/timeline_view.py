@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Hashable
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from flux.model.session import Cell, Turn
@@ -29,6 +30,8 @@ class TLRow:
     cell: Cell | None = None
     text: Text | None = None
     last_cell: bool = False
+    display: str = ""  # a statement's text as shown (without the one-statement flow wrapper)
+    _height: tuple[int, int] | None = field(default=None, repr=False)  # (width, lines)
     _wrapped: tuple[int, list[Text]] | None = field(default=None, repr=False)
 
     @property
@@ -78,7 +81,8 @@ def build_rows(turn: Turn, timeline: TurnTimeline) -> list[TLRow]:
                 rows.append(TLRow("source", plan=tp, text=Text("    ") + line))
             continue
         for si, st in enumerate(tp.statements):
-            rows.append(TLRow("statement", stop=stops.get((tp.index, si, None), -1), plan=tp, statement=st))
+            rows.append(TLRow("statement", stop=stops.get((tp.index, si, None), -1), plan=tp, statement=st,
+                              display=display_statement_text(st.text)))
             for j, c in enumerate(st.cells):
                 rows.append(TLRow("cell", stop=stops.get((tp.index, si, c.global_seq), -1), plan=tp, statement=st,
                                   cell=c, last_cell=j == len(st.cells) - 1))
@@ -106,6 +110,25 @@ def _cell_line(c: Cell, last: bool, width: int) -> Text:
     return t
 
 
+def _inner(width: int) -> int:
+    return max(8, width - 4)
+
+
+def _fold_offsets(line: str, width: int) -> list[int]:
+    """Character offsets where a line is cut to fit ``width`` cells (hard fold, like an editor)."""
+    if line.isascii():
+        return list(range(width, len(line), width)) if len(line) > width else []
+    offsets: list[int] = []
+    used = 0
+    for i, ch in enumerate(line):
+        w = cell_len(ch)
+        if used + w > width:
+            offsets.append(i)
+            used = 0
+        used += w
+    return offsets
+
+
 class TimelineView(VirtualList[TLRow]):
     """Cursor over statements and cells; headings and source lines are display-only."""
 
@@ -125,18 +148,19 @@ class TimelineView(VirtualList[TLRow]):
         return row.kind in ("statement", "cell")
 
     def _statement_lines(self, row: TLRow, width: int) -> list[Text]:
+        """The statement's highlighted lines, hard-folded at the panel width (only for rows on screen)."""
         if row.statement is None:
             return [Text("")]
         if row._wrapped is not None and row._wrapped[0] == width:
             return row._wrapped[1]
         mark, style = statement_marker(row.statement)
-        code = highlight_flux(display_statement_text(row.statement.text))
-        inner = max(8, width - 4)
+        code = highlight_flux(row.display or display_statement_text(row.statement.text))
+        inner = _inner(width)
         lines: list[Text] = []
         for i, src_line in enumerate(code.split("\n")):
-            src_line.no_wrap = False
-            wrapped = src_line.wrap(self.app.console, inner, overflow="fold") if src_line.cell_len > inner else [src_line]
-            for j, part in enumerate(wrapped):
+            offsets = _fold_offsets(src_line.plain, inner)
+            parts = src_line.divide(offsets) if offsets else [src_line]
+            for j, part in enumerate(parts):
                 prefix = Text(f"  {mark} ", style=style) if (i == 0 and j == 0) else Text("    ")
                 lines.append(prefix + part)
         if not lines:
@@ -145,9 +169,16 @@ class TimelineView(VirtualList[TLRow]):
         return lines
 
     def row_height(self, row: TLRow, width: int) -> int:
-        if row.kind == "statement":
-            return len(self._statement_lines(row, width))
-        return 1
+        """Lines a row takes — from the plain text only, so a 100k-row layout stays cheap."""
+        if row.kind != "statement":
+            return 1
+        if row._height is not None and row._height[0] == width:
+            return row._height[1]
+        inner = _inner(width)
+        text = row.display or (display_statement_text(row.statement.text) if row.statement else "")
+        h = sum(len(_fold_offsets(line, inner)) + 1 for line in text.split("\n")) or 1
+        row._height = (width, h)
+        return h
 
     def render_row(self, row: TLRow, index: int, line: int, width: int, selected: bool) -> Text:
         if row.kind == "statement":

@@ -38,4 +38,4 @@ class TopBar(Static):
         grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
         grid.add_column(justify="right", no_wrap=True)
         grid.add_row(self._left, self._right)
-        self.update(grid)
+        self.update(grid, layout=False)

@@ -28,6 +28,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from ._fast import set_virtual_size
+
 __all__ = ["VirtualList", "text_to_strip"]
 
 T = TypeVar("T")
@@ -272,7 +274,7 @@ class VirtualList(ScrollView, Generic[T], can_focus=True):
             self._offsets = None
             self._total_lines = len(self._view)
         self._layout_width = width
-        self.virtual_size = Size(width, self._total_lines + self._header_lines)
+        set_virtual_size(self, Size(width, self._total_lines + self._header_lines))
 
     def _line_to_row(self, line: int) -> tuple[int, int]:
         """Content line → (row index, line within the row)."""
