@@ -42,6 +42,7 @@ The retry loop, error classification and client handling below (:func:`stream_wi
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import random
@@ -178,11 +179,25 @@ class Failure:
         self.detail = detail or message
 
 
+def _transport_errors() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """The timeout and transport exception classes of the HTTP library under the SDKs (``httpx2`` in
+    current releases, ``httpx`` before): a stream that breaks mid-body raises them unwrapped."""
+    timeouts: list[type] = []
+    transport: list[type] = []
+    for name in ("httpx2", "httpx"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        timeouts.append(mod.TimeoutException)
+        transport.append(mod.TransportError)
+    return tuple(timeouts), tuple(transport)
+
+
 def classify_http_failure(provider: str, key_env: str, exc: BaseException, *, sdk: Any, url: str,
                           api_key: str | None, retryable_error_types: tuple[str, ...] = ()) -> Failure:
     """Map an SDK / transport exception to a :class:`Failure` (shared by both HTTP providers)."""
-    import httpx2  # the transport both SDKs are built on
-
+    timeouts, transport = _transport_errors()
     where = f" at {url}" if url else ""
     if isinstance(exc, sdk.APIStatusError):
         status = exc.status_code
@@ -217,11 +232,11 @@ def classify_http_failure(provider: str, key_env: str, exc: BaseException, *, sd
                            "check the model name and --base-url", status=404)
         return Failure(f"{provider} refused the request ({status}{where}): {msg}",
                        "fix the request (model name, parameters) and run again", status=status)
-    if isinstance(exc, (sdk.APITimeoutError, httpx2.TimeoutException, asyncio.TimeoutError)):
+    if isinstance(exc, (sdk.APITimeoutError, asyncio.TimeoutError, *timeouts)):
         return Failure(f"{provider} did not answer in time{where}",
                        "raise the timeout or check that the server is responsive",
                        retryable=True, detail="timed out")
-    if isinstance(exc, (sdk.APIConnectionError, httpx2.TransportError, StreamBroken, ConnectionError)):
+    if isinstance(exc, (sdk.APIConnectionError, StreamBroken, ConnectionError, *transport)):
         cause = exc.__cause__ or exc.__context__
         detail = scrub(str(cause) if isinstance(exc, sdk.APIConnectionError) and cause else str(exc), api_key) \
             or type(exc).__name__
