@@ -16,6 +16,7 @@ from .. import __version__
 _VERBS = {
     "sessions": "browse", "show": "browse", "demo": "browse",
     "replay": "timemachine", "diff": "timemachine",
+    "run": "agent", "flow": "agent",
 }
 
 
