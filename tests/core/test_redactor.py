@@ -154,7 +154,7 @@ separators = st.sampled_from([" ", "\n", "\t", '"', "'", "(", ")", ",", "; ", "=
 @settings(max_examples=300, deadline=None)
 @given(prefix=any_text, suffix=any_text, token=_token_strategy(), left=separators, right=separators)
 def test_prefix_token_never_survives(prefix, suffix, token, left, right):
-    assume(token not in prefix and token not in suffix)
+    assume(token not in prefix and token not in suffix and token not in "[redacted]")
     out = Redactor().redact(prefix + left + token + right + suffix)
     assert token not in out
 
@@ -164,7 +164,7 @@ def test_prefix_token_never_survives(prefix, suffix, token, left, right):
        name=st.sampled_from(["API_KEY", "password", "client_secret", "GITHUB_TOKEN", "db.passwd", "apiKey"]),
        form=st.sampled_from(["{n}={v}", "{n}: {v}", '"{n}":"{v}"', "{n}='{v}'", "https://user:{v}@host/"]))
 def test_assignment_value_never_survives(prefix, suffix, value, name, form):
-    assume(value not in prefix and value not in suffix)
+    assume(value not in prefix and value not in suffix and value not in "[redacted]")
     planted = form.format(n=name, v=value)
     out = Redactor().redact(prefix + "\n" + planted + "\n" + suffix)
     assert value not in out
@@ -174,7 +174,7 @@ def test_assignment_value_never_survives(prefix, suffix, value, name, form):
 @given(prefix=any_text, suffix=any_text, body=st.text(alphabet=alnum + "+/=\n", min_size=8, max_size=200),
        label=st.sampled_from(["", "RSA ", "EC ", "OPENSSH ", "ENCRYPTED "]), cut=st.booleans())
 def test_pem_body_never_survives(prefix, suffix, body, label, cut):
-    assume(any(c.isalnum() for c in body) and body not in prefix and body not in suffix)
+    assume(any(c.isalnum() for c in body) and body not in prefix and body not in suffix and body not in "[redacted]")
     key = f"-----BEGIN {label}PRIVATE KEY-----\n{body}"
     if not cut:
         key += f"\n-----END {label}PRIVATE KEY-----"
