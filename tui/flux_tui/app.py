@@ -104,6 +104,12 @@ class FluxApp(App):
             self.reader = reader
             return reader
 
+    def mask_path(self, text: str) -> str:
+        """A message with the store path shown as the display name (``~/…``, or the name a test set)."""
+        for p in sorted({str(self.store_dir), str(self.store_dir.resolve())}, key=len, reverse=True):
+            text = text.replace(p, self.display_name)
+        return text
+
     def cached_summary(self, row: SessionRow) -> SessionSummary | None:
         s = self.summaries.get(row.id)
         if s is not None and s.row.updated_at == row.updated_at and s.row.last_seq == row.last_seq:

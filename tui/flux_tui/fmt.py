@@ -9,11 +9,20 @@ from flux.timefmt import age, iso_ms
 
 __all__ = [
     "fmt_cost", "fmt_tokens", "fmt_usage", "fmt_duration", "fmt_age", "iso_ms", "outcome_style",
-    "one_line", "usage_cost",
+    "one_line", "usage_cost", "lineage_mark",
 ]
 
 OK_OUTCOMES = frozenset({"ok", "completed", "resumed", "resurrected", "accepted", "answered"})
 BAD_OUTCOMES = frozenset({"error", "failed", "halted", "cancelled", "compile_error", "max_iter", "rejected"})
+
+
+# Lineage marks as the app draws them: glyphs every monospace font has (⑂ is rare in fonts).
+LINEAGE_MARKS = {"fork": "⋔ fork", "what-if": "? what-if", "sub-agent": "↳ sub-agent", "check": "✓ check",
+                 "a2a": "⇄ a2a", "child": "↳ child"}
+
+
+def lineage_mark(lineage) -> str:
+    return LINEAGE_MARKS.get(lineage.kind, lineage.kind)
 
 
 def fmt_cost(cost: float | None, *, unknown: str = "?") -> str:

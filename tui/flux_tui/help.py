@@ -16,7 +16,7 @@ One row per session in the store, newest first. Columns: id, model, messages, tu
 turn's outcome, cost (? = a model without a known price, never $0), last update, status and
 lineage. "⚠ interrupted" marks a session whose newest turn has an accepted plan and no end — flux
 can resurrect it. "open turn" marks a turn with no end that flux does not flag (the session screen
-says why). Lineage shows forks (⑂), what-ifs (?) and sub-agents (↳) with their source session.
+says why). Lineage shows forks (⋔), what-ifs (?) and sub-agents (↳) with their source session.
 
 Per-session facts (turns, outcome, cost, status) are computed in the background, visible rows
 first; "…" means not computed yet. / filters by id, model or conversation text; s cycles the sort
@@ -56,7 +56,7 @@ the turn ends, so their timestamps are the flush time, not the time of the fact.
 Events of kinds (or run variants) this reader does not know — written by a newer flux. They are
 listed here with their raw data rather than hidden."""),
     "lineage": ("Lineage", """\
-Sessions correlated with this one: forks (⑂, with the statement they forked at), what-ifs (?),
+Sessions correlated with this one: forks (⋔, with the statement they forked at), what-ifs (?),
 sub-agents (↳) and other children, read from the registry's correlation_id. Enter opens one;
 u opens the source session this one was derived from."""),
     "notice": ("Store notice", """\

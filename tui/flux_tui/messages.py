@@ -19,8 +19,11 @@ __all__ = [
 ]
 
 
-class StoreChanged(Message):
-    """Another process committed to the store; reload what you show (the reader is refreshed)."""
+class StoreChanged(Message, bubble=False):
+    """Another process committed to the store; reload what you show (the reader is refreshed).
+
+    The App receives it from its poll worker and hands a copy to every screen; it must not bubble
+    back up to the App (that would loop)."""
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, StoreChanged)

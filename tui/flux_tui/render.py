@@ -96,22 +96,23 @@ def render_cell(cell: Cell, statement: Statement | None = None) -> RenderableTyp
         head.append("  ✗ " + ("denied" if r.denied else "error"), style="bold red")
     else:
         head.append("  ✓", style="green")
-    flags = Text.assemble(
-        _flag(r.is_error, "is_error", "bold red"), "  ", _flag(r.denied, "denied", "bold red"), "  ",
-        _flag(r.redacted, "redacted", "bold magenta"), "  ", _flag(r.truncated, "truncated", "bold yellow"),
-    )
+    flags = Table.grid(padding=(0, 2))
+    flags.add_column(no_wrap=True)
+    flags.add_column(no_wrap=True)
+    flags.add_row(_flag(r.is_error, "is_error", "bold red"), _flag(r.denied, "denied", "bold red"))
+    flags.add_row(_flag(r.redacted, "redacted", "bold magenta"), _flag(r.truncated, "truncated", "bold yellow"))
     meta = _grid()
-    _kv(meta, "flags", flags)
     _kv(meta, "step", r.step or "–")
     _kv(meta, "seq", str(r.seq))
     _kv(meta, "ts", iso_ms(cell.ts))
-    _kv(meta, "turn", str(cell.turn_number) if cell.turn_number is not None else "–")
-    _kv(meta, "input_hash", r.input_hash or "–")
-    if r.input_hash_redacted:
-        _kv(meta, "input_hash_redacted", r.input_hash_redacted, "magenta")
+    if cell.turn_number is not None:
+        _kv(meta, "turn", str(cell.turn_number))
     if statement is not None:
-        _kv(meta, "statement", f"plan {statement.plan_index + 1} · node {statement.node}")
-    parts: list[RenderableType] = [head, meta, Text("")]
+        _kv(meta, "stmt", f"plan {statement.plan_index + 1} · node {statement.node}")
+    hashes: list[RenderableType] = [Text("input_hash", style="dim"), Text("  " + (r.input_hash or "–"), overflow="fold")]
+    if r.input_hash_redacted:
+        hashes += [Text("input_hash_redacted", style="dim"), Text("  " + r.input_hash_redacted, style="magenta", overflow="fold")]
+    parts: list[RenderableType] = [head, flags, meta, *hashes, Text("")]
     parts.append(Text.assemble(("input", "bold"), ("  (input_view, truncated)" if r.input_view_truncated else "", "yellow")))
     parts.append(_json_or_text(r.input_view, r.input_view_truncated))
     parts.append(Text(""))

@@ -20,7 +20,7 @@ from flux.model.listing import SessionSummary
 from flux.store.store import SessionRow
 
 from ..compat import safe_summarize
-from ..fmt import fmt_age, fmt_cost, outcome_style
+from ..fmt import lineage_mark, fmt_age, fmt_cost, outcome_style
 from ..messages import ChildrenLoaded
 from ..widgets.virtual_list import VirtualList
 
@@ -52,6 +52,10 @@ class LineageRow:
 class ChildrenList(VirtualList[LineageRow]):
     HELP_TOPIC = "lineage"
 
+    BINDINGS = [
+        Binding("enter", "select", "Open", id="lineage.open", tooltip="Open the highlighted session"),
+    ]
+
     def __init__(self, now_ms, **kw) -> None:
         super().__init__(show_header=True, empty_text="loading…", **kw)
         self._now_ms = now_ms
@@ -68,7 +72,7 @@ class ChildrenList(VirtualList[LineageRow]):
         lin = s.lineage or lineage_of(s.row)
         ident = ("  " * row.depth) + ("└ " if row.depth else "") + s.id
         t = Text(f" {ident:<12.12} ", style="bold")
-        t.append(f"{(lin.mark if lin else 'root'):<13.13} ", style="magenta")
+        t.append(f"{(lineage_mark(lin) if lin else 'root'):<13.13} ", style="magenta")
         t.append(f"{(lin.detail if lin else ''):<10.10} ", style="dim")
         t.append(f"{(s.row.model or '–'):<14.14} ")
         t.append(f"{s.turns:>5} ")
@@ -167,7 +171,7 @@ class LineageScreen(ModalScreen[str | None]):
             t.append("source  ", style="dim")
             t.append(message.source.id, style="bold cyan")
             if lin is not None:
-                t.append(f"  {lin.mark} {lin.detail}".rstrip(), style="magenta")
+                t.append(f"  {lineage_mark(lin)} {lin.detail}".rstrip(), style="magenta")
             t.append(f"  · {message.source.model}", style="dim")
             t.append("  — u opens it", style="dim italic")
         elif message.source_missing:

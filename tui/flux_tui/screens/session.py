@@ -19,6 +19,7 @@ from flux.model.session import SessionDetail, Turn, load_session
 from flux.model.timeline import TurnTimeline
 
 from ..compat import safe_build_timeline, safe_check_interrupted
+from ..fmt import lineage_mark
 from ..messages import LoadFailed, SessionLoaded, StoreChanged, TimelineReady
 from ..render import (
     render_cell, render_conversation, render_observations, render_statement, render_turn_info, render_unknown,
@@ -140,11 +141,11 @@ class SessionScreen(Screen):
 
     @on(LoadFailed)
     def _on_failed(self, message: LoadFailed) -> None:
-        self._error = message.error
+        self._error = self.app.mask_path(message.error)
         notice = self.query_one("#session-notice", Static)
         from rich.panel import Panel as RichPanel
 
-        notice.update(RichPanel(Text.assemble((message.error, "bold red"), "\n\n", ("Esc", "bold"), " goes back."),
+        notice.update(RichPanel(Text.assemble((self._error, "bold red"), "\n\n", ("Esc", "bold"), " goes back."),
                                 title="Cannot read this session", title_align="left", border_style="red", padding=(1, 2)))
         notice.display = True
         self.query_one("#session-main").display = False
@@ -175,8 +176,6 @@ class SessionScreen(Screen):
         tab = self.query_one("#bottom", TabbedContent).get_tab("tab-unknown")
         tab.label = f"Unknown ({unknown})" if unknown else "Unknown"
         self.query_one("#unknown", Panel).show(render_unknown(message.detail, message.unknown))
-        if unknown and not message.reload:
-            self.notify(f"{unknown} event(s) of unknown kinds — see the Unknown tab (e)", severity="warning")
         if message.detail.skipped_rows and not message.reload:
             self.notify(f"{message.detail.skipped_rows} corrupt row(s) skipped", severity="warning")
         if not turns:
@@ -298,7 +297,7 @@ class SessionScreen(Screen):
                          style="dim")
             lin = lineage_of(d.row)
             if lin is not None:
-                right.append(f" · {lin.mark} ← {lin.source}{lin.detail if lin.kind in ('fork', 'what-if') else ''}",
+                right.append(f" · {lineage_mark(lin)} ← {lin.source}{lin.detail if lin.kind in ('fork', 'what-if') else ''}",
                              style="magenta")
             if self.check.interrupted is not None:
                 right.append(" · ")

@@ -102,10 +102,10 @@ class SessionsScreen(Screen):
 
     @on(LoadFailed)
     def _on_load_failed(self, message: LoadFailed) -> None:
-        self._error = message.error
+        self._error = self.app.mask_path(message.error)
         self._show_notice(
             "Cannot open this store",
-            message.error,
+            self._error,
             "Point --store at a directory that holds a flux events.db, set $FLUX_STORE_DIR, "
             "or run `flux-tui --demo` to explore a demo store.",
             error=True,

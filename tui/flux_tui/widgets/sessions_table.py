@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
 from rich.text import Text
+from textual.binding import Binding
 
 from flux.model.listing import SessionSummary
 from flux.model.lineage import lineage_of
 from flux.store.store import SessionRow
 
-from ..fmt import fmt_age, fmt_cost, outcome_style
+from ..fmt import lineage_mark, fmt_age, fmt_cost, outcome_style
 from .virtual_list import VirtualList
 
 __all__ = ["SessionItem", "SessionsTable", "SORTS"]
@@ -96,6 +97,10 @@ class SessionsTable(VirtualList[SessionItem]):
 
     HELP_TOPIC = "sessions"
 
+    BINDINGS = [
+        Binding("enter", "select", "Open", id="sessions.open", tooltip="Open the highlighted session"),
+    ]
+
     def __init__(self, *, now_ms: Callable[[], int], **kw) -> None:
         super().__init__(show_header=True, empty_text="no sessions", **kw)
         self._now_ms = now_ms
@@ -141,7 +146,7 @@ class SessionsTable(VirtualList[SessionItem]):
             lin = s.lineage if s is not None else lineage_of(r)
             if lin is None:
                 return Text("")
-            t = Text(lin.mark, style="magenta")
+            t = Text(lineage_mark(lin), style="magenta")
             t.append(f" ← {lin.source}{lin.detail if lin.kind in ('fork', 'what-if') else ''}", style="dim")
             return t
         if s is None:

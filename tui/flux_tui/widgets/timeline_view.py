@@ -111,7 +111,7 @@ def _cell_line(c: Cell, last: bool, width: int) -> Text:
 
 
 def _inner(width: int) -> int:
-    return max(8, width - 4)
+    return max(8, width - 5)  # prefix (4) and a one-cell right margin
 
 
 def _fold_offsets(line: str, width: int) -> list[int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Hashable
 
 from rich.text import Text
+from textual.binding import Binding
 
 from flux.model.interrupted import InterruptCheck
 from flux.model.session import Turn
@@ -30,6 +31,11 @@ def turn_marker(turn: Turn, check: InterruptCheck | None) -> tuple[str, str]:
 
 class TurnList(VirtualList[Turn]):
     HELP_TOPIC = "turns"
+
+    BINDINGS = [
+        Binding("enter", "select", "Step into", show=False, id="turns.enter",
+                tooltip="Move to the turn's plan and cells"),
+    ]
 
     def __init__(self, **kw) -> None:
         super().__init__(empty_text="no turns in this session", **kw)

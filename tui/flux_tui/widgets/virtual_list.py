@@ -57,6 +57,7 @@ class VirtualList(ScrollView, Generic[T], can_focus=True):
         Binding("pageup,ctrl+u", "page_up", "Page up", show=False, id="list.page_up", tooltip="Move the cursor one page up"),
         Binding("home,g", "first", "First", show=False, id="list.first", tooltip="Jump to the first row"),
         Binding("end,G", "last", "Last", show=False, id="list.last", tooltip="Jump to the last row"),
+        Binding("enter", "select", "Select", show=False, id="list.select", tooltip="Act on the row under the cursor"),
     ]
 
     COMPONENT_CLASSES = {
@@ -323,7 +324,11 @@ class VirtualList(ScrollView, Generic[T], can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self._content_width()
         if width != self._layout_width:
+            # The content width changed without a resize (a scrollbar came or went): lines painted
+            # at the old width must be painted again.
             self._relayout()
+            self._strip_cache.clear()
+            self.call_after_refresh(self.refresh)
         base = self.rich_style
         if y < self._header_lines:
             style = base + self.get_component_rich_style("vlist--header")
@@ -485,11 +490,6 @@ class VirtualList(ScrollView, Generic[T], can_focus=True):
     def action_select(self) -> None:
         if self.current is not None:
             self.post_message(self.Selected(self, self.cursor, self.current))
-
-    def key_enter(self, event: events.Key) -> None:
-        if self.current is not None:
-            event.stop()
-            self.action_select()
 
     async def _on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)

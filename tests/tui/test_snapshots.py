@@ -1,0 +1,88 @@
+"""SVG snapshots of every screen, from small fixed stores with a frozen "now".
+
+Update the baselines only after looking at them: ``pytest tests/tui --snapshot-update``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from screen_text import settle
+from stores import NOW_MS, build_empty, build_errors, build_gallery, build_interrupted, copy_fixture
+
+SIZE = (120, 40)
+
+
+def _app(store: Path, name: str):
+    from flux_tui.app import FluxApp
+
+    return FluxApp(store, now_ms=NOW_MS, display_name=name, poll_interval=None)
+
+
+def _keys(*keys: str):
+    async def run_before(pilot) -> None:
+        await settle(pilot)
+        for key in keys:
+            await pilot.press(key)
+            await settle(pilot)
+
+    return run_before
+
+
+class TestSessionsScreen:
+    def test_gallery(self, snap_compare, tmp_path):
+        app = _app(build_gallery(tmp_path / "gallery"), "gallery")
+        assert snap_compare(app, terminal_size=SIZE, run_before=_keys())
+
+    def test_filtered(self, snap_compare, tmp_path):
+        app = _app(build_gallery(tmp_path / "gallery"), "gallery")
+        assert snap_compare(app, terminal_size=SIZE, run_before=_keys("slash", *"claude", "enter"))
+
+    def test_fixture(self, snap_compare, tmp_path):
+        app = _app(copy_fixture(tmp_path / "fixture"), "coding-agent-note")
+        assert snap_compare(app, terminal_size=SIZE, run_before=_keys())
+
+
+class TestSessionScreen:
+    def test_fixture_cell(self, snap_compare, tmp_path):
+        app = _app(copy_fixture(tmp_path / "fixture"), "coding-agent-note")
+        assert snap_compare(app, terminal_size=SIZE, run_before=_keys("enter", "j"))
+
+    def test_errors_denied_cell(self, snap_compare, tmp_path):
+        app = _app(build_errors(tmp_path / "errors"), "errors")
+        assert snap_compare(app, terminal_size=SIZE, run_before=_keys("enter", "n", "n"))
+
+    def test_interrupted(self, snap_compare, tmp_path):
+        app = _app(build_interrupted(tmp_path / "interrupted"), "interrupted")
+        assert snap_compare(app, terminal_size=SIZE, run_before=_keys("enter"))
+
+    def test_observations(self, snap_compare, tmp_path):
+        app = _app(build_errors(tmp_path / "errors"), "errors")
+        assert snap_compare(app, terminal_size=SIZE, run_before=_keys("enter", "o"))
+
+
+class TestHelp:
+    def test_help_on_the_timeline(self, snap_compare, tmp_path):
+        app = _app(copy_fixture(tmp_path / "fixture"), "coding-agent-note")
+        assert snap_compare(app, terminal_size=SIZE, run_before=_keys("enter", "f1"))
+
+
+class TestLineage:
+    def test_root_with_children(self, snap_compare, tmp_path):
+        app = _app(build_gallery(tmp_path / "gallery"), "gallery")
+        assert snap_compare(app, terminal_size=SIZE, run_before=_keys("G", "l"))
+
+
+class TestNotice:
+    def test_unopenable(self, snap_compare, tmp_path):
+        store = tmp_path / "not-a-store"
+        store.mkdir()
+        (store / "events.db").write_text("not sqlite\n")
+        app = _app(store, "not-a-store")  # the reason names the store by its display name, not the temp path
+        assert snap_compare(app, terminal_size=SIZE, run_before=_keys())
+
+    def test_empty(self, snap_compare, tmp_path):
+        app = _app(build_empty(tmp_path / "empty"), "empty")
+        assert snap_compare(app, terminal_size=SIZE, run_before=_keys())
