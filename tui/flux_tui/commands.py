@@ -25,22 +25,26 @@ def _key_label(app, key: str) -> str:
 
 
 def screen_commands(screen) -> list[tuple[str, str, object, str]]:
-    """(title, help, node, action) for every enabled binding of ``screen``, deduplicated by action."""
-    out: list[tuple[str, str, object, str]] = []
-    seen: set[tuple[int, str]] = set()
+    """(title, help, node, action) for every enabled binding of ``screen`` that is ours (has an id),
+    deduplicated by action: the screen's own actions first, then the focused panel's, then the app's."""
     keys_by_action: dict[tuple[int, str], list[str]] = {}
+    first: dict[tuple[int, str], object] = {}
     for key, active in screen.active_bindings.items():
         b = active.binding
-        if not active.enabled or b.action in _SKIP_ACTIONS or b.system:
+        if not active.enabled or b.action in _SKIP_ACTIONS or b.system or not b.id:
             continue
         ident = (id(active.node), b.action)
         keys_by_action.setdefault(ident, []).append(key)
-    for key, active in screen.active_bindings.items():
+        first.setdefault(ident, active)
+
+    def rank(ident) -> int:
+        node = first[ident].node
+        return 0 if node is screen else (2 if node is screen.app else 1)
+
+    out: list[tuple[str, str, object, str]] = []
+    for ident in sorted(first, key=rank):
+        active = first[ident]
         b = active.binding
-        ident = (id(active.node), b.action)
-        if ident in seen or ident not in keys_by_action:
-            continue
-        seen.add(ident)
         title = b.description or b.action.replace("_", " ").capitalize()
         keys = ", ".join(_key_label(screen.app, k) for k in keys_by_action[ident])
         help_text = (active.tooltip or b.tooltip or "") + (f"  [{keys}]" if keys else "")
@@ -62,6 +66,6 @@ class FluxCommands(Provider):
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for title, help_text, callback in self._commands():
-            score = max(matcher.match(title), matcher.match(help_text) * 0.5)
+            score = matcher.match(title)
             if score > 0:
                 yield Hit(score, matcher.highlight(title), callback, help=help_text)

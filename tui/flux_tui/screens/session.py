@@ -61,12 +61,12 @@ class SessionScreen(Screen):
                 tooltip="Events of kinds this reader does not know"),
         Binding("l", "lineage", "Lineage", id="session.lineage", tooltip="Forks, what-ifs and sub-agents of this session"),
         Binding("u", "source", "Source", id="session.source", tooltip="Open the session this one was derived from"),
-        Binding("1", "focus_panel('turns')", "Turns", show=False, id="session.focus_turns", tooltip="Focus the turn list"),
-        Binding("2", "focus_panel('timeline')", "Plan", show=False, id="session.focus_timeline",
+        Binding("1", "focus_panel('turns')", "Focus turns", show=False, id="session.focus_turns", tooltip="Focus the turn list"),
+        Binding("2", "focus_panel('timeline')", "Focus plan", show=False, id="session.focus_timeline",
                 tooltip="Focus the plan / cell stepper"),
-        Binding("3", "focus_panel('inspector')", "Inspector", show=False, id="session.focus_inspector",
+        Binding("3", "focus_panel('inspector')", "Focus inspector", show=False, id="session.focus_inspector",
                 tooltip="Focus the inspector"),
-        Binding("4", "focus_panel('bottom')", "Conversation", show=False, id="session.focus_bottom",
+        Binding("4", "focus_panel('bottom')", "Focus messages", show=False, id="session.focus_bottom",
                 tooltip="Focus the conversation / observations panel"),
     ]
 

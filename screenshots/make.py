@@ -1,0 +1,170 @@
+"""Regenerate the app screenshots (SVG) that the README and docs show.
+
+    .venv/bin/python screenshots/make.py            # all of them, into screenshots/
+    .venv/bin/python screenshots/make.py session    # only the named ones
+
+Each shot runs the real app headless (120×40) on a freshly built demo store with a fixed "now", so
+the output only changes when the app or the demo store changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+for sub in ("core", "tui"):
+    sys.path.insert(0, str(ROOT / sub))
+
+from textual.widgets import Input  # noqa: E402
+from textual.worker import WorkerCancelled, WorkerFailed  # noqa: E402
+
+NOW_MS = 1_785_200_000_000  # the demo store's "now" and the app's frozen clock
+SIZE = (120, 40)
+
+
+async def settle(pilot, rounds: int = 3) -> None:
+    for _ in range(rounds):
+        await pilot.pause()
+        try:
+            await pilot.app.workers.wait_for_complete()
+        except (WorkerCancelled, WorkerFailed):
+            pass
+        await pilot.pause()
+
+
+async def keys(pilot, *names: str) -> None:
+    for name in names:
+        await pilot.press(name)
+        await settle(pilot)
+
+
+async def open_session(pilot, session_id: str, *then: str) -> None:
+    pilot.app.open_session(session_id)
+    await settle(pilot)
+    await keys(pilot, *then)
+
+
+def _first_error_session(app) -> str:
+    """The demo session to show off: error cells first, then the most cells."""
+    from flux.model.session import load_session
+
+    best, score = "s_1", (-1, -1)
+    for row in app.reader.list_sessions():
+        d = load_session(app.reader, row.id)
+        s = (min(1, sum(1 for c in d.cells if c.flagged_error)), len(d.cells))
+        if s > score:
+            best, score = row.id, s
+    return best
+
+
+def _first(app, predicate) -> str | None:
+    screen = app.screen
+    for item in screen.table.rows:
+        if item.summary is not None and predicate(item):
+            return item.id
+    return None
+
+
+async def shot_sessions(pilot) -> None:
+    pass
+
+
+async def shot_filter(pilot) -> None:
+    await keys(pilot, "slash", *"tokenizer")
+    await pilot.pause(0.5)
+    await settle(pilot)
+    await keys(pilot, "enter")
+
+
+async def shot_session(pilot) -> None:
+    sid = _first_error_session(pilot.app)
+    await open_session(pilot, sid, "n")
+
+
+async def shot_interrupted(pilot) -> None:
+    sid = _first(pilot.app, lambda it: it.summary.interrupted) or "s_1"
+    await open_session(pilot, sid, "j", "j")
+
+
+async def shot_observations(pilot) -> None:
+    await open_session(pilot, "s_1", "o")
+
+
+async def shot_lineage(pilot) -> None:
+    source = _first(pilot.app, lambda it: it.summary.lineage is not None)
+    src = pilot.app.screen.table.source
+    sid = next((it.summary.lineage.source for it in src if it.summary and it.summary.lineage), "s_1") if source else "s_1"
+    await open_session(pilot, sid, "l")
+
+
+async def shot_help(pilot) -> None:
+    await open_session(pilot, "s_1", "f1")
+
+
+async def shot_palette(pilot) -> None:
+    await open_session(pilot, "s_1", "ctrl+p")
+    for name in "error":
+        await pilot.press(name)
+    await pilot.pause(0.5)
+    for inp in pilot.app.screen.query(Input):
+        inp.cursor_blink = False
+    await settle(pilot)
+
+
+SHOTS = {
+    "sessions": shot_sessions,
+    "filter": shot_filter,
+    "session": shot_session,
+    "interrupted": shot_interrupted,
+    "observations": shot_observations,
+    "lineage": shot_lineage,
+    "help": shot_help,
+    "palette": shot_palette,
+    "notice": None,  # an unopenable store
+}
+
+
+async def take(name: str, store: Path, out: Path) -> Path:
+    from flux_tui.app import FluxApp
+
+    if name == "notice":
+        bad = store.parent / "not-a-store"
+        bad.mkdir(exist_ok=True)
+        (bad / "events.db").write_text("this is not a database\n")
+        app = FluxApp(bad, now_ms=NOW_MS, display_name="~/not-a-store", poll_interval=None)
+        run = shot_sessions
+    else:
+        app = FluxApp(store, now_ms=NOW_MS, display_name="~/.cache/flux-tui/demo", poll_interval=None)
+        run = SHOTS[name]
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await run(pilot)
+        await settle(pilot)
+        svg = app.export_screenshot(title=f"flux-tui · {name}")
+    path = out / f"{name}.svg"
+    path.write_text(svg)
+    return path
+
+
+def main(argv: list[str]) -> int:
+    from flux.demo import build_demo_store
+
+    names = argv or list(SHOTS)
+    unknown = [n for n in names if n not in SHOTS]
+    if unknown:
+        print(f"unknown shot(s): {', '.join(unknown)} — choose from {', '.join(SHOTS)}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="flux-tui-shots-") as tmp:
+        store = build_demo_store(Path(tmp) / "demo", now_ms=NOW_MS)
+        for name in names:
+            path = asyncio.run(take(name, store, HERE))
+            print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
