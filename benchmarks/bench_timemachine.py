@@ -96,10 +96,24 @@ def write_ledgered(w: StoreWriter, plans: int, stmts: int, tamper_last: bool = F
     return sid
 
 
+def _read_cells(r: StoreReader, sid: str) -> int:
+    """What replay cannot avoid: read the session's run rows and decode its cells."""
+    from flux.model.session import collect_cells
+
+    return len(collect_cells(r.events(sid, kinds=("run",))))
+
+
+def _row_lists(r: StoreReader, a: str, b: str) -> None:
+    from flux.model.session import diff_rows
+
+    da, db = load_session(r, a), load_session(r, b)
+    diff_rows(da.run_events, da.cells, db.run_events, db.cells)
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--plans", type=int, default=2000, help="one-statement plans in the adaptive session")
-    ap.add_argument("--ledgered", default="200x10", help="PLANSxSTATEMENTS of the ledgered session")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--plans", type=int, default=10_000, help="one-op plans (cells) in the adaptive session")
+    ap.add_argument("--ledgered", default="1000x10", help="PLANSxSTATEMENTS of the ledgered sessions")
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     lp, ls = (int(x) for x in args.ledgered.split("x"))
@@ -113,9 +127,8 @@ def main() -> None:
             tampered = write_ledgered(w, lp, ls, tamper_last=True)
         print(f"wrote the stores in {(time.perf_counter() - t) * 1000:.0f} ms")
         r = StoreReader(store)
-        n_events = r.count_events()
-        print(f"store: {n_events} events; adaptive {adaptive} = {args.plans} plans/cells; "
-              f"ledgered {ledgered} = {lp}×{ls} statements (+ tampered copy {tampered})")
+        print(f"store: {r.count_events()} events; {adaptive}: {args.plans} recorded ops; "
+              f"{ledgered} and {tampered}: {lp}×{ls} = {lp * ls} statements each (the second tampered at its last cell)")
 
         rep = replay_session(r, adaptive)
         assert rep.faithful, rep.unfaithful_reason
@@ -125,15 +138,25 @@ def main() -> None:
         assert not d.identical and d.summary["output"] == 1, d.summary
 
         print(f"medians over {args.repeat} runs")
-        for label, fn in [
-            (f"load_session (adaptive, {args.plans} cells)", lambda: load_session(r, adaptive)),
-            ("replay_session (adaptive)", lambda: replay_session(r, adaptive)),
-            ("run_diff adaptive ↔ itself", lambda: run_diff(r, adaptive, r, adaptive)),
-            (f"load_session (ledgered, {lp * ls} statements)", lambda: load_session(r, ledgered)),
-            ("replay_session (ledgered)", lambda: replay_session(r, ledgered)),
-            ("run_diff ledgered ↔ tampered copy", lambda: run_diff(r, ledgered, r, tampered)),
-        ]:
-            print(f"  {label:<48} {median_ms(fn, args.repeat):9.1f} ms")
+        read = median_ms(lambda: _read_cells(r, adaptive), args.repeat)
+        rp = median_ms(lambda: replay_session(r, adaptive), args.repeat)
+        print(f"  read + decode {args.plans} cells                  {read:9.1f} ms")
+        print(f"  replay {args.plans}-op session                    {rp:9.1f} ms  ({rp / read:.2f}× read+decode; "
+              f"{args.plans / (rp / 1000):,.0f} cells/s)")
+        rl = median_ms(lambda: _row_lists(r, ledgered, tampered), args.repeat)
+        df = median_ms(lambda: run_diff(r, ledgered, r, tampered), args.repeat)
+        print(f"  load both {lp * ls}-statement row lists          {rl:9.1f} ms")
+        print(f"  run_diff of the two                          {df:9.1f} ms  ({df / rl:.2f}× loading)")
+        rl2 = median_ms(lambda: _row_lists(r, adaptive, adaptive), args.repeat)
+        df2 = median_ms(lambda: run_diff(r, adaptive, r, adaptive), args.repeat)
+        print(f"  load both {args.plans}-cell row lists (cell rows)    {rl2:9.1f} ms")
+        print(f"  run_diff of the two                          {df2:9.1f} ms  ({df2 / rl2:.2f}× loading)")
+
+        host = [p.plan_source for p in load_session(r, adaptive).accepted_plans()]
+        multi = [p.plan_source for p in load_session(r, ledgered).accepted_plans()]
+        for label, plans in ((f"{len(host)} host-derived plans", host), (f"{len(multi)} {ls}-statement plans", multi)):
+            ms = median_ms(lambda: [format_flow(parse(src)) for src in plans], args.repeat)
+            print(f"  parse + format {label:<29} {ms:9.1f} ms  ({len(plans) / (ms / 1000):,.0f} plans/s)")
 
 
 if __name__ == "__main__":

@@ -124,18 +124,36 @@ def _dump(v: Any, out: list[str], sort: bool) -> None:
         raise TypeError(f"not JSON-serializable: {type(v).__name__}")
 
 
+# Python's C encoder writes exactly serde's bytes (same escapes, raw UTF-8, code-point == UTF-8 byte
+# key order) except for floats whose repr uses an exponent, where Python writes ``1e+16`` / ``1e-05``
+# and ryu ``1e16`` / ``0.00001``. Those outputs (and NaN/inf, and anything else odd) take the exact
+# slow path; a false alarm inside a string only costs speed.
+_PY_EXPONENT = re.compile(r"[0-9]e[-+][0-9]")
+
+
+def _c_encode(v: Any, sort: bool) -> str | None:
+    try:
+        out = json.dumps(v, ensure_ascii=False, separators=(",", ":"), sort_keys=sort, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    return None if _PY_EXPONENT.search(out) else out
+
+
+def canonical_json_slow(v: Any, sort: bool = True) -> str:
+    """The reference serializer (pure Python, serde's float layout); the fast path must equal it."""
+    out: list[str] = []
+    _dump(v, out, sort)
+    return "".join(out)
+
+
 def canonical_json(v: Any) -> str:
     """Compact JSON with every object's keys sorted by byte order (serde_json ``Value``)."""
-    out: list[str] = []
-    _dump(v, out, True)
-    return "".join(out)
+    return _c_encode(v, True) or canonical_json_slow(v, True)
 
 
 def compact_json(v: Any) -> str:
     """Compact JSON keeping each dict's insertion order (serde structs in declared order)."""
-    out: list[str] = []
-    _dump(v, out, False)
-    return "".join(out)
+    return _c_encode(v, False) or canonical_json_slow(v, False)
 
 
 def sha256_hex(text: str | bytes) -> str:

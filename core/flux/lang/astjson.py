@@ -208,23 +208,39 @@ def node_to_json(node: A.Node) -> dict:
 
 
 def draft_to_json(draft: A.DraftAst) -> dict:
-    out: dict[str, Any] = {}
-    if draft.name is not None:
-        out["name"] = draft.name
-    out["params"] = [{"name": p.name, "ty": type_to_json(p.ty)} for p in draft.params]
-    if draft.returns is not None:
-        out["returns"] = type_to_json(draft.returns)
+    out = draft_to_json_head(draft)
     out["body"] = [node_to_json(n) for n in draft.body]
     return out
 
 
 def node_json_text(node: A.Node) -> str:
-    """``serde_json::to_string(&node)``."""
-    return compact_json(node_to_json(node))
+    """``serde_json::to_string(&node)``.
+
+    Nodes are immutable, so the text is computed once and kept on the node (outside its dataclass
+    fields, so equality and hashing are untouched): a replay hashes each statement several times.
+    """
+    cached = node.__dict__.get("_json_text")
+    if cached is None:
+        cached = compact_json(node_to_json(node))
+        object.__setattr__(node, "_json_text", cached)
+    return cached
 
 
 def draft_json_text(draft: A.DraftAst) -> str:
-    return compact_json(draft_to_json(draft))
+    # ``{…head…,"body":[…]}`` assembled from the cached statement texts (params is always written).
+    head = compact_json(draft_to_json_head(draft))
+    return head[:-1] + ',"body":[' + ",".join(node_json_text(n) for n in draft.body) + "]}"
+
+
+def draft_to_json_head(draft: A.DraftAst) -> dict:
+    """The DraftAst JSON fields that precede ``body`` (``name``?, ``params``, ``returns``?)."""
+    out: dict = {}
+    if draft.name is not None:
+        out["name"] = draft.name
+    out["params"] = [{"name": p.name, "ty": type_to_json(p.ty)} for p in draft.params]
+    if draft.returns is not None:
+        out["returns"] = type_to_json(draft.returns)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ def step_id(op: str, input_hash_hex: str) -> str:
 
 def body_json_text(body: Iterable[A.Node]) -> str:
     """``serde_json::to_string(&Vec<Node>)``."""
-    return compact_json([node_to_json(n) for n in body])
+    return "[" + ",".join(node_json_text(n) for n in body) + "]"
 
 
 def stmt_hash16(node: A.Node) -> str:
