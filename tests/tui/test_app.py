@@ -610,3 +610,30 @@ def test_store_defaults_to_flux_store_dir(monkeypatch, tmp_path):
 
     monkeypatch.setenv("FLUX_STORE_DIR", str(tmp_path))
     assert FluxApp().store_dir == tmp_path
+
+
+@pytest.mark.parametrize("ref, expected", [("s_2", "s_2"), ("last", "s_5")])
+async def test_session_deep_link(make_app, tmp_path, ref, expected):
+    app = make_app(build_gallery(tmp_path / "g"), session=ref)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, SessionScreen) and app.screen.session_id == expected
+        await pilot.press("escape")
+        assert isinstance(app.screen, SessionsScreen)
+
+
+async def test_a_change_elsewhere_does_not_reload_the_open_session(make_app, tmp_path):
+    store = build_gallery(tmp_path / "g")
+    messages = []
+    app = make_app(store)
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await settle(pilot)
+        app.open_session("s_1")
+        await settle(pilot)
+        add_session(store)
+        app.check_store_now()
+        await settle(pilot)
+        assert not [m for m in messages if isinstance(m, SessionLoaded) and m.reload]
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.screen.table.row_count == 6

@@ -59,8 +59,11 @@ class FluxApp(App):
 
     def __init__(self, store_dir: str | os.PathLike[str] | None = None, prices_file: str | os.PathLike[str] | None = None,
                  now_ms: int | None = None, *, display_name: str | None = None, poll_interval: float | None = 1.0,
-                 session: str | None = None) -> None:
+                 session: str | None = None, keymap: dict[str, str] | None = None) -> None:
         super().__init__()
+        if keymap:
+            # User remapping by binding id (posting-style): {"session.next_error": "n,f8", ...}
+            self.set_keymap(keymap)
         self.store_dir = Path(store_dir).expanduser() if store_dir is not None else default_store_dir()
         self.prices_file = prices_file
         self.frozen_now_ms = now_ms
@@ -196,8 +199,12 @@ def _demo_dir() -> Path:
 @click.option("--prices", "prices", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="JSON price table (USD per Mtok) extending the built-in one.")
 @click.option("--session", "session", default=None, help="Open this session (s_<n> or 'last') directly.")
-def main(store: Path | None, demo: bool, prices: Path | None, session: str | None) -> None:
+@click.option("--keymap", "keymap_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              envvar="FLUX_TUI_KEYMAP", show_envvar=True,
+              help='JSON object remapping keys by binding id, e.g. {"session.next_error": "n,f8"} (ids: press F1).')
+def main(store: Path | None, demo: bool, prices: Path | None, session: str | None, keymap_file: Path | None) -> None:
     """Browse a flux store: sessions, turns, accepted plans and cassette cells. Read-only."""
+    keymap = load_keymap(keymap_file) if keymap_file else None
     if demo:
         if store is not None:
             raise click.UsageError("--demo builds its own store; drop --store (or drop --demo)")
@@ -215,5 +222,21 @@ def main(store: Path | None, demo: bool, prices: Path | None, session: str | Non
         except FluxError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(1)
-    app = FluxApp(store, prices, session=session)
+    app = FluxApp(store, prices, session=session, keymap=keymap)
     app.run()
+
+
+def load_keymap(path: Path) -> dict[str, str]:
+    """``{"binding.id": "key[,key…]"}`` from a JSON file; a bad file is a usage error, not a traceback."""
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise click.BadParameter(f"{path} does not exist", param_hint="--keymap") from None
+    except (OSError, ValueError) as e:
+        raise click.BadParameter(f"{path} is not valid JSON ({e})", param_hint="--keymap") from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise click.BadParameter(f'{path} must be a JSON object of binding id → keys, e.g. {{"sessions.filter": "slash,f"}}',
+                                 param_hint="--keymap")
+    return data

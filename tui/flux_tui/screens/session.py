@@ -129,6 +129,11 @@ class SessionScreen(Screen):
     def _load(self, reload: bool) -> None:
         try:
             reader = self.app.ensure_reader()
+            if reload and self.detail is not None:
+                row = reader.get_session(self.detail.row.id)
+                if (row.last_seq, row.updated_at, row.msg_count) == (self.detail.row.last_seq, self.detail.row.updated_at,
+                                                                    self.detail.row.msg_count):
+                    return  # another session changed; this one did not
             detail = load_session(reader, self.session_id)
             check, degraded = safe_check_interrupted(detail)
             messages = turn_messages(detail)
