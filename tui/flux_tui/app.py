@@ -19,7 +19,7 @@ import click
 from textual import on, work
 from textual.app import App
 from textual.binding import Binding
-from textual.worker import get_current_worker
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from flux.errors import FluxError, StoreError
 from flux.model.listing import SessionSummary
@@ -157,6 +157,20 @@ class FluxApp(App):
             return
         if not get_current_worker().is_cancelled:
             self.post_message(StoreChanged())
+
+    @on(Worker.StateChanged)
+    def _worker_failed(self, event: Worker.StateChanged) -> None:
+        """A worker that raised is reported, never silently lost (harlequin's pattern)."""
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        what = event.worker.description or event.worker.name
+        self.log.error(f"{what} failed", error)
+        self.notify(f"{what} failed: {type(error).__name__}: {error}", severity="error", timeout=10)
+        node = event.worker.node
+        handler = getattr(node, "worker_failed", None)
+        if callable(handler):
+            handler(event.worker, error)
 
     @on(StoreChanged)
     def _store_changed(self, message: StoreChanged) -> None:

@@ -18,6 +18,14 @@ from flux.model.session import Cell, SessionDetail, Turn
 from flux.model.timeline import CursorItem, Statement, TimelinePlan, TurnTimeline, build_timeline
 from flux.store.events import OpRecorded, PlanHalted, Run, StatementCompleted
 
+# Import the parser side of the engine once, on the main thread: read models import it lazily, and
+# two worker threads doing the first import at the same time can see a half-initialised module.
+try:  # pragma: no cover - depends on the build
+    import flux.lang  # noqa: F401
+    from flux.lang import formatter as _formatter, hashes as _hashes, parse as _parse  # noqa: F401
+except ImportError:
+    pass
+
 __all__ = ["safe_build_timeline", "safe_check_interrupted", "safe_summarize", "split_statements", "PARSER_MISSING"]
 
 PARSER_MISSING = "the Flux-Lang parser is not available in this build — statements are split by layout"

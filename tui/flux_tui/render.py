@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from rich.console import Group, RenderableType
 from rich.json import JSON
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -64,6 +65,10 @@ def _grid() -> Table:
     return t
 
 
+def _indent(renderable: RenderableType, n: int = 2) -> RenderableType:
+    return Padding(renderable, (0, 0, 0, n))
+
+
 def _flag(on: bool, label: str, style: str) -> Text:
     return Text(f"● {label}", style=style) if on else Text(f"○ {label}", style="dim")
 
@@ -109,9 +114,10 @@ def render_cell(cell: Cell, statement: Statement | None = None) -> RenderableTyp
         _kv(meta, "turn", str(cell.turn_number))
     if statement is not None:
         _kv(meta, "stmt", f"plan {statement.plan_index + 1} · node {statement.node}")
-    hashes: list[RenderableType] = [Text("input_hash", style="dim"), Text("  " + (r.input_hash or "–"), overflow="fold")]
+    hashes: list[RenderableType] = [Text("input_hash", style="dim"), _indent(Text(r.input_hash or "–", overflow="fold"))]
     if r.input_hash_redacted:
-        hashes += [Text("input_hash_redacted", style="dim"), Text("  " + r.input_hash_redacted, style="magenta", overflow="fold")]
+        hashes += [Text("input_hash_redacted", style="dim"),
+                   _indent(Text(r.input_hash_redacted, style="magenta", overflow="fold"))]
     parts: list[RenderableType] = [head, flags, meta, *hashes, Text("")]
     parts.append(Text.assemble(("input", "bold"), ("  (input_view, truncated)" if r.input_view_truncated else "", "yellow")))
     parts.append(_json_or_text(r.input_view, r.input_view_truncated))
@@ -343,27 +349,21 @@ def _compact(data: Any, limit: int = 240) -> str:
 def render_observations(obs: Sequence[tuple[Any, Observation]]) -> RenderableType:
     if not obs:
         return Text("no observations recorded for this turn", style="dim italic")
-    t = Table(box=None, padding=(0, 1), expand=True, header_style="dim bold")
-    t.add_column("#", justify="right", no_wrap=True, style="dim")
-    t.add_column("kind", no_wrap=True, style="cyan")
-    t.add_column("phase", no_wrap=True, style="dim")
-    t.add_column("data", overflow="fold")
-    for i, (ev, o) in enumerate(obs[:MAX_ROWS]):
-        t.add_row(str(ev.stream_seq), o.kind, o.phase, _compact(o.data))
+    parts: list[RenderableType] = [
+        Text(f"{len(obs)} observation(s), flushed after the turn (their ts is the flush time)", style="dim italic")]
+    for ev, o in obs[:MAX_ROWS]:
+        parts.append(Text.assemble((f"#{ev.stream_seq} ", "dim"), (o.kind, "cyan"), (f"  {o.phase}", "dim")))
+        parts.append(_indent(Text(_compact(o.data, 600), style="dim", overflow="fold")))
     if len(obs) > MAX_ROWS:
-        return Group(t, Text(f"… {len(obs) - MAX_ROWS} more", style="dim italic"))
-    return t
+        parts.append(Text(f"… {len(obs) - MAX_ROWS} more", style="dim italic"))
+    return Group(*parts)
 
 
 def render_unknown(detail: SessionDetail, events: Sequence | None = None) -> RenderableType:
     events = detail.unknown_events if events is None else events
     if not events:
         return Text("every event in this session is of a kind this reader knows", style="dim italic")
-    t = Table(box=None, padding=(0, 1), expand=True, header_style="dim bold")
-    t.add_column("seq", justify="right", no_wrap=True, style="dim")
-    t.add_column("kind", no_wrap=True, style="yellow")
-    t.add_column("turn", justify="right", no_wrap=True, style="dim")
-    t.add_column("data", overflow="fold")
+    parts: list[RenderableType] = []
     for ev in events[:MAX_ROWS]:
         b = ev.body
         if isinstance(b, UnknownEvent):
@@ -373,7 +373,9 @@ def render_unknown(detail: SessionDetail, events: Sequence | None = None) -> Ren
         else:
             kind, data = ev.kind, None
         ti = turn_index_of(detail.turns, ev.global_seq)
-        t.add_row(str(ev.stream_seq), kind, str(ti + 1) if ti is not None else "–", _compact(data, 400))
+        parts.append(Text.assemble((f"#{ev.stream_seq} ", "dim"), (kind, "yellow"),
+                                   (f"  turn {ti + 1}" if ti is not None else "  before any turn", "dim")))
+        parts.append(_indent(Text(_compact(data, 800), overflow="fold")))
     note = Text(f"{len(events)} event(s) of kinds this reader does not know (a newer writer?) — shown, not hidden",
                 style="yellow")
-    return Group(note, t)
+    return Group(note, *parts)

@@ -236,6 +236,14 @@ class SessionScreen(Screen):
         self._paint_topbar()
         self.refresh_bindings()
 
+    def worker_failed(self, worker, error: BaseException) -> None:
+        """Called by the App when one of this screen's workers raised: say so where the data would be."""
+        if worker.group == "session-timeline":
+            self.timeline_view.empty_text = f"could not build this turn's timeline: {type(error).__name__}: {error}"
+            self.timeline_view.set_rows([])
+        elif worker.group == "session-load":
+            self.post_message(LoadFailed(f"{type(error).__name__}: {error}", "session"))
+
     @on(StoreChanged)
     def _on_store_changed(self, message: StoreChanged) -> None:
         if self.detail is None:

@@ -123,7 +123,8 @@ class SessionsTable(VirtualList[SessionItem]):
         for col, w in zip(COLUMNS, self._widths(width)):
             label = col.label
             if col.key == self.sort_name:
-                label += " ▼" if self.sort_reverse else " ▲"
+                arrow = "▼" if self.sort_reverse else "▲"
+                label = f"{label} {arrow}" if len(label) + 2 <= w else f"{label[:w - 1]}{arrow}"
             cells.append(_cell(label, w, col.align))
         return Text(" ") + Text(" ").join(cells)
 
