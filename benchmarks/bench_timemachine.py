@@ -104,9 +104,9 @@ def _read_cells(r: StoreReader, sid: str) -> int:
 
 
 def _row_lists(r: StoreReader, a: str, b: str) -> None:
-    from flux.model.session import diff_rows
+    from flux.model.session import TRACE_KINDS, diff_rows
 
-    da, db = load_session(r, a), load_session(r, b)
+    da, db = load_session(r, a, kinds=TRACE_KINDS), load_session(r, b, kinds=TRACE_KINDS)
     diff_rows(da.run_events, da.cells, db.run_events, db.cells)
 
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import re
 import time
+from types import MappingProxyType
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional, Protocol
+from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
 
 from flux.canonical import canonical_json, compact_json
 from flux.errors import FluxError
@@ -99,7 +100,7 @@ class RunResult:
     halted: Optional[PlanHalt] = None
     returned: bool = False
     flow_key: str = ""
-    symbols: dict[str, Any] = field(default_factory=dict)
+    symbols: Mapping[str, Any] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -396,7 +397,9 @@ class Interpreter:
                 break
             if resumable:
                 self._completed(key, i, stmt, vid)
-        result.symbols = dict(self.symbols)
+        # A read-only view, not a copy: one interpreter runs every plan of a replay, and copying a
+        # growing symbol table per plan made long replays quadratic.
+        result.symbols = MappingProxyType(self.symbols)
         result.values = self.values
         return result
 

@@ -290,20 +290,26 @@ class SessionDetail:
         return [p for t in self.turns for p in t.accepted_plans]
 
 
+# What hermetic replay and run diff read: turns, plan attempts and the run trace.
+TRACE_KINDS = ("turn_started", "turn_ended", "plan_attempted", "run")
 _HEADER_KINDS = ("session_started", "model_changed", "message", "compacted", "turn_started", "turn_ended", "call_usage")
 
 
-def load_session(reader: StoreReader, ref: str | None, *, turn: int | None = None) -> SessionDetail:
+def load_session(reader: StoreReader, ref: str | None, *, turn: int | None = None,
+                 kinds: Sequence[str] | None = None) -> SessionDetail:
     """Resolve ``s_<n>``/``last`` and fold the session.
 
     ``turn=None`` reads every event. ``turn=N`` (1-based; ``-1`` for the newest) reads what a
     viewer needs first: the session's messages and turn headers, and every row of that one turn
     only — so a 100,000-event session opens without decoding all of it.
+
+    ``kinds`` (whole-session loads only) restricts the rows read, for consumers that need only some
+    (replay reads turns, plan attempts and run rows, never observations or messages).
     """
     row = reader.resolve_session(ref)
     before = reader.skipped_rows
     if turn is None:
-        events = reader.events(row.id)
+        events = reader.events(row.id, kinds=kinds)
         window = None
     else:
         header = reader.events(row.id, kinds=_HEADER_KINDS)

@@ -29,7 +29,7 @@ from ..errors import FluxError
 from ..lang.formatter import format_statement
 from ..lang.hashes import stmt_hash16
 from ..lang.parser import parse
-from ..model.session import SessionDetail, StmtRow, diff_rows, load_session
+from ..model.session import TRACE_KINDS, SessionDetail, StmtRow, diff_rows, load_session
 from ..store.store import StoreReader
 
 __all__ = [
@@ -291,6 +291,6 @@ def diff_details(a: SessionDetail, b: SessionDetail) -> RunDiff:
 def run_diff(reader_a: StoreReader, a_ref: str | None, reader_b: StoreReader | None = None, b_ref: str | None = None) -> RunDiff:
     """Diff session ``a_ref`` of ``reader_a`` against ``b_ref`` of ``reader_b`` (default: the same
     store). Refs are ``s_<n>`` or ``last``; an unknown id raises :class:`~flux.errors.SessionNotFound`."""
-    a = load_session(reader_a, a_ref)
-    b = load_session(reader_b or reader_a, b_ref)
+    a = load_session(reader_a, a_ref, kinds=TRACE_KINDS)
+    b = load_session(reader_b or reader_a, b_ref, kinds=TRACE_KINDS)
     return diff_details(a, b)

@@ -46,7 +46,7 @@ from ..lang.catalog import OpCatalog
 from ..lang.hashes import flow_key
 from ..lang.interpreter import Interpreter, ResumeLedger
 from ..lang.parser import parse
-from ..model.session import SessionDetail, execution_keys, load_session
+from ..model.session import TRACE_KINDS, SessionDetail, execution_keys, load_session
 from ..store.events import Run, decode_run
 from ..store.store import StoreReader, StoreWriter
 
@@ -386,7 +386,7 @@ def replay_session(reader: StoreReader, session_ref: str | None, turn: int | Non
     :class:`~flux.errors.NotReplayable` (one line, what to do) when there is nothing to replay.
     Divergence is not an exception: it is ``report.diverged``.
     """
-    detail = load_session(reader, session_ref)
+    detail = load_session(reader, session_ref, kinds=TRACE_KINDS)
     return replay_detail(detail, turn=turn, catalog=catalog, on_progress=on_progress, scratch_dir=scratch_dir,
                          recorded_dir=reader.dir)
 
