@@ -86,6 +86,9 @@ class SessionsScreen(Screen):
         self.table.empty_text = "opening the store…"
         self.table.focus()
         self._load_rows(self._generation)
+        if self.app.frozen_now_ms is None:
+            # Relative times ("3m ago") age while the screen is open.
+            self.set_interval(30, self.table.refresh_rows, name="age-refresh")
 
     # -- loading --------------------------------------------------------------------------------
 
@@ -148,6 +151,7 @@ class SessionsScreen(Screen):
         self._progress = (len(message.rows) - len(todo), len(message.rows))
         if todo:
             self._summarize(self._generation, todo)
+        self.refresh_bindings()
         if self.app.initial_session and not self._opened_initial:
             self._opened_initial = True
             self.app.open_session(self.app.initial_session)
@@ -257,9 +261,10 @@ class SessionsScreen(Screen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "clear_filter":
-            return bool(self._filter_text) or self.query_one("#filter-bar").display
+            bars = self.query("#filter-bar")
+            return bool(self._filter_text) or bool(bars and bars.first().display)
         if action in ("cycle_sort", "reverse_sort", "lineage", "filter"):
-            return self._error is None
+            return self._error is None and bool(self._items)
         return True
 
     @on(Input.Changed, "#filter")
@@ -362,7 +367,7 @@ class SessionsScreen(Screen):
             if interrupted:
                 right.append(" · ")
                 right.append(f"⚠ {interrupted} interrupted", style="bold yellow")
-            elif done >= total:
+            elif done >= total and n:
                 right.append(" · 0 interrupted", style="dim")
             if done < total:
                 right.append(f" · summarizing {done}/{total}", style="dim")
@@ -372,7 +377,8 @@ class SessionsScreen(Screen):
                 if self._query_running:
                     right.append(" (searching…)", style="dim")
             t = self.table
-            right.append(f" · sort {SORTS[t.sort_name][0]} {'▼' if t.sort_reverse else '▲'}", style="dim")
+            if n:
+                right.append(f" · sort {SORTS[t.sort_name][0]} {'▼' if t.sort_reverse else '▲'}", style="dim")
         self.query_one(TopBar).set(left, right)
 
     def _show_notice(self, title: str, reason: str, todo: str, *, error: bool) -> None:
