@@ -424,10 +424,11 @@ def _all_binding_classes():
     from flux_tui.widgets.sessions_table import SessionsTable
     from flux_tui.widgets.timeline_view import TimelineView
     from flux_tui.widgets.turn_list import TurnList
+    from flux_tui.widgets.rendered_view import RenderedView
     from flux_tui.widgets.virtual_list import VirtualList
 
     return [FluxApp, SessionsScreen, SessionScreen, LineageScreen, HelpScreen, VirtualList, SessionsTable, TimelineView,
-            TurnList, ChildrenList]
+            TurnList, ChildrenList, RenderedView]
 
 
 def test_every_binding_has_an_id_and_a_tooltip():

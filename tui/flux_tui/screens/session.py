@@ -260,6 +260,10 @@ class SessionScreen(Screen):
     def _on_turn_selected(self, message: VirtualList.Selected) -> None:
         self.timeline_view.focus()
 
+    @on(VirtualList.Selected, "#timeline")
+    def _on_item_selected(self, message: VirtualList.Selected) -> None:
+        self.query_one("#inspector").focus()
+
     def _show_item(self, row: TLRow | None) -> None:
         insp = self.query_one("#inspector", Panel)
         if row is None or self.timeline is None:

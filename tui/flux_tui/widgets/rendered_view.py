@@ -13,6 +13,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
+from textual.binding import Binding
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -33,10 +34,10 @@ class RenderedView(ScrollView, can_focus=True):
     """
 
     BINDINGS = [
-        ("down,j", "scroll_down", "Scroll down"),
-        ("up,k", "scroll_up", "Scroll up"),
-        ("home,g", "scroll_home", "Top"),
-        ("end,G", "scroll_end", "Bottom"),
+        Binding("down,j", "scroll_down", "Scroll down", show=False, id="panel.down", tooltip="Scroll the panel down a line"),
+        Binding("up,k", "scroll_up", "Scroll up", show=False, id="panel.up", tooltip="Scroll the panel up a line"),
+        Binding("home,g", "scroll_home", "Top", show=False, id="panel.top", tooltip="Scroll to the top of the panel"),
+        Binding("end,G", "scroll_end", "Bottom", show=False, id="panel.bottom", tooltip="Scroll to the end of the panel"),
     ]
 
     def __init__(self, topic: str, renderable: RenderableType = "", **kw) -> None:

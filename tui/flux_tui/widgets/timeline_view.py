@@ -9,6 +9,7 @@ from typing import Hashable
 
 from rich.cells import cell_len
 from rich.text import Text
+from textual.binding import Binding
 
 from flux.model.session import Cell, Turn
 from flux.model.timeline import Statement, TimelinePlan, TurnTimeline
@@ -133,6 +134,11 @@ class TimelineView(VirtualList[TLRow]):
     """Cursor over statements and cells; headings and source lines are display-only."""
 
     HELP_TOPIC = "timeline"
+
+    BINDINGS = [
+        Binding("enter", "select", "Inspect", show=False, id="timeline.inspect",
+                tooltip="Move to the inspector to read (and scroll) the item under the cursor"),
+    ]
 
     def __init__(self, **kw) -> None:
         super().__init__(empty_text="loading…", **kw)
