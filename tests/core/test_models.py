@@ -248,3 +248,59 @@ def test_listing_cost_uses_reported_cost_and_ended_usage_without_calls(tmp_path)
     from flux.model.pricing import priced_usage, turn_usage_pairs
     total, unknown = priced_usage(load_price_table(), [p for t in det.turns for p in turn_usage_pairs(t)])
     assert total == pytest.approx(s.cost) and unknown == []
+
+
+def test_turn_slices_and_messages_by_position(tmp_path):
+    d = _store(tmp_path)
+    with StoreWriter(d) as w:
+        sid = w.create_session("mock")
+        write_turn(w, sid, "one", plan=HOST_PLAN.format(path="a"), cells=[cell("read", {"path": "a"}, "A")], ts=1_000)
+        write_turn(w, sid, "two", plan=HOST_PLAN.format(path="b"), cells=[cell("read", {"path": "b"}, "B")], ts=2_000)
+    with StoreReader(d) as r:
+        det = load_session(r, sid)
+    t1, t2 = det.turns
+    assert [c.rec.content for c in det.turn_cells(t1)] == ["A"] and [c.rec.content for c in det.turn_cells(t2)] == ["B"]
+    assert [e.body.plain_text for e in det.turn_messages(t1)] == ["one", "answer to one"]
+    assert [e.body.plain_text for e in det.turn_messages(t2)] == ["two", "answer to two"]
+    assert all(t1.turn_id <= e.global_seq < t2.turn_id for e in det.turn_events(t1))
+
+
+def test_one_turn_load_matches_the_full_load_for_that_turn(tmp_path):
+    d = _store(tmp_path)
+    with StoreWriter(d) as w:
+        sid = w.create_session("mock")
+        for i in range(3):
+            write_turn(w, sid, f"t{i}", plan=HOST_PLAN.format(path=str(i)), cells=[cell("read", {"path": str(i)}, str(i))], ts=1_000 * (i + 1),
+                       usage=Usage(input_tokens=i + 1))
+    with StoreReader(d) as r:
+        full = load_session(r, sid)
+        part = load_session(r, sid, turn=2)
+        newest = load_session(r, sid, turn=-1)
+    assert part.partial and part.window == full.turn_window(full.turns[1])
+    assert [t.outcome for t in part.turns] == [t.outcome for t in full.turns]
+    assert [t.effective_usage for t in part.turns] == [t.effective_usage for t in full.turns]
+    assert part.turn_events(part.turns[1]) == full.turn_events(full.turns[1])
+    assert [(c.index, c.rec) for c in part.cells] == [(c.index, c.rec) for c in full.turn_cells(full.turns[1])]
+    assert [m.plain_text for m in part.conversation] == [m.plain_text for m in full.conversation]
+    assert newest.window[0] == full.turns[-1].turn_id
+    tl_full = build_timeline(full, full.turns[1])
+    tl_part = build_timeline(part, part.turns[1])
+    assert [(s.text, s.status) for p in tl_part.plans for s in p.statements] == [(s.text, s.status) for p in tl_full.plans for s in p.statements]
+
+
+def test_interrupted_sessions_across_the_store(tmp_path):
+    from flux.model.listing import interrupted_sessions
+
+    d = _store(tmp_path)
+    with StoreWriter(d) as w:
+        ok = w.create_session("mock")
+        write_turn(w, ok, "done", plan=HOST_PLAN.format(path="a"))
+        killed = w.create_session("mock")
+        write_turn(w, killed, "killed", plan=HOST_PLAN.format(path="b"), end=None)
+        early = w.create_session("mock")
+        write_turn(w, early, "no plan", end=None)
+    with StoreReader(d) as r:
+        found = interrupted_sessions(r)
+        listed = {s.id for s in list_sessions(r) if s.interrupted}
+    assert set(found) == listed == {killed}
+    assert found[killed].interrupted.user_input == "killed"

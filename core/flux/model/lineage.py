@@ -10,7 +10,7 @@ from ..store.store import SessionRow
 __all__ = ["Lineage", "lineage_of", "LINEAGE_MARKS"]
 
 # One-glyph marks the list views use.
-LINEAGE_MARKS = {"fork": "⑂ fork", "what-if": "? what-if", "sub-agent": "↳ sub-agent", "check": "✓ check", "a2a": "⇄ a2a", "child": "↳ child"}
+LINEAGE_MARKS = {"fork": "⋔ fork", "what-if": "? what-if", "sub-agent": "↳ sub-agent", "check": "✓ check", "a2a": "⇄ a2a", "child": "↳ child"}
 
 
 @dataclass(frozen=True, slots=True)

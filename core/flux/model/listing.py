@@ -226,3 +226,19 @@ def list_sessions(reader: StoreReader, *, limit: int | None = 30, query: str | N
     if limit is not None:
         rows = rows[:limit]
     return summarize_sessions(reader, rows, prices)
+
+
+def interrupted_sessions(reader: StoreReader) -> dict[str, "InterruptCheck"]:
+    """Every session ``flux sessions`` would flag, across the whole store, without summarizing
+    every session: one indexed pass over ``turn_started`` rows finds sessions whose newest turn has
+    no ``turn_ended``; only those get the full §3.8 check."""
+    rows = reader.query(
+        "WITH last AS (SELECT stream, COUNT(*) AS n, MAX(global_seq) AS tid FROM events WHERE kind = 'turn_started' GROUP BY stream)"
+        " SELECT stream, n, tid FROM last WHERE NOT EXISTS ("
+        "  SELECT 1 FROM events e WHERE e.stream = last.stream AND e.turn_id = last.tid AND e.kind = 'turn_ended')")
+    out = {}
+    for stream, n, tid in rows:
+        check = _check_open_newest_turn(reader, stream, tid, n)
+        if check.interrupted is not None:
+            out[stream] = check
+    return out

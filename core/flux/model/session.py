@@ -8,8 +8,9 @@
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Iterable, Sequence
 
 from ..store.events import (
@@ -174,13 +175,15 @@ def fold_conversation(events: Iterable[StoredEvent]) -> list[Message]:
     return out
 
 
-def collect_cells(events: Iterable[StoredEvent], turns: Sequence[Turn] = ()) -> list[Cell]:
+def collect_cells(events: Iterable[StoredEvent], turns: Sequence[Turn] = (), start_index: int = 0) -> list[Cell]:
+    """The session's cells in stream order; ``index`` is the tape position (offset by
+    ``start_index`` when only a later window of the session was read)."""
     cells: list[Cell] = []
     ids = [t.turn_id for t in turns]
     for ev in events:
         if isinstance(ev.body, Run) and isinstance(ev.body.event, OpRecorded):
             ti = bisect_right(ids, ev.global_seq) - 1 if ids else -1
-            cells.append(Cell(len(cells), ev.global_seq, ev.stream_seq, ev.ts,
+            cells.append(Cell(start_index + len(cells), ev.global_seq, ev.stream_seq, ev.ts,
                               turns[ti].number if ti >= 0 else None, ev.body.event))
     return cells
 
@@ -268,18 +271,55 @@ class SessionDetail:
         end = self.turns[i + 1].turn_id if i + 1 < len(self.turns) else None
         return turn.turn_id, end
 
-    def turn_events(self, turn: Turn) -> list[StoredEvent]:
+    @cached_property
+    def _event_seqs(self) -> list[int]:
+        return [e.global_seq for e in self.events]  # ascending: stream order is append order
+
+    @cached_property
+    def _cell_seqs(self) -> list[int]:
+        return [c.global_seq for c in self.cells]
+
+    def _slice(self, seqs: list[int], turn: Turn) -> slice:
         start, end = self.turn_window(turn)
-        return [e for e in self.events if e.global_seq >= start and (end is None or e.global_seq < end)]
+        return slice(bisect_left(seqs, start), len(seqs) if end is None else bisect_left(seqs, end))
+
+    def turn_events(self, turn: Turn) -> list[StoredEvent]:
+        """Every loaded row of the turn's window — a bisect, not a scan of the session."""
+        return self.events[self._slice(self._event_seqs, turn)]
 
     def turn_run_trace(self, turn: Turn) -> list[StoredEvent]:
         return [e for e in self.turn_events(turn) if isinstance(e.body, Run)]
 
     def turn_cells(self, turn: Turn) -> list[Cell]:
-        return [c for c in self.cells if c.turn_number == turn.number]
+        return self.cells[self._slice(self._cell_seqs, turn)]
 
     def observations(self, turn: Turn) -> list[tuple[StoredEvent, Observation]]:
-        return [(e, e.body) for e in self.events if e.turn_id == turn.turn_id and isinstance(e.body, Observation)]
+        return [(e, e.body) for e in self.turn_events(turn) if e.turn_id == turn.turn_id and isinstance(e.body, Observation)]
+
+    @cached_property
+    def _message_bounds(self) -> list[int]:
+        """Per turn, the global_seq where its messages start: its ``turn_started``, or the user
+        message written right before it (flux opens a turn with the user message, §2.6)."""
+        pos = {e.global_seq: i for i, e in enumerate(self.events)}
+        bounds = []
+        for t in self.turns:
+            i = pos.get(t.turn_id)
+            prev = self.events[i - 1] if i else None
+            if prev is not None and isinstance(prev.body, Message) and prev.body.role == "user":
+                bounds.append(prev.global_seq)
+            else:
+                bounds.append(t.turn_id)
+        return bounds
+
+    def turn_messages(self, turn: Turn) -> list[StoredEvent]:
+        """The ``message``/``compacted`` rows of one turn, by position: from the user message that
+        opened it up to the one that opens the next turn. Rows before the first turn belong to it."""
+        b = self._message_bounds
+        i = turn.number - 1
+        start = b[i] if i > 0 else -1
+        end = b[i + 1] if i + 1 < len(b) else None
+        return [e for e in self.events if isinstance(e.body, (Message, Compacted))
+                and e.global_seq >= start and (end is None or e.global_seq < end)]
 
     @property
     def unknown_events(self) -> list[StoredEvent]:
@@ -325,5 +365,10 @@ def load_session(reader: StoreReader, ref: str | None, *, turn: int | None = Non
             events = sorted([e for e in header if e.global_seq not in seen] + inside + scoped, key=lambda e: e.stream_seq)
     skipped = reader.skipped_rows - before
     turns = fold_turns(events)
+    offset = 0
+    if window is not None:  # cells before the window still count for tape positions
+        offset = reader.query(
+            "SELECT COUNT(*) FROM events WHERE stream = ? AND kind = 'run' AND global_seq < ?"
+            " AND json_extract(payload, '$.data.event') = 'op_recorded'", (row.id, window[0]))[0][0]
     return SessionDetail(row=row, events=events, turns=turns, conversation=fold_conversation(events),
-                         cells=collect_cells(events, turns), skipped_rows=skipped, window=window)
+                         cells=collect_cells(events, turns, offset), skipped_rows=skipped, window=window)
