@@ -90,6 +90,7 @@ class TurnOutput:
     model_calls: int = 0
     iterations: int = 0
     error: Optional[str] = None
+    number: int = 0  # 1-based turn number in its session (turn_id is a global_seq, not for people)
 
     @property
     def ok(self) -> bool:
@@ -97,7 +98,7 @@ class TurnOutput:
 
     def to_json(self) -> dict:
         return {
-            "session": self.session, "turn_id": self.turn_id, "outcome": self.outcome, "answer": self.answer,
+            "session": self.session, "turn": self.number, "turn_id": self.turn_id, "outcome": self.outcome, "answer": self.answer,
             "model": self.model, "usage": self.usage.to_body(), "cost_usd": self.cost, "model_calls": self.model_calls,
             "iterations": self.iterations, "error": self.error,
             "plans": [{"step": p.step, "phase": p.phase, "fingerprint": p.fingerprint, "flow_key": p.flow_key}
@@ -365,6 +366,8 @@ class TurnRunner:
         rec.message("user", user_msg["content"])
         turn_id = cfg.writer.begin_turn(cfg.session, cfg.redactor.redact(user_input), cfg.model_name)
         out = TurnOutput(cfg.session, turn_id, "ok", "", Usage(), None, cfg.model_name)
+        out.number = cfg.writer.conn.execute(
+            "SELECT COUNT(*) FROM events WHERE stream = ? AND kind = 'turn_started'", (cfg.session,)).fetchone()[0]
         observations: list[Observation] = []
         usages: list[Usage] = []
         turn_msgs: list[dict] = []  # assistant/user exchanges of this turn (unredacted)

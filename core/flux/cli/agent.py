@@ -83,7 +83,7 @@ def _usage_line(out: Any) -> str:
     u = out.usage
     cost = "cost unknown" if out.cost is None else f"${out.cost:.4f}"
     cache = f" · {u.cache_read_input_tokens} cache-read" if u.cache_read_input_tokens else ""
-    return (f"{out.session} · turn {out.turn_id} · {out.outcome} · {out.model_calls} model call(s), "
+    return (f"{out.session} · turn {out.number} · {out.outcome} · {out.model_calls} model call(s), "
             f"{len(out.tool_calls)} tool call(s) · {u.input_tokens} in / {u.output_tokens} out{cache} tokens · {cost}")
 
 
