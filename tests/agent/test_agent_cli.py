@@ -91,7 +91,7 @@ def test_flux_run_human_output_streams_tools_and_usage_line(tmp_path, ws):
     res = run("run", "--store", tmp_path / "S", "--workspace", ws, "write a quick note")
     assert res.exit_code == 0
     assert "▸ glob" in res.stderr and "denied" in res.stderr
-    assert "s_1 · turn 3 · ok · 3 model call(s), 2 tool call(s)" in res.stderr and "$0.0000" in res.stderr
+    assert "s_1 · turn 1 · ok · 3 model call(s), 2 tool call(s)" in res.stderr and "$0.0000" in res.stderr
 
 
 def test_flux_run_errors_are_one_line(tmp_path, ws):
