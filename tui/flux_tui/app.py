@@ -78,6 +78,7 @@ class FluxApp(App):
         self._token: object = None
         # id -> summary; valid while the registry row (updated_at, last_seq) is unchanged.
         self.summaries: dict[str, SessionSummary] = {}
+        self.last_diffed: str | None = None  # the diff prompt's fallback default
         self.theme = "nord"
 
     # -- time -----------------------------------------------------------------------------------

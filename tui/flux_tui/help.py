@@ -20,7 +20,8 @@ says why). Lineage shows forks (⋔), what-ifs (?) and sub-agents (↳) with the
 
 Per-session facts (turns, outcome, cost, status) are computed in the background, visible rows
 first; "…" means not computed yet. / filters by id, model or conversation text; s cycles the sort
-column, r reverses it; Enter opens the session; l shows its lineage."""),
+column, r reverses it; Enter opens the session; l shows its lineage; d diffs the highlighted session
+against another one (default: its fork source)."""),
     "filter": ("Filter", """\
 Type to filter the sessions list. Ids and models match at once; conversation text (user and
 assistant messages, tool calls and results) is searched in the store in the background.
@@ -38,7 +39,25 @@ is_error or denied), g/G first/last.
 
 Markers: ✓ completed, ↷ skipped (fast-forwarded on a resume), ▸ dispatched (ran, no ledger row —
 the turn never ended), ✗ halted or has an error cell, · not run. Cell flags: err, denied,
-redacted, truncated. The inspector on the right shows the item under the cursor."""),
+redacted, truncated. The inspector on the right shows the item under the cursor. r replays the
+session from tape and marks the first column ✓ served / ✗ diverged / ○ unconsumed (Esc clears).
+d diffs it against another session."""),
+    "replay": ("Replay report", """The last hermetic replay of this session: faithful or not, how many recorded cells were served
+(C/T), each replayed plan by flow_key (✓ ran, ✗ halted — reproduced or diverged), the divergence
+message, plans without a stored source and the cells left unconsumed. A replay never writes the
+store. r runs it again; Esc clears the marks."""),
+    "diff": ("Diff", """Two recorded runs aligned statement by statement (or cell by cell when a run has no statement
+rows), A on the left, B on the right. Markers: = same statement and output; ~ the plan diverges
+(the agent did something else); ≠ same statement, different world (its recorded output differs,
+shown on the second line); + only B has a statement here; − only A has one. The first divergence
+is focused on open; n/N jump between differences; Enter opens the row's payloads side by side;
+s swaps A and B. The panel below explains the row under the cursor."""),
+    "diff-prompt": ("Diff against", """The session to compare with: s_<n>, a bare number, or last (the newest session). The default is
+the session's fork source, else the last session you diffed. An id the store does not hold is
+refused here."""),
+    "diff-detail": ("Payloads", """The row's two sides: recorded outputs for a ≠ row, statements for a ~ row. JSON is pretty-printed
+and coloured; lines that differ are red on A's side and green on B's. Below: what changed — a
+structural diff (deepdiff) for JSON, a line diff otherwise. Esc goes back to the rows."""),
     "inspector": ("Inspector", """\
 Everything recorded about the item under the timeline cursor. For a cell: the op, its input as
 pretty JSON (the raw text when the recorded view was truncated), the content the op returned and

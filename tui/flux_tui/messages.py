@@ -15,7 +15,8 @@ from flux.store.store import SessionRow
 
 __all__ = [
     "StoreChanged", "RowsLoaded", "LoadFailed", "SummariesLoaded", "QueryMatched", "SessionLoaded",
-    "TimelineReady", "ChildrenLoaded", "OpenSession",
+    "TimelineReady", "ChildrenLoaded", "OpenSession", "ReplayProgress", "ReplayFinished", "ReplayFailed",
+    "DiffReady", "InterruptedCount",
 ]
 
 
@@ -98,3 +99,45 @@ class OpenSession(Message):
     """Ask the App to open a session screen."""
 
     session_id: str
+
+
+@dataclass
+class ReplayProgress(Message):
+    """``done`` of ``total`` executions replayed (throttled by the worker)."""
+
+    session_id: str
+    done: int
+    total: int
+
+
+@dataclass
+class ReplayFinished(Message):
+    """A replay ended. ``focus`` says where it went wrong: ``(turn_number, ("stmt", flow_key, node))``
+    or ``(turn_number, ("cell", tape_index))``; None when there is nothing to point at."""
+
+    session_id: str
+    report: Any
+    focus: Any = None
+    seconds: float = 0.0
+
+
+@dataclass
+class ReplayFailed(Message):
+    """The session cannot be replayed at all (no cells, no plans, a plan that does not parse…)."""
+
+    session_id: str
+    error: str
+
+
+@dataclass
+class DiffReady(Message):
+    diff: Any = None  # flux.timemachine.diff.RunDiff
+    error: str | None = None
+
+
+@dataclass
+class InterruptedCount(Message):
+    """The store-wide interrupted set (``interrupted_sessions``), ahead of the summary scan."""
+
+    generation: int
+    ids: set[str]

@@ -3,6 +3,9 @@ conversation, observations and unknown events; usage and cost of the turn and th
 
 from __future__ import annotations
 
+import time
+
+from rich.console import Group
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -15,16 +18,18 @@ from textual.worker import get_current_worker
 from flux.errors import FluxError, SessionNotFound, StoreError
 from flux.model.interrupted import InterruptCheck
 from flux.model.lineage import lineage_of
-from flux.model.session import SessionDetail, Turn, load_session
+from flux.model.session import TRACE_KINDS, SessionDetail, Turn, load_session
 from flux.model.timeline import TurnTimeline
 
 from ..compat import safe_build_timeline, safe_check_interrupted
 from ..fmt import lineage_mark
-from ..messages import LoadFailed, SessionLoaded, StoreChanged, TimelineReady
+from ..messages import (
+    LoadFailed, ReplayFailed, ReplayFinished, ReplayProgress, SessionLoaded, StoreChanged, TimelineReady,
+)
 from ..render import (
     render_cell, render_conversation, render_observations, render_statement, render_turn_info, render_unknown,
-    turn_messages,
 )
+from ..replay_marks import ReplayMarks, divergence_target, marks_from_report, render_report
 from ..widgets.rendered_view import RenderedView as Panel
 from ..widgets.timeline_view import TimelineView, TLRow, build_rows
 from ..widgets.topbar import TopBar
@@ -34,6 +39,11 @@ from ..widgets.virtual_list import VirtualList
 __all__ = ["SessionScreen"]
 
 
+# A session with more events than this opens one turn at a time (the newest first); the others load
+# when the turn list moves to them. Smaller sessions load whole, once.
+PARTIAL_OVER = 20_000
+TURN_CACHE = 4
+
 _TURN_GROUP = Binding.Group("Turn", compact=True)
 _ERROR_GROUP = Binding.Group("Error", compact=True)
 
@@ -42,7 +52,8 @@ class SessionScreen(Screen):
     HELP_TOPIC = "timeline"
 
     BINDINGS = [
-        Binding("escape", "back", "Back", id="session.back", tooltip="Back to the previous screen"),
+        Binding("escape", "back", "Back", id="session.back",
+                tooltip="Clear the replay marks if shown, else back to the previous screen"),
         Binding("left_square_bracket", "prev_turn", "Prev turn", id="session.prev_turn", tooltip="Select the previous turn",
                 group=_TURN_GROUP),
         Binding("right_square_bracket", "next_turn", "Next turn", id="session.next_turn", tooltip="Select the next turn",
@@ -61,6 +72,10 @@ class SessionScreen(Screen):
                 tooltip="Events of kinds this reader does not know"),
         Binding("l", "lineage", "Lineage", id="session.lineage", tooltip="Forks, what-ifs and sub-agents of this session"),
         Binding("u", "source", "Source", id="session.source", tooltip="Open the session this one was derived from"),
+        Binding("r", "replay", "Replay", id="session.replay",
+                tooltip="Replay the session hermetically from its cassette and mark every statement and cell"),
+        Binding("d", "diff", "Diff", id="session.diff",
+                tooltip="Diff this session against another one, side by side (default: its fork source)"),
         Binding("1", "focus_panel('turns')", "Focus turns", show=False, id="session.focus_turns", tooltip="Focus the turn list"),
         Binding("2", "focus_panel('timeline')", "Focus plan", show=False, id="session.focus_timeline",
                 tooltip="Focus the plan / cell stepper"),
@@ -82,6 +97,11 @@ class SessionScreen(Screen):
         self._scope = "turn"
         self._error: str | None = None
         self._pending_restore: tuple | None = None
+        self._turn_details: dict[int, SessionDetail] = {}  # turn number -> the detail that holds its rows
+        self.turn_detail: SessionDetail | None = None  # the detail the shown timeline was built from
+        self.replay: ReplayMarks | None = None
+        self.replay_running: tuple[int, int] | None = None
+        self._pending_focus: tuple | None = None
 
     # -- layout ---------------------------------------------------------------------------------
 
@@ -102,6 +122,8 @@ class SessionScreen(Screen):
                             yield Panel("observations", id="observations")
                         with TabPane("Unknown", id="tab-unknown"):
                             yield Panel("unknown", id="unknown")
+                        with TabPane("Replay", id="tab-replay"):
+                            yield Panel("replay", id="replay")
         yield Static(id="session-notice")
         yield Footer()
 
@@ -119,6 +141,8 @@ class SessionScreen(Screen):
         self.query_one("#turn-info").border_title = "Turn"
         self.query_one("#timeline").border_title = "Plan & cells"
         self.query_one("#inspector").border_title = "Inspector"
+        self.query_one("#replay", Panel).show(Text("no replay yet — r replays the session from its cassette",
+                                                   style="dim italic"))
         self._paint_topbar()
         self.timeline_view.focus()
         self._load(reload=False)
@@ -134,9 +158,15 @@ class SessionScreen(Screen):
                 if (row.last_seq, row.updated_at, row.msg_count) == (self.detail.row.last_seq, self.detail.row.updated_at,
                                                                     self.detail.row.msg_count):
                     return  # another session changed; this one did not
-            detail = load_session(reader, self.session_id)
+            row = reader.resolve_session(self.session_id)
+            if row.last_seq > PARTIAL_OVER:
+                # Big session: its messages and turn headers, and the rows of one turn only.
+                number = self.turn.number if (reload and self.turn is not None) else -1
+                detail = load_session(reader, row.id, turn=number)
+            else:
+                detail = load_session(reader, row.id)
             check, degraded = safe_check_interrupted(detail)
-            messages = turn_messages(detail)
+            messages: dict = {}
             unknown = detail.unknown_events
         except (StoreError, SessionNotFound, FluxError) as e:
             self.post_message(LoadFailed(str(e), "session"))
@@ -165,16 +195,20 @@ class SessionScreen(Screen):
         self.session_id = message.detail.row.id
         self.check = message.interrupt
         self.degraded = message.degraded
-        self._messages = message.messages
+        self._messages = {}
+        self._turn_details = {}
+        self._remember(message.detail)
         tl = self.turns_list
         tl.check = self.check
         turns = message.detail.turns
         if message.reload and prev_turn is not None:
             key = next((t.turn_id for t in turns if t.number == prev_turn), None)
         else:
-            # Start on the interrupted (or open) turn if there is one, else the first.
+            # Start on the interrupted (or open) turn if there is one, else the first — or, for a
+            # big session opened one turn at a time, the newest (the one already read).
             open_no = self.check.open_turn
-            key = next((t.turn_id for t in turns if t.number == open_no), turns[0].turn_id if turns else None)
+            default = (turns[-1] if message.detail.partial else turns[0]).turn_id if turns else None
+            key = next((t.turn_id for t in turns if t.number == open_no), default)
         tl.set_rows(turns, cursor_key=key)
         tl.refresh_rows()
         unknown = len(message.unknown)
@@ -189,7 +223,7 @@ class SessionScreen(Screen):
             self._show_turn(None)
         elif message.reload and self.turn is not None and tl.current is not None and tl.current.number == self.turn.number:
             self.turn = tl.current
-            self._build_timeline(self.detail, self.turn, self._pending_restore)
+            self._build_timeline(self.turn, self._pending_restore)
         self._paint_topbar()
         self.refresh_bindings()
 
@@ -202,35 +236,67 @@ class SessionScreen(Screen):
             return
         self.turn = turn
         self.timeline = None
-        self.timeline_view.empty_text = "loading…"
+        self.timeline_view.empty_text = "loading…" if self._detail_for(turn) is not None else f"reading turn {turn.number}…"
         self.timeline_view.set_rows([], keep_cursor=False)
         self._show_turn(turn)
-        self._build_timeline(self.detail, turn, None)
+        self._build_timeline(turn, None)
+
+    def _remember(self, detail: SessionDetail) -> None:
+        """Keep a loaded detail for the turn(s) it holds in full (a few one-turn windows at most)."""
+        if not detail.partial:
+            self._turn_details = {t.number: detail for t in detail.turns}
+            return
+        start = detail.window[0] if detail.window else None
+        turn = next((t for t in detail.turns if t.turn_id == start), None)
+        if turn is None:
+            return
+        self._turn_details.pop(turn.number, None)
+        self._turn_details[turn.number] = detail
+        while len(self._turn_details) > TURN_CACHE:
+            self._turn_details.pop(next(iter(self._turn_details)))
+
+    def _detail_for(self, turn: Turn) -> SessionDetail | None:
+        return self._turn_details.get(turn.number)
 
     @work(thread=True, exclusive=True, group="session-timeline", exit_on_error=False, description="Building the turn timeline")
-    def _build_timeline(self, detail: SessionDetail, turn: Turn, restore) -> None:
+    def _build_timeline(self, turn: Turn, restore) -> None:
         try:
+            detail = self._detail_for(turn)
+            if detail is None:  # a big session: read this turn's rows now
+                detail = load_session(self.app.ensure_reader(), self.session_id, turn=turn.number)
+            if get_current_worker().is_cancelled:
+                return
+            turn = detail.turns[turn.number - 1] if turn.number - 1 < len(detail.turns) else turn
             timeline, degraded = safe_build_timeline(detail, turn)
             rows = build_rows(turn, timeline)
-        except FluxError as e:
+        except (StoreError, SessionNotFound, FluxError) as e:
             self.post_message(LoadFailed(str(e), "timeline"))
             return
         if not get_current_worker().is_cancelled:
-            self.post_message(TimelineReady(turn.number, timeline, degraded, (rows, restore)))
+            self.post_message(TimelineReady(turn.number, timeline, degraded, (rows, restore, detail)))
 
     @on(TimelineReady)
     def _on_timeline(self, message: TimelineReady) -> None:
         if self.turn is None or message.turn_number != self.turn.number:
             return
-        rows, restore = message.restore
+        rows, restore, detail = message.restore
+        self._remember(detail)
+        self.turn_detail = detail
         self.timeline = message.timeline
         if message.degraded:
             self.degraded = message.degraded
         tv = self.timeline_view
-        tv.border_title = f"Plan & cells · turn {self.turn.number}"
+        self._timeline_title()
         tv.set_rows(rows, keep_cursor=False, cursor_key=restore)
         if restore is None or tv.index_of_key(restore) is None:
             tv.move_cursor(0)
+        if self._pending_focus is not None and self._pending_focus[0] == self.turn.number:
+            target = self._pending_focus[1]
+            self._pending_focus = None
+            i = tv.find_row(target)
+            if i is not None:
+                tv.move_cursor(i)
+                tv.focus()
         self._show_turn(self.turn)
         self._show_item(tv.current)
         self._paint_topbar()
@@ -238,7 +304,11 @@ class SessionScreen(Screen):
 
     def worker_failed(self, worker, error: BaseException) -> None:
         """Called by the App when one of this screen's workers raised: say so where the data would be."""
-        if worker.group == "session-timeline":
+        if worker.group == "session-replay":
+            self.replay_running = None
+            self._paint_topbar()
+            self.refresh_bindings()
+        elif worker.group == "session-timeline":
             self.timeline_view.empty_text = f"could not build this turn's timeline: {type(error).__name__}: {error}"
             self.timeline_view.set_rows([])
         elif worker.group == "session-load":
@@ -269,11 +339,14 @@ class SessionScreen(Screen):
         if row is None or self.timeline is None:
             insp.show(Text("nothing under the cursor", style="dim italic"))
             return
+        m = self.replay
         if row.cell is not None:
-            insp.show(render_cell(row.cell, row.statement))
+            body = render_cell(row.cell, row.statement)
+            insp.show(Group(m.describe_cell(row.cell.index), body) if m is not None else body)
             insp.border_title = f"Inspector · cell #{row.cell.index}"
         elif row.statement is not None and row.plan is not None:
-            insp.show(render_statement(row.plan, row.statement))
+            body = render_statement(row.plan, row.statement)
+            insp.show(Group(m.describe_stmt(row.plan.flow_key, row.statement.node), body) if m is not None else body)
             insp.border_title = f"Inspector · statement {row.statement.node}"
 
     def _show_turn(self, turn: Turn | None) -> None:
@@ -285,7 +358,11 @@ class SessionScreen(Screen):
         info.show(render_turn_info(self.detail, turn, self.check, self.app.prices, self.timeline))
         info.border_title = f"Turn {turn.number}"
         self._show_conversation()
-        self.query_one("#observations", Panel).show(render_observations(self.detail.observations(turn)))
+        d = self._detail_for(turn)
+        if d is not None:
+            self.query_one("#observations", Panel).show(render_observations(d.observations(d.turns[turn.number - 1])))
+        else:
+            self.query_one("#observations", Panel).show(Text(f"reading turn {turn.number}…", style="dim italic"))
 
     def _show_conversation(self) -> None:
         if self.detail is None:
@@ -295,7 +372,10 @@ class SessionScreen(Screen):
             conv.show(render_conversation(self.detail.conversation, scope="all"))
             label = "Messages (all)"
         else:
-            conv.show(render_conversation(self._messages.get(self.turn.number, []), scope="turn"))
+            msgs = self._messages.get(self.turn.number)
+            if msgs is None:
+                msgs = self._messages[self.turn.number] = [e.body for e in self.detail.turn_messages(self.turn)]
+            conv.show(render_conversation(msgs, scope="turn"))
             label = "Messages"
         self.query_one("#bottom", TabbedContent).get_tab("tab-conversation").label = label
 
@@ -310,8 +390,11 @@ class SessionScreen(Screen):
             right.append("loading…", style="dim")
         else:
             right.append(d.row.model or "–")
-            right.append(f" · {len(d.turns)} turn{'s' if len(d.turns) != 1 else ''} · {len(d.cells)} cell{'s' if len(d.cells) != 1 else ''}",
-                         style="dim")
+            if d.partial:
+                count = f"{d.row.last_seq:,} events"
+            else:
+                count = f"{len(d.cells)} cell{'s' if len(d.cells) != 1 else ''}"
+            right.append(f" · {len(d.turns)} turn{'s' if len(d.turns) != 1 else ''} · {count}", style="dim")
             lin = lineage_of(d.row)
             if lin is not None:
                 right.append(f" · {lineage_mark(lin)} ← {lin.source}{lin.detail if lin.kind in ('fork', 'what-if') else ''}",
@@ -321,12 +404,134 @@ class SessionScreen(Screen):
                 right.append("⚠ interrupted", style="bold yellow")
             if self.degraded:
                 right.append(" · degraded", style="yellow")
+            if self.replay_running is not None:
+                done, total = self.replay_running
+                right.append(" · ")
+                right.append(f"replaying {done}/{total}…" if total else "replaying…", style="bold cyan")
+            elif self.replay is not None:
+                right.append(" · ")
+                if self.replay.faithful:
+                    right.append(" REPLAY ✓ faithful ", style="bold reverse green")
+                else:
+                    right.append(" REPLAY ✗ " + ("diverged " if self.replay.report.diverged else "not faithful "),
+                                 style="bold reverse red")
         self.query_one(TopBar).set(left, right)
+
+    def _timeline_title(self) -> None:
+        if self.turn is None:
+            return
+        title = f"Plan & cells · turn {self.turn.number}"
+        if self.replay is not None:
+            title += " · replay: ✓ served  ✗ diverged  ○ unconsumed"
+        self.timeline_view.border_title = title
 
     # -- actions --------------------------------------------------------------------------------
 
     def action_back(self) -> None:
+        if self.replay is not None:
+            self.clear_replay()
+            return
         self.app.pop_screen()
+
+    # -- replay ---------------------------------------------------------------------------------
+
+    def action_replay(self) -> None:
+        if self.detail is None or self.replay_running is not None:
+            return
+        self.replay_running = (0, 0)
+        self._paint_topbar()
+        self.refresh_bindings()
+        self._run_replay(self.detail.row.id)
+
+    @work(thread=True, exclusive=True, group="session-replay", exit_on_error=False, description="Replaying the session")
+    def _run_replay(self, session_id: str) -> None:
+        from flux.timemachine.replay import replay_detail
+
+        worker = get_current_worker()
+        last = [0.0]
+
+        def progress(done: int, total: int) -> None:
+            now = time.monotonic()
+            if done == total or now - last[0] > 0.05:
+                last[0] = now
+                self.post_message(ReplayProgress(session_id, done, total))
+
+        t0 = time.perf_counter()
+        try:
+            # The whole session (turns, plan attempts and the run trace), never a one-turn window.
+            detail = load_session(self.app.ensure_reader(), session_id, kinds=TRACE_KINDS)
+            report = replay_detail(detail, on_progress=progress)
+            focus = divergence_target(report, detail)
+        except (StoreError, SessionNotFound, FluxError) as e:
+            self.post_message(ReplayFailed(session_id, str(e)))
+            return
+        if not worker.is_cancelled:
+            self.post_message(ReplayFinished(session_id, report, focus, time.perf_counter() - t0))
+
+    @on(ReplayProgress)
+    def _on_replay_progress(self, message: ReplayProgress) -> None:
+        if self.replay_running is not None:
+            self.replay_running = (message.done, message.total)
+            self._paint_topbar()
+
+    @on(ReplayFailed)
+    def _on_replay_failed(self, message: ReplayFailed) -> None:
+        self.replay_running = None
+        self._paint_topbar()
+        self.refresh_bindings()
+        self.notify(self.app.mask_path(message.error), title="Cannot replay", severity="error", timeout=8)
+
+    @on(ReplayFinished)
+    def _on_replay_finished(self, message: ReplayFinished) -> None:
+        self.replay_running = None
+        marks = marks_from_report(message.session_id, message.report, message.seconds)
+        self.replay = marks
+        self.timeline_view.set_replay(marks)
+        self._timeline_title()
+        self.query_one("#replay", Panel).show(render_report(marks))
+        tabs = self.query_one("#bottom", TabbedContent)
+        tabs.active = "tab-replay"
+        tabs.get_tab("tab-replay").label = "Replay ✓" if marks.faithful else "Replay ✗"
+        self._paint_topbar()
+        self.refresh_bindings()
+        tv = self.timeline_view
+        self._show_item(tv.current)
+        if message.focus is not None:
+            turn_no, target = message.focus
+            if self.turn is not None and self.turn.number == turn_no and self.timeline is not None:
+                i = tv.find_row(target)
+                if i is not None:
+                    tv.move_cursor(i)
+            else:
+                self._pending_focus = message.focus
+                tl = self.turns_list
+                idx = next((i for i, t in enumerate(tl.rows) if t.number == turn_no), None)
+                if idx is not None:
+                    tl.move_cursor(idx)
+            tv.focus()
+
+    def clear_replay(self) -> None:
+        self.replay = None
+        self.timeline_view.set_replay(None)
+        self._timeline_title()
+        self.query_one("#replay", Panel).show(Text("no replay yet — r replays the session from its cassette",
+                                                   style="dim italic"))
+        tabs = self.query_one("#bottom", TabbedContent)
+        tabs.get_tab("tab-replay").label = "Replay"
+        if tabs.active == "tab-replay":
+            tabs.active = "tab-conversation"
+        self._paint_topbar()
+        self._show_item(self.timeline_view.current)
+        self.refresh_bindings()
+
+    # -- diff -----------------------------------------------------------------------------------
+
+    def action_diff(self) -> None:
+        if self.detail is None:
+            return
+        from .diff import ask_and_diff
+
+        ask_and_diff(self.app, self.detail.row.id, self.detail.row.correlation_id)
 
     def _step_turn(self, delta: int) -> None:
         tl = self.turns_list
@@ -414,4 +619,6 @@ class SessionScreen(Screen):
             return self.detail is not None and bool(self.detail.row.correlation_id)
         if action in ("next_error", "prev_error"):
             return self.timeline is not None
+        if action in ("replay", "diff"):
+            return self.detail is not None and self.replay_running is None
         return True

@@ -45,6 +45,8 @@ class SessionsScreen(Screen):
         Binding("r", "reverse_sort", "Reverse", id="sessions.reverse", tooltip="Reverse the sort order"),
         Binding("l", "lineage", "Lineage", id="sessions.lineage",
                 tooltip="Forks, what-ifs and sub-agents of the highlighted session"),
+        Binding("d", "diff", "Diff", id="sessions.diff",
+                tooltip="Diff the highlighted session against another one, side by side (default: its fork source)"),
         Binding("escape", "clear_filter", "Clear filter", id="sessions.clear_filter", tooltip="Clear the filter"),
         Binding("ctrl+r", "reload", "Reload", show=False, id="sessions.reload", tooltip="Re-read the store now"),
     ]
@@ -228,6 +230,14 @@ class SessionsScreen(Screen):
 
         self.app.push_screen(LineageScreen(item.id))
 
+    def action_diff(self) -> None:
+        item = self.table.current
+        if item is None:
+            return
+        from .diff import ask_and_diff
+
+        ask_and_diff(self.app, item.id, item.row.correlation_id)
+
     # -- sort -----------------------------------------------------------------------------------
 
     def action_cycle_sort(self) -> None:
@@ -263,7 +273,7 @@ class SessionsScreen(Screen):
         if action == "clear_filter":
             bars = self.query("#filter-bar")
             return bool(self._filter_text) or bool(bars and bars.first().display)
-        if action in ("cycle_sort", "reverse_sort", "lineage", "filter"):
+        if action in ("cycle_sort", "reverse_sort", "lineage", "filter", "diff"):
             return self._error is None and bool(self._items)
         return True
 

@@ -142,6 +142,23 @@ class TimelineView(VirtualList[TLRow]):
 
     def __init__(self, **kw) -> None:
         super().__init__(empty_text="loading…", **kw)
+        self.replay = None  # ReplayMarks: a replay result drawn in the first column
+
+    def set_replay(self, marks) -> None:
+        self.replay = marks
+        self.refresh_rows()
+
+    def _replay_gutter(self, row: TLRow, text: Text, line: int) -> Text:
+        m = self.replay
+        if m is None or line != 0:
+            return text
+        if row.kind == "cell" and row.cell is not None:
+            mark, style = m.cell_mark(row.cell.index)
+        elif row.kind == "statement" and row.statement is not None and row.plan is not None:
+            mark, style = m.stmt_mark(row.plan.flow_key, row.statement.node)
+        else:
+            return text
+        return Text.assemble((mark, style), text[1:])
 
     @property
     def variable_height(self) -> bool:
@@ -189,14 +206,24 @@ class TimelineView(VirtualList[TLRow]):
     def render_row(self, row: TLRow, index: int, line: int, width: int, selected: bool) -> Text:
         if row.kind == "statement":
             lines = self._statement_lines(row, width)
-            return lines[line] if line < len(lines) else Text("")
+            return self._replay_gutter(row, lines[line], line) if line < len(lines) else Text("")
         if row.kind == "cell" and row.cell is not None:
-            return _cell_line(row.cell, row.last_cell, width)
+            return self._replay_gutter(row, _cell_line(row.cell, row.last_cell, width), 0)
         return row.text.copy() if row.text is not None else Text("")
 
     def set_rows(self, rows, **kw) -> None:  # type: ignore[override]
         super().set_rows(rows, **kw)
         self._stop_rows = {r.stop: i for i, r in enumerate(self.rows) if r.stop >= 0}
+
+    def find_row(self, target: tuple) -> int | None:
+        """Display index of ``("stmt", flow_key, node)`` or ``("cell", tape_index)``."""
+        for i, r in enumerate(self.rows):
+            if target[0] == "cell" and r.kind == "cell" and r.cell is not None and r.cell.index == target[1]:
+                return i
+            if (target[0] == "stmt" and r.kind == "statement" and r.plan is not None and r.statement is not None
+                    and r.plan.flow_key == target[1] and r.statement.node == target[2]):
+                return i
+        return None
 
     def stop_row(self, stop: int) -> int | None:
         """Display index of cursor stop ``stop`` (an index into ``timeline.items``)."""

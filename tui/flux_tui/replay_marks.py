@@ -1,0 +1,197 @@
+"""What a hermetic replay says about each statement and cell of the timeline, and where it went wrong.
+
+Built from a :class:`flux.timemachine.replay.ReplayReport` in the replay worker; the timeline reads
+it per row (a dict lookup), the report panel renders it, and the session screen moves the cursor to
+:func:`divergence_target`.
+
+Marks (the timeline's first column while a replay result is shown):
+
+* ``✓`` served — a cell the replay consumed; a statement that ran with every request served
+  (yellow when it halted the way the recording did: a reproduced halt, not a divergence);
+* ``✗`` diverged — a statement whose request found no matching cell (or a truncated one), and a
+  truncated cell the replay refused to serve;
+* ``○`` unconsumed — a recorded cell the replay never asked for; a statement it never reached.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["ReplayMarks", "marks_from_report", "divergence_target", "render_report", "CELL_MARKS", "STMT_MARKS"]
+
+CELL_MARKS: dict[str, tuple[str, str]] = {
+    "served": ("✓", "bold green"),
+    "unconsumed": ("○", "bold yellow"),
+    "truncated": ("✗", "bold red"),
+}
+STMT_MARKS: dict[str, tuple[str, str]] = {
+    "ok": ("✓", "bold green"),
+    "halted": ("✓", "bold yellow"),  # halted as recorded (reproduced)
+    "diverged": ("✗", "bold red"),
+    "not replayed": ("○", "dim"),
+}
+_RANK = {"ok": 0, "halted": 1, "diverged": 2}
+
+
+@dataclass
+class ReplayMarks:
+    session_id: str
+    report: Any  # ReplayReport
+    cells: list[str] = field(default_factory=list)  # per tape index: served | unconsumed | truncated
+    stmts: dict[tuple[str, int], str] = field(default_factory=dict)  # (flow_key, node) -> ok | halted | diverged
+    stmt_errors: dict[tuple[str, int], str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def faithful(self) -> bool:
+        return bool(self.report.faithful)
+
+    def cell_status(self, index: int) -> str:
+        return self.cells[index] if 0 <= index < len(self.cells) else "unconsumed"
+
+    def cell_mark(self, index: int) -> tuple[str, str]:
+        return CELL_MARKS.get(self.cell_status(index), ("?", "dim"))
+
+    def stmt_status(self, flow_key: str | None, node: int) -> str:
+        if flow_key is None:
+            return "not replayed"
+        return self.stmts.get((flow_key, node), "not replayed")
+
+    def stmt_mark(self, flow_key: str | None, node: int) -> tuple[str, str]:
+        return STMT_MARKS[self.stmt_status(flow_key, node)]
+
+    def describe_cell(self, index: int) -> Text:
+        status = self.cell_status(index)
+        mark, style = CELL_MARKS.get(status, ("?", "dim"))
+        what = {"served": "served to the replay", "unconsumed": "never asked for by the replay (unconsumed)",
+                "truncated": "truncated — the replay refused to serve it"}.get(status, status)
+        return Text.assemble(("replay  ", "dim"), (f"{mark} {what}", style))
+
+    def describe_stmt(self, flow_key: str | None, node: int) -> Text:
+        status = self.stmt_status(flow_key, node)
+        mark, style = STMT_MARKS[status]
+        what = {"ok": "ran, every op served from tape", "halted": "halted as recorded (reproduced)",
+                "diverged": "diverged", "not replayed": "not reached by the replay"}[status]
+        t = Text.assemble(("replay  ", "dim"), (f"{mark} {what}", style))
+        err = self.stmt_errors.get((flow_key or "", node))
+        if err and status in ("diverged", "halted"):
+            t.append(f"\n        {err}", style="red" if status == "diverged" else "yellow")
+        return t
+
+
+def _diverged_result(sr) -> bool:
+    return any(r.status != "served" for r in sr.requests)
+
+
+def marks_from_report(session_id: str, report, seconds: float = 0.0) -> ReplayMarks:
+    m = ReplayMarks(session_id, report, list(report.cell_status), seconds=seconds)
+    for sr in report.statement_results:
+        if _diverged_result(sr):
+            status = "diverged"
+        elif sr.status == "halted":
+            status = "halted"
+        else:
+            status = "ok"
+        key = (sr.plan, sr.node)
+        if _RANK[status] >= _RANK.get(m.stmts.get(key, "ok"), 0):
+            m.stmts[key] = status
+            if sr.error:
+                m.stmt_errors[key] = sr.error
+    return m
+
+
+def divergence_target(report, detail) -> tuple[int, tuple] | None:
+    """Where the replay went wrong, as ``(turn number, row target)``: the statement whose request
+    missed (or hit a truncated cell), else the first unconsumed cell of an unfaithful replay."""
+    from flux.model.session import turn_index_of
+
+    if report.diverged is not None:
+        sr = next((s for s in report.statement_results if _diverged_result(s)), None)
+        if sr is None:
+            sr = next((s for s in report.statement_results if s.status == "halted"), None)
+        if sr is not None:
+            # A truncated cell that refused service sits in the turn that recorded it.
+            idx = next((r.index for r in sr.requests if r.status == "truncated" and r.index is not None), None)
+            if idx is not None and idx < len(detail.cells):
+                ti = turn_index_of(detail.turns, detail.cells[idx].global_seq)
+                if ti is not None:
+                    return ti + 1, ("stmt", sr.plan, sr.node)
+            turn = _turn_of_flow(detail, sr.plan)
+            if turn is not None:
+                return turn, ("stmt", sr.plan, sr.node)
+    un = report.unconsumed
+    if un and not report.faithful and un[0] < len(detail.cells):
+        ti = turn_index_of(detail.turns, detail.cells[un[0]].global_seq)
+        if ti is not None:
+            return ti + 1, ("cell", un[0])
+    return None
+
+
+def _turn_of_flow(detail, key: str) -> int | None:
+    """The turn whose accepted plan has ``flow_key`` ``key`` (the last acceptance wins, as replay keys plans)."""
+    from flux.errors import FluxError
+    from flux.lang.hashes import flow_key
+    from flux.lang.parser import parse
+
+    found = None
+    for t in detail.turns:
+        for att in t.plan_attempts:
+            if att.outcome != "accepted" or att.plan_source is None:
+                continue
+            try:
+                d = parse(att.plan_source)
+            except FluxError:
+                continue
+            if flow_key(d.name, d.body) == key:
+                found = t.number
+    return found
+
+
+def render_report(marks: ReplayMarks) -> RenderableType:
+    rep = marks.report
+    parts: list[RenderableType] = []
+    if rep.faithful:
+        head = Text.assemble(("REPLAY ", "bold reverse green"), " ", ("faithful", "bold green"),
+                             (f" · {marks.session_id} re-executed from tape, no model call, no side effect", "dim"))
+    else:
+        head = Text.assemble(("REPLAY ", "bold reverse red"), " ", ("not faithful", "bold red"),
+                             (f" · {marks.session_id}", "dim"))
+    parts.append(head)
+    served = Text(f"replayed {len(rep.plans)} plan(s) · {rep.cells_consumed}/{rep.cells_total} recorded cell(s) served",
+                  style="bold")
+    parts.append(served)
+    if rep.diverged:
+        parts.append(Text.assemble(("✗ diverged: ", "bold red"), (rep.diverged, "red")))
+    elif not rep.faithful and rep.unfaithful_reason:
+        parts.append(Text.assemble(("✗ ", "bold red"), (rep.unfaithful_reason, "red")))
+    if rep.missing_sources:
+        parts.append(Text(f"⚠ {rep.missing_sources} execution(s) without a stored plan_source (not replayed)", style="yellow"))
+    un = rep.unconsumed
+    if un:
+        shown = ", ".join(f"#{i}" for i in un[:12]) + (f" … (+{len(un) - 12})" if len(un) > 12 else "")
+        parts.append(Text.assemble(("○ unconsumed cells: ", "yellow"), shown))
+    plans = Table.grid(padding=(0, 1))
+    plans.add_column(no_wrap=True)
+    plans.add_column(overflow="fold")
+    limit = 200
+    for p in rep.plans[:limit]:
+        if p.halted is None:
+            plans.add_row(Text("✓", style="bold green"), Text(p.flow_key))
+        elif rep.diverged and p.halted.startswith("replay diverged"):
+            plans.add_row(Text("✗", style="bold red"), Text.assemble(p.flow_key, (" — diverged", "red")))
+        else:
+            plans.add_row(Text("✗", style="bold yellow"),
+                          Text.assemble(p.flow_key, (f" — halted (reproduced): {p.halted}", "yellow")))
+    parts.append(Text(""))
+    parts.append(Text("plans", style="dim bold"))
+    parts.append(plans)
+    if len(rep.plans) > limit:
+        parts.append(Text(f"… {len(rep.plans) - limit:,} more plan(s)", style="dim italic"))
+    parts.append(Text(""))
+    parts.append(Text("r replays again · Esc clears the marks", style="dim"))
+    return Group(*parts)

@@ -1,0 +1,371 @@
+"""Run diff in the app: ask for the other session, then A | B side by side, then one row's payloads.
+
+``d`` on the session or sessions screen → :class:`DiffPrompt` (default: the session's fork source,
+else the last session diffed) → :class:`DiffScreen` (``run_diff`` in a thread worker, the first
+divergence focused) → Enter → :class:`DiffDetailScreen` (the two payloads, JSON-aware, differing
+lines coloured, and the structural / line diff of ``payload_diff``).
+"""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Footer, Input, Label, Static
+from textual.worker import get_current_worker
+
+from flux.errors import FluxError, StoreError
+
+from ..messages import DiffReady
+from ..widgets.diff_view import MARKERS, DiffList, row_marker, side_by_side
+from ..widgets.rendered_view import RenderedView as Panel
+from ..widgets.topbar import TopBar
+from ..widgets.virtual_list import VirtualList
+
+__all__ = ["DiffPrompt", "DiffScreen", "DiffDetailScreen", "ask_and_diff", "diff_default"]
+
+
+def diff_default(app, session_id: str, source: str | None) -> str:
+    """The prompt's default: the fork source, else the last session diffed (not this one), else none."""
+    if source and source != session_id:
+        return source
+    last = getattr(app, "last_diffed", None)
+    if last and last != session_id:
+        return last
+    return ""
+
+
+def ask_and_diff(app, session_id: str, source: str | None) -> None:
+    def done(other: str | None) -> None:
+        if other:
+            app.last_diffed = other
+            app.push_screen(DiffScreen(session_id, other))
+
+    app.push_screen(DiffPrompt(session_id, diff_default(app, session_id, source)), done)
+
+
+def resolve_ref(app, ref: str) -> tuple[str | None, str | None]:
+    """(session id, error) for what the user typed: ``s_<n>``, ``<n>`` or ``last``."""
+    ref = ref.strip()
+    if not ref:
+        return None, "type a session id (s_<n>) or last"
+    if ref.isdigit():
+        ref = f"s_{ref}"
+    try:
+        reader = app.reader or app.ensure_reader()
+        return reader.resolve_session(ref).id, None
+    except FluxError:
+        if ref == "last":
+            return None, "this store has no sessions"
+        return None, f"no session “{ref}” in this store — type s_<n> or last"
+    except StoreError as e:  # pragma: no cover - the store went away
+        return None, app.mask_path(str(e))
+
+
+class DiffPrompt(ModalScreen[str | None]):
+    """Which session to diff against."""
+
+    HELP_TOPIC = "diff-prompt"
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="diff_prompt.cancel", tooltip="Close without diffing"),
+    ]
+
+    def __init__(self, session_id: str, default: str = "") -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.default = default
+        self.error: str | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="diff-prompt-box"):
+            yield Label(Text.assemble("Diff ", (self.session_id, "bold cyan"), " against which session?"))
+            yield Input(value=self.default, placeholder="s_<n> or last", id="diff-other")
+            yield Label("", id="diff-error")
+            yield Label(Text("Enter diffs · Esc cancels · s_<n>, a number, or last", style="dim"), id="diff-hint")
+
+    def on_mount(self) -> None:
+        box = self.query_one("#diff-prompt-box")
+        box.border_title = "Diff"
+        self.query_one("#diff-error").display = False
+        self.query_one("#diff-other", Input).focus()
+
+    @on(Input.Submitted, "#diff-other")
+    def _submit(self, event: Input.Submitted) -> None:
+        sid, error = resolve_ref(self.app, event.value)
+        if error is not None:
+            err = self.query_one("#diff-error", Label)
+            err.update(Text(error, style="bold red"))
+            err.display = True
+            self.error = error
+            return
+        self.dismiss(sid)
+
+    @on(Input.Changed, "#diff-other")
+    def _changed(self, event: Input.Changed) -> None:
+        self.query_one("#diff-error").display = False
+        self.error = None
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class DiffScreen(Screen):
+    """Two runs aligned statement by statement."""
+
+    HELP_TOPIC = "diff"
+
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="diff.back", tooltip="Back to the previous screen"),
+        Binding("n", "next_diff", "Next diff", id="diff.next", tooltip="Move to the next row that differs"),
+        Binding("N", "prev_diff", "Prev diff", id="diff.prev", tooltip="Move to the previous row that differs"),
+        Binding("s", "swap", "Swap A/B", id="diff.swap", tooltip="Swap the two sides and diff again"),
+    ]
+
+    def __init__(self, a: str, b: str, *, diff=None) -> None:
+        super().__init__()
+        self.a = a
+        self.b = b
+        self.diff = diff
+        self.error: str | None = None
+        self._divs: list[int] = []
+
+    def compose(self) -> ComposeResult:
+        yield TopBar(id="topbar")
+        yield DiffList(id="diff-rows")
+        yield Panel("diff-preview", id="diff-preview")
+        yield Footer()
+
+    @property
+    def rows_view(self) -> DiffList:
+        return self.query_one(DiffList)
+
+    def on_mount(self) -> None:
+        self.query_one("#diff-rows").border_title = "Statements"
+        self.query_one("#diff-preview").border_title = "Row"
+        self._paint_topbar()
+        self.rows_view.focus()
+        if self.diff is not None:
+            self._show(self.diff)
+        else:
+            self._run(self.a, self.b)
+
+    @work(thread=True, exclusive=True, group="diff", exit_on_error=False, description="Diffing the sessions")
+    def _run(self, a: str, b: str) -> None:
+        from flux.timemachine.diff import run_diff
+
+        try:
+            reader = self.app.ensure_reader()
+            diff = run_diff(reader, a, reader, b)
+        except (StoreError, FluxError) as e:
+            self.post_message(DiffReady(None, self.app.mask_path(str(e))))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(DiffReady(diff))
+
+    @on(DiffReady)
+    def _on_ready(self, message: DiffReady) -> None:
+        if message.error is not None:
+            self.error = message.error
+            self.rows_view.empty_text = f"cannot diff: {message.error}"
+            self.rows_view.set_rows([])
+            self.notify(message.error, title="Cannot diff", severity="error", timeout=8)
+            self._paint_topbar()
+            return
+        self._show(message.diff)
+
+    def _show(self, diff) -> None:
+        self.diff = diff
+        rv = self.rows_view
+        rv.empty_text = "neither session has a statement or a cell to compare"
+        rv.set_diff(diff)
+        self._divs = rv.divergences()
+        fd = diff.first_divergence
+        if fd is not None:
+            rv.move_cursor(fd)
+        kind = "cell" if diff.cell_rows else "statement"
+        rv.border_title = f"{kind} positions · {len(diff.rows)} row{'s' if len(diff.rows) != 1 else ''}"
+        self._paint_topbar()
+        self._preview(rv.current)
+        self.refresh_bindings()
+
+    def _paint_topbar(self) -> None:
+        left = Text.assemble(("flux-tui", "bold"), "  ", ("store ", "dim"), (self.app.display_name, "bold"), ("  ›  ", "dim"),
+                             ("diff ", "bold"), (self.a, "bold cyan"), " ↔ ", (self.b, "bold cyan"))
+        right = Text()
+        if self.error is not None:
+            right.append("cannot diff", style="bold red")
+        elif self.diff is None:
+            right.append("diffing…", style="dim")
+        else:
+            s = self.diff.summary
+            right.append(f"{s['same']} same", style="dim")
+            right.append(" · ")
+            right.append(f"{s['plan']} plan", style="bold yellow" if s["plan"] else "dim")
+            right.append(" · ")
+            right.append(f"{s['output']} world", style="bold magenta" if s["output"] else "dim")
+            right.append(" · ")
+            right.append("identical" if self.diff.identical else "differ",
+                         style="bold green" if self.diff.identical else "bold red")
+        self.query_one(TopBar).set(left, right)
+
+    @on(VirtualList.Highlighted, "#diff-rows")
+    def _on_row(self, message: VirtualList.Highlighted) -> None:
+        self._preview(message.row)
+
+    def _preview(self, row) -> None:
+        panel = self.query_one("#diff-preview", Panel)
+        if row is None or self.diff is None:
+            panel.show(Text("no row under the cursor", style="dim italic"))
+            return
+        mark, style, meaning = MARKERS[row_marker(row)]
+        head = Text.assemble((f"{mark} ", style), (meaning, style if row.kind != "same" else ""),
+                             (f" · row {row.index} · node {row.node}", "dim"))
+        parts = [head]
+        if row.kind == "output":
+            parts.append(Text.assemble(("op ", "dim"), (row.op or "", "cyan"), ("  ", ""), (self.a, "bold"), " ",
+                                       ((row.a or "").replace("\n", " ⏎ ")[:300], "red")))
+            parts.append(Text.assemble(("   " + " " * len(row.op or ""), ""), ("  ", ""), (self.b, "bold"), " ",
+                                       ((row.b or "").replace("\n", " ⏎ ")[:300], "green")))
+        elif row.kind == "plan":
+            parts.append(Text.assemble((f"{self.a}  ", "bold"), (self.diff.text(row.a_stmt)[:300], "red")))
+            parts.append(Text.assemble((f"{self.b}  ", "bold"), (self.diff.text(row.b_stmt)[:300], "green")))
+        else:
+            parts.append(Text(self.diff.text(row.stmt)[:300], style="dim"))
+        parts.append(Text("Enter shows the payloads side by side · n/N next/previous difference", style="dim"))
+        panel.show(Group(*parts))
+
+    @on(VirtualList.Selected, "#diff-rows")
+    def _on_select(self, message: VirtualList.Selected) -> None:
+        if self.diff is not None and message.row is not None:
+            self.app.push_screen(DiffDetailScreen(self.diff, message.row))
+
+    def _jump(self, forward: bool) -> None:
+        rv = self.rows_view
+        if not self._divs:
+            self.notify("the runs are identical — no difference to jump to", timeout=2)
+            return
+        cur = rv.cursor
+        from bisect import bisect_left, bisect_right
+
+        if forward:
+            i = bisect_right(self._divs, cur)
+            target = self._divs[i] if i < len(self._divs) else self._divs[0]
+        else:
+            i = bisect_left(self._divs, cur) - 1
+            target = self._divs[i] if i >= 0 else self._divs[-1]
+        rv.move_cursor(target)
+
+    def action_next_diff(self) -> None:
+        self._jump(True)
+
+    def action_prev_diff(self) -> None:
+        self._jump(False)
+
+    def action_swap(self) -> None:
+        self.a, self.b = self.b, self.a
+        self.diff = None
+        self.error = None
+        self.rows_view.empty_text = "diffing…"
+        self.rows_view.set_rows([])
+        self._paint_topbar()
+        self._run(self.a, self.b)
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("next_diff", "prev_diff"):
+            return self.diff is not None
+        return True
+
+
+class DiffDetailScreen(Screen):
+    """One aligned row: A's payload | B's payload, then what changed."""
+
+    HELP_TOPIC = "diff-detail"
+
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="diff_detail.back", tooltip="Back to the diff rows"),
+    ]
+
+    def __init__(self, diff, row) -> None:
+        super().__init__()
+        self.diff = diff
+        self.row = row
+
+    def compose(self) -> ComposeResult:
+        yield TopBar(id="topbar")
+        with Horizontal(id="payloads"):
+            yield Panel("payload-a", id="payload-a")
+            yield Panel("payload-b", id="payload-b")
+        yield Panel("payload-diff", id="payload-diff")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        from flux.timemachine.diff import payload_diff
+
+        d, row = self.diff, self.row
+        mark, style, meaning = MARKERS[row_marker(row)]
+        left = Text.assemble(("flux-tui", "bold"), "  ", ("diff ", "bold"), (d.a, "bold cyan"), " ↔ ", (d.b, "bold cyan"),
+                             ("  ›  ", "dim"), (f"row {row.index}", "bold"))
+        right = Text.assemble((f"{mark} {meaning}", style))
+        self.query_one(TopBar).set(left, right)
+        if row.kind == "output":
+            a, b = row.a or "", row.b or ""
+            what = f"op `{row.op}` output"
+        elif row.kind == "plan":
+            a = d.sources.get(row.a_stmt or "", d.text(row.a_stmt)) if row.a_stmt else ""
+            b = d.sources.get(row.b_stmt or "", d.text(row.b_stmt)) if row.b_stmt else ""
+            what = "statement"
+        else:
+            a = b = d.sources.get(row.stmt or "", d.text(row.stmt))
+            what = "statement"
+        ta, tb, is_json = side_by_side(a, b)
+        if row.kind == "plan" and row.a_stmt is None:
+            ta = Text("∅ A has no statement at this position", style="dim italic")
+        if row.kind == "plan" and row.b_stmt is None:
+            tb = Text("∅ B has no statement at this position", style="dim italic")
+        pa, pb = self.query_one("#payload-a", Panel), self.query_one("#payload-b", Panel)
+        pa.border_title = f"A · {d.a} · {what}" + (" · JSON" if is_json else "")
+        pb.border_title = f"B · {d.b} · {what}" + (" · JSON" if is_json else "")
+        pa.show(ta)
+        pb.show(tb)
+        pd = payload_diff(d, row)
+        panel = self.query_one("#payload-diff", Panel)
+        panel.border_title = {"json": "What changed · structural (deepdiff)", "text": "What changed · line diff",
+                              "none": "What changed"}[pd.kind]
+        panel.show(_render_changes(pd))
+        pa.focus()
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+
+def _render_changes(pd) -> Text:
+    if pd.kind == "none" or not pd.lines:
+        return Text("nothing: both sides are the same", style="dim italic")
+    out = Text()
+    for line in pd.lines:
+        if pd.kind == "text":
+            if line.startswith("+++") or line.startswith("---"):
+                style = "bold"
+            elif line.startswith("@@"):
+                style = "cyan"
+            elif line.startswith("+"):
+                style = "green"
+            elif line.startswith("-"):
+                style = "red"
+            else:
+                style = "dim"
+        else:
+            low = line.lower()
+            style = ("yellow" if "changed" in low else "green" if "added" in low else "red" if "removed" in low
+                     else "")
+        out.append(line + "\n", style=style)
+    out.rstrip()
+    return out

@@ -1,0 +1,195 @@
+"""The side-by-side run diff: one row per aligned statement position, A | B, on :class:`VirtualList`
+(only visible lines render, so a 10,000-row diff scrolls like a 10-row one).
+
+Markers: ``=`` same, ``~`` the plan diverges (both sides have a statement, a different one),
+``≠`` same statement, different world (recorded output), ``+`` only B has a statement here,
+``−`` only A has one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any, Hashable
+
+from rich.highlighter import JSONHighlighter
+from rich.text import Text
+from textual.binding import Binding
+
+from ..highlight import highlight_flux
+from .virtual_list import VirtualList
+
+__all__ = ["DiffList", "row_marker", "side_by_side", "MARKERS"]
+
+MARKERS: dict[str, tuple[str, str, str]] = {
+    # marker, style, meaning
+    "same": ("=", "dim", "same statement, same recorded output"),
+    "plan": ("~", "bold yellow", "plan diverges: the agent did something else here"),
+    "output": ("≠", "bold magenta", "same statement, different world (recorded output differs)"),
+    "b_only": ("+", "bold green", "only B has a statement at this position"),
+    "a_only": ("−", "bold red", "only A has a statement at this position"),
+}
+
+
+def row_marker(row) -> str:
+    """``same`` | ``plan`` | ``output`` | ``a_only`` | ``b_only``."""
+    if row.kind == "plan":
+        if row.a_stmt is None:
+            return "b_only"
+        if row.b_stmt is None:
+            return "a_only"
+    return row.kind
+
+
+def _fit(text: Text, width: int) -> Text:
+    t = text.copy()
+    t.no_wrap = True
+    t.truncate(width, overflow="ellipsis", pad=True)
+    return t
+
+
+def _excerpt(s: str | None, limit: int = 400) -> str:
+    s = (s or "").replace("\n", " ⏎ ")
+    return s[:limit]
+
+
+class DiffList(VirtualList[Any]):
+    """Cursor over the aligned rows of a :class:`flux.timemachine.diff.RunDiff`."""
+
+    HELP_TOPIC = "diff"
+
+    BINDINGS = [
+        Binding("enter", "select", "Payloads", show=False, id="diff.open",
+                tooltip="Open the row's two payloads side by side"),
+    ]
+
+    def __init__(self, **kw) -> None:
+        super().__init__(show_header=True, empty_text="diffing…", **kw)
+        self.diff = None
+        self.a_label = "A"
+        self.b_label = "B"
+        self._texts: dict[str | None, str] = {}
+
+    def set_diff(self, diff) -> None:
+        self.diff = diff
+        self._texts = {}
+        self.a_label, self.b_label = diff.a, diff.b
+        self.set_rows(diff.rows, keep_cursor=False)
+
+    @property
+    def variable_height(self) -> bool:
+        return True
+
+    def row_key(self, row) -> Hashable:
+        return row.index
+
+    def row_height(self, row, width: int) -> int:
+        return 2 if row.kind == "output" else 1
+
+    def _text(self, stmt: str | None) -> str:
+        t = self._texts.get(stmt)
+        if t is None:
+            t = self.diff.text(stmt) if self.diff is not None else str(stmt)
+            if stmt is None:
+                t = "∅"
+            self._texts[stmt] = t
+        return t
+
+    def _widths(self, width: int) -> tuple[int, int]:
+        num = len(str(max(self.row_count - 1, 0)))
+        gutter = 2 + num + 1  # marker, space, index, space
+        side = max(8, (width - gutter - 3) // 2)
+        return num, side
+
+    def render_header(self, width: int) -> Text:
+        num, side = self._widths(width)
+        t = Text(" " * (2 + num + 1))
+        t.append_text(_fit(Text(f"A  {self.a_label}", style="bold"), side))
+        t.append(" │ ", style="dim")
+        t.append_text(_fit(Text(f"B  {self.b_label}", style="bold"), side))
+        return t
+
+    def _side(self, stmt: str | None, side: int, *, dim: bool) -> Text:
+        if stmt is None:
+            return _fit(Text("∅ no statement", style="dim italic"), side)
+        text = self._text(stmt)
+        if dim:
+            return _fit(Text(text, style="dim"), side)
+        return _fit(highlight_flux(text) if not text.startswith("op `") else Text(text, style="cyan"), side)
+
+    def render_row(self, row, index: int, line: int, width: int, selected: bool) -> Text:
+        num, side = self._widths(width)
+        m = row_marker(row)
+        mark, style, _ = MARKERS[m]
+        t = Text()
+        if line == 0:
+            t.append(mark, style=style)
+            t.append(f" {row.index:>{num}} ", style="dim")
+            if row.kind == "plan":
+                t.append_text(self._side(row.a_stmt, side, dim=False))
+                t.append(" │ ", style="dim")
+                t.append_text(self._side(row.b_stmt, side, dim=False))
+            else:
+                same = row.kind == "same"
+                t.append_text(self._side(row.stmt, side, dim=same))
+                t.append(" │ ", style="dim")
+                t.append_text(self._side(row.stmt, side, dim=same))
+            return t
+        # second line of an output row: the recorded outputs
+        t.append(" " * (2 + num + 1))
+        t.append_text(_fit(Text.assemble(("  → ", "dim"), (_excerpt(row.a), "red")), side))
+        t.append(" │ ", style="dim")
+        t.append_text(_fit(Text.assemble(("  → ", "dim"), (_excerpt(row.b), "green")), side))
+        return t
+
+    def divergences(self) -> list[int]:
+        rows = self._source
+        return [i for i, r in enumerate(rows) if r.kind != "same"]
+
+
+# -- payloads side by side ------------------------------------------------------------------------
+
+_JSON = JSONHighlighter()
+
+
+def _pretty(s: str) -> tuple[str, bool]:
+    try:
+        v = json.loads(s)
+    except (ValueError, TypeError):
+        return s, False
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, indent=2, ensure_ascii=False), True
+    return s, False
+
+
+def side_by_side(a: str, b: str, limit: int = 4000) -> tuple[Text, Text, bool]:
+    """Both payloads as ``Text``: pretty JSON when both parse (syntax-coloured), lines that differ
+    in red (A) and green (B). Returns (a, b, json?). Very long payloads show their first ``limit``
+    lines."""
+    pa, ja = _pretty(a)
+    pb, jb = _pretty(b)
+    is_json = ja and jb
+    if not is_json:
+        pa, pb = a, b
+    al, bl = pa.splitlines() or [""], pb.splitlines() or [""]
+    al, bl = al[:limit], bl[:limit]
+    ta, tb = Text(), Text()
+
+    def line(t: Text, s: str, style: str | None) -> None:
+        piece = Text(s)
+        if is_json:
+            _JSON.highlight(piece)
+        if style:
+            piece.stylize(style)
+        t.append_text(piece)
+        t.append("\n")
+
+    sm = difflib.SequenceMatcher(None, al, bl, autojunk=False)
+    for op, i1, i2, j1, j2 in sm.get_opcodes():
+        for s in al[i1:i2]:
+            line(ta, s, None if op == "equal" else "on #4a1f24")
+        for s in bl[j1:j2]:
+            line(tb, s, None if op == "equal" else "on #1f4a2a")
+    ta.rstrip()
+    tb.rstrip()
+    return ta, tb, is_json
