@@ -201,3 +201,109 @@ def add_session(path: Path, model: str = "late-model", ts: int = NOW_MS - 1_000)
     _host_turn(w, sid, model, "a late question", [("read", '{"path":"README.md"}', "# readme", {})])
     w.close()
     return sid
+
+
+# -- replay and diff -----------------------------------------------------------------------------
+
+
+def rewrite_store(store: Path, fn) -> None:
+    """Rewrite the payloads of a store copy in place: ``fn(body) -> body | None`` (None deletes the
+    row) — how the tampered copies of the replay and diff tests are made."""
+    import sqlite3
+
+    from flux.store.events import decode_payload, encode_payload
+
+    con = sqlite3.connect(store / "events.db")
+    try:
+        for gs, kind, payload in con.execute("SELECT global_seq, kind, payload FROM events").fetchall():
+            body = decode_payload(kind, payload)
+            new = fn(body)
+            if new is None:
+                con.execute("DELETE FROM events WHERE global_seq = ?", (gs,))
+            elif new is not body:
+                con.execute("UPDATE events SET payload = ? WHERE global_seq = ?", (encode_payload(new), gs))
+        con.commit()
+    finally:
+        con.close()
+
+
+def tamper_cell_content(store: Path, content: str = "appended 99 bytes to flux-mock.txt") -> Path:
+    """The fixture's ``append`` cell says something else: replay still serves it (faithful)."""
+    import dataclasses
+
+    def go(b):
+        if isinstance(b, Run) and isinstance(b.event, OpRecorded):
+            return dataclasses.replace(b, event=dataclasses.replace(b.event, content=content))
+        return b
+
+    rewrite_store(store, go)
+    return store
+
+
+def tamper_plan_input(store: Path) -> Path:
+    """The fixture's accepted plan now appends other content: its input hash matches no cell."""
+    import dataclasses
+
+    rewrite_store(store, lambda b: dataclasses.replace(b, plan_source=b.plan_source.replace("flux mock", "flux MOCK"))
+                  if isinstance(b, PlanAttempted) and b.plan_source else b)
+    return store
+
+
+RELEASE_A = '''flow release
+  version = read({"path":"VERSION"})
+  tests = bash({"command":"pytest -q"})
+  tag = bash({"command":"git tag v0.4.1"})
+'''
+RELEASE_B = '''flow release
+  version = read({"path":"VERSION"})
+  tests = bash({"command":"pytest -q"})
+  tag = bash({"command":"git tag v0.4.2"})
+  notes = read({"path":"NOTES.md"})
+'''
+
+
+def _authored_turn(w: StoreWriter, sid: str, user: str, src: str, outputs: list[str], start: int = 0) -> None:
+    """An authored flow run with a ledger: every statement dispatches one op, then completes."""
+    from flux.lang import parse
+    from flux.lang.hashes import flow_key, stmt_hash16
+
+    w.append(sid, Message.text("user", user))
+    tid = w.begin_turn(sid, user, "mock")
+    w.append(sid, PlanAttempted(step=1, outcome="accepted", phase="authored", plan_source=src), turn_id=tid)
+    draft = parse(src)
+    key = flow_key(draft.name, draft.body)
+    for node, (stmt, out) in enumerate(zip(draft.body, outputs)):
+        call = stmt.value if hasattr(stmt, "value") else stmt
+        op = getattr(call, "op", None) or "read"
+        _step(w, sid, op, "{}", out, index=start + node)
+        w.append(sid, Run(event=StatementCompleted(plan=key, node=node, stmt=stmt_hash16(stmt), value=f"v_{node}")))
+    u = Usage(input_tokens=900, output_tokens=60)
+    w.append(sid, CallUsage(model="mock", usage=u), turn_id=tid)
+    w.append(sid, TurnEnded(outcome="ok", iterations=1, answer="Released.", usage=u), turn_id=tid)
+    w.append(sid, Message.text("assistant", "Released."))
+
+
+def build_diff(path: Path) -> Path:
+    """s_1 releases v0.4.1; s_2, its fork, sees a failing test (world), tags v0.4.2 (plan) and
+    reads one more file (only B)."""
+    w = _writer(path)
+    s1 = w.create_session("mock")
+    _authored_turn(w, s1, "cut the release", RELEASE_A, ["0.4.1", '{"passed": 40, "failed": []}', "tagged v0.4.1"])
+    s2 = w.create_session("mock", context={"agent_id": f"fork:{s1}@1", "correlation_id": s1})
+    _authored_turn(w, s2, "cut the release", RELEASE_B,
+                   ["0.4.1", '{"passed": 39, "failed": ["test_tokenize_empty"]}', "tagged v0.4.2", "# notes"])
+    w.close()
+    return path
+
+
+def build_multi_turn(path: Path, turns: int = 3) -> Path:
+    """One session of several host-derived turns (the one-turn-at-a-time loading tests)."""
+    w = _writer(path)
+    sid = w.create_session("mock")
+    for t in range(turns):
+        _host_turn(w, sid, "mock", f"question {t + 1}", [
+            ("read", f'{{"path":"file_{t + 1}.txt"}}', f"content of file {t + 1}", {}),
+            ("bash", '{"command":"ls"}', f"listing {t + 1}", {}),
+        ], answer=f"answer {t + 1}")
+    w.close()
+    return path

@@ -72,8 +72,9 @@ class SessionLoaded(Message):
     interrupt: InterruptCheck
     degraded: str | None = None
     reload: bool = False
-    messages: dict = field(default_factory=dict)  # turn number -> messages (render.turn_messages)
+    messages: dict = field(default_factory=dict)  # turn number -> messages (filled lazily by the screen)
     unknown: list = field(default_factory=list)  # detail.unknown_events
+    initial: Any = None  # (turn number, timeline, degraded, rows): the first turn's timeline, built by the loader
 
 
 @dataclass

@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer, Input, Label, Static
+from textual.widgets import Input, Label, Static
 from textual.worker import get_current_worker
 
 from flux.errors import FluxError, StoreError
@@ -23,6 +23,7 @@ from flux.errors import FluxError, StoreError
 from ..messages import DiffReady
 from ..widgets.diff_view import MARKERS, DiffList, row_marker, side_by_side
 from ..widgets.rendered_view import RenderedView as Panel
+from ..widgets.footer import KeyFooter
 from ..widgets.topbar import TopBar
 from ..widgets.virtual_list import VirtualList
 
@@ -138,7 +139,7 @@ class DiffScreen(Screen):
         yield TopBar(id="topbar")
         yield DiffList(id="diff-rows")
         yield Panel("diff-preview", id="diff-preview")
-        yield Footer()
+        yield KeyFooter()
 
     @property
     def rows_view(self) -> DiffList:
@@ -232,10 +233,11 @@ class DiffScreen(Screen):
             parts.append(Text.assemble(("   " + " " * len(row.op or ""), ""), ("  ", ""), (self.b, "bold"), " ",
                                        ((row.b or "").replace("\n", " ⏎ ")[:300], "green")))
         elif row.kind == "plan":
-            parts.append(Text.assemble((f"{self.a}  ", "bold"), (self.diff.text(row.a_stmt)[:300], "red")))
-            parts.append(Text.assemble((f"{self.b}  ", "bold"), (self.diff.text(row.b_stmt)[:300], "green")))
+            rv = self.rows_view
+            parts.append(Text.assemble((f"{self.a}  ", "bold"), (rv.statement_text(row.a_stmt)[:300], "red")))
+            parts.append(Text.assemble((f"{self.b}  ", "bold"), (rv.statement_text(row.b_stmt)[:300], "green")))
         else:
-            parts.append(Text(self.diff.text(row.stmt)[:300], style="dim"))
+            parts.append(Text(self.rows_view.statement_text(row.stmt)[:300], style="dim"))
         parts.append(Text("Enter shows the payloads side by side · n/N next/previous difference", style="dim"))
         panel.show(Group(*parts))
 
@@ -304,7 +306,7 @@ class DiffDetailScreen(Screen):
             yield Panel("payload-a", id="payload-a")
             yield Panel("payload-b", id="payload-b")
         yield Panel("payload-diff", id="payload-diff")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         from flux.timemachine.diff import payload_diff
@@ -319,11 +321,11 @@ class DiffDetailScreen(Screen):
             a, b = row.a or "", row.b or ""
             what = f"op `{row.op}` output"
         elif row.kind == "plan":
-            a = d.sources.get(row.a_stmt or "", d.text(row.a_stmt)) if row.a_stmt else ""
-            b = d.sources.get(row.b_stmt or "", d.text(row.b_stmt)) if row.b_stmt else ""
+            a = _stmt_source(d, row.a_stmt) if row.a_stmt else ""
+            b = _stmt_source(d, row.b_stmt) if row.b_stmt else ""
             what = "statement"
         else:
-            a = b = d.sources.get(row.stmt or "", d.text(row.stmt))
+            a = b = _stmt_source(d, row.stmt)
             what = "statement"
         ta, tb, is_json = side_by_side(a, b)
         if row.kind == "plan" and row.a_stmt is None:
@@ -344,6 +346,13 @@ class DiffDetailScreen(Screen):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+
+def _stmt_source(diff, stmt: str | None) -> str:
+    from ..render import display_statement_text
+
+    full = diff.sources.get(stmt or "")
+    return display_statement_text(full) if full else diff.text(stmt)
 
 
 def _render_changes(pd) -> Text:

@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from flux.errors import FluxError, SessionNotFound, StoreError
@@ -32,6 +32,7 @@ from ..render import (
 from ..replay_marks import ReplayMarks, divergence_target, marks_from_report, render_report
 from ..widgets.rendered_view import RenderedView as Panel
 from ..widgets.timeline_view import TimelineView, TLRow, build_rows
+from ..widgets.footer import KeyFooter
 from ..widgets.topbar import TopBar
 from ..widgets.turn_list import TurnList
 from ..widgets.virtual_list import VirtualList
@@ -102,6 +103,7 @@ class SessionScreen(Screen):
         self.replay: ReplayMarks | None = None
         self.replay_running: tuple[int, int] | None = None
         self._pending_focus: tuple | None = None
+        self._prebuilt: tuple | None = None  # (turn number, TimelineReady) built by the load worker
 
     # -- layout ---------------------------------------------------------------------------------
 
@@ -125,7 +127,7 @@ class SessionScreen(Screen):
                         with TabPane("Replay", id="tab-replay"):
                             yield Panel("replay", id="replay")
         yield Static(id="session-notice")
-        yield Footer()
+        yield KeyFooter()
 
     @property
     def turns_list(self) -> TurnList:
@@ -136,7 +138,6 @@ class SessionScreen(Screen):
         return self.query_one(TimelineView)
 
     def on_mount(self) -> None:
-        self.query_one("#session-notice").display = False
         self.query_one("#turns").border_title = "Turns"
         self.query_one("#turn-info").border_title = "Turn"
         self.query_one("#timeline").border_title = "Plan & cells"
@@ -167,12 +168,18 @@ class SessionScreen(Screen):
                 detail = load_session(reader, row.id)
             check, degraded = safe_check_interrupted(detail)
             messages: dict = {}
+            initial = None
             unknown = detail.unknown_events
+            if not reload and detail.turns:
+                # Build the first turn's timeline here too: one hop less before the first paint.
+                first = self._initial_turn(detail, check)
+                timeline, tdegraded = safe_build_timeline(detail, first)
+                initial = (first.number, timeline, tdegraded, build_rows(first, timeline))
         except (StoreError, SessionNotFound, FluxError) as e:
             self.post_message(LoadFailed(str(e), "session"))
             return
         if not get_current_worker().is_cancelled:
-            self.post_message(SessionLoaded(detail, check, degraded, reload, messages, unknown))
+            self.post_message(SessionLoaded(detail, check, degraded, reload, messages, unknown, initial))
 
     @on(LoadFailed)
     def _on_failed(self, message: LoadFailed) -> None:
@@ -206,14 +213,25 @@ class SessionScreen(Screen):
         else:
             # Start on the interrupted (or open) turn if there is one, else the first — or, for a
             # big session opened one turn at a time, the newest (the one already read).
-            open_no = self.check.open_turn
-            default = (turns[-1] if message.detail.partial else turns[0]).turn_id if turns else None
-            key = next((t.turn_id for t in turns if t.number == open_no), default)
+            key = self._initial_turn(message.detail, self.check).turn_id if turns else None
+            initial = message.initial
+            if initial is not None:
+                number, timeline, degraded, rows = initial
+                self._prebuilt = (number, TimelineReady(number, timeline, degraded, (rows, None, message.detail)))
+
         tl.set_rows(turns, cursor_key=key)
         tl.refresh_rows()
+        pre = self._prebuilt
+        if pre is not None and tl.current is not None and tl.current.number == pre[0]:
+            # The loader built this turn's timeline already: show it now, in this same refresh.
+            self._prebuilt = None
+            self.turn = tl.current
+            self._apply_timeline(pre[1])
         unknown = len(message.unknown)
         tab = self.query_one("#bottom", TabbedContent).get_tab("tab-unknown")
-        tab.label = f"Unknown ({unknown})" if unknown else "Unknown"
+        label = f"Unknown ({unknown})" if unknown else "Unknown"
+        if str(tab.label) != label:
+            tab.label = label
         self.query_one("#unknown", Panel).show(render_unknown(message.detail, message.unknown))
         if message.detail.skipped_rows and not message.reload:
             self.notify(f"{message.detail.skipped_rows} corrupt row(s) skipped", severity="warning")
@@ -225,7 +243,7 @@ class SessionScreen(Screen):
             self.turn = tl.current
             self._build_timeline(self.turn, self._pending_restore)
         self._paint_topbar()
-        self.refresh_bindings()
+        self._refresh_bindings()
 
     @on(VirtualList.Highlighted, "#turns")
     def _on_turn(self, message: VirtualList.Highlighted) -> None:
@@ -239,7 +257,19 @@ class SessionScreen(Screen):
         self.timeline_view.empty_text = "loading…" if self._detail_for(turn) is not None else f"reading turn {turn.number}…"
         self.timeline_view.set_rows([], keep_cursor=False)
         self._show_turn(turn)
+        pre = self._prebuilt
+        self._prebuilt = None
+        if pre is not None and pre[0] == turn.number:
+            self.workers.cancel_group(self, "session-timeline")
+            self.post_message(pre[1])
+            return
         self._build_timeline(turn, None)
+
+    @staticmethod
+    def _initial_turn(detail: SessionDetail, check: InterruptCheck) -> Turn:
+        turns = detail.turns
+        default = turns[-1] if detail.partial else turns[0]
+        return next((t for t in turns if t.number == check.open_turn), default)
 
     def _remember(self, detail: SessionDetail) -> None:
         """Keep a loaded detail for the turn(s) it holds in full (a few one-turn windows at most)."""
@@ -279,6 +309,9 @@ class SessionScreen(Screen):
     def _on_timeline(self, message: TimelineReady) -> None:
         if self.turn is None or message.turn_number != self.turn.number:
             return
+        self._apply_timeline(message)
+
+    def _apply_timeline(self, message: TimelineReady) -> None:
         rows, restore, detail = message.restore
         self._remember(detail)
         self.turn_detail = detail
@@ -300,14 +333,14 @@ class SessionScreen(Screen):
         self._show_turn(self.turn)
         self._show_item(tv.current)
         self._paint_topbar()
-        self.refresh_bindings()
+        self._refresh_bindings()
 
     def worker_failed(self, worker, error: BaseException) -> None:
         """Called by the App when one of this screen's workers raised: say so where the data would be."""
         if worker.group == "session-replay":
             self.replay_running = None
             self._paint_topbar()
-            self.refresh_bindings()
+            self._refresh_bindings()
         elif worker.group == "session-timeline":
             self.timeline_view.empty_text = f"could not build this turn's timeline: {type(error).__name__}: {error}"
             self.timeline_view.set_rows([])
@@ -377,7 +410,9 @@ class SessionScreen(Screen):
                 msgs = self._messages[self.turn.number] = [e.body for e in self.detail.turn_messages(self.turn)]
             conv.show(render_conversation(msgs, scope="turn"))
             label = "Messages"
-        self.query_one("#bottom", TabbedContent).get_tab("tab-conversation").label = label
+        tab = self.query_one("#bottom", TabbedContent).get_tab("tab-conversation")
+        if str(tab.label) != label:
+            tab.label = label
 
     def _paint_topbar(self) -> None:
         left = Text.assemble(("flux-tui", "bold"), "  ", ("store ", "dim"), (self.app.display_name, "bold"), ("  ›  ", "dim"),
@@ -440,7 +475,7 @@ class SessionScreen(Screen):
             return
         self.replay_running = (0, 0)
         self._paint_topbar()
-        self.refresh_bindings()
+        self._refresh_bindings()
         self._run_replay(self.detail.row.id)
 
     @work(thread=True, exclusive=True, group="session-replay", exit_on_error=False, description="Replaying the session")
@@ -478,7 +513,7 @@ class SessionScreen(Screen):
     def _on_replay_failed(self, message: ReplayFailed) -> None:
         self.replay_running = None
         self._paint_topbar()
-        self.refresh_bindings()
+        self._refresh_bindings()
         self.notify(self.app.mask_path(message.error), title="Cannot replay", severity="error", timeout=8)
 
     @on(ReplayFinished)
@@ -493,7 +528,7 @@ class SessionScreen(Screen):
         tabs.active = "tab-replay"
         tabs.get_tab("tab-replay").label = "Replay ✓" if marks.faithful else "Replay ✗"
         self._paint_topbar()
-        self.refresh_bindings()
+        self._refresh_bindings()
         tv = self.timeline_view
         self._show_item(tv.current)
         if message.focus is not None:
@@ -522,7 +557,7 @@ class SessionScreen(Screen):
             tabs.active = "tab-conversation"
         self._paint_topbar()
         self._show_item(self.timeline_view.current)
-        self.refresh_bindings()
+        self._refresh_bindings()
 
     # -- diff -----------------------------------------------------------------------------------
 
@@ -613,6 +648,16 @@ class SessionScreen(Screen):
         tabs = self.query_one("#bottom", TabbedContent)
         pane = {"tab-conversation": "#conversation", "tab-observations": "#observations", "tab-unknown": "#unknown"}
         self.query_one(pane.get(tabs.active or "tab-conversation", "#conversation")).focus()
+
+    _DYNAMIC_ACTIONS = ("source", "next_error", "prev_error", "replay", "diff")
+
+    def _refresh_bindings(self) -> None:
+        """Refresh the footer only when an action's availability changed: every refresh recomposes
+        the footer (a dozen widgets through the CSS engine), which a big session's first paint feels."""
+        sig = tuple(self.check_action(a, ()) for a in self._DYNAMIC_ACTIONS)
+        if sig != getattr(self, "_bindings_sig", None):
+            self._bindings_sig = sig
+            self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "source":

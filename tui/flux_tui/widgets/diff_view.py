@@ -17,6 +17,7 @@ from rich.text import Text
 from textual.binding import Binding
 
 from ..highlight import highlight_flux
+from ..render import display_statement_text
 from .virtual_list import VirtualList
 
 __all__ = ["DiffList", "row_marker", "side_by_side", "MARKERS"]
@@ -86,12 +87,17 @@ class DiffList(VirtualList[Any]):
     def row_height(self, row, width: int) -> int:
         return 2 if row.kind == "output" else 1
 
+    def statement_text(self, stmt: str | None) -> str:
+        return self._text(stmt) if stmt is not None else "∅ (no statement at this position)"
+
     def _text(self, stmt: str | None) -> str:
         t = self._texts.get(stmt)
         if t is None:
-            t = self.diff.text(stmt) if self.diff is not None else str(stmt)
-            if stmt is None:
-                t = "∅"
+            full = self.diff.sources.get(stmt) if (self.diff is not None and stmt) else None
+            if full:  # the formatter wraps a statement in a one-statement flow: show the statement
+                t = display_statement_text(full).replace("\n", " ⏎ ")
+            else:
+                t = self.diff.text(stmt) if self.diff is not None else str(stmt)
             self._texts[stmt] = t
         return t
 
