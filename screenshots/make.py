@@ -115,6 +115,23 @@ async def shot_palette(pilot) -> None:
     await settle(pilot)
 
 
+# The demo store is deterministic given NOW_MS: s_5 is the authored release flow (parallel + saga,
+# faithful on replay), s_9 the same flow killed mid-run with a newer VERSION.
+RELEASE, RELEASE_KILLED = "s_5", "s_9"
+
+
+async def shot_replay(pilot) -> None:
+    await open_session(pilot, RELEASE, "r")
+
+
+async def shot_diff(pilot) -> None:
+    await open_session(pilot, RELEASE_KILLED, "d")
+    for name in RELEASE:
+        await pilot.press(name)
+    await settle(pilot)
+    await keys(pilot, "enter")
+
+
 SHOTS = {
     "sessions": shot_sessions,
     "filter": shot_filter,
@@ -125,6 +142,8 @@ SHOTS = {
     "help": shot_help,
     "palette": shot_palette,
     "notice": None,  # an unopenable store
+    "replay": shot_replay,
+    "diff": shot_diff,
 }
 
 

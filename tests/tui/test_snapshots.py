@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from screen_text import settle
-from stores import NOW_MS, build_empty, build_errors, build_gallery, build_interrupted, copy_fixture
+from stores import (
+    NOW_MS, build_diff, build_empty, build_errors, build_gallery, build_interrupted, copy_fixture, tamper_plan_input,
+)
 
 SIZE = (120, 40)
 
@@ -86,3 +88,27 @@ class TestNotice:
     def test_empty(self, snap_compare, tmp_path):
         app = _app(build_empty(tmp_path / "empty"), "empty")
         assert snap_compare(app, terminal_size=SIZE, run_before=_keys())
+
+
+class TestReplay:
+    def test_fixture_replayed(self, snap_compare, tmp_path):
+        app = _app(copy_fixture(tmp_path / "fixture"), "coding-agent-note")
+        assert snap_compare(app, terminal_size=SIZE, run_before=_keys("enter", "r"))
+
+    def test_diverged(self, snap_compare, tmp_path):
+        app = _app(tamper_plan_input(copy_fixture(tmp_path / "fixture")), "tampered-plan")
+        assert snap_compare(app, terminal_size=SIZE, run_before=_keys("enter", "r"))
+
+
+class TestDiff:
+    def test_prompt(self, snap_compare, tmp_path):
+        app = _app(build_diff(tmp_path / "diff"), "release")
+        assert snap_compare(app, terminal_size=SIZE, run_before=_keys("d"))
+
+    def test_side_by_side(self, snap_compare, tmp_path):
+        app = _app(build_diff(tmp_path / "diff"), "release")
+        assert snap_compare(app, terminal_size=SIZE, run_before=_keys("d", "enter"))
+
+    def test_payloads(self, snap_compare, tmp_path):
+        app = _app(build_diff(tmp_path / "diff"), "release")
+        assert snap_compare(app, terminal_size=SIZE, run_before=_keys("d", "enter", "enter"))

@@ -51,6 +51,9 @@ def display_statement_text(text: str) -> str:
     lines = text.split("\n")
     if len(lines) > 1 and lines[0].strip().startswith("flow") and all(not l or l.startswith("  ") for l in lines[1:]):
         return "\n".join(l[2:] for l in lines[1:]).rstrip()
+    if len(lines) > 1 and lines[0].strip() == "flow":
+        # The wrapper around a statement whose multi-line string literal has lines at column 0.
+        return "\n".join(l[2:] if l.startswith("  ") else l for l in lines[1:]).rstrip()
     return text.strip()
 
 

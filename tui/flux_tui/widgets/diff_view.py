@@ -95,7 +95,7 @@ class DiffList(VirtualList[Any]):
         if t is None:
             full = self.diff.sources.get(stmt) if (self.diff is not None and stmt) else None
             if full:  # the formatter wraps a statement in a one-statement flow: show the statement
-                t = display_statement_text(full).replace("\n", " ⏎ ")
+                t = " ⏎ ".join(line.strip() for line in display_statement_text(full).split("\n"))
             else:
                 t = self.diff.text(stmt) if self.diff is not None else str(stmt)
             self._texts[stmt] = t
