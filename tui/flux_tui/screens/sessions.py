@@ -22,7 +22,7 @@ from flux.model.listing import list_sessions
 from flux.store.store import SessionRow
 
 from ..compat import safe_summarize
-from ..messages import LoadFailed, QueryMatched, RowsLoaded, StoreChanged, SummariesLoaded
+from ..messages import InterruptedCount, LoadFailed, QueryMatched, RowsLoaded, StoreChanged, SummariesLoaded
 from ..widgets.sessions_table import SORT_ORDER, SORTS, SUMMARY_SORTS, SessionItem, SessionsTable
 from ..widgets.footer import KeyFooter
 from ..widgets.topbar import TopBar
@@ -74,6 +74,7 @@ class SessionsScreen(Screen):
         self._loaded = False
         self._error: str | None = None
         self._opened_initial = False
+        self._interrupted_ids: set[str] | None = None  # store-wide, ahead of the summary scan
 
     # -- layout ---------------------------------------------------------------------------------
 
@@ -159,6 +160,7 @@ class SessionsScreen(Screen):
         if message.skipped_rows:
             self.notify(f"{message.skipped_rows} corrupt row(s) skipped while reading the store", severity="warning")
         self._paint_topbar()
+        self._count_interrupted(message.generation)
         todo = [r for r in message.rows if self.app.cached_summary(r) is None]
         self._progress = (len(message.rows) - len(todo), len(message.rows))
         if todo:
@@ -205,6 +207,45 @@ class SessionsScreen(Screen):
             if worker.is_cancelled:
                 return
             self.post_message(SummariesLoaded(generation, summaries, base_done + len(rows) - len(todo), total))
+
+    @work(thread=True, exclusive=True, group="sessions-interrupted", exit_on_error=False,
+          description="Finding interrupted sessions")
+    def _count_interrupted(self, generation: int) -> None:
+        """The header's interrupted count for the whole store in one indexed pass — before the
+        per-session summaries (minutes on a 10k-session store) get there."""
+        try:
+            from flux.model.listing import interrupted_sessions
+        except ImportError:  # an engine without it: the summaries will tell
+            return
+        reader = self.app.reader
+        if reader is None:
+            return
+        try:
+            ids = set(interrupted_sessions(reader))
+        except (StoreError, FluxError):
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(InterruptedCount(generation, ids))
+
+    @on(InterruptedCount)
+    def _on_interrupted(self, message: InterruptedCount) -> None:
+        if message.generation == self._generation:
+            self._interrupted_ids = message.ids
+            self._paint_topbar()
+
+    def _interrupted_count(self) -> int | None:
+        """Sessions flagged interrupted: a summary's verdict where there is one, else the store-wide
+        pass's; None while neither is known for every session."""
+        ids = self._interrupted_ids
+        n = 0
+        for it in self._items.values():
+            if it.summary is not None:
+                n += bool(it.summary.interrupted)
+            elif ids is not None:
+                n += it.id in ids
+        if ids is None and self._progress[0] < self._progress[1]:
+            return n or None
+        return n
 
     @on(SummariesLoaded)
     def _on_summaries(self, message: SummariesLoaded) -> None:
@@ -393,12 +434,12 @@ class SessionsScreen(Screen):
         else:
             n = len(self._items)
             right.append(f"{n} session{'s' if n != 1 else ''}")
-            interrupted = sum(1 for it in self._items.values() if it.summary is not None and it.summary.interrupted)
+            interrupted = self._interrupted_count()
             done, total = self._progress
             if interrupted:
                 right.append(" · ")
                 right.append(f"⚠ {interrupted} interrupted", style="bold yellow")
-            elif done >= total and n:
+            elif interrupted is not None and n:
                 right.append(" · 0 interrupted", style="dim")
             if done < total:
                 right.append(f" · summarizing {done}/{total}", style="dim")
