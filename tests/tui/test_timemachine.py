@@ -343,13 +343,18 @@ async def test_a_big_session_opens_on_its_newest_turn_and_loads_others_on_demand
         assert screen.turn.number == 2 and screen.timeline is not None
         assert "content of file 2" in screen_text(app)
         assert screen.timeline_view.current.kind == "statement"
+        screen.timeline_view.move_cursor(2)  # on turn 2's first cell
+        kept = screen.timeline_view.current.key
         await pilot.press("left_square_bracket")
         await settle(pilot)
         assert screen.turn.number == 1 and "content of file 1" in screen_text(app)
         # tape indices stay session-wide in a one-turn window
         cells = [r.cell.index for r in screen.timeline_view.rows if r.kind == "cell"]
         assert cells == [0, 1]
-        await pilot.press("right_square_bracket", "right_square_bracket")
+        await pilot.press("right_square_bracket")
+        await settle(pilot)
+        assert screen.turn.number == 2 and screen.timeline_view.current.key == kept  # the cursor was kept
+        await pilot.press("right_square_bracket")
         await settle(pilot)
         assert screen.turn.number == 3
         assert [r.cell.index for r in screen.timeline_view.rows if r.kind == "cell"] == [4, 5]

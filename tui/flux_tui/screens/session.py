@@ -103,6 +103,7 @@ class SessionScreen(Screen):
         self.replay: ReplayMarks | None = None
         self.replay_running: tuple[int, int] | None = None
         self._pending_focus: tuple | None = None
+        self._turn_cursor: dict[int, object] = {}  # turn number -> timeline cursor key, kept across turn switches
         self._prebuilt: tuple | None = None  # (turn number, TimelineReady) built by the load worker
 
     # -- layout ---------------------------------------------------------------------------------
@@ -252,6 +253,8 @@ class SessionScreen(Screen):
             return
         if self.turn is not None and self.turn.turn_id == turn.turn_id and self.timeline is not None:
             return
+        if self.turn is not None and self.timeline_view.current is not None:
+            self._turn_cursor[self.turn.number] = self.timeline_view.current.key
         self.turn = turn
         self.timeline = None
         self.timeline_view.empty_text = "loading…" if self._detail_for(turn) is not None else f"reading turn {turn.number}…"
@@ -263,7 +266,7 @@ class SessionScreen(Screen):
             self.workers.cancel_group(self, "session-timeline")
             self.post_message(pre[1])
             return
-        self._build_timeline(turn, None)
+        self._build_timeline(turn, self._turn_cursor.get(turn.number))
 
     @staticmethod
     def _initial_turn(detail: SessionDetail, check: InterruptCheck) -> Turn:
