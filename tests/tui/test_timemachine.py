@@ -213,10 +213,20 @@ async def test_d_diffs_against_the_fork_source_with_the_first_divergence_focused
         assert rv.cursor == 3
         await pilot.press("N", "N")
         assert rv.cursor == 1
+        await pilot.press("f1")
+        await settle(pilot)
+        assert app.screen.topic == "diff" and "diff.next" in screen_text(app) and "Help · Diff" in screen_text(app)
+        await pilot.press("escape")
+        assert app.screen is ds
         await pilot.press("enter")
         await settle(pilot)
         detail = app.screen
         assert isinstance(detail, DiffDetailScreen)
+        await pilot.press("f1")
+        await settle(pilot)
+        assert app.screen.topic == "diff-detail" and "diff_detail.back" in screen_text(app)
+        await pilot.press("escape")
+        assert app.screen is detail
         text = screen_text(app)
         assert '"failed": [' in text and '"test_tokenize_empty"' in text  # B's payload, pretty JSON
         assert '"passed": 40' in text and '"passed": 39' in text
