@@ -160,7 +160,8 @@ class SessionsScreen(Screen):
         if message.skipped_rows:
             self.notify(f"{message.skipped_rows} corrupt row(s) skipped while reading the store", severity="warning")
         self._paint_topbar()
-        self._count_interrupted(message.generation)
+        self._interrupted_wanted = message.generation
+        self.set_timer(0.3, self._maybe_count_interrupted)
         todo = [r for r in message.rows if self.app.cached_summary(r) is None]
         self._progress = (len(message.rows) - len(todo), len(message.rows))
         if todo:
@@ -207,6 +208,19 @@ class SessionsScreen(Screen):
             if worker.is_cancelled:
                 return
             self.post_message(SummariesLoaded(generation, summaries, base_done + len(rows) - len(todo), total))
+
+    def _maybe_count_interrupted(self) -> None:
+        """Run the store-wide interrupted scan while this screen is on top: it holds the store's
+        connection for ~0.2 s on a big store, which a session being opened should not wait for."""
+        gen = getattr(self, "_interrupted_wanted", None)
+        if gen is None or gen != self._generation:
+            return
+        if self.app.screen is self:
+            self._interrupted_wanted = None
+            self._count_interrupted(gen)
+
+    def on_screen_resume(self) -> None:
+        self.set_timer(0.3, self._maybe_count_interrupted)
 
     @work(thread=True, exclusive=True, group="sessions-interrupted", exit_on_error=False,
           description="Finding interrupted sessions")
