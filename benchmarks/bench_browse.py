@@ -106,11 +106,16 @@ def bench_open(store: Path, repeat: int) -> None:
     n = reader.count_events(sid)
     print(f"opening {sid} ({n:,} events), in-process (median)")
 
-    def load():
+    def load_full():
         d = load_session(reader, sid)
         build_timeline(d, d.turns[-1])
 
-    row("load_session + newest turn's timeline", median_ms(load, repeat))
+    def load_turn():  # what the app does for a big session: the newest turn only
+        d = load_session(reader, sid, turn=-1)
+        build_timeline(d, d.turns[-1])
+
+    row("load_session (all events) + newest turn's timeline", median_ms(load_full, repeat))
+    row("load_session(turn=-1) + newest turn's timeline", median_ms(load_turn, repeat))
     reader.close()
 
 

@@ -341,7 +341,9 @@ def load_session(reader: StoreReader, ref: str | None, *, turn: int | None = Non
 
     ``turn=None`` reads every event. ``turn=N`` (1-based; ``-1`` for the newest) reads what a
     viewer needs first: the session's messages and turn headers, and every row of that one turn
-    only — so a 100,000-event session opens without decoding all of it.
+    only — so a 100,000-event session opens without decoding all of it. Within that turn the
+    ``step_started``/``step_succeeded`` rows are left out (nothing a viewer shows needs them; they
+    are half the rows of a busy turn); ``step_failed`` rows stay.
 
     ``kinds`` (whole-session loads only) restricts the rows read, for consumers that need only some
     (replay reads turns, plan attempts and run rows, never observations or messages).
@@ -359,7 +361,7 @@ def load_session(reader: StoreReader, ref: str | None, *, turn: int | None = Non
         else:
             i = len(starts) - 1 if turn == -1 else max(0, min(turn, len(starts)) - 1)
             window = (starts[i], starts[i + 1] if i + 1 < len(starts) else None)
-            inside = reader.events(row.id, min_global_seq=window[0], max_global_seq=window[1])
+            inside = reader.events(row.id, min_global_seq=window[0], max_global_seq=window[1], lean=True)
             seen = {e.global_seq for e in inside}
             scoped = [e for e in reader.turn_events(row.id, window[0]) if e.global_seq not in seen]
             events = sorted([e for e in header if e.global_seq not in seen] + inside + scoped, key=lambda e: e.stream_seq)

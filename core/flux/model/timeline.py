@@ -103,10 +103,15 @@ def _plan_statements(index: int, attempt: PlanAttempt) -> TimelinePlan:
         draft = parse(attempt.plan_source or "")
     except FluxError as e:
         return TimelinePlan(index, attempt, None, [], parse_error=str(e))
+    from ..lang import ast as A
+
     stmts = []
     for i, node in enumerate(draft.body):
         ops: list[str] = []
-        _call_ops(node_to_json(node), ops)
+        if isinstance(node, A.Bind) and isinstance(node.value, A.Call) and all(isinstance(a, A.Lit) for a in node.value.args):
+            ops.append(node.value.op)  # the host-derived shape: no need to walk the tree
+        else:
+            _call_ops(node_to_json(node), ops)
         stmts.append(Statement(index, i, "".join(format_node_lines(node)).rstrip("\n"), stmt_hash16(node), tuple(ops)))
     return TimelinePlan(index, attempt, flow_key(draft.name, draft.body), stmts)
 

@@ -357,8 +357,10 @@ class StoreReader:
         return out
 
     def events(self, stream: str, *, kinds: Sequence[str] | None = None, min_global_seq: int | None = None,
-               max_global_seq: int | None = None) -> list[StoredEvent]:
-        """A stream's events in ``stream_seq`` order, optionally only some kinds or a global window."""
+               max_global_seq: int | None = None, lean: bool = False) -> list[StoredEvent]:
+        """A stream's events in ``stream_seq`` order, optionally only some kinds or a global window.
+
+        ``lean`` leaves out the ``step_started``/``step_succeeded`` run rows (filtered in SQLite)."""
         sql = f"SELECT {_EVENT_COLUMNS} FROM events WHERE stream = ?"
         params: list = [stream]
         if kinds:
@@ -370,6 +372,8 @@ class StoreReader:
         if max_global_seq is not None:
             sql += " AND global_seq < ?"
             params.append(max_global_seq)
+        if lean:
+            sql += " AND (kind != 'run' OR json_extract(payload, '$.data.event') NOT IN ('step_started', 'step_succeeded'))"
         sql += " ORDER BY stream_seq"
         return self._decode_rows(self._query(sql, params))
 
