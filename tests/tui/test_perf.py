@@ -25,7 +25,6 @@ from stores import NOW_MS, _step, _writer
 
 pytestmark = pytest.mark.anyio
 
-STEP_BUDGET_S = 0.5
 
 
 def _cells_rows(n: int) -> list[TLRow]:
@@ -38,6 +37,12 @@ def _cells_rows(n: int) -> list[TLRow]:
                          is_error=(i % 10_000 == 9_999))
         rows.append(TLRow("cell", stop=i + 1, plan=tp, statement=st, cell=Cell(i, i, i, 0, 1, rec), last_cell=i == n - 1))
     return rows
+
+
+# Speed is measured by benchmarks/bench_browse.py and reported, not asserted here (timed tests flake
+# on shared machines). These bounds only catch a stall: a step that re-renders or re-sorts every
+# row of a 100,000-row list takes many seconds.
+STALL_S = 5.0
 
 
 class _One(App):
@@ -68,10 +73,10 @@ async def test_a_100k_cell_turn_scrolls(tmp_path):
         t = time.perf_counter()
         tv.set_rows(rows)
         await bench_hooks.paint(app)
-        assert time.perf_counter() - t < 4.0
+        assert time.perf_counter() - t < STALL_S
         assert tv.row_count == 100_002 and tv.current.kind == "statement"
         steps = await _timed_steps(app, pilot, ["j", "j", "pagedown", "pagedown", "G", "pageup", "k", "g", "j"])
-        assert max(steps) < STEP_BUDGET_S, steps
+        assert max(steps) < STALL_S, steps
         await pilot.press("G")
         assert tv.current.cell.index == 99_999
         assert tv.scroll_offset.y > 99_000  # the last rows are on screen
@@ -88,14 +93,14 @@ async def test_ten_thousand_sessions_sort_and_scroll():
         t = time.perf_counter()
         table.set_rows(rows)
         await bench_hooks.paint(app)
-        assert time.perf_counter() - t < 2.0
+        assert time.perf_counter() - t < STALL_S
         steps = await _timed_steps(app, pilot, ["j", "pagedown", "G", "g"])
-        assert max(steps) < STEP_BUDGET_S, steps
+        assert max(steps) < STALL_S, steps
         from flux_tui.widgets.sessions_table import SORTS
 
         t = time.perf_counter()
         table.set_sort(SORTS["model"][1])
-        assert time.perf_counter() - t < 1.0
+        assert time.perf_counter() - t < STALL_S
         assert table.current.row.n == 1  # the cursor stayed on its session
 
 
@@ -117,9 +122,9 @@ async def test_opening_a_10k_cell_session_and_stepping(make_app, tmp_path):
         t = time.perf_counter()
         await bench_hooks.open_session(app, pilot, sid)
         opened = time.perf_counter() - t
-        assert opened < 15.0
+        assert opened < 3 * STALL_S
         tv = app.screen.timeline_view
         assert tv.row_count == 10_002
         steps = await _timed_steps(app, pilot, ["j", "j", "pagedown", "G", "k"])
-        assert max(steps) < STEP_BUDGET_S, steps
+        assert max(steps) < STALL_S, steps
         assert app.screen.query_one("#inspector").plain_text.count("line 9998") == 1

@@ -315,7 +315,7 @@ async def test_a_10k_row_diff_scrolls_without_stalling(make_app, tmp_path):
         await bench_hooks.wait_until(pilot, lambda: isinstance(app.screen, DiffScreen) and bool(app.screen.query(DiffList))
                                      and app.screen.rows_view.row_count > 0)
         await bench_hooks.paint(app)
-        assert time.perf_counter() - t < 3.0
+        assert time.perf_counter() - t < 5.0  # a stall guard only; speed is benchmarked, not asserted
         ds = app.screen
         rv = ds.rows_view
         assert rv.row_count == 10_000 and rv.cursor == 500  # the first divergence
@@ -328,7 +328,7 @@ async def test_a_10k_row_diff_scrolls_without_stalling(make_app, tmp_path):
             else:
                 await bench_hooks.cursor_step(app, pilot, key)
             steps.append(time.perf_counter() - t)
-        assert max(steps) < 0.5, steps
+        assert max(steps) < 5.0, steps  # a stall guard: a step that touched all 10,000 rows would take far longer
         await pilot.press("G")
         assert rv.cursor == 9_999 and rv.scroll_offset.y > 9_000
 

@@ -7,7 +7,6 @@ import json
 import pytest
 from textual.app import App, ComposeResult
 
-from flux_tui.compat import split_statements
 from flux_tui.fmt import fmt_cost, fmt_tokens
 from flux_tui.highlight import STYLES, highlight_flux
 from flux_tui.render import display_statement_text
@@ -124,10 +123,6 @@ def test_fold_offsets_cut_at_the_width():
     assert _fold_offsets("abc", 4) == []
     assert _fold_offsets("日本語テキスト", 4) == [2, 4, 6]  # two cells per character
 
-
-def test_layout_split_of_a_plan():
-    src = 'flow\n  a = x(1)\n  when $a\n    b = y("""\nq\n""")\n  else\n    c = z()\n  return $a\n'
-    assert split_statements(src) == ["a = x(1)", 'when $a\n  b = y("""\nq\n""")', "else\n  c = z()", "return $a"]
 
 
 def test_cost_is_never_zero_when_unknown():
