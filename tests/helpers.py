@@ -59,3 +59,32 @@ def write_turn(w: StoreWriter, sid: str, text: str, *, plan: str | None = None, 
         w.append(sid, TurnEnded(outcome=end, answer=f"answer to {text}", usage=usage), turn_id=tid, ts=ts + 6)
         w.append(sid, Message.text("assistant", f"answer to {text}"), ts=ts + 7)
     return tid
+
+
+def rewrite(store: Path, fn) -> None:
+    """Tamper with a store copy: ``fn(body) -> body | None`` per row (None deletes the row)."""
+    import sqlite3
+
+    from flux.store import decode_payload, encode_payload
+
+    con = sqlite3.connect(store / "events.db")
+    try:
+        for gs, kind, payload in con.execute("SELECT global_seq, kind, payload FROM events").fetchall():
+            body = decode_payload(kind, payload)
+            new = fn(body)
+            if new is None:
+                con.execute("DELETE FROM events WHERE global_seq = ?", (gs,))
+            elif new is not body:
+                con.execute("UPDATE events SET payload = ? WHERE global_seq = ?", (encode_payload(new), gs))
+        con.commit()
+    finally:
+        con.close()
+
+
+def on_cell(fn):
+    """Adapt ``fn(OpRecorded) -> body | None`` into a :func:`rewrite` callback for cassette cells."""
+    def go(body):
+        if isinstance(body, Run) and isinstance(body.event, OpRecorded):
+            return fn(body.event)
+        return body
+    return go

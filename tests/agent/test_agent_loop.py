@@ -11,11 +11,11 @@ import pytest
 
 from flux.agent.approver import CallbackApprover
 from flux.agent.loop import provider_history
-from flux.agent.ops import OpError, op
+from flux.agent.ops import op
 from flux.agent.providers.scripted import ScriptedProvider
 from flux.lang.parser import parse
 from flux.model.session import load_session
-from flux.store.events import Message, Observation, OpRecorded, PlanAttempted, Run, StepFailed
+from flux.store.events import Run, StepFailed
 from flux.store.store import StoreReader
 from flux.timemachine.replay import replay_session
 

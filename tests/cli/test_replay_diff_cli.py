@@ -4,42 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
-from pathlib import Path
 
 from click.testing import CliRunner
 
 from flux.cli import main
-from flux.store.events import OpRecorded, PlanAttempted, Run, decode_payload, encode_payload
-from tests.helpers import FIXTURE, copy_store, tree_digest
+from flux.store.events import OpRecorded, PlanAttempted, Run
+from tests.helpers import FIXTURE, copy_store, tree_digest, on_cell, rewrite
 
 
 def run(*args, env=None):
     return CliRunner().invoke(main, list(args), env=env or {})
-
-
-def rewrite(store: Path, fn) -> None:
-    """Rewrite payloads of a store copy: ``fn(body) -> body | None`` (None deletes the row)."""
-    con = sqlite3.connect(store / "events.db")
-    try:
-        for gs, kind, payload in con.execute("SELECT global_seq, kind, payload FROM events").fetchall():
-            body = decode_payload(kind, payload)
-            new = fn(body)
-            if new is None:
-                con.execute("DELETE FROM events WHERE global_seq = ?", (gs,))
-            elif new is not body:
-                con.execute("UPDATE events SET payload = ? WHERE global_seq = ?", (encode_payload(new), gs))
-        con.commit()
-    finally:
-        con.close()
-
-
-def on_cell(fn):
-    def go(body):
-        if isinstance(body, Run) and isinstance(body.event, OpRecorded):
-            return fn(body.event)
-        return body
-    return go
 
 
 def change_content(rec: OpRecorded):

@@ -10,10 +10,10 @@ from flux.model.interrupted import check_interrupted
 from flux.model.lineage import lineage_of
 from flux.model.listing import list_sessions
 from flux.model.pricing import BUILTIN_PRICES, PriceTable, load_price_table
-from flux.model.session import cell_rows, diff_rows, execution_keys, load_session, stmt_rows
+from flux.model.session import cell_rows, execution_keys, load_session, stmt_rows
 from flux.model.timeline import build_timeline
 from flux.store import (
-    Compacted, Message, PlanHalted, PlanResumed, StatementCompleted, StoreReader, StoreWriter, Usage,
+    Compacted, Message, PlanHalted, StatementCompleted, StoreReader, StoreWriter, Usage,
 )
 from flux.errors import FluxError
 from tests.helpers import FIXTURE, HOST_PLAN, cell, write_turn

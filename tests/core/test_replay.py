@@ -4,7 +4,6 @@ interpreter + RecordingHost into writer-built stores."""
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,11 +20,11 @@ from flux.lang.interpreter import Interpreter, ResumeLedger
 from flux.lang.parser import parse
 from flux.model.session import load_session
 from flux.store.events import (
-    Message, OpRecorded, PlanAttempted, Run, StepStarted, TurnEnded, decode_payload, decode_run, encode_payload,
+    Message, PlanAttempted, Run, StepStarted, TurnEnded, decode_payload, decode_run,
 )
 from flux.store.store import StoreReader, StoreWriter
 from flux.timemachine.replay import replay_session, replay_tree
-from tests.helpers import FIXTURE, copy_store, tree_digest
+from tests.helpers import tree_digest, on_cell, rewrite
 
 FIXTURE_KEY = "h:0aac945488efbfd1"
 APPEND_HASH = "7b7d06ae306ee31ae768f1e70ebbc4e4e92750881536d135cbec17de7d4f2dff"
@@ -33,30 +32,6 @@ APPEND_HASH = "7b7d06ae306ee31ae768f1e70ebbc4e4e92750881536d135cbec17de7d4f2dff"
 
 def full_digest(d: Path) -> dict[str, str]:
     return tree_digest(d)
-
-
-def rewrite(store: Path, fn) -> None:
-    """Rewrite the payloads of a store copy: ``fn(body) -> body | None`` (None deletes the row)."""
-    con = sqlite3.connect(store / "events.db")
-    try:
-        for gs, kind, payload in con.execute("SELECT global_seq, kind, payload FROM events").fetchall():
-            body = decode_payload(kind, payload)
-            new = fn(body)
-            if new is None:
-                con.execute("DELETE FROM events WHERE global_seq = ?", (gs,))
-            elif new is not body:
-                con.execute("UPDATE events SET payload = ? WHERE global_seq = ?", (encode_payload(new), gs))
-        con.commit()
-    finally:
-        con.close()
-
-
-def on_cell(fn):
-    def go(body):
-        if isinstance(body, Run) and isinstance(body.event, OpRecorded):
-            return fn(body.event)
-        return body
-    return go
 
 
 # ------------------------------------------------------------------------------ the real fixture

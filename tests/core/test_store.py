@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
-from pathlib import Path
 
 import pytest
 

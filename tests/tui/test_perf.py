@@ -7,7 +7,6 @@ or a full re-layout per step would miss them by 10-100×.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from textual.app import App, ComposeResult

@@ -18,7 +18,7 @@ Conventions, chosen so that ``parse(format(ast)) == ast`` can be asserted with p
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Optional, Union
 
 __all__ = [

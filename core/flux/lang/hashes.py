@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional
 
-from flux.canonical import canonical_json, compact_json, sha256_hex
+from flux.canonical import canonical_json, sha256_hex
 
 from . import ast as A
-from .astjson import draft_json_text, node_json_text, node_to_json
+from .astjson import draft_json_text, node_json_text
 
 __all__ = [
     "input_hash", "step_id", "stmt_hash16", "body_hash16", "flow_key", "fingerprint",

@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Input, Label, Static
+from textual.widgets import Input, Label
 from textual.worker import get_current_worker
 
 from flux.errors import FluxError, StoreError
