@@ -11,6 +11,7 @@ import shutil
 import stat
 from pathlib import Path
 
+from tests.helpers import rewrite
 from flux.store import (
     CallUsage, Message, Observation, OpRecorded, PlanAttempted, PlanHalted, Run, StatementCompleted, StepFailed,
     StepStarted, StepSucceeded, StoreWriter, TurnEnded, UnknownEvent, UnknownRun, Usage,
@@ -206,27 +207,6 @@ def add_session(path: Path, model: str = "late-model", ts: int = NOW_MS - 1_000)
 # -- replay and diff -----------------------------------------------------------------------------
 
 
-def rewrite_store(store: Path, fn) -> None:
-    """Rewrite the payloads of a store copy in place: ``fn(body) -> body | None`` (None deletes the
-    row) — how the tampered copies of the replay and diff tests are made."""
-    import sqlite3
-
-    from flux.store.events import decode_payload, encode_payload
-
-    con = sqlite3.connect(store / "events.db")
-    try:
-        for gs, kind, payload in con.execute("SELECT global_seq, kind, payload FROM events").fetchall():
-            body = decode_payload(kind, payload)
-            new = fn(body)
-            if new is None:
-                con.execute("DELETE FROM events WHERE global_seq = ?", (gs,))
-            elif new is not body:
-                con.execute("UPDATE events SET payload = ? WHERE global_seq = ?", (encode_payload(new), gs))
-        con.commit()
-    finally:
-        con.close()
-
-
 def tamper_cell_content(store: Path, content: str = "appended 99 bytes to flux-mock.txt") -> Path:
     """The fixture's ``append`` cell says something else: replay still serves it (faithful)."""
     import dataclasses
@@ -236,7 +216,7 @@ def tamper_cell_content(store: Path, content: str = "appended 99 bytes to flux-m
             return dataclasses.replace(b, event=dataclasses.replace(b.event, content=content))
         return b
 
-    rewrite_store(store, go)
+    rewrite(store, go)
     return store
 
 
@@ -244,7 +224,7 @@ def tamper_plan_input(store: Path) -> Path:
     """The fixture's accepted plan now appends other content: its input hash matches no cell."""
     import dataclasses
 
-    rewrite_store(store, lambda b: dataclasses.replace(b, plan_source=b.plan_source.replace("flux mock", "flux MOCK"))
+    rewrite(store, lambda b: dataclasses.replace(b, plan_source=b.plan_source.replace("flux mock", "flux MOCK"))
                   if isinstance(b, PlanAttempted) and b.plan_source else b)
     return store
 
