@@ -18,7 +18,15 @@ import math
 import re
 from typing import Any
 
-__all__ = ["canonical_json", "compact_json", "sha256_hex", "format_float", "json_string"]
+__all__ = [
+    "canonical_json",
+    "compact_json",
+    "sha256_hex",
+    "format_float",
+    "json_string",
+    "scrub_text",
+    "scrub_value",
+]
 
 _ESCAPES = {
     '"': '\\"',
@@ -160,3 +168,51 @@ def sha256_hex(text: str | bytes) -> str:
     if isinstance(text, str):
         text = text.encode("utf-8")
     return hashlib.sha256(text).hexdigest()
+
+
+# --- Unpaired surrogates -------------------------------------------------------------------------
+#
+# flux's strings are Rust ``String``s: valid UTF-8, so a lone UTF-16 surrogate (which JSON text such
+# as ``"\ud83d"`` or a model's SSE stream can carry) cannot exist there. Python keeps it and then
+# fails to encode it. The one rule, applied identically on record and on replay, wherever text is
+# hashed or stored: every surrogate code point is replaced by U+FFFD (a pair split across two code
+# points is first joined back into the character it encodes).
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub_text(s: str) -> str:
+    """``s`` with unpaired surrogates replaced by U+FFFD; ``s`` itself when it has none (fast path)."""
+    if _SURROGATE.search(s) is None:
+        return s
+    return s.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def scrub_value(value: Any) -> Any:
+    """A JSON value with :func:`scrub_text` applied to every string, keys included.
+
+    Iterative, so a hostile deeply nested value cannot exhaust the Python stack here.
+    """
+    if isinstance(value, str):
+        return scrub_text(value)
+    if not isinstance(value, (dict, list)):
+        return value
+    root: list[Any] = [value]
+    # (container, key-or-index, child) work items; containers are rebuilt only when they change.
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        parent, key = stack.pop()
+        node = parent[key]
+        if isinstance(node, str):
+            scrubbed = scrub_text(node)
+            if scrubbed is not node:
+                parent[key] = scrubbed
+        elif isinstance(node, list):
+            copy = list(node)
+            parent[key] = copy
+            stack.extend((copy, i) for i in range(len(copy)))
+        elif isinstance(node, dict):
+            copy = {scrub_text(k) if isinstance(k, str) else k: v for k, v in node.items()}
+            parent[key] = copy
+            stack.extend((copy, k) for k in copy)
+    return root[0]
