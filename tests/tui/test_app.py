@@ -343,46 +343,6 @@ async def test_turn_keys_step_turns(make_app, tmp_path):
 # -- lineage ------------------------------------------------------------------------------------------
 
 
-async def test_lineage_lists_children_and_opens_them(make_app, tmp_path):
-    app = make_app(build_gallery(tmp_path / "g"))
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        await pilot.press("G")  # s_1
-        await open_first(pilot)
-        await pilot.press("l")
-        await settle(pilot)
-        assert isinstance(app.screen, LineageScreen)
-        text = screen_text(app)
-        assert "s_1 is a root session" in text and "2 derived sessions" in text
-        assert "⋔ fork" in text and "↳ sub-agent" in text
-        await pilot.press("enter")
-        await settle(pilot)
-        assert isinstance(app.screen, SessionScreen) and app.screen.session_id == "s_3"
-        # u: back to the source
-        await pilot.press("u")
-        await settle(pilot)
-        assert isinstance(app.screen, SessionScreen) and app.screen.session_id == "s_1"
-        await pilot.press("escape", "escape", "escape")
-        await settle(pilot)
-        assert isinstance(app.screen, SessionsScreen)
-
-
-async def test_lineage_from_a_child_names_its_source(make_app, tmp_path):
-    app = make_app(build_gallery(tmp_path / "g"))
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        app.open_session("s_4")
-        await settle(pilot)
-        await pilot.press("l")
-        await settle(pilot)
-        text = screen_text(app)
-        assert "source  s_1  ↳ sub-agent reviewer" in text
-        assert "nothing derives from s_4" in text
-        await pilot.press("u")
-        await settle(pilot)
-        assert app.screen.session_id == "s_1"
-
-
 async def test_source_key_is_hidden_for_root_sessions(make_app, fixture_store):
     app = make_app(fixture_store)
     async with app.run_test(size=SIZE) as pilot:
@@ -420,7 +380,7 @@ async def test_help_explains_the_focused_panel(make_app, fixture_store):
 
 def _all_binding_classes():
     from flux_tui.app import FluxApp
-    from flux_tui.screens.lineage import ChildrenList
+    from flux_tui.screens.lineage import LineageTree
     from flux_tui.widgets.sessions_table import SessionsTable
     from flux_tui.widgets.timeline_view import TimelineView
     from flux_tui.widgets.turn_list import TurnList
@@ -428,7 +388,7 @@ def _all_binding_classes():
     from flux_tui.widgets.virtual_list import VirtualList
 
     return [FluxApp, SessionsScreen, SessionScreen, LineageScreen, HelpScreen, VirtualList, SessionsTable, TimelineView,
-            TurnList, ChildrenList, RenderedView]
+            TurnList, LineageTree, RenderedView]
 
 
 def test_every_binding_has_an_id_and_a_tooltip():

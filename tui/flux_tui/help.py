@@ -75,9 +75,12 @@ the turn ends, so their timestamps are the flush time, not the time of the fact.
 Events of kinds (or run variants) this reader does not know — written by a newer flux. They are
 listed here with their raw data rather than hidden."""),
     "lineage": ("Lineage", """\
-Sessions correlated with this one: forks (⋔, with the statement they forked at), what-ifs (?),
-sub-agents (↳) and other children, read from the registry's correlation_id. Enter opens one;
-u opens the source session this one was derived from."""),
+The whole family of the session, as a tree: the root source, its forks (⋔, with the statement they
+branched at), what-ifs (?), checks (✓), sub-agents (↳) and their own children, read from the
+registry's correlation_id. Each fork, what-if and check says how it differs from its parent (the
+run diff, computed in the background and cached): = same, ~ plan, ≠ world rows, and the statement
+where it first diverges. Enter opens the highlighted session; d opens its diff against its parent;
+u opens its parent."""),
     "notice": ("Store notice", """\
 The store could not be opened or holds no session yet. The message says why and what to do:
 point --store at a directory that holds events.db, or run `flux-tui --demo` to explore a demo

@@ -15,7 +15,7 @@ from flux.store.store import SessionRow
 
 __all__ = [
     "StoreChanged", "RowsLoaded", "LoadFailed", "SummariesLoaded", "QueryMatched", "SessionLoaded",
-    "TimelineReady", "ChildrenLoaded", "OpenSession", "ReplayProgress", "ReplayFinished", "ReplayFailed",
+    "TimelineReady", "OpenSession", "ReplayProgress", "ReplayFinished", "ReplayFailed",
     "DiffReady", "InterruptedCount",
 ]
 
@@ -83,16 +83,6 @@ class TimelineReady(Message):
     timeline: TurnTimeline
     degraded: str | None = None
     restore: Any = None
-
-
-@dataclass
-class ChildrenLoaded(Message):
-    session_id: str
-    source: SessionRow | None
-    source_missing: str | None
-    children: list[SessionSummary] = field(default_factory=list)
-    error: str | None = None
-    depths: list[int] = field(default_factory=list)  # tree depth of each child (0: direct)
 
 
 @dataclass

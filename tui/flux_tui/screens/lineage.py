@@ -1,4 +1,11 @@
-"""Lineage modal: a session's source and its forks / what-ifs / sub-agents (recursively)."""
+"""Lineage tree: a session's whole family — the root source, forks (with the statement they branched
+at), what-ifs, checks and sub-agents, recursively — one row per session, drawn as a tree.
+
+Every row that re-runs its parent's plan (fork, what-if, check) says how it differs from its parent:
+``run_diff`` in a worker, visible rows first, cached by (store, parent, child, their last seqs) for
+as long as the app runs. Enter opens a node; ``d`` opens its diff against its parent; ``u`` opens
+its parent. The facts come from :mod:`flux.timemachine.family`; this module only draws them.
+"""
 
 from __future__ import annotations
 
@@ -10,24 +17,27 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from flux.errors import FluxError, SessionNotFound, StoreError
-from flux.model.lineage import lineage_of
 from flux.model.listing import SessionSummary
-from flux.store.store import SessionRow
+from flux.timemachine.family import ChildDifference, Family, FamilyNode
 
 from ..compat import safe_summarize
-from ..fmt import lineage_mark, fmt_age, fmt_cost, outcome_style
-from ..messages import ChildrenLoaded
+from ..fmt import fmt_cost, lineage_mark
 from ..widgets.virtual_list import VirtualList
 
-__all__ = ["LineageScreen", "open_source"]
+__all__ = ["LineageScreen", "LineageTree", "open_source", "difference_text"]
 
-MAX_DEPTH = 6
-MAX_NODES = 2000
+# (store dir, parent id, parent last_seq, child id, child last_seq) -> difference or error text
+_DIFF_CACHE: dict[tuple, ChildDifference | str] = {}
+_DIFF_CACHE_MAX = 4096
+DIFF_WIDTH = 34
+DIFF_WIDTH_COMPACT = 16
+WIDE = 96  # rows at least this wide show every column in full
 
 
 def open_source(app, source_id: str) -> None:
@@ -43,156 +53,345 @@ def open_source(app, source_id: str) -> None:
     app.open_session(source_id)
 
 
+def describe(node: FamilyNode) -> str:
+    """``fork @ statement 2``, ``what-if @latest``, ``sub-agent explorer``, ``root``."""
+    lin = node.lineage
+    if lin is None:
+        return "source" if node.depth == 0 else ""
+    if lin.kind == "fork":
+        at = lin.detail.lstrip("@")
+        return f"fork @ statement {at}" if at.isdigit() else f"fork {lin.detail}".rstrip()
+    if lin.kind == "what-if":
+        at = lin.detail.lstrip("@")
+        return f"what-if @ turn {at}" if at.isdigit() else f"what-if {lin.detail}".rstrip()
+    if lin.kind == "check":
+        return f"check {lin.detail}".rstrip()
+    if lin.kind == "sub-agent":
+        return f"sub-agent ({lin.detail})" if lin.detail else "sub-agent"
+    return f"{lin.kind} {lin.detail}".rstrip()
+
+
+def difference_text(d: ChildDifference | str | None, compact: bool = False) -> Text:
+    """``= 3 · ~ 1 · ≠ 1 · diverges @ 2`` for a computed difference (``=3 ~1 ≠1 @2`` compact); a
+    note otherwise."""
+    if d is None:
+        return Text("diffing…", style="dim italic")
+    if isinstance(d, str):
+        return Text(f"cannot diff: {d}", style="red")
+    sep = " " if compact else " · "
+    gap = "" if compact else " "
+    if d.identical:
+        return Text(f"identical{sep}={gap}{d.same}", style="green")
+    t = Text()
+    t.append(f"={gap}{d.same}", style="dim")
+    t.append(sep)
+    t.append(f"~{gap}{d.plan}", style="bold yellow" if d.plan else "dim")
+    t.append(sep)
+    t.append(f"≠{gap}{d.world}", style="bold magenta" if d.world else "dim")
+    if d.first_node is not None:
+        t.append(f"{sep}@{d.first_node}" if compact else f" · diverges @ {d.first_node}")
+    return t
+
+
 @dataclass(eq=False)
-class LineageRow:
-    summary: SessionSummary
-    depth: int
+class TreeRow:
+    node: FamilyNode
+    summary: SessionSummary | None = None
+    difference: ChildDifference | str | None = None
+    focus: bool = False
 
 
-class ChildrenList(VirtualList[LineageRow]):
+def tree_prefix(node: FamilyNode) -> str:
+    if node.depth == 0:
+        return ""
+    return "".join("│  " if o else "   " for o in node.open_ancestors) + ("└─ " if node.last_child else "├─ ")
+
+
+class LineageTree(VirtualList[TreeRow]):
     HELP_TOPIC = "lineage"
 
     BINDINGS = [
         Binding("enter", "select", "Open", id="lineage.open", tooltip="Open the highlighted session"),
     ]
 
-    def __init__(self, now_ms, **kw) -> None:
-        super().__init__(show_header=True, empty_text="loading…", **kw)
-        self._now_ms = now_ms
+    def __init__(self, **kw) -> None:
+        super().__init__(show_header=False, empty_text="reading the family…", **kw)
 
-    def row_key(self, row: LineageRow) -> Hashable:
-        return row.summary.row.n
+    def row_key(self, row: TreeRow) -> Hashable:
+        return row.node.id
 
-    def render_header(self, width: int) -> Text:
-        return Text(f" {'session':<12} {'kind':<13} {'detail':<10} {'model':<14} {'turns':>5} {'last':<10} {'status':<13} "
-                    f"{'cost':>8} {'updated':>9}")
-
-    def render_row(self, row: LineageRow, index: int, line: int, width: int, selected: bool) -> Text:
+    def render_row(self, row: TreeRow, index: int, line: int, width: int, selected: bool) -> Text:
+        n = row.node
         s = row.summary
-        lin = s.lineage or lineage_of(s.row)
-        ident = ("  " * row.depth) + ("└ " if row.depth else "") + s.id
-        t = Text(f" {ident:<12.12} ", style="bold")
-        t.append(f"{(lineage_mark(lin) if lin else 'root'):<13.13} ", style="magenta")
-        t.append(f"{(lin.detail if lin else ''):<10.10} ", style="dim")
-        t.append(f"{(s.row.model or '–'):<14.14} ")
-        t.append(f"{s.turns:>5} ")
-        t.append(f"{(s.last_outcome or '–'):<10.10} ", style=outcome_style(s.last_outcome))
-        if s.interrupted:
-            t.append(f"{'⚠ interrupted':<13} ", style="bold yellow")
+        left = Text(" ")
+        left.append(tree_prefix(n), style="dim")
+        if n.lineage is not None:
+            left.append(lineage_mark(n.lineage).split(" ", 1)[0] + " ", style="magenta")
+        left.append(n.id, style="bold cyan" if row.focus else "bold")
+        left.append("  ")
+        left.append(describe(n), style="magenta" if n.lineage is not None else "dim")
+        if n.depth == 0 or (n.lineage is not None and n.lineage.kind == "sub-agent"):
+            left.append(f"  {n.row.model or '–'}", style="dim")
+        right = Text()
+        wide = width >= WIDE
+        diff = difference_text(row.difference, compact=not wide) if n.diffable else Text("")
+        if diff.cell_len > (DIFF_WIDTH if wide else DIFF_WIDTH_COMPACT):
+            diff.truncate(DIFF_WIDTH if wide else DIFF_WIDTH_COMPACT, overflow="ellipsis")
+        right.append_text(diff)
+        right.append(" ")
+        if s is not None:
+            if wide:
+                right.append(f"  {'⚠ interrupted' if s.interrupted else '':<13} ", style="bold yellow")
+                right.append(f"{s.turns:>3} turn{'s' if s.turns != 1 else ' '}", style="dim")
+                right.append(f" {fmt_cost(s.cost):>7}", style="dim")
+            else:
+                right.append("⚠ " if s.interrupted else "  ", style="bold yellow")
+                right.append(f"{s.turns:>2}t", style="dim")
         else:
-            t.append(f"{'':<13} ")
-        t.append(f"{fmt_cost(s.cost):>8} ", style="dim")
-        t.append(f"{fmt_age(s.row.updated_at, self._now_ms()):>9}", style="dim")
-        return t
+            right.append("…".rjust(32 if wide else 5), style="dim")
+        room = width - right.cell_len - 1
+        if room < 12:  # a narrow terminal: the tree and the id first, the facts below it
+            right.truncate(max(0, width - 12), overflow="ellipsis")
+            room = width - right.cell_len - 1
+        left.truncate(max(room, 0), overflow="ellipsis", pad=True)
+        left.append(" ")
+        left.append_text(right)
+        return left
+
+
+class _TreeReady(Message):
+    def __init__(self, family: Family | None, summaries: dict[str, SessionSummary], error: str | None = None) -> None:
+        super().__init__()
+        self.family = family
+        self.summaries = summaries
+        self.error = error
+
+
+class _DifferenceReady(Message):
+    def __init__(self, results: dict[str, ChildDifference | str]) -> None:
+        super().__init__()
+        self.results = results
 
 
 class LineageScreen(ModalScreen[str | None]):
     HELP_TOPIC = "lineage"
+    CSS_PATH = "timemachine.tcss"
 
     BINDINGS = [
-        Binding("escape,l", "close", "Close", id="lineage.close", tooltip="Close the lineage panel"),
-        Binding("u", "source", "Source", id="lineage.source", tooltip="Open the session this one was derived from"),
+        Binding("escape,l", "close", "Close", id="lineage.close", tooltip="Close the lineage tree"),
+        Binding("d", "diff", "Diff vs parent", id="lineage.diff",
+                tooltip="Diff the highlighted session against its parent, side by side"),
+        Binding("u", "source", "Parent", id="lineage.source", tooltip="Open the session the highlighted one was derived from"),
     ]
 
     def __init__(self, session_id: str) -> None:
         super().__init__()
         self.session_id = session_id
-        self.source: SessionRow | None = None
-        self.source_id: str | None = None
+        self.family: Family | None = None
+        self.error: str | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="lineage-box"):
             yield Static(id="lineage-head")
-            yield ChildrenList(self.app.now_ms, id="children")
+            yield LineageTree(id="children")
+            yield Static(id="lineage-detail")
             yield Static(id="lineage-keys")
+
+    @property
+    def tree(self) -> LineageTree:
+        return self.query_one(LineageTree)
 
     def on_mount(self) -> None:
         box = self.query_one("#lineage-box")
-        box.border_title = f"Lineage · {self.session_id}"
+        box.border_title = f"Lineage of {self.session_id}"
         self.query_one("#lineage-head", Static).update(Text("reading the registry…", style="dim"))
-        self.query_one("#lineage-keys", Static).update(
-            Text.assemble(("Enter", "bold"), " open  ", ("u", "bold"), " source  ", ("Esc", "bold"), " close", style="dim"))
-        self.query_one(ChildrenList).focus()
+        self._paint_keys()
+        self.tree.focus()
         self._load()
 
-    @work(thread=True, exclusive=True, group="lineage", exit_on_error=False, description="Reading lineage")
+    def _paint_keys(self) -> None:
+        t = Text(style="dim")
+        t.append("Enter", style="bold")
+        t.append(" open  ")
+        node = self.current_node
+        if node is not None and node.parent is not None:
+            t.append("d", style="bold")
+            t.append(f" diff against {node.parent}  ")
+            t.append("u", style="bold")
+            t.append(f" open {node.parent}  ")
+        t.append("Esc", style="bold")
+        t.append(" close")
+        self.query_one("#lineage-keys", Static).update(t)
+
+    @property
+    def current_node(self) -> FamilyNode | None:
+        row = self.tree.current if self.is_mounted else None
+        return row.node if row is not None else None
+
+    # -- loading --------------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="lineage", exit_on_error=False, description="Reading the lineage")
     def _load(self) -> None:
+        from flux.timemachine.family import family_of
+
         try:
             reader = self.app.ensure_reader()
-            row = reader.get_session(self.session_id)
-            source: SessionRow | None = None
-            missing = None
-            if row.correlation_id:
-                try:
-                    source = reader.get_session(row.correlation_id)
-                except SessionNotFound:
-                    missing = row.correlation_id
-            rows: list[tuple[SessionRow, int]] = []
-            seen = {row.id}
-
-            def walk(sid: str, depth: int) -> None:
-                if depth >= MAX_DEPTH or len(rows) >= MAX_NODES:
-                    return
-                for child in reader.children_of(sid):
-                    if child.id in seen:
-                        continue
-                    seen.add(child.id)
-                    rows.append((child, depth))
-                    walk(child.id, depth + 1)
-
-            walk(row.id, 0)
-            summaries = safe_summarize(reader, [r for r, _ in rows], self.app.prices)
-            by_id = {s.id: s for s in summaries}
-            out = [(by_id[r.id], d) for r, d in rows if r.id in by_id]
+            family = family_of(reader, self.session_id)
+            rows = [n.row for n in family.nodes]
+            summaries: dict[str, SessionSummary] = {}
+            todo = []
+            for r in rows:
+                cached = self.app.cached_summary(r)
+                if cached is not None:
+                    summaries[r.id] = cached
+                else:
+                    todo.append(r)
+            if todo:
+                fresh = safe_summarize(reader, todo, self.app.prices)
+                self.app.call_from_thread(self.app.store_summaries, fresh)
+                summaries.update({s.id: s for s in fresh})
         except (StoreError, SessionNotFound, FluxError) as e:
-            self.post_message(ChildrenLoaded(self.session_id, None, None, [], str(e)))
+            self.post_message(_TreeReady(None, {}, self.app.mask_path(str(e))))
             return
         if not get_current_worker().is_cancelled:
-            self.post_message(ChildrenLoaded(self.session_id, source, missing, [s for s, _ in out], None,
-                                             [d for _, d in out]))
+            self.post_message(_TreeReady(family, summaries))
 
-    @on(ChildrenLoaded)
-    def _on_loaded(self, message: ChildrenLoaded) -> None:
+    @on(_TreeReady)
+    def _on_tree(self, message: _TreeReady) -> None:
         head = self.query_one("#lineage-head", Static)
-        children = self.query_one(ChildrenList)
-        if message.error:
-            head.update(Text(message.error, style="bold red"))
-            children.empty_text = "cannot read the lineage"
-            children.set_rows([])
+        tree = self.tree
+        if message.error is not None or message.family is None:
+            self.error = message.error
+            head.update(Text(message.error or "cannot read the lineage", style="bold red"))
+            tree.empty_text = "cannot read the lineage"
+            tree.set_rows([])
             return
+        fam = self.family = message.family
+        key = self._cache_prefix()
+        rows = []
+        by_id = {n.id: n for n in fam.nodes}
+        for n in fam.nodes:
+            diff = None
+            if n.diffable and n.parent is not None:
+                diff = _DIFF_CACHE.get(key + (n.parent, by_id[n.parent].row.last_seq, n.id, n.row.last_seq))
+            rows.append(TreeRow(n, message.summaries.get(n.id), diff, focus=n.id == fam.focus))
         t = Text()
-        if message.source is not None:
-            lin = None
-            try:
-                lin = lineage_of(self.app.reader.get_session(self.session_id)) if self.app.reader else None
-            except (SessionNotFound, StoreError):
-                pass
-            self.source_id = message.source.id
-            t.append("source  ", style="dim")
-            t.append(message.source.id, style="bold cyan")
-            if lin is not None:
-                t.append(f"  {lineage_mark(lin)} {lin.detail}".rstrip(), style="magenta")
-            t.append(f"  · {message.source.model}", style="dim")
-            t.append("  — u opens it", style="dim italic")
-        elif message.source_missing:
-            self.source_id = None
-            t.append("source  ", style="dim")
-            t.append(message.source_missing, style="bold")
-            t.append("  (not in this store)", style="yellow")
+        total = len(fam.nodes)
+        t.append(f"{fam.focus}", style="bold cyan")
+        if total <= 1:
+            t.append(" is a root session with no forks, what-ifs or sub-agents", style="dim")
         else:
-            t.append(f"{self.session_id} is a root session (no source)", style="dim")
-        n = len(message.children)
-        t.append(f"\n{n} derived session{'s' if n != 1 else ''}" if n else "\nno forks, what-ifs or sub-agents derive from it",
-                 style="bold" if n else "dim")
+            t.append(f" · a family of {total} sessions", style="bold")
+            if fam.root != fam.focus:
+                t.append(" · source ", style="dim")
+                t.append(fam.root, style="bold")
+        if fam.missing_source:
+            t.append(f"\n{fam.root}'s source {fam.missing_source} is not in this store", style="yellow")
+        for why in fam.cut:
+            t.append(f"\n{why}", style="yellow")
         head.update(t)
-        depths = message.depths or [0] * n
-        children.empty_text = f"nothing derives from {self.session_id} — make one with `flux fork {self.session_id} --at N`"
-        children.set_rows([LineageRow(s, max(d, 0)) for s, d in zip(message.children, depths)])
+        tree.empty_text = "no sessions"
+        tree.set_rows(rows, cursor_key=fam.focus)
+        self.query_one("#lineage-box").border_title = f"Lineage of {fam.focus}"
+        self._paint_detail()
+        self._paint_keys()
         self.refresh_bindings()
+        self._diff_children([r.node for r in rows if r.node.diffable and r.difference is None])
+
+    def _cache_prefix(self) -> tuple:
+        return (str(self.app.store_dir),)
+
+    @work(thread=True, exclusive=True, group="lineage-diff", exit_on_error=False,
+          description="Diffing each child against its parent")
+    def _diff_children(self, nodes: list[FamilyNode]) -> None:
+        from flux.timemachine.family import child_difference
+
+        if not nodes:
+            return
+        worker = get_current_worker()
+        fam = self.family
+        assert fam is not None
+        by_id = {n.id: n for n in fam.nodes}
+        # Visible rows first, then the rest in tree order.
+        start, end = self.app.call_from_thread(lambda: self.tree.visible_range())
+        order = sorted(nodes, key=lambda n: (0 if start <= (fam.index_of(n.id) or 0) < end else 1, fam.index_of(n.id) or 0))
+        reader = self.app.ensure_reader()
+        batch: dict[str, ChildDifference | str] = {}
+        key = self._cache_prefix()
+        for n in order:
+            if worker.is_cancelled:
+                return
+            parent = by_id[n.parent] if n.parent else None
+            if parent is None:
+                continue
+            try:
+                result: ChildDifference | str = child_difference(reader, parent.id, n.id)
+            except (StoreError, FluxError) as e:
+                result = self.app.mask_path(str(e))
+            if len(_DIFF_CACHE) >= _DIFF_CACHE_MAX:
+                _DIFF_CACHE.pop(next(iter(_DIFF_CACHE)))
+            _DIFF_CACHE[key + (parent.id, parent.row.last_seq, n.id, n.row.last_seq)] = result
+            batch[n.id] = result
+            if len(batch) >= 8:
+                self.post_message(_DifferenceReady(batch))
+                batch = {}
+        if batch:
+            self.post_message(_DifferenceReady(batch))
+
+    @on(_DifferenceReady)
+    def _on_difference(self, message: _DifferenceReady) -> None:
+        for row in self.tree.source:
+            if row.node.id in message.results:
+                row.difference = message.results[row.node.id]
+        self.tree.refresh_rows()
+        self._paint_detail()
+
+    # -- the highlighted node -------------------------------------------------------------------
+
+    @on(VirtualList.Highlighted, "#children")
+    def _on_highlight(self, message: VirtualList.Highlighted) -> None:
+        self._paint_detail()
+        self._paint_keys()
+        self.refresh_bindings()
+
+    def _paint_detail(self) -> None:
+        panel = self.query_one("#lineage-detail", Static)
+        row = self.tree.current
+        if row is None:
+            panel.update("")
+            return
+        n = row.node
+        t = Text()
+        t.append(n.id, style="bold")
+        if n.parent is None:
+            t.append(" — the source of this family", style="dim")
+        else:
+            t.append(f" — {describe(n)} of {n.parent}", style="")
+            if n.diffable:
+                d = row.difference
+                if d is None:
+                    t.append(" · diffing against it…", style="dim italic")
+                elif isinstance(d, str):
+                    t.append(f" · cannot diff: {d}", style="red")
+                elif d.identical:
+                    t.append(" · the same run: every statement and recorded result matches", style="green")
+                else:
+                    t.append(f" · {d.same} same, {d.plan} plan, {d.world} world", style="")
+                    if d.first_node is not None:
+                        t.append(f" · first divergence at statement {d.first_node}", style="bold")
+        s = row.summary
+        if s is not None:
+            t.append(f"\n{n.row.model or '–'} · {s.turns} turn{'s' if s.turns != 1 else ''} · last {s.last_outcome or '–'}",
+                     style="dim")
+            if s.interrupted:
+                t.append(" · ⚠ interrupted", style="bold yellow")
+        panel.update(t)
+
+    # -- actions --------------------------------------------------------------------------------
 
     @on(VirtualList.Selected, "#children")
     def _on_selected(self, message: VirtualList.Selected) -> None:
-        sid = message.row.summary.id
+        sid = message.row.node.id
         self.dismiss(sid)
         self.app.open_session(sid)
 
@@ -200,13 +399,25 @@ class LineageScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
     def action_source(self) -> None:
-        if self.source_id is None:
+        node = self.current_node
+        if node is None or node.parent is None:
             return
-        sid = self.source_id
+        sid = node.parent
         self.dismiss(None)
         open_source(self.app, sid)
 
+    def action_diff(self) -> None:
+        node = self.current_node
+        if node is None or node.parent is None:
+            return
+        from .diff import DiffScreen
+
+        self.dismiss(None)
+        self.app.last_diffed = node.parent
+        self.app.push_screen(DiffScreen(node.parent, node.id))
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "source":
-            return self.source_id is not None
+        if action in ("source", "diff"):
+            node = self.current_node
+            return node is not None and node.parent is not None
         return True
