@@ -4,8 +4,11 @@
 (effect ``write``); ``bash`` (effect ``exec``).
 
 Confinement: every path is taken relative to the workspace root and resolved with symlinks
-followed; a path that lands outside the root (``../x``, ``/etc/passwd``, a symlink pointing out)
-is refused with a tool error before anything is read or written. ``bash`` runs with its working
+followed; a path that lands outside the root (``../x``, ``/etc/passwd``, ``~/x``, a symlink pointing
+out) is refused with a tool error before anything is read or written. A directory walk (``glob``,
+``grep`` on a directory) confines every file it yields the same way and skips non-regular files;
+files are opened non-blocking without following a last-component symlink, so a FIFO or a device
+can neither hang an op nor be read, and a file over 64 MiB is refused. ``bash`` runs with its working
 directory inside the workspace, a timeout, an output cap, and an environment from which every
 variable that names a secret (``*_KEY``, ``*_TOKEN``, ``*PASSWORD*``, …) or holds a registered
 secret value has been removed. (A shell can still ``cd`` elsewhere: ``bash`` is effect ``exec`` and
@@ -14,13 +17,15 @@ the approver is the gate for it.)
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import re
 import signal
+import stat
 import subprocess
 from pathlib import Path
-from typing import Iterable, Mapping, Optional
+from typing import Iterable, Iterator, Mapping, Optional
 
 from ..cassette.redactor import secret_name
 from .ops import Op, OpError, op
@@ -33,6 +38,7 @@ OUTPUT_CAP = 64 * 1024  # bytes of command output handed back to the model
 READ_CAP = 512 * 1024  # bytes one read returns
 LIST_CAP = 1000
 GREP_CAP = 500
+MAX_FILE_BYTES = 64 * 1024 * 1024  # a file larger than this is refused by read/grep/edit
 _SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", ".mypy_cache", ".pytest_cache"}
 
 
@@ -53,15 +59,45 @@ class Workspace:
             raise OpError("path must be a non-empty string")
         if "\x00" in path:
             raise OpError("path contains a NUL byte")
-        raw = Path(path).expanduser() if path.startswith("~") else Path(path)
-        cand = raw if raw.is_absolute() else self.root / raw
-        resolved = Path(os.path.realpath(cand))
-        if resolved != self.root and self.root not in resolved.parents:
+        try:
+            raw = Path(path).expanduser() if path.startswith("~") else Path(path)
+            cand = raw if raw.is_absolute() else self.root / raw
+            resolved = Path(os.path.realpath(cand))
+        except (OSError, RuntimeError, ValueError) as e:  # ~nosuchuser, a name too long, …
+            raise OpError(f"path {path!r} cannot be resolved ({e}) — use a path inside the workspace") from None
+        if not self.contains(resolved):
             via = " (through a symlink)" if _lexically_inside(cand, self.root) else ""
             raise OpError(f"path {path!r} escapes the workspace {self.root}{via} — only paths inside it are allowed")
         if must_exist and not resolved.exists():
             raise OpError(f"{path}: no such file in the workspace")
         return resolved
+
+    def contains(self, resolved: Path) -> bool:
+        """Whether an already resolved (symlink-free) path is the root or lies under it."""
+        return resolved == self.root or self.root in resolved.parents
+
+    def walk(self, base: Path) -> Iterator[tuple[Path, Path]]:
+        """Every regular file under ``base`` (already resolved), in a stable order, each one itself
+        resolved and confined: a symlink (file or directory) that leads out of the workspace, a FIFO,
+        a socket or a device is never yielded, so no op reads through a walk what it could not read by
+        naming it. Symlinked directories are not descended (``os.walk`` default). Yields
+        ``(path as walked, resolved path)``: show the first, open the second."""
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+            for f in sorted(filenames):
+                p = Path(dirpath) / f
+                try:
+                    real = Path(os.path.realpath(p))
+                except (OSError, ValueError):
+                    continue
+                if not self.contains(real):
+                    continue
+                try:
+                    if not stat.S_ISREG(os.stat(real).st_mode):
+                        continue
+                except OSError:
+                    continue
+                yield p, real
 
     def rel(self, p: Path) -> str:
         try:
@@ -95,22 +131,36 @@ def _cap(text: str, cap: int, what: str) -> str:
     return data[:cap].decode("utf-8", "ignore") + f"\n[{what} cut at {cap} bytes of {len(data)}]"
 
 
+def _read_bytes(p: Path, shown: str, cap: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file, opened without blocking and without following a last-component
+    symlink (so a FIFO, a device or a symlink swapped in after resolve() cannot hang or escape)."""
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            raise OpError(f"{shown}: no such file in the workspace") from None
+        raise OpError(f"cannot read {shown}: {e.strerror}") from None
+    st = os.fstat(fd)
+    problem = None
+    if stat.S_ISDIR(st.st_mode):
+        problem = f"{shown} is a directory — use glob to list it"
+    elif not stat.S_ISREG(st.st_mode):
+        problem = f"{shown} is not a regular file (a FIFO, socket or device) — not read"
+    elif st.st_size > cap:
+        problem = f"{shown} is {st.st_size} bytes, over the {cap}-byte limit — read a part with bash (head/sed)"
+    if problem is not None:
+        os.close(fd)
+        raise OpError(problem)
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(cap + 1)[:cap]
+
+
 def _read_text(p: Path, shown: str) -> str:
-    if p.is_dir():
-        raise OpError(f"{shown} is a directory — use glob to list it")
-    if not p.exists():
-        raise OpError(f"{shown}: no such file in the workspace")
-    data = p.read_bytes()
+    data = _read_bytes(p, shown)
     if b"\x00" in data[:8192]:
         raise OpError(f"{shown} is a binary file ({len(data)} bytes) — not shown")
     return data.decode("utf-8", "replace")
-
-
-def _walk(ws: Workspace, base: Path) -> Iterable[Path]:
-    for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        for f in sorted(filenames):
-            yield Path(dirpath) / f
 
 
 def coding_ops(workspace: str | os.PathLike[str] | Workspace, *, secrets: Iterable[str] = (),
@@ -167,7 +217,7 @@ def coding_ops(workspace: str | os.PathLike[str] | Workspace, *, secrets: Iterab
         if not base.is_dir():
             raise OpError(f"{path} is not a directory")
         out = []
-        for f in _walk(ws, base):
+        for f, _real in ws.walk(base):
             rel = str(f.relative_to(base))
             if fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(f.name, pattern) and "/" not in pattern:
                 out.append(ws.rel(f))
@@ -191,14 +241,18 @@ def coding_ops(workspace: str | os.PathLike[str] | Workspace, *, secrets: Iterab
         except re.error as e:
             raise OpError(f"bad regular expression {pattern!r}: {e}") from None
         base = ws.resolve(path, must_exist=True)
-        files = [base] if base.is_file() else _walk(ws, base)
+        if not base.is_dir() and not base.is_file():
+            raise OpError(f"{path} is not a regular file or a directory — not searched")
+        files = [(base, base)] if base.is_file() else ws.walk(base)
         out = []
-        for f in files:
+        for f, real in files:
             if glob and not fnmatch.fnmatch(f.name, glob):
                 continue
             try:
-                data = f.read_bytes()
-            except OSError:
+                data = _read_bytes(real, ws.rel(f))
+            except OpError:
+                if f is base:
+                    raise
                 continue
             if b"\x00" in data[:8192]:
                 continue
@@ -219,9 +273,7 @@ def coding_ops(workspace: str | os.PathLike[str] | Workspace, *, secrets: Iterab
             content: the full new content
         """
         p = ws.resolve(path)
-        if p.is_dir():
-            raise OpError(f"{path} is a directory")
-        p.parent.mkdir(parents=True, exist_ok=True)
+        _prepare_write(p, path)
         data = content.encode("utf-8")
         _write_nofollow(p, data, append=False)
         return f"wrote {len(data)} bytes to {path}"
@@ -235,9 +287,7 @@ def coding_ops(workspace: str | os.PathLike[str] | Workspace, *, secrets: Iterab
             content: text to append
         """
         p = ws.resolve(path)
-        if p.is_dir():
-            raise OpError(f"{path} is a directory")
-        p.parent.mkdir(parents=True, exist_ok=True)
+        _prepare_write(p, path)
         data = content.encode("utf-8")
         _write_nofollow(p, data, append=True)
         return f"appended {len(data)} bytes to {path}"
@@ -309,12 +359,30 @@ def _kill_group(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
+def _prepare_write(p: Path, shown: str) -> None:
+    """Refuse a directory; create the parent directories (each inside the workspace: ``p`` is resolved)."""
+    try:
+        if p.is_dir():
+            raise OpError(f"{shown} is a directory")
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OpError(f"cannot write {shown}: {e.strerror or e}") from None
+
+
 def _write_nofollow(p: Path, data: bytes, *, append: bool) -> None:
     """Write without following a symlink at the last component (a race after resolve())."""
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC) | getattr(os, "O_NOFOLLOW", 0)
+    # O_NONBLOCK: opening a FIFO for writing with no reader fails (ENXIO) instead of hanging; the
+    # fstat check refuses any other non-regular file before a byte is written (O_TRUNC on a device
+    # or FIFO is a no-op).
+    flags = (os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC) | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_NONBLOCK", 0))
     try:
         fd = os.open(p, flags, 0o644)
     except OSError as e:
         raise OpError(f"cannot write {p.name}: {e.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OpError(f"cannot write {p.name}: not a regular file (a FIFO, socket or device)")
+    os.set_blocking(fd, True)
     with os.fdopen(fd, "ab" if append else "wb") as fh:
         fh.write(data)

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterable, Optional
 
-from ..canonical import canonical_json, compact_json, sha256_hex
+from ..canonical import canonical_json, compact_json, scrub_value, sha256_hex
 from ..cassette.redactor import Redactor
 from ..errors import FluxError
 from .providers.base import Chunk, ModelRequest, Provider, ProviderError
 
-__all__ = ["request_hash", "ModelRecord", "ModelCassetteWriter", "TeeProvider", "CassetteProvider", "load_records"]
+__all__ = ["redact_chunks", "request_hash", "ModelRecord", "ModelCassetteWriter", "TeeProvider", "CassetteProvider", "load_records"]
 
 
 def request_hash(request: ModelRequest, redactor: Redactor | None = None) -> tuple[str, Any]:
@@ -75,6 +75,41 @@ def load_records(path: str | os.PathLike[str]) -> list[ModelRecord]:
     return out
 
 
+_STREAMED_TEXT = ("text_delta", "thinking_delta")
+
+
+def redact_chunks(redactor: Redactor, chunks: list[dict]) -> list[dict]:
+    """Every chunk redacted, and no secret left because a stream split it across chunks.
+
+    A run of consecutive ``text_delta`` (or ``thinking_delta``) chunks is one text to a reader:
+    ``api_key = "pl`` + ``ain"`` hides from a chunk-by-chunk pass. So the run's joined text is
+    redacted too; when that differs from the chunk-wise result, the run is stored as one chunk
+    holding the redacted joined text (the assembled message a replay rebuilds is the same).
+    """
+    out: list[dict] = []
+    i = 0
+    n = len(chunks)
+    while i < n:
+        c = chunks[i]
+        tag = c.get("t")
+        if tag in _STREAMED_TEXT and isinstance(c.get("c"), str):
+            j = i
+            while j < n and chunks[j].get("t") == tag and isinstance(chunks[j].get("c"), str):
+                j += 1
+            pieces = [chunks[k]["c"] for k in range(i, j)]
+            one_by_one = [redactor.redact(p) for p in pieces]
+            joined = redactor.redact("".join(pieces))
+            if joined == "".join(one_by_one):
+                out.extend({"t": tag, "c": p} for p in one_by_one)
+            else:
+                out.append({"t": tag, "c": joined})
+            i = j
+            continue
+        out.append(redactor.redact_value(c))
+        i += 1
+    return out
+
+
 class ModelCassetteWriter:
     """Appends redacted records to ``path`` (created with its directory)."""
 
@@ -86,7 +121,7 @@ class ModelCassetteWriter:
 
     def record(self, request: ModelRequest, chunks: Iterable[Chunk]) -> ModelRecord:
         h, obj = request_hash(request, self.redactor)
-        red_chunks = [self.redactor.redact_value(c.to_json()) for c in chunks]
+        red_chunks = redact_chunks(self.redactor, [scrub_value(c.to_json()) for c in chunks])
         rec = ModelRecord(h, request.model, obj, red_chunks)
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)

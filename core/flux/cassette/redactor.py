@@ -66,11 +66,14 @@ def _assign_re(marker: str) -> re.Pattern[str]:
     return re.compile(
         r"(?<![A-Za-z0-9_.\-])"
         r"(?P<name>" + _NAME + r")"
-        r"(?P<sep>\"?[ \t]*[=:][ \t]*)"
+        r"(?P<sep>(?:\\?\")?[ \t]*[=:][ \t]*)"
         r"(?:"
         r"\"(?P<dq>(?:[^\"\\\n]|\\.)+)\""  # double-quoted value (JSON string, shell)
+        r"|\\\"(?P<edq>(?:[^\"\\\n]|\\[^\"\n])+)\\\""  # \"value\": a quoted value inside a JSON string
         r"|'(?P<sq>[^'\n]+)'"  # single-quoted value
-        r"|(?P<bare>(?:" + re.escape(marker) + r"|[^\s\"',;&{}\[\]\(\)])+)"  # bare value up to a delimiter
+        # A bare value runs up to a delimiter, or up to a JSON escape that ends a line or a string
+        # (``\n``, ``\r``, ``\t``, ``\"``) when the text is JSON holding a file's lines.
+        r"|(?P<bare>(?:" + re.escape(marker) + r"|[^\s\"',;&{}\[\]\(\)\\]|\\(?![nrt\"]))+)"
         r")"
     )
 
@@ -143,8 +146,57 @@ class Redactor:
         # Pass 4: credential prefixes, bearer tokens, NAME=VALUE.
         text = _PREFIX_TOKENS.sub(m, text)
         text = _BEARER.sub(lambda mo: mo.group(1) + m, text)
-        text = self._assign.sub(self._assign_repl, text)
+        text = self._redact_assignments(text)
         return text
+
+    def _redact_assignments(self, text: str) -> str:
+        """Pass 4b over *every* ``NAME sep VALUE`` candidate, overlapping ones included.
+
+        A plain left-to-right ``sub`` lets one candidate swallow the next one's name: in a grep line
+        ``secret.txt:3:api_key = "v"`` the path ``secret.txt`` looks like a name, its "value" is
+        ``3:api_key`` and the real value would survive. So every candidate is found (the search
+        restarts right after each separator, where the next name may begin), each value's span is
+        collected, and the union of spans is replaced — a span never hides another candidate.
+        """
+        if not text:
+            return text
+        rx = self._assign
+        m = self.marker
+        spans: list[tuple[int, int, str]] = []  # (start, end, quote) of each value to hide
+        pos = 0
+        n = len(text)
+        while pos < n:
+            mo = rx.search(text, pos)
+            if mo is None:
+                break
+            for group, quote in (("dq", '"'), ("edq", '"'), ("sq", "'"), ("bare", "")):
+                value = mo.group(group)
+                if value is None:
+                    continue
+                if group == "bare" and (not value.replace(m, "") or value in ("null", "true", "false")):
+                    break  # already redacted, or a JSON literal that cannot be a secret
+                if group != "bare" and value == m:
+                    break
+                spans.append((mo.start(group), mo.end(group), quote))
+                break
+            pos = mo.end("sep")
+        if not spans:
+            return text
+        spans.sort()
+        merged: list[list[int]] = []
+        for start, end, _q in spans:
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        out: list[str] = []
+        last = 0
+        for start, end in merged:
+            out.append(text[last:start])
+            out.append(m)
+            last = end
+        out.append(text[last:])
+        return "".join(out)
 
     def _redact_open_pem(self, text: str) -> str:
         # A BEGIN with no END after it (cut text): redact everything after the last header whose
@@ -165,17 +217,6 @@ class Redactor:
             break
         out.append(text[pos:])
         return "".join(out)
-
-    def _assign_repl(self, mo: re.Match[str]) -> str:
-        name, sep = mo.group("name"), mo.group("sep")
-        m = self.marker
-        if mo.group("dq") is not None:
-            return f'{name}{sep}"{m}"'
-        if mo.group("sq") is not None:
-            return f"{name}{sep}'{m}'"
-        if mo.group("bare") in (m, "null", "true", "false"):
-            return mo.group(0)  # already redacted, or a JSON literal that cannot be a secret
-        return f"{name}{sep}{m}"
 
     # -- structured values ----------------------------------------------------------------------
 
