@@ -203,7 +203,8 @@ def test_truncate_utf8_properties(text, cap):
 @given(value=st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20)),
     lambda ch: st.one_of(st.lists(ch, max_size=4), st.dictionaries(st.text(max_size=8), ch, max_size=4)),
-    max_leaves=12), secret=st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=8, max_size=16))
+    max_leaves=12), secret=st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=8, max_size=16).filter(
+        lambda s: s not in "[redacted]"))  # a secret inside the marker itself would "survive" as the marker
 def test_planted_secret_never_reaches_any_cell_field(value, secret):
     inp = {"data": value, "planted": f"x {secret} y", "nested": [{"k": secret}]}
     ij = canonical_json(inp)

@@ -17,6 +17,7 @@ _VERBS = {
     "sessions": "browse", "show": "browse", "demo": "browse",
     "replay": "timemachine", "diff": "timemachine",
     "run": "agent", "flow": "agent",
+    "record": "testkit", "test": "testkit", "export": "testkit", "golden": "testkit",
 }
 
 

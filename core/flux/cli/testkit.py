@@ -1,0 +1,277 @@
+"""Test-kit verbs: ``flux record`` (a scenario, live), ``flux test`` (every scenario, offline),
+``flux export S --format atif`` and ``flux golden check|update S GOLDEN.json``.
+
+``flux test`` exits 0 only when every scenario is clean (a scenario recorded by another runtime
+counts when its replay is faithful: it is reported as *replay only*, never as a passed check),
+1 when any fails, and prints ``error: …`` (exit 1) for bad arguments.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+
+from ..errors import FluxError
+from . import main
+from .common import fail, handle_errors, json_out, open_reader, store_option
+
+
+@main.command("record")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("input_text", metavar="INPUT")
+@click.option("-m", "--model", required=True, envvar="FLUX_MODEL",
+              help="provider:model to record against — mock, scripted:PATH, openai:NAME, ollama:NAME, anthropic:NAME.")
+@click.option("--workspace", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Seed directory: copied to a scratch workspace the agent works in (the seed is never modified).")
+@click.option("--base-url", default=None, help="Endpoint of an OpenAI- or Anthropic-compatible server.")
+@click.option("--system", "instructions", default=None, help="Instructions (system prompt) for the model.")
+@click.option("--max-iter", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--yes", "-y", "yes", is_flag=True, help="Approve every op (default: deny all).")
+@click.option("--policy", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Policy file for approvals.")
+@click.option("--update", is_flag=True, help="Overwrite a recorded scenario (same as FLUX_GOLDEN=update).")
+@handle_errors
+def record_cmd(directory: Path, input_text: str, model: str, workspace: Optional[Path], base_url: Optional[str],
+               instructions: Optional[str], max_iter: int, yes: bool, policy: Optional[Path], update: bool) -> None:
+    """Record one live turn for INPUT as a scenario directory DIRECTORY (commit it)."""
+    import shutil
+    import tempfile
+
+    from ..agent.client import DEFAULT_INSTRUCTIONS, Client
+    from ..testkit.golden import ENV
+    from ..testkit.scenario import Scenario
+    from .agent import _approval
+
+    if not input_text.strip():
+        fail("the input is empty — say what the agent should do, e.g. flux record tests/scenarios/note \"write a note\"")
+    if yes and policy is not None:
+        fail("pass either --yes or --policy FILE, not both")
+    if workspace is not None and not workspace.is_dir():
+        fail(f"--workspace {workspace} is not a directory — give the seed directory the agent should start from")
+    if update:
+        os.environ[ENV] = "update"
+    kw = _approval(yes, policy, False)
+    scratch = Path(tempfile.mkdtemp(prefix="flux-record-ws-"))
+    try:
+        ws = scratch / "workspace"
+        if workspace is not None:
+            shutil.copytree(workspace, ws, symlinks=True)
+        else:
+            ws.mkdir()
+        client = Client(model, workspace=ws, store=None, base_url=base_url, max_iter=max_iter,
+                        instructions=instructions or DEFAULT_INSTRUCTIONS, **kw)
+        try:
+            sc = Scenario.record(client, input_text, directory)
+        finally:
+            client.close()
+        try:
+            out = sc.replay() if sc.golden().cells else None
+            turn = sc.golden().turns[-1] if sc.golden().turns else None
+            calls = len(sc.golden().cells)
+            click.echo(f"recorded {directory} · {sc.manifest.session} · {model} · turn {turn.outcome if turn else '?'} · "
+                       f"{calls} tool call(s)" + (f" · replay {'faithful' if out.faithful else 'NOT faithful'}" if out else ""))
+            if turn is not None and turn.outcome != "ok":
+                click.echo(f"error: the recorded turn ended {turn.outcome}: {turn.answer}", err=True)
+                sys.exit(1)
+        finally:
+            sc.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _table(results: list[Any]) -> list[str]:
+    if not results:
+        return []
+    w1 = max(8, *(len(r.name) for r in results))
+    w2 = max(6, *(len(r.replay) for r in results))
+    w3 = max(5, *(len(r.check) for r in results))
+    out = [f"{'scenario':<{w1}}  {'replay':<{w2}}  {'check':<{w3}}  first divergence"]
+    for r in results:
+        fd = r.first_divergence or ""
+        if len(fd) > 100:
+            fd = fd[:99] + "…"
+        out.append(f"{r.name:<{w1}}  {r.replay or '-':<{w2}}  {r.check or '-':<{w3}}  {fd}")
+    return out
+
+
+def _junit(results: list[Any], orphans: list[Path], path: Path, seconds: float) -> None:
+    import xml.etree.ElementTree as ET
+
+    failures = sum(1 for r in results if not r.ok and not r.error)
+    errors = sum(1 for r in results if r.error) + len(orphans)
+    suite = ET.Element("testsuite", name="flux test", tests=str(len(results) + len(orphans)), failures=str(failures),
+                       errors=str(errors), skipped="0", time=f"{seconds:.3f}")
+    for r in results:
+        case = ET.SubElement(suite, "testcase", classname="flux.scenarios", name=r.name, file=str(r.path),
+                             time=f"{r.seconds:.3f}")
+        props = ET.SubElement(case, "properties")
+        ET.SubElement(props, "property", name="replay", value=r.replay)
+        ET.SubElement(props, "property", name="check", value=r.check)
+        if r.error:
+            el = ET.SubElement(case, "error", message=r.error)
+            el.text = r.detail or r.error
+        elif not r.ok:
+            el = ET.SubElement(case, "failure", message=r.first_divergence or "failed")
+            el.text = r.detail
+    for o in orphans:
+        case = ET.SubElement(suite, "testcase", classname="flux.goldens", name=f"orphan {o}", time="0")
+        el = ET.SubElement(case, "error", message=f"orphan golden {o}: no scenario owns it")
+        el.text = el.get("message")
+    root = ET.Element("testsuites")
+    root.append(suite)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
+@main.command("test")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--update", is_flag=True, help="Re-baseline goldens (plan.flux.snap, trajectory goldens) and report what changed.")
+@click.option("--replay-only", is_flag=True, help="Replay only; do not re-drive the agent loop (check).")
+@click.option("-k", "keyword", default=None, help="Only scenarios whose name matches (pytest -k syntax: words, and/or/not).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object with every result.")
+@click.option("--junit-xml", "junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a JUnit XML report to this file.")
+@click.option("-v", "--verbose", is_flag=True, help="Print the full failure text (trajectory diff) of every failing scenario.")
+@handle_errors
+def test_cmd(paths: tuple[Path, ...], update: bool, replay_only: bool, keyword: Optional[str], as_json: bool,
+             junit: Optional[Path], verbose: bool) -> None:
+    """Replay and check every scenario under PATHS (default: tests/scenarios, else .) — offline."""
+    import time
+
+    from ..testkit.golden import ENV
+    from ..testkit.runner import run_all
+
+    if update:
+        os.environ[ENV] = "update"
+    if not paths:
+        default = Path("tests/scenarios")
+        paths = (default if default.is_dir() else Path("."),)
+    t0 = time.perf_counter()
+    results, orphans = run_all(paths, replay_only=replay_only, keyword=keyword)
+    seconds = time.perf_counter() - t0
+    if not results and not orphans:
+        where = ", ".join(map(str, paths))
+        raise FluxError(f"no scenarios under {where}" + (f" match -k {keyword!r}" if keyword else "")
+                        + " — record one: flux record DIR \"INPUT\" -m MODEL")
+    if junit is not None:
+        _junit(results, orphans, junit, seconds)
+    ok = sum(1 for r in results if r.ok)
+    failed = len(results) - ok
+    if as_json:
+        json_out({"scenarios": [r.to_json() for r in results], "orphans": [str(o) for o in orphans],
+                  "passed": ok, "failed": failed, "seconds": round(seconds, 3),
+                  "ok": failed == 0 and not orphans})
+    else:
+        for line in _table(results):
+            click.echo(line)
+        for r in results:
+            for rb in r.rebaselined:
+                click.echo(f"{rb.line()}")
+                if rb.diff:
+                    click.echo(rb.diff)
+        for o in orphans:
+            click.echo(f"✗ orphan golden {o}: no scenario owns it — delete it, or move it into its scenario "
+                       f"directory as trajectory.golden.json")
+        if verbose:
+            for r in results:
+                if not r.ok and r.detail:
+                    click.echo("")
+                    click.echo(f"── {r.name} ──")
+                    click.echo(r.detail)
+        elif failed:
+            click.echo("(-v prints each failure's trajectory diff)")
+        click.echo(f"{len(results)} scenario(s): {ok} clean, {failed} failed"
+                   + (f", {len(orphans)} orphan golden(s)" if orphans else "") + f" · {seconds:.2f}s")
+    if failed or orphans:
+        sys.exit(1)
+
+
+def _session_detail(target: str, store: Optional[Path]) -> Any:
+    """S: a scenario directory (its recorded session) or a session id in the store."""
+    from ..model.session import load_session
+
+    p = Path(target)
+    if p.is_dir() and (p / "scenario.toml").is_file():
+        from ..testkit.scenario import Scenario
+
+        sc = Scenario.load(p)
+        try:
+            return sc.golden()
+        finally:
+            sc.close()
+    reader = open_reader(store)
+    try:
+        return load_session(reader, target)
+    finally:
+        reader.close()
+
+
+@main.command("export")
+@click.argument("session")
+@click.option("--format", "fmt", type=click.Choice(["atif"]), required=True, help="Output format.")
+@click.option("--normalize", is_flag=True, help="Replace volatile values with placeholders (the golden form).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write to FILE.")
+@store_option
+@handle_errors
+def export_cmd(session: str, fmt: str, normalize: bool, output: Optional[Path], store: Optional[Path]) -> None:
+    """Export SESSION (s_<n>, last, or a scenario directory) as an ATIF trajectory."""
+    from ..testkit import atif
+
+    doc = atif.export(_session_detail(session, store))
+    if normalize:
+        doc = atif.normalize(doc)
+    text = atif.dumps(doc)
+    if output is not None:
+        output.write_text(text, encoding="utf-8")
+    else:
+        click.echo(text, nl=False)
+
+
+@main.group("golden")
+def golden_group() -> None:
+    """Golden trajectories: compare a session's normalised ATIF trajectory with a committed file."""
+
+
+def _golden(session: str, golden: Path, store: Optional[Path], update: bool, tolerance: float) -> None:
+    from ..testkit import atif
+
+    actual = atif.normalize(atif.export(_session_detail(session, store)))
+    problem, rb = atif.check_golden(golden, actual, update=update, token_tolerance=tolerance)
+    if rb is not None:
+        click.echo(rb.line())
+        if rb.diff:
+            click.echo(rb.diff)
+    elif update:
+        click.echo(f"{golden} is up to date")
+    if problem is not None:
+        if "\n" not in problem:
+            fail(problem)
+        click.echo(problem)
+        sys.exit(1)
+    if not update:
+        click.echo(f"✓ {session} matches {golden}")
+
+
+@golden_group.command("check")
+@click.argument("session")
+@click.argument("golden", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--token-tolerance", type=float, default=0.0, show_default=True,
+              help="Relative band for prompt/completion tokens (e.g. 0.15 against a live model).")
+@store_option
+@handle_errors
+def golden_check(session: str, golden: Path, token_tolerance: float, store: Optional[Path]) -> None:
+    """Compare SESSION's trajectory with GOLDEN (exit 1 and a unified diff when it differs)."""
+    _golden(session, golden, store, False, token_tolerance)
+
+
+@golden_group.command("update")
+@click.argument("session")
+@click.argument("golden", type=click.Path(dir_okay=False, path_type=Path))
+@store_option
+@handle_errors
+def golden_update(session: str, golden: Path, store: Optional[Path]) -> None:
+    """Write (or re-baseline) GOLDEN from SESSION's trajectory, printing what changed."""
+    _golden(session, golden, store, True, 0.0)

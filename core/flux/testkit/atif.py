@@ -1,0 +1,288 @@
+"""Golden trajectories (seed 001): a session as an ATIF trajectory, normalised, reduced to a Shape,
+compared with a committed golden file.
+
+* :func:`export` — the session's conversation as an ATIF document, built with the models of the
+  ``atif`` package (Pydantic models of ATIF v1.8; ``pip install 'flux-tui[atif]'``). The
+  ``schema_version`` of the package is written verbatim.
+* :func:`normalize` — volatile values replaced by stable placeholders (not deleted, so a golden
+  stays a valid ATIF document): the values that differ between two recordings of the same
+  scenario (:func:`discover_volatile`, re-derived by the tests) — ``session_id`` and every
+  ``timestamp`` — and, as in NOOA, tool-call ids renumbered ``call_1, call_2…`` in first-encounter
+  order (the ``tool_call_id`` ↔ ``source_call_id`` join kept), temp paths and object addresses.
+  ``schema_version`` is never scrubbed: a version bump must invalidate goldens loudly.
+* :class:`Shape` — what the agent did, stripped of what it said: step count, sources, tool sequence,
+  model calls, prompt/completion tokens (compared with a relative tolerance), crashed, and a hash of
+  the normalised content.
+* :func:`check_golden` — compare (or, with ``update``, re-baseline) a golden file: a missing golden
+  is a failure, never an auto-create; a different schema version is its own one-line error;
+  otherwise the shape deltas and a unified diff of the two normalised documents.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from dataclasses import dataclass, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Optional
+
+from .. import __version__
+from ..errors import FluxError
+from ..model.session import SessionDetail
+from .golden import Rebaseline
+
+__all__ = ["export", "normalize", "Shape", "shape", "shape_deltas", "check_golden", "check_golden_file", "dumps",
+           "ATIF_VOLATILE", "discover_volatile", "GoldenMismatch"]
+
+ATIF_VOLATILE = ("session_id", "timestamp")
+_ADDR = re.compile(r"0x[0-9a-fA-F]{6,16}")
+_TMP = re.compile(r"/tmp/[A-Za-z0-9_.-]+")
+UPDATE_HINT = "if this change is intended: flux golden update S GOLDEN.json (or FLUX_GOLDEN=update flux test)"
+
+
+class GoldenMismatch(FluxError):
+    pass
+
+
+def _atif() -> Any:
+    try:
+        import atif
+    except ModuleNotFoundError:
+        raise FluxError("ATIF export needs the `atif` package — install it with pip install 'flux-tui[atif]'") from None
+    return atif
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _text(blocks: list) -> str:
+    return "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+
+
+def _result_text(block: dict) -> str:
+    c = block.get("content")
+    if isinstance(c, list):
+        return "".join(x.get("text", "") for x in c if isinstance(x, dict))
+    return "" if c is None else str(c)
+
+
+def export(detail: SessionDetail) -> dict:
+    """The session as an ATIF trajectory (a JSON-ready dict, ``None`` fields dropped)."""
+    atif = _atif()
+    from ..store.events import Compacted, Message
+
+    msgs: list[tuple[int, Message]] = []
+    for ev in detail.events:
+        if isinstance(ev.body, Message):
+            msgs.append((ev.ts, ev.body))
+        elif isinstance(ev.body, Compacted):
+            msgs = [(ev.ts, Message(role=m.get("role", "user"), content=m.get("content") or []))
+                    for m in ev.body.messages if isinstance(m, dict)]
+    usages = [u for t in detail.turns for (_m, u) in t.call_models]
+    model = detail.turns[-1].model if detail.turns else detail.row.model
+    steps: list[Any] = []
+    calls = 0
+    for i, (ts, m) in enumerate(msgs):
+        blocks = [b for b in (m.content or []) if isinstance(b, dict)]
+        if m.role == "user":
+            if blocks and all(b.get("type") == "tool_result" for b in blocks):
+                continue  # folded into the agent step that made the calls
+            steps.append(atif.Step(step_id=len(steps) + 1, timestamp=_iso(ts), source="user", message=_text(blocks)))
+            continue
+        if m.role != "assistant":
+            continue
+        uses = [b for b in blocks if b.get("type") == "tool_use"]
+        thinking = "".join(b.get("thinking", "") for b in blocks if b.get("type") == "thinking") or None
+        tool_calls = [atif.ToolCall(tool_call_id=str(b.get("id", "")), function_name=str(b.get("name", "")),
+                                    arguments=b.get("input") if isinstance(b.get("input"), dict) else {})
+                      for b in uses] or None
+        observation = None
+        if uses and i + 1 < len(msgs) and msgs[i + 1][1].role == "user":
+            results = [atif.ObservationResult(source_call_id=str(b.get("tool_use_id", "")), content=_result_text(b))
+                       for b in msgs[i + 1][1].content if isinstance(b, dict) and b.get("type") == "tool_result"]
+            observation = atif.Observation(results=results) if results else None
+        metrics = None
+        if calls < len(usages):
+            u = usages[calls]
+            metrics = atif.Metrics(
+                prompt_tokens=u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens,
+                completion_tokens=u.output_tokens, cached_tokens=u.cache_read_input_tokens,
+                extra={"reasoning_tokens": u.reasoning_tokens} if u.reasoning_tokens else None)
+        calls += 1
+        steps.append(atif.Step(step_id=len(steps) + 1, timestamp=_iso(ts), source="agent", model_name=model,
+                               message=_text(blocks), reasoning_content=thinking, tool_calls=tool_calls,
+                               observation=observation, metrics=metrics, llm_call_count=1))
+    crashed = any(t.outcome in ("error", "cancelled") or not t.ended for t in detail.turns)
+    extra: dict[str, Any] = {"flux_session": detail.id}
+    if crashed:
+        extra["crashed"] = True
+        extra["outcome"] = detail.turns[-1].outcome if detail.turns else "pending"
+    total_p = sum(u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens for u in usages)
+    traj = atif.Trajectory(
+        schema_version=_schema_version(atif), session_id=detail.id,
+        agent=atif.Agent(name="flux-tui", version=__version__, model_name=model),
+        steps=steps,
+        final_metrics=atif.FinalMetrics(total_prompt_tokens=total_p,
+                                        total_completion_tokens=sum(u.output_tokens for u in usages),
+                                        total_cached_tokens=sum(u.cache_read_input_tokens for u in usages),
+                                        total_steps=len(steps)),
+        extra=extra)
+    return traj.model_dump(mode="json", exclude_none=True)
+
+
+def _schema_version(atif: Any) -> str:
+    """The package's ATIF version tag (``ATIF-v1.8`` for atif 1.8.x)."""
+    from importlib.metadata import version
+
+    major, minor = version("atif").split(".")[:2]
+    return f"ATIF-v{major}.{minor}"
+
+
+def dumps(d: Any) -> str:
+    return json.dumps(d, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+
+
+def normalize(traj: dict) -> dict:
+    """Placeholders for volatile values (see the module doc); ``schema_version`` untouched."""
+    ids: dict[str, str] = {}
+
+    def call_id(v: str) -> str:
+        if v not in ids:
+            ids[v] = f"call_{len(ids) + 1}"
+        return ids[v]
+
+    def walk(x: Any, key: Optional[str]) -> Any:
+        if isinstance(x, dict):
+            out = {}
+            for k, v in x.items():
+                if k in ATIF_VOLATILE:
+                    out[k] = f"<{k}>"
+                elif k in ("tool_call_id", "source_call_id") and isinstance(v, str):
+                    out[k] = call_id(v)
+                elif k == "flux_session":
+                    out[k] = "<session_id>"
+                else:
+                    out[k] = walk(v, k)
+            return out
+        if isinstance(x, list):
+            return [walk(v, key) for v in x]
+        if isinstance(x, str):
+            return _TMP.sub("/tmp/<tmp>", _ADDR.sub("0xADDR", x))
+        return x
+
+    return walk(traj, None)
+
+
+def discover_volatile(a: dict, b: dict) -> set[str]:
+    """Keys whose values differ between two exports of runs of the same scenario."""
+    found: set[str] = set()
+
+    def walk(x: Any, y: Any, key: Optional[str]) -> None:
+        if isinstance(x, dict) and isinstance(y, dict):
+            for k in set(x) & set(y):
+                walk(x[k], y[k], k)
+        elif isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+            for p, q in zip(x, y):
+                walk(p, q, key)
+        elif x != y and key is not None:
+            found.add(key)
+
+    walk(a, b, None)
+    return found
+
+
+@dataclass(frozen=True)
+class Shape:
+    step_count: int
+    sources: tuple[str, ...]
+    llm_calls: int
+    functions: tuple[str, ...]
+    crashed: bool
+    prompt_tokens: int
+    completion_tokens: int
+    content_hash: str
+
+
+def shape(norm: dict) -> Shape:
+    steps = norm.get("steps") or []
+    fm = norm.get("final_metrics") or {}
+    pt = fm.get("total_prompt_tokens")
+    ct = fm.get("total_completion_tokens")
+    if pt is None:
+        pt = sum((s.get("metrics") or {}).get("prompt_tokens", 0) for s in steps)
+    if ct is None:
+        ct = sum((s.get("metrics") or {}).get("completion_tokens", 0) for s in steps)
+    return Shape(
+        step_count=len(steps), sources=tuple(s.get("source", "") for s in steps),
+        llm_calls=sum(int(s.get("llm_call_count") or 0) for s in steps),
+        functions=tuple(tc.get("function_name", "") for s in steps for tc in (s.get("tool_calls") or [])),
+        crashed=bool((norm.get("extra") or {}).get("crashed")), prompt_tokens=int(pt), completion_tokens=int(ct),
+        content_hash=hashlib.sha256(dumps(norm).encode()).hexdigest()[:12])
+
+
+def shape_deltas(golden: Shape, actual: Shape, *, token_tolerance: float = 0.0, compare_content: bool = True) -> list[str]:
+    """``field: golden -> actual`` for every differing field (tokens within the relative
+    tolerance count as equal; the content hash last)."""
+    out = []
+    for f in fields(Shape):
+        a, b = getattr(golden, f.name), getattr(actual, f.name)
+        if f.name == "content_hash":
+            continue
+        if f.name in ("prompt_tokens", "completion_tokens"):
+            if abs(a - b) <= token_tolerance * max(abs(a), 1):
+                continue
+        elif a == b:
+            continue
+        out.append(f"{f.name}: {a!r} -> {b!r}")
+    if compare_content and golden.content_hash != actual.content_hash:
+        out.append(f"content_hash: {golden.content_hash} -> {actual.content_hash}")
+    return out
+
+
+def check_golden(path: str | Path, actual: dict, *, update: bool = False, token_tolerance: float = 0.0,
+                 compare_content: bool = True) -> tuple[Optional[str], Optional[Rebaseline]]:
+    """Compare the normalised ``actual`` trajectory with the golden at ``path``.
+
+    Returns ``(problem, rebaseline)``: ``problem`` is the failure text (``None`` when it matches),
+    ``rebaseline`` what was written under ``update``."""
+    p = Path(path)
+    new_text = dumps(actual)
+    if not p.exists():
+        if update:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(new_text, encoding="utf-8")
+            return None, Rebaseline(str(p), "trajectory golden", "", created=True)
+        return (f"no golden trajectory at {p} — a missing golden is a failure, not an auto-create; create it: "
+                f"flux golden update S {p}"), None
+    try:
+        old_text = p.read_text(encoding="utf-8")
+        golden = json.loads(old_text)
+    except (OSError, ValueError) as e:
+        return f"{p}: not a readable golden trajectory ({e}) — re-create it: flux golden update S {p}", None
+    if not isinstance(golden, dict):
+        return f"{p}: a golden trajectory is a JSON object — re-create it: flux golden update S {p}", None
+    gv, av = golden.get("schema_version"), actual.get("schema_version")
+    if gv != av and not update:
+        return f"golden recorded under {gv}, this run exports {av} — re-baseline with: flux golden update S {p}", None
+    if old_text == new_text:
+        return None, None
+    diff = "\n".join(difflib.unified_diff(old_text.splitlines(), new_text.splitlines(), f"golden {p.name}",
+                                          f"this run {p.name}", lineterm=""))
+    if update:
+        p.write_text(new_text, encoding="utf-8")
+        return None, Rebaseline(str(p), "trajectory golden", diff)
+    deltas = shape_deltas(shape(golden), shape(actual), token_tolerance=token_tolerance,
+                          compare_content=compare_content)
+    if not deltas:
+        return None, None
+    head = f"trajectory differs from {p}: " + "; ".join(deltas)
+    return head + "\n\n" + diff + "\n\n" + UPDATE_HINT, None
+
+
+def check_golden_file(detail: SessionDetail, path: str | Path, *, update: bool = False,
+                      token_tolerance: float = 0.0) -> tuple[Optional[str], Optional[Rebaseline]]:
+    return check_golden(path, normalize(export(detail)), update=update, token_tolerance=token_tolerance)

@@ -1,0 +1,34 @@
+"""The test kit's failures.
+
+:class:`ScenarioError` is a :class:`~flux.errors.FluxError` (bad fixture, refused record: a one-line
+``error:`` on the CLI). :class:`AssertionFailed` is an ``AssertionError`` whose text is meant to be
+acted on: what was expected, what happened, the side-by-side trajectory where it helps, and the
+command that re-baselines when the change is intended.
+"""
+
+from __future__ import annotations
+
+from ..errors import FluxError
+
+__all__ = ["ScenarioError", "MissingFixture", "AssertionFailed", "JudgeMiss"]
+
+
+class ScenarioError(FluxError):
+    """The scenario cannot be loaded, recorded or checked."""
+
+
+class MissingFixture(ScenarioError):
+    """No recorded fixture where one is expected: record first (never a skip)."""
+
+
+class JudgeMiss(ScenarioError):
+    """A judge request with no recorded verdict in judge.jsonl."""
+
+
+class AssertionFailed(AssertionError):
+    """A test-kit assertion failed; ``str()`` is the full, actionable message."""
+
+    def __init__(self, message: str, *, detail: str = ""):
+        super().__init__(message + (("\n\n" + detail) if detail else ""))
+        self.summary = message
+        self.detail = detail

@@ -1,0 +1,96 @@
+"""``scenario.toml`` (spec §1.6): the manifest that marks a directory as a scenario fixture.
+
+All nine keys are required on read, as flux reads them; a parse failure is fatal (one line).
+Written in ``toml::to_string_pretty``'s shape: ``key = value`` lines in declared order.
+
+``flux_version`` names the runtime that recorded the fixture. flux itself writes its SDK version
+(``"0.26.0"``); this runtime writes ``"<version>+flux-tui"`` (semver build metadata, so a semver
+reader still accepts it). :attr:`Manifest.foreign` is true for a fixture recorded by another
+runtime: its model requests come from another agent loop, so ``check`` cannot re-drive it.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import __version__
+import re
+
+from ..canonical import scrub_text
+from ..errors import FluxError
+
+__all__ = ["Manifest", "RUNTIME_VERSION", "MANIFEST_FILE"]
+
+MANIFEST_FILE = "scenario.toml"
+RUNTIME_SUFFIX = "+flux-tui"
+RUNTIME_VERSION = f"{__version__}{RUNTIME_SUFFIX}"
+
+_TOML_ESCAPE = re.compile(r'[\x00-\x1f"\\\x7f]')
+_SHORT = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
+
+
+def toml_string(s: str) -> str:
+    """A TOML basic string: quote, backslash, C0 controls and DEL escaped; surrogates → U+FFFD."""
+    return '"' + _TOML_ESCAPE.sub(lambda m: _SHORT.get(m.group(0)) or "\\u%04X" % ord(m.group(0)), scrub_text(s)) + '"'
+
+
+_FIELDS = (("schema", int), ("name", str), ("flux_version", str), ("recorded_at_ms", int), ("session", str),
+           ("input", str), ("model", str), ("cassette_max_bytes", int), ("redaction_marker", str))
+
+
+@dataclass(frozen=True)
+class Manifest:
+    schema: int
+    name: str
+    flux_version: str
+    recorded_at_ms: int
+    session: str
+    input: str
+    model: str
+    cassette_max_bytes: int
+    redaction_marker: str
+
+    @property
+    def foreign(self) -> bool:
+        """Recorded by another runtime (flux itself, or anything not this one)."""
+        return not self.flux_version.endswith(RUNTIME_SUFFIX)
+
+    @property
+    def recorded_by(self) -> str:
+        if self.foreign:
+            return f"flux {self.flux_version}"
+        return f"flux-tui {self.flux_version[: -len(RUNTIME_SUFFIX)]}"
+
+    @classmethod
+    def read(cls, path: str | Path) -> "Manifest":
+        p = Path(path)
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise FluxError(f"{p.parent} is not a scenario (no scenario.toml) — record one first: "
+                            f"flux record {p.parent} \"INPUT\" -m MODEL") from None
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+            raise FluxError(f"{p}: not a readable scenario manifest ({e}) — re-record the scenario") from None
+        vals = {}
+        for key, typ in _FIELDS:
+            if key not in data:
+                raise FluxError(f"{p}: missing key `{key}` — every scenario.toml key is required; re-record the scenario")
+            v = data[key]
+            if typ is int and (not isinstance(v, int) or isinstance(v, bool)):
+                raise FluxError(f"{p}: `{key}` must be an integer, got {v!r}")
+            if typ is str and not isinstance(v, str):
+                raise FluxError(f"{p}: `{key}` must be a string, got {v!r}")
+            vals[key] = v
+        return cls(**vals)
+
+    def text(self) -> str:
+        lines = []
+        for key, typ in _FIELDS:
+            v = getattr(self, key)
+            lines.append(f"{key} = {v}" if typ is int else f"{key} = {toml_string(v)}")
+        return "\n".join(lines) + "\n"
+
+    def write(self, path: str | Path) -> None:
+        Path(path).write_text(self.text(), encoding="utf-8")

@@ -1,0 +1,556 @@
+"""Scenario fixtures (spec §4.9): record a turn once, then test every later change offline.
+
+::
+
+    from flux.agent import Client
+    from flux.testkit import Scenario
+
+    Scenario.record(client, "triage the failing build", "tests/scenarios/triage")   # once, live
+
+    sc = Scenario.load("tests/scenarios/triage")
+    out = sc.replay()                  # the recorded plans re-executed from the cassette, no model
+    out.assert_faithful(); out.assert_plan_snapshot(); out.assert_never_calls("write")
+    report = sc.check(client)          # today's agent loop, model from model.jsonl, world frozen
+    report.assert_clean()
+
+A scenario directory is byte-compatible with flux's (§1.3–§1.7): ``events.db``, ``flow.db``,
+``model.jsonl``, ``plan.flux.snap``, ``scenario.toml`` (and ``judge.jsonl``). ``load`` copies the
+stores to a temporary work directory, so nothing a test does touches the fixture.
+
+**replay** (§4.4) re-executes the accepted plans with every op served from the recorded cassette.
+**check** re-drives the recorded input through *this* runtime's agent loop: the model is served
+strictly from ``model.jsonl`` (:class:`~flux.testkit.cassette.StrictCassette`: positional, a
+changed request, an extra call or an exhausted cassette fails naming the call), the world is
+pinned by the recorded cells (:func:`~flux.testkit.frozen.frozen_toolbox`), and the run is
+compared with the golden on the run diff (§4.6) and on two surfaces (the transcript and the
+normalised event log, :mod:`flux.testkit.surfaces`). A scenario recorded by another runtime
+(``flux_version`` in scenario.toml) cannot be re-driven by ours: ``check`` says so and reports
+*replay only* — never a pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import os
+import shutil
+import tempfile
+import weakref
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Optional
+
+from ..agent.approver import AutoApprove
+from ..agent.loop import RetryPolicy, TurnRunner
+from ..agent.model_cassette import ModelCassetteWriter, TeeProvider, load_records
+from ..cassette.replay import ReplayTape
+from ..errors import FluxError
+from ..model.pricing import load_price_table, priced_usage, turn_usage_pairs
+from ..model.session import SessionDetail, load_session
+from ..store.store import StoreReader, StoreWriter
+from ..timemachine.diff import RunDiff, diff_details
+from ..timemachine.replay import ReplayReport, replay_detail
+from .cassette import OVERRIDE_FILE, StrictCassette, load_overrides
+from .errors import AssertionFailed, MissingFixture, ScenarioError
+from .frozen import frozen_toolbox
+from .golden import Rebaseline, update_mode
+from .manifest import MANIFEST_FILE, RUNTIME_VERSION, Manifest
+from .surfaces import event_log, side_by_side, surface_diff, transcript
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..agent.client import Client
+
+__all__ = ["Scenario", "Outcome", "Report", "snapshot_text", "is_scenario_dir", "SNAP_FILE", "MODEL_FILE",
+           "JUDGE_FILE"]
+
+SNAP_FILE = "plan.flux.snap"
+MODEL_FILE = "model.jsonl"
+JUDGE_FILE = "judge.jsonl"
+LOOPS_DIR = "agent-loops"
+_STORES = ("events.db", "flow.db")
+_SIDECARS = ("", "-wal", "-shm")
+UPDATE_HINT = "if the change is intended, re-baseline: FLUX_GOLDEN=update (flux test --update, pytest --flux-update)"
+
+
+def is_scenario_dir(path: str | os.PathLike[str]) -> bool:
+    return (Path(path) / MANIFEST_FILE).is_file()
+
+
+def snapshot_text(detail: SessionDetail) -> str:
+    """§1.5: every accepted ``plan_source`` across the turns in ``turn_id`` order, joined by
+    ``"\\n---\\n"``."""
+    return "\n---\n".join(p.plan_source for t in detail.turns for p in t.plan_attempts
+                          if p.outcome == "accepted" and p.plan_source is not None)
+
+
+def naive_line_diff(expected: str, actual: str) -> str:
+    """flux's per-line-index diff (§1.5): ``"  x"`` equal, ``"- a"``/``"+ b"`` differing."""
+    a, b = expected.split("\n"), actual.split("\n")
+    out = []
+    for i in range(max(len(a), len(b))):
+        x = a[i] if i < len(a) else None
+        y = b[i] if i < len(b) else None
+        if x == y:
+            out.append(f"  {x}")
+        else:
+            if x is not None:
+                out.append(f"- {x}")
+            if y is not None:
+                out.append(f"+ {y}")
+    return "\n".join(out)
+
+
+def _run(coro: Any) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    coro.close()
+    raise FluxError("this call cannot run inside an event loop — await the *_async variant instead")
+
+
+def _copy_stores(src: Path, dst: Path) -> None:
+    for name in _STORES:
+        if not (src / name).is_file():
+            raise ScenarioError(f"{src}: {name} is missing — the fixture is incomplete; re-record it")
+        for suffix in _SIDECARS:
+            p = src / (name + suffix)
+            if p.is_file():
+                shutil.copyfile(p, dst / (name + suffix))
+
+
+# ------------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass
+class Outcome:
+    """What :meth:`Scenario.replay` found. ``calls``, ``text`` and ``plan_source`` are read from the
+    **recorded** events; ``report`` is the hermetic replay."""
+
+    scenario: "Scenario"
+    report: ReplayReport
+    detail: SessionDetail
+    rebaselined: list[Rebaseline] = field(default_factory=list)
+    asserted: int = 0
+
+    @property
+    def faithful(self) -> bool:
+        return self.report.faithful
+
+    @property
+    def calls(self) -> list[str]:
+        return [c.op for c in self.detail.cells]
+
+    @property
+    def text(self) -> str:
+        return self.detail.turns[-1].answer if self.detail.turns else ""
+
+    @property
+    def plan_source(self) -> str:
+        return snapshot_text(self.detail)
+
+    def cost(self, prices: Any = None) -> tuple[Optional[float], list[str]]:
+        """USD the recorded run spent (its stored usage, priced by :mod:`flux.model.pricing`),
+        and the models without a price."""
+        table = prices if prices is not None else load_price_table(store_dir=self.scenario.path)
+        pairs = [p for t in self.detail.turns for p in turn_usage_pairs(t)]
+        return priced_usage(table, pairs)
+
+    def _trace(self) -> str:
+        return "\n".join(self.report.summary_lines())
+
+    # -- assertions ------------------------------------------------------------------------------
+
+    def assert_faithful(self) -> "Outcome":
+        from .assertions import assert_faithful
+
+        assert_faithful(self)
+        return self
+
+    def assert_plan_snapshot(self) -> "Outcome":
+        from .assertions import assert_plan_snapshot
+
+        assert_plan_snapshot(self)
+        return self
+
+    def assert_calls(self, ops: Iterable[str], *, exact: bool = False) -> "Outcome":
+        from .assertions import assert_calls
+
+        assert_calls(self, ops, exact=exact)
+        return self
+
+    def assert_never_calls(self, *ops: str) -> "Outcome":
+        from .assertions import assert_never_calls
+
+        assert_never_calls(self, *ops)
+        return self
+
+    def assert_text_contains(self, needle: str) -> "Outcome":
+        from .assertions import assert_text_contains
+
+        assert_text_contains(self, needle)
+        return self
+
+    def assert_cost_below(self, usd: float, prices: Any = None) -> "Outcome":
+        from .assertions import assert_cost_below
+
+        assert_cost_below(self, usd, prices)
+        return self
+
+    assert_cost_under = assert_cost_below  # flux's name
+
+
+@dataclass
+class Report:
+    """What :meth:`Scenario.check` found (spec §4.9, plus the two surfaces and the cassette)."""
+
+    scenario: str
+    diff: Optional[RunDiff] = None
+    plan_changed: bool = False
+    left_world: bool = False
+    model_served: int = 0
+    model_live: int = 0
+    model_unconsumed: int = 0  # recorded calls the re-drive never asked for
+    replay_only: bool = False
+    note: Optional[str] = None  # why replay only
+    error: Optional[str] = None  # the cassette failure / turn error, one line
+    divergence: Optional[str] = None  # the frozen world's latched refusal
+    transcript_diff: list[str] = field(default_factory=list)
+    events_diff: list[str] = field(default_factory=list)
+    golden_transcript: list[str] = field(default_factory=list)
+    actual_transcript: list[str] = field(default_factory=list)
+    session: Optional[str] = None  # the re-drive's session id in the work copy
+    outcome: Optional[str] = None  # the re-drive turn's outcome
+    rebaselined: list[Rebaseline] = field(default_factory=list)
+    actual_ops: list[str] = field(default_factory=list)  # ops the re-drive dispatched, in order
+    scenario_ref: Any = field(default=None, repr=False, compare=False)
+
+    def is_clean(self) -> bool:
+        """No plan change, the world not left, no live model call — and, beyond flux, both
+        surfaces equal, the cassette fully used, no error. A replay-only report is never clean."""
+        return (not self.replay_only and not self.plan_changed and not self.left_world and self.model_live == 0
+                and self.model_unconsumed == 0 and self.error is None and not self.transcript_diff
+                and not self.events_diff)
+
+    @property
+    def first_divergence(self) -> Optional[str]:
+        """One line: the first thing that differs from the golden, or ``None`` when clean."""
+        if self.replay_only:
+            return None
+        if self.error:
+            return self.error
+        if self.divergence:
+            return f"left the recorded world: {self.divergence}"
+        if self.diff is not None:
+            for r in self.diff.rows:
+                if r.kind == "plan":
+                    return (f"plan changed at statement {r.node}: {self.diff.text(r.a_stmt)} → "
+                            f"{self.diff.text(r.b_stmt)}")
+                if r.kind == "output":
+                    return f"different world at statement {r.node}: op `{r.op}` returned something else"
+        if self.model_unconsumed:
+            return (f"the re-drive made fewer model calls than recorded ({self.model_unconsumed} recorded call(s) "
+                    f"never asked for)")
+        if self.transcript_diff:
+            first = next((ln for ln in self.transcript_diff[2:] if ln[:1] in "+-"), "")
+            return f"transcript differs: {first}"
+        if self.events_diff:
+            first = next((ln for ln in self.events_diff[2:] if ln[:1] in "+-"), "")
+            return f"event log differs: {first[:160]}"
+        return None
+
+    def status(self) -> str:
+        if self.replay_only:
+            return "replay only"
+        if self.is_clean():
+            return "✓ faithful"
+        parts = []
+        if self.plan_changed:
+            parts.append("✗ plan changed")
+        if self.left_world:
+            parts.append("≠ left the world")
+        if self.model_live:
+            parts.append(f"model live {self.model_live}")
+        if not parts:
+            parts.append("✗ check failed")
+        return " · ".join(parts)
+
+    def trajectory_diff(self, width: int = 120) -> str:
+        return side_by_side(self.golden_transcript, self.actual_transcript, width)
+
+    def explain(self, width: int = 120) -> str:
+        """The full failure text: status, first divergence, side-by-side trajectory, run diff,
+        surface diffs and the re-baseline hint."""
+        if self.replay_only:
+            return f"{self.scenario}: replay only — {self.note}"
+        lines = [f"{self.scenario}: {self.status()}"]
+        fd = self.first_divergence
+        if fd:
+            lines.append(f"first divergence: {fd}")
+        lines.append(f"model calls: {self.model_served} served from model.jsonl, {self.model_live} would have gone live, "
+                     f"{self.model_unconsumed} recorded but not asked for")
+        lines += ["", "trajectory (golden ↔ this run):", self.trajectory_diff(width)]
+        if self.diff is not None and not self.diff.identical:
+            lines += ["", self.diff.render_text().rstrip()]
+        if self.transcript_diff:
+            lines += ["", *self.transcript_diff]
+        if self.events_diff:
+            lines += ["", *self.events_diff[:40]]
+            if len(self.events_diff) > 40:
+                lines.append(f"… {len(self.events_diff) - 40} more event-log diff line(s)")
+        lines += ["", UPDATE_HINT]
+        return "\n".join(lines)
+
+    def assert_clean(self) -> "Report":
+        if self.scenario_ref is not None:
+            self.scenario_ref.assertions += 1
+        if self.replay_only:
+            raise AssertionFailed(f"{self.scenario}: check cannot run — {self.note}")
+        if not self.is_clean():
+            raise AssertionFailed(f"{self.scenario}: check failed — {self.first_divergence}", detail=self.explain())
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario, "clean": self.is_clean(), "status": self.status(),
+            "replay_only": self.replay_only, "note": self.note, "plan_changed": self.plan_changed,
+            "left_world": self.left_world, "model_served": self.model_served, "model_live": self.model_live,
+            "model_unconsumed": self.model_unconsumed, "error": self.error, "divergence": self.divergence,
+            "first_divergence": self.first_divergence, "outcome": self.outcome,
+            "diff": self.diff.to_json() if self.diff is not None else None,
+            "transcript_diff": self.transcript_diff, "events_diff": self.events_diff,
+        }
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def _cleanup(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class Scenario:
+    """A loaded scenario fixture (see the module doc). Use :meth:`load` or :meth:`record`."""
+
+    def __init__(self, path: Path, manifest: Manifest, work: Path):
+        self.path = path
+        self.manifest = manifest
+        self.work = work
+        self._detail: Optional[SessionDetail] = None
+        self.assertions = 0  # assertions run against this scenario (the plugin's no-vacuous-pass guard)
+        self._finalizer = weakref.finalize(self, _cleanup, str(work))
+
+    def __repr__(self) -> str:
+        return f"Scenario({str(self.path)!r})"
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> "Scenario":
+        """Read the manifest and copy the stores to a temporary work directory (removed on
+        :meth:`close` or when the object is collected). No scenario here → "record first"."""
+        p = Path(path).expanduser()
+        if not (p / MANIFEST_FILE).is_file():
+            raise MissingFixture(f"{p}: no recorded scenario (no scenario.toml) — record first: "
+                                 f"flux record {p} \"INPUT\" -m MODEL")
+        manifest = Manifest.read(p / MANIFEST_FILE)
+        work = Path(tempfile.mkdtemp(prefix="flux-scenario-"))
+        try:
+            _copy_stores(p, work)
+        except BaseException:
+            _cleanup(str(work))
+            raise
+        return cls(p, manifest, work)
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def __enter__(self) -> "Scenario":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def golden(self) -> SessionDetail:
+        """The recorded session (``manifest.session`` in the work copy)."""
+        if self._detail is None:
+            with StoreReader(self.work) as reader:
+                self._detail = load_session(reader, self.manifest.session)
+        return self._detail
+
+    def session_detail(self, session_id: str) -> SessionDetail:
+        with StoreReader(self.work) as reader:
+            return load_session(reader, session_id)
+
+    # -- record ----------------------------------------------------------------------------------
+
+    @classmethod
+    def record(cls, client: "Client", input: str, path: str | os.PathLike[str], *,
+               name: Optional[str] = None) -> "Scenario":
+        return _run(cls.record_async(client, input, path, name=name))
+
+    @classmethod
+    async def record_async(cls, client: "Client", input: str, path: str | os.PathLike[str], *,
+                           name: Optional[str] = None) -> "Scenario":
+        """Run one turn for ``input`` through ``client`` (live: this spends) and write the fixture.
+
+        Refuses to overwrite a recorded scenario unless ``FLUX_GOLDEN=update``. The turn is run
+        into a staging directory beside ``path``; the fixture's files are replaced only once the
+        turn has finished, so a failed or interrupted record leaves the old fixture intact."""
+        if not isinstance(input, str) or not input.strip():
+            raise ScenarioError("the scenario input is empty — say what the agent should do")
+        p = Path(path).expanduser()
+        if (p / MANIFEST_FILE).exists() and not update_mode():
+            raise ScenarioError(f"{p} already holds a recorded scenario — re-record it deliberately with "
+                                f"FLUX_GOLDEN=update (flux record --update)")
+        if p.exists() and not p.is_dir():
+            raise ScenarioError(f"{p} is a file — give a directory for the scenario")
+        p.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".flux-record-", dir=p))
+        try:
+            writer = StoreWriter(staging, clock=client._clock)
+            try:
+                sid = writer.create_session(client.model, context=client.context)
+                tee = TeeProvider(client.provider, ModelCassetteWriter(staging / MODEL_FILE, client.redactor))
+                cfg = replace(client._turn_config(sid, None), writer=writer, session=sid, provider=tee)
+                out, _ = await TurnRunner(cfg).run_turn([], input)
+                recorded_at = writer.now()
+            finally:
+                writer.close()
+            if out.outcome == "cancelled":
+                raise ScenarioError("the recorded turn was cancelled — nothing was written; record again")
+            (staging / MODEL_FILE).touch()
+            with StoreReader(staging) as reader:
+                detail = load_session(reader, sid)
+            (staging / SNAP_FILE).write_text(snapshot_text(detail), encoding="utf-8")
+            manifest = Manifest(schema=1, name=name or p.resolve().name, flux_version=RUNTIME_VERSION,
+                                recorded_at_ms=recorded_at, session=sid, input=input, model=client.model,
+                                cassette_max_bytes=client.cap, redaction_marker=client.redactor.marker)
+            manifest.write(staging / MANIFEST_FILE)
+            # Swap in: the old stores, cassette, snapshot and manifest go; judge.jsonl (additive),
+            # the override sidecar and trajectory goldens stay.
+            for n in _STORES:
+                for suffix in _SIDECARS:
+                    (p / (n + suffix)).unlink(missing_ok=True)
+            shutil.rmtree(p / LOOPS_DIR, ignore_errors=True)
+            for f in (*_STORES, MODEL_FILE, SNAP_FILE, MANIFEST_FILE):
+                os.replace(staging / f, p / f)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return cls.load(p)
+
+    # -- replay ----------------------------------------------------------------------------------
+
+    def replay(self, client: "Client | None" = None) -> Outcome:
+        """§4.4 on the work copy's recorded session: no model call, no live op, $0. With a
+        ``client``, its op catalog is used (a plan naming an op it lacks is refused)."""
+        catalog = client.toolbox.catalog() if client is not None else None
+        report = replay_detail(self.golden(), catalog=catalog)
+        return Outcome(self, report, self.golden())
+
+    # -- check -----------------------------------------------------------------------------------
+
+    def check(self, client: "Client", *, timeout: float = 60.0, update: Optional[bool] = None) -> Report:
+        return _run(self.check_async(client, timeout=timeout, update=update))
+
+    async def check_async(self, client: "Client", *, timeout: float = 60.0, update: Optional[bool] = None) -> Report:
+        """Re-drive the recorded input through ``client``'s agent loop against the recording.
+
+        Under ``FLUX_GOLDEN=update`` (or ``update=True``) the scenario is re-recorded through the
+        client instead (live: this spends), and the report shows old golden ↔ new golden."""
+        m = self.manifest
+        if m.foreign:
+            return Report(m.name, replay_only=True, scenario_ref=self,
+                          note=f"recorded by {m.recorded_by}, another runtime: check re-drives this runtime's agent "
+                               f"loop, whose model requests cannot match that cassette — replay only")
+        if update if update is not None else update_mode():
+            return await self._rerecord(client)
+        golden = self.golden()
+        records = load_records(self.path / MODEL_FILE)
+        overrides = load_overrides(self.path / OVERRIDE_FILE)
+        if not (self.path / MODEL_FILE).exists() and overrides is None:
+            raise MissingFixture(f"{self.path}: no model cassette (model.jsonl) — record first: "
+                                 f"flux record {self.path} \"{m.input}\" -m {m.model} (FLUX_GOLDEN=update)")
+        tape = ReplayTape(golden.cells)
+        cassette = StrictCassette(records, overrides, client.redactor)
+
+        async def _no_sleep(_s: float) -> None:
+            return None
+
+        writer = StoreWriter(self.work, clock=client._clock)
+        hung = False
+        out = None
+        try:
+            sid = writer.create_session(client.model, context={"correlation_id": m.session,
+                                                               "agent_id": f"what_if:check@{m.name}"})
+            cfg = replace(client._turn_config(sid, None), writer=writer, session=sid, provider=cassette,
+                          toolbox=frozen_toolbox(client.toolbox, tape), approver=AutoApprove(),
+                          retry=RetryPolicy(attempts=1), sleep=_no_sleep, on_event=None)
+            try:
+                out, _ = await asyncio.wait_for(TurnRunner(cfg).run_turn([], m.input), timeout)
+            except asyncio.TimeoutError:
+                hung = True
+        finally:
+            writer.close()
+        actual = self.session_detail(sid)
+        diff = diff_details(golden, actual)
+        rep = Report(m.name, diff=diff, session=sid, outcome=out.outcome if out is not None else "cancelled",
+                     model_served=cassette.served, model_live=cassette.model_live, scenario_ref=self,
+                     actual_ops=[c.op for c in actual.cells])
+        rep.plan_changed = any(r.kind == "plan" for r in diff.rows)
+        rep.divergence = tape.diverged
+        rep.left_world = tape.diverged is not None or any(r.kind == "output" for r in diff.rows)
+        failures = [f for f in cassette.failures]
+        if failures:
+            rep.error = str(failures[0])
+        elif hung:
+            rep.error = f"the re-drive did not finish within {timeout:g}s and was cancelled"
+        elif out is not None and out.outcome == "error" and out.error:
+            rep.error = f"the re-drive ended in error: {out.error}"
+        if not failures and not hung:
+            rep.model_unconsumed = cassette.unconsumed
+        rep.golden_transcript = transcript(golden)
+        rep.actual_transcript = transcript(actual)
+        rep.transcript_diff = surface_diff(rep.golden_transcript, rep.actual_transcript, "transcript")
+        rep.events_diff = surface_diff(event_log(golden), event_log(actual), "event log")
+        return rep
+
+    async def _rerecord(self, client: "Client") -> Report:
+        old = self.golden()
+        old_snap = snapshot_text(old)
+        new = await Scenario.record_async(client, self.manifest.input, self.path, name=self.manifest.name)
+        try:
+            nd = new.golden()
+            rep = Report(self.manifest.name, diff=diff_details(old, nd), left_world=True, scenario_ref=self,
+                         actual_ops=[c.op for c in nd.cells])
+            rep.plan_changed = any(r.kind == "plan" for r in rep.diff.rows)
+            rep.golden_transcript, rep.actual_transcript = transcript(old), transcript(nd)
+            rep.transcript_diff = surface_diff(rep.golden_transcript, rep.actual_transcript, "transcript")
+            snap_diff = "\n".join(difflib.unified_diff(old_snap.splitlines(), snapshot_text(nd).splitlines(),
+                                                       "old plan.flux.snap", "new plan.flux.snap", lineterm=""))
+            rep.rebaselined.append(Rebaseline(str(self.path), "scenario", snap_diff))
+            rep.note = "re-recorded under FLUX_GOLDEN=update"
+        finally:
+            new.close()
+        # This object now describes the new recording.
+        self.manifest = Manifest.read(self.path / MANIFEST_FILE)
+        _copy_stores(self.path, self.work)
+        self._detail = None
+        return rep
+
+    # -- judge -----------------------------------------------------------------------------------
+
+    def judge(self, client: Any, criterion: str, text: str, rubric: Any) -> Any:
+        from .judge import judge
+
+        return judge(self, criterion, text, rubric, live=client)
+
+    def assert_judge(self, client: Any, criterion: str, text: str, rubric: Any) -> Any:
+        verdict = self.judge(client, criterion, text, rubric)
+        verdict.assert_pass()
+        return verdict

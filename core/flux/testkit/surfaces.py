@@ -1,0 +1,170 @@
+"""The two surfaces a check compares (seed 004), and the side-by-side trajectory text.
+
+* the **transcript** — what a person sees of the turn: the user input, every model answer (text,
+  tool calls with their input) and every tool result, one line each (:func:`transcript`);
+* the **event log** — every event of the session, kind plus body, with volatile values replaced
+  by stable placeholders (:func:`event_log`).
+
+They are additive: a change in loop bookkeeping (usage rows, observations, plan attempts, step
+events) shows in the event log and not in the transcript; a change in what the model was shown
+or answered shows in the transcript first, where it reads as a person would read it.
+
+Volatile values — different between two runs of the same scenario with the same answers — were
+found by recording one scenario twice and diffing the two event logs (:func:`discover_volatile`;
+``tests/testkit/test_surfaces.py`` re-derives the set and checks it against
+:data:`VOLATILE_KEYS`). They are the wall-clock durations and the per-store ids of the
+observation bodies. Their values become ``<key>`` placeholders; keys stay, so a field that appears
+or disappears is still a difference.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from typing import Any, Iterable, Sequence
+
+from ..canonical import canonical_json
+from ..model.session import SessionDetail
+
+__all__ = [
+    "VOLATILE_KEYS", "normalize", "event_log", "transcript", "discover_volatile", "side_by_side",
+    "surface_diff",
+]
+
+VOLATILE_KEYS = frozenset({"duration_us", "elapsed_us", "execution_us", "ttft_us", "session_id", "turn_id"})
+_ADDR = re.compile(r"0x[0-9a-fA-F]{6,16}")
+_TMP = re.compile(r"/tmp/[A-Za-z0-9_.-]+")
+
+
+def normalize(value: Any, volatile: frozenset[str] = VOLATILE_KEYS) -> Any:
+    """``value`` with volatile keys' values replaced by ``"<key>"``, object addresses by
+    ``0xADDR`` and temp paths by ``/tmp/<tmp>``."""
+    if isinstance(value, dict):
+        return {k: (f"<{k}>" if k in volatile else normalize(v, volatile)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [normalize(v, volatile) for v in value]
+    if isinstance(value, str):
+        return _TMP.sub("/tmp/<tmp>", _ADDR.sub("0xADDR", value))
+    return value
+
+
+def _body(ev: Any) -> Any:
+    body = ev.body
+    to_body = getattr(body, "to_body", None)
+    if callable(to_body):
+        return to_body()
+    return getattr(body, "__dict__", body)
+
+
+def event_log(detail: SessionDetail, volatile: frozenset[str] = VOLATILE_KEYS) -> list[str]:
+    """One line per event, in stream order: ``kind <normalized body JSON>``."""
+    out = []
+    for ev in detail.events:
+        try:
+            body = _body(ev)
+            text = canonical_json(normalize(body, volatile))
+        except (TypeError, ValueError):
+            text = repr(ev.body)
+        out.append(f"{ev.kind} {text}")
+    return out
+
+
+def _excerpt(s: str, width: int = 70) -> str:
+    s = " ".join(str(s).split())
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def _result_text(block: dict) -> str:
+    content = block.get("content")
+    if isinstance(content, list):
+        return "".join(c.get("text", "") for c in content if isinstance(c, dict))
+    return str(content or "")
+
+
+def transcript(detail: SessionDetail) -> list[str]:
+    """What a person sees of the session's turns, one line per step."""
+    out: list[str] = []
+    names: dict[str, str] = {}
+    for m in detail.conversation:
+        role = getattr(m, "role", "")
+        for b in getattr(m, "content", []) or []:
+            if not isinstance(b, dict):
+                continue
+            t = b.get("type")
+            if t == "text":
+                who = "user" if role == "user" else "model"
+                out.append(f"{who}: {_excerpt(normalize(b.get('text', '')))}")
+            elif t == "tool_use":
+                names[str(b.get("id"))] = str(b.get("name"))
+                out.append(f"model → {b.get('name')} {_excerpt(canonical_json(normalize(b.get('input'))), 60)}")
+            elif t == "tool_result":
+                name = names.get(str(b.get("tool_use_id")), "?")
+                flag = "error " if b.get("is_error") else ""
+                out.append(f"  {name} ← {flag}{_excerpt(normalize(_result_text(b)), 60)}")
+            elif t == "thinking":
+                out.append(f"model (thinking): {_excerpt(b.get('thinking', ''))}")
+    for t in detail.turns:
+        out.append(f"turn ended {t.outcome}")
+    return out
+
+
+def discover_volatile(a: Sequence[Any], b: Sequence[Any]) -> set[str]:
+    """Keys whose values differ between two runs of the same scenario (events paired by position
+    and kind). Used to derive :data:`VOLATILE_KEYS`."""
+    found: set[str] = set()
+
+    def walk(x: Any, y: Any, key: str | None) -> None:
+        if isinstance(x, dict) and isinstance(y, dict):
+            for k in set(x) & set(y):
+                walk(x[k], y[k], k)
+        elif isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+            for p, q in zip(x, y):
+                walk(p, q, key)
+        elif x != y and key is not None:
+            found.add(key)
+
+    for ea, eb in zip(a, b):
+        if ea.kind == eb.kind:
+            walk(_body(ea), _body(eb), None)
+    return found
+
+
+def surface_diff(golden: Iterable[str], actual: Iterable[str], name: str) -> list[str]:
+    """A unified diff (no file headers' timestamps) of two surfaces; empty when equal."""
+    g, a = list(golden), list(actual)
+    if g == a:
+        return []
+    return list(difflib.unified_diff(g, a, f"golden {name}", f"this run {name}", lineterm="", n=2))
+
+
+def _fit(s: str, w: int) -> str:
+    return s if len(s) <= w else s[: w - 1] + "…"
+
+
+def side_by_side(golden: Sequence[str], actual: Sequence[str], width: int = 120,
+                 titles: tuple[str, str] = ("golden", "this run")) -> str:
+    """Two trajectories in columns, aligned (difflib), the first divergence marked ``▶``:
+    ``=`` same, ``≠`` changed, ``-`` golden only, ``+`` this run only."""
+    col = max(20, (width - 6) // 2)
+    lines = [f"   {titles[0]:<{col}} │ {titles[1]}", f"   {'─' * col}─┼─{'─' * col}"]
+    first = True
+    sm = difflib.SequenceMatcher(a=list(golden), b=list(actual), autojunk=False)
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            for k in range(i2 - i1):
+                lines.append(f" = {_fit(golden[i1 + k], col):<{col}} │ {_fit(actual[j1 + k], col)}")
+            continue
+        n = max(i2 - i1, j2 - j1)
+        for k in range(n):
+            a = golden[i1 + k] if i1 + k < i2 else ""
+            b = actual[j1 + k] if j1 + k < j2 else ""
+            mark = "≠" if a and b else ("-" if a else "+")
+            lead = "▶" if first else " "
+            first = False
+            lines.append(f"{lead}{mark} {_fit(a, col):<{col}} │ {_fit(b, col)}")
+    return "\n".join(lines)
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
