@@ -106,6 +106,8 @@ class Client:
         sleep: Optional[Callable[[float], Any]] = None,
         on_event: Optional[Callable[[dict], None]] = None,
         context: Optional[dict[str, str | None]] = None,
+        auto_resurrect: bool = True,
+        on_resurrect: Optional[Callable[[str, Any], None]] = None,
     ):
         # Provider and model name.
         extra_secrets: list[str] = []
@@ -188,6 +190,9 @@ class Client:
         self._timer = timer or (lambda: time.perf_counter_ns() // 1000)
         self.on_event = on_event
         self.context = context
+        # An interrupted turn is finished (no model call) before the next turn on its session (§4.7).
+        self.auto_resurrect = auto_resurrect
+        self.on_resurrect = on_resurrect  # ("plan", LivePreview) before, ("report", ResurrectReport) after
 
     # ---------------------------------------------------------------- sessions
     def session(self, *, context: Optional[dict[str, str | None]] = None) -> Session:

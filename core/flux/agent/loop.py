@@ -91,6 +91,7 @@ class TurnOutput:
     iterations: int = 0
     error: Optional[str] = None
     number: int = 0  # 1-based turn number in its session (turn_id is a global_seq, not for people)
+    resurrected: Any = None  # the ResurrectReport of an interrupted turn finished before this one
 
     @property
     def ok(self) -> bool:

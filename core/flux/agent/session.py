@@ -64,18 +64,66 @@ class Session:
         """The conversation as a valid provider history (what the next request resends)."""
         return provider_history(self.history)
 
-    async def send(self, text: str, *, on_event: Optional[Callable[[dict], None]] = None) -> TurnOutput:
-        """Run one adaptive turn for ``text``; the turn is recorded whatever its outcome."""
+    async def send(self, text: str, *, on_event: Optional[Callable[[dict], None]] = None,
+                   resurrect: Optional[bool] = None) -> TurnOutput:
+        """Run one adaptive turn for ``text``; the turn is recorded whatever its outcome.
+
+        When the session's newest turn was interrupted (a killed process) and the client's
+        ``auto_resurrect`` is on (``resurrect=None``), that turn is finished first from the crash
+        point with no model call (spec §4.7); its report is on ``out.resurrected``."""
         if not isinstance(text, str) or not text.strip():
             raise FluxError("the prompt is empty — say what the agent should do")
         with self._turn():
+            report = None
+            if resurrect if resurrect is not None else self.client.auto_resurrect:
+                report = self._resurrect_on_open()
             runner = TurnRunner(self.client._turn_config(self.id, on_event))
             out, new_msgs = await runner.run_turn(self.history, text)
             self.history.extend(new_msgs)
+            out.resurrected = report
             return out
 
-    def send_sync(self, text: str, *, on_event: Optional[Callable[[dict], None]] = None) -> TurnOutput:
-        return _run(self.send(text, on_event=on_event))
+    def send_sync(self, text: str, *, on_event: Optional[Callable[[dict], None]] = None,
+                  resurrect: Optional[bool] = None) -> TurnOutput:
+        return _run(self.send(text, on_event=on_event, resurrect=resurrect))
+
+    # ---------------------------------------------------------------- time machine
+    def _resurrect_on_open(self) -> Any:
+        from ..timemachine.resurrect import resurrect_session
+
+        hook = self.client.on_resurrect
+        report = resurrect_session(self.client, self.id, on_plan=(lambda p: hook("plan", p)) if hook else None)
+        if report is not None:
+            if hook is not None:
+                hook("report", report)
+            self.history = self._load_history()
+        return report
+
+    def resurrect(self, *, confirm: Optional[Callable[[Any], bool]] = None) -> Any:
+        """Finish this session's interrupted turn from the crash point, no model call (§4.7).
+        Returns the :class:`~flux.timemachine.resurrect.ResurrectReport`, or ``None`` when no turn
+        is interrupted. ``confirm(preview)`` is asked before an op with no cell runs again."""
+        from ..timemachine.resurrect import resurrect_session
+
+        with self._turn():
+            report = resurrect_session(self.client, self.id, confirm=confirm)
+            if report is not None:
+                self.history = self._load_history()
+            return report
+
+    def fork(self, at: int, **kw: Any) -> Any:
+        """Fork this session at position ``at`` (``inject=``, ``edit=``, ``prompt=``, ``turn=``,
+        ``confirm=``); returns a :class:`~flux.timemachine.fork.ForkResult` (``.session`` is the
+        new id — open it with ``client.open_session``)."""
+        from ..timemachine.fork import fork_session
+
+        return fork_session(self.client, self.id, at, **kw)
+
+    def what_if(self) -> Any:
+        """A what-if builder (§4.8): ``session.what_if().substitute("run_tests", "ok").run()``."""
+        from ..timemachine.whatif import WhatIf
+
+        return WhatIf(self.client, self.id)
 
     async def run_flow(self, flow: str | A.DraftAst, *, on_event: Optional[Callable[[dict], None]] = None) -> TurnOutput:
         """Run an authored flow (Flux-Lang text or a parsed DraftAst) as one recorded turn.

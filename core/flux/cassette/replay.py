@@ -21,8 +21,8 @@ from typing import Any, Iterable
 from ..canonical import canonical_json, sha256_hex
 from ..store.events import OpRecorded
 
-__all__ = ["ReplayTape", "ReplayHost", "ServeRecord", "make_outcome", "truncated_message", "miss_message",
-           "unconsumed_message"]
+__all__ = ["ReplayTape", "ReplayHost", "TapeFirstHost", "FrozenHost", "ServeRecord", "make_outcome",
+           "truncated_message", "miss_message", "off_tape_message", "unconsumed_message"]
 
 
 def make_outcome(content: str, view: str | None = None, is_error: bool = False, denied: bool = False) -> Any:
@@ -40,6 +40,11 @@ def truncated_message(index: int, op: str) -> str:
 def miss_message(op: str, h: str) -> str:
     return (f"op `{op}` (input hash {h[:16]}…) has no matching unconsumed recorded cell — the plan's "
             f"dataflow diverged from the recording")
+
+
+def off_tape_message(op: str, h: str) -> str:
+    return (f"op `{op}` (input hash {h[:16]}…) is off tape: no unconsumed recorded cell matches it, and this Frozen "
+            f"scope is OffTape::Halt — rerun with --off-tape live to dispatch it for real")
 
 
 def unconsumed_message(left: int, total: int) -> str:
@@ -117,16 +122,33 @@ class ReplayTape:
                 self.diverged = msg
             self.log.append(ServeRecord(op, h, None, "miss", msg))
             return make_outcome(f"replay diverged: {msg}", is_error=True)
-        cell = self.cells[i]
-        if cell.truncated:
-            msg = truncated_message(i, op)
-            self.diverged = msg  # overwrites: the truncation is the more specific story
-            self.log.append(ServeRecord(op, h, i, "truncated", msg))
-            return make_outcome(f"replay diverged: {msg}", is_error=True)
+        refused = self.refuse_truncated(op, h, i)
+        if refused is not None:
+            return refused
+        cell = self.take(op, h, i)
+        return make_outcome(cell.content, view=cell.view, is_error=cell.is_error, denied=cell.denied)
+
+    def refuse_truncated(self, op: str, h: str, i: int) -> Any:
+        """A truncated cell refuses hermetic service: latch (overwriting) and return the error outcome."""
+        if not self.cells[i].truncated:
+            return None
+        msg = truncated_message(i, op)
+        self.diverged = msg  # overwrites: the truncation is the more specific story
+        self.log.append(ServeRecord(op, h, i, "truncated", msg))
+        return make_outcome(f"replay diverged: {msg}", is_error=True)
+
+    def take(self, op: str, h: str, i: int) -> OpRecorded:
+        """Consume cell ``i`` (found by :meth:`find`) and log the serve."""
         self._consumed[i] = True
         self.served.append(i)
         self.log.append(ServeRecord(op, h, i, "served"))
-        return make_outcome(cell.content, view=cell.view, is_error=cell.is_error, denied=cell.denied)
+        return self.cells[i]
+
+    def latch(self, op: str, h: str, msg: str) -> None:
+        """Log a miss and latch ``msg`` if nothing is latched yet."""
+        if self.diverged is None:
+            self.diverged = msg
+        self.log.append(ServeRecord(op, h, None, "miss", msg))
 
 
 class ReplayHost:
@@ -149,3 +171,105 @@ class ReplayHost:
     @property
     def diverged(self) -> str | None:
         return self.tape.diverged
+
+
+class TapeFirstHost:
+    """The Resume scope (spec §4.7 step 4) and the fork tail: a dispatch that matches an unconsumed
+    cell is served from tape exactly once; a truncated match is refused and latched; a miss runs
+    on ``live`` (an approver-gated live host) — or, with ``live=None``, is latched as a divergence.
+
+    Counts: ``served`` (hits), ``live_ops`` (the ops that went live, in order)."""
+
+    auto_approve = False
+
+    def __init__(self, tape: ReplayTape, live: Any = None):
+        self.tape = tape
+        self.live = live
+        self.served = 0
+        self.live_ops: list[str] = []
+
+    def dispatch(self, op: str, input: Any, input_json: str | None = None) -> Any:
+        if input_json is None:
+            input_json = canonical_json(input)
+        h = sha256_hex(input_json)
+        i = self.tape.find(op, h)
+        if i is not None:
+            refused = self.tape.refuse_truncated(op, h, i)
+            if refused is not None:
+                return refused
+            cell = self.tape.take(op, h, i)
+            self.served += 1
+            return make_outcome(cell.content, view=cell.view, is_error=cell.is_error, denied=cell.denied)
+        if self.live is None:
+            msg = miss_message(op, h)
+            self.tape.latch(op, h, msg)
+            return make_outcome(f"replay diverged: {msg}", is_error=True)
+        self.tape.log.append(ServeRecord(op, h, None, "live"))
+        self.live_ops.append(op)
+        return self.live.dispatch(op, input, input_json)
+
+
+def _sub_content(value: Any) -> str:
+    """A substitution value: a JSON string is raw content, anything else its compact JSON (§4.8)."""
+    from ..canonical import compact_json
+
+    return value if isinstance(value, str) else compact_json(value)
+
+
+class FrozenHost:
+    """The what-if scope (spec §4.8 Frozen tape): every dispatch is answered from the whole
+    session's cells, with substitutions by tape index (wins) or by op name; substituted outcomes
+    are ``ok``. A miss under ``off_tape="halt"`` is latched and refused; under ``"live"`` it runs
+    on ``live``. With ``authorize`` (policy mode) each dispatch is first checked:
+    ``authorize(op, input) -> (allowed, reason)``; a denial returns a denied error outcome."""
+
+    auto_approve = True
+
+    def __init__(self, tape: ReplayTape, *, by_index: dict[int, Any] | None = None,
+                 by_op: dict[str, Any] | None = None, off_tape: str = "halt", live: Any = None,
+                 authorize: Any = None):
+        if off_tape not in ("halt", "live"):
+            raise ValueError("off_tape is halt or live")
+        self.tape = tape
+        self.by_index = dict(by_index or {})
+        self.by_op = dict(by_op or {})
+        self.off_tape = off_tape
+        self.live = live
+        self.authorize = authorize
+        self.served = 0
+        self.substituted = 0
+        self.denials = 0
+        self.live_ops: list[str] = []
+
+    def dispatch(self, op: str, input: Any, input_json: str | None = None) -> Any:
+        if input_json is None:
+            input_json = canonical_json(input)
+        h = sha256_hex(input_json)
+        i = self.tape.find(op, h)
+        if self.authorize is not None:
+            allowed, reason = self.authorize(op, input)
+            if not allowed:
+                self.denials += 1
+                if i is not None:
+                    self.tape.take(op, h, i)
+                return make_outcome(reason, is_error=True, denied=True)
+        if i is not None:
+            refused = self.tape.refuse_truncated(op, h, i)
+            if refused is not None:
+                return refused
+            cell = self.tape.take(op, h, i)
+            self.served += 1
+            if i in self.by_index:
+                self.substituted += 1
+                return make_outcome(_sub_content(self.by_index[i]))
+            if op in self.by_op:
+                self.substituted += 1
+                return make_outcome(_sub_content(self.by_op[op]))
+            return make_outcome(cell.content, view=cell.view, is_error=cell.is_error, denied=cell.denied)
+        if self.off_tape == "live" and self.live is not None:
+            self.tape.log.append(ServeRecord(op, h, None, "live"))
+            self.live_ops.append(op)
+            return self.live.dispatch(op, input, input_json)
+        msg = off_tape_message(op, h)
+        self.tape.latch(op, h, msg)
+        return make_outcome(f"what-if halted: {msg}", is_error=True)

@@ -128,11 +128,14 @@ class ResumeLedger:
     checkpoint: Optional[int] = None
 
     def entry(self, node: int) -> Optional[LedgerEntry]:
-        found = None
-        for e in self.completed:
-            if e.node == node:
-                found = e
-        return found
+        """The last completed row for ``node`` (an index built once: a 10,000-statement
+        fast-forward must stay linear)."""
+        idx = self.__dict__.get("_by_node")
+        if idx is None or self.__dict__.get("_indexed") != len(self.completed):
+            idx = {e.node: e for e in self.completed}
+            self.__dict__["_by_node"] = idx
+            self.__dict__["_indexed"] = len(self.completed)
+        return idx.get(node)
 
     @staticmethod
     def _entry(ev: dict) -> LedgerEntry:

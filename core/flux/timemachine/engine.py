@@ -1,0 +1,337 @@
+"""What fork, resurrect and what-if share: the execution list of a recorded session, its flat
+statement positions, op effects for the side-effect gate, static prediction of what a plan will
+dispatch, and writing a re-executed run into a session.
+
+Positions (beyond flux, documented in docs/cli.md): a session's executions (§3.7; the acceptance
+order when no ledger was written) are laid end to end and every top-level statement of each
+gets one *position*, 0-based. ``flux fork S --at N`` forks at position N. For a session with one
+execution (an authored flow) positions are flux's statement indices; for an adaptive session
+every tool call is its own host-derived one-statement plan, so position N is the N-th tool call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from ..canonical import canonical_json, compact_json, sha256_hex
+from ..cassette.replay import ReplayTape
+from ..errors import FluxError
+from ..lang import ast as A
+from ..lang.catalog import OpArgError, OpCatalog, OpSpec, map_args_to_input
+from ..lang.formatter import format_statement
+from ..lang.hashes import stmt_hash16
+from ..lang.interpreter import _PLACEHOLDER, Interpreter, _interpolate_json
+from ..model.session import SessionDetail, execution_keys
+from ..store.events import Message, Compacted, Run, decode_run
+from ..store.store import StoreReader, StoreWriter
+
+__all__ = [
+    "NotForkable", "Execution", "Position", "executions_of", "positions_of", "live_effect", "spec_of",
+    "PredictedCall", "predict_calls", "binder_of", "conversation_before", "MemorySink", "flush_events",
+    "catalog_for",
+]
+
+
+
+def _has_placeholder(v: Any) -> bool:
+    if isinstance(v, str):
+        return any(m.group(1) for m in _PLACEHOLDER.finditer(v))
+    if isinstance(v, list):
+        return any(_has_placeholder(x) for x in v)
+    if isinstance(v, dict):
+        return any(_has_placeholder(x) for x in v.values())
+    return False
+
+
+class NotForkable(FluxError):
+    """The session cannot be forked / resurrected / asked a what-if (one line, what to do)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    index: int  # in the execution list
+    key: str  # flow_key
+    draft: A.DraftAst
+    turn: int | None  # 1-based turn whose acceptance it is
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """One top-level statement of one execution: what ``--at N`` names."""
+
+    index: int  # flat, 0-based
+    execution: int
+    node: int  # top-level index inside the execution's plan
+    flow_key: str
+    stmt: str  # stmt_hash16
+    text: str  # one line (``⏎``-joined)
+    binder: str | None  # the symbol a `bind` statement binds (None: not a bind, inject refuses)
+    turn: int | None
+    op: str | None  # the first op the statement calls, if any
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "execution": self.execution, "node": self.node, "flow_key": self.flow_key,
+                "stmt": self.stmt, "text": self.text, "binder": self.binder, "turn": self.turn, "op": self.op}
+
+
+def executions_of(detail: SessionDetail, *, turn: int | None = None, verb: str = "forkable") -> list[Execution]:
+    """The session's executions with their parsed plans (§3.7, §3.4), optionally one turn's only."""
+    from .replay import _redacted_standins, plans_by_key
+    from ..lang.hashes import flow_key as fk
+    from ..lang.parser import parse
+
+    sid = detail.id
+    plans, order = plans_by_key(detail)
+    turn_of: dict[str, int] = {}
+    for t in detail.turns:
+        for att in t.accepted_plans:
+            try:
+                d = parse(att.plan_source or "")
+            except FluxError:
+                continue
+            turn_of[fk(d.name, d.body)] = t.number
+    if turn is not None:
+        if turn < 1 or turn > len(detail.turns):
+            have = f"it has {len(detail.turns)} turn(s)" if detail.turns else "it has no turns"
+            raise NotForkable(f"session {sid} has no turn {turn} ({have}) — turns are numbered from 1")
+        t = detail.turns[turn - 1]
+        keys = execution_keys(detail.turn_run_trace(t))
+        if not keys:
+            keys = [k for k, n in ((k, turn_of.get(k)) for k in order) if n == turn]
+    else:
+        keys = execution_keys(detail.run_events) or list(order)
+    if not keys:
+        raise NotForkable(f"session {sid} is not {verb}: no executed statements and no accepted plan_source recorded")
+    standins = _redacted_standins(detail, keys, plans) if any(k not in plans for k in keys) else {}
+    out = []
+    for i, k in enumerate(keys):
+        d = plans.get(k) or standins.get(k)
+        if d is None:
+            raise NotForkable(f"session {sid} is not {verb}: execution {i + 1} ({k}) has no stored plan_source "
+                              "(pre-L-38 or oversized) — there is nothing to re-execute")
+        out.append(Execution(i, k, d, turn_of.get(k)))
+    return out
+
+
+def binder_of(node: A.Node) -> str | None:
+    return Interpreter._binder(node)
+
+
+def _first_op(node: Any) -> str | None:
+    found: list[str] = []
+    _walk_calls(node, found)
+    return found[0] if found else None
+
+
+def _walk_calls(obj: Any, out: list) -> None:
+    if isinstance(obj, A.Call):
+        out.append(obj.op)
+    if isinstance(obj, (tuple, list)):
+        for x in obj:
+            _walk_calls(x, out)
+    elif hasattr(obj, "__dataclass_fields__") and not isinstance(obj, type):
+        for f in obj.__dataclass_fields__:
+            _walk_calls(getattr(obj, f), out)
+
+
+def _one_line(node: A.Node) -> str:
+    try:
+        lines = format_statement(node).strip().splitlines()
+        if len(lines) > 1 and lines[0].strip() == "flow":
+            lines = [ln[2:] if ln.startswith("  ") else ln for ln in lines[1:]]
+        return " ⏎ ".join(lines)
+    except Exception:
+        return f"<{stmt_hash16(node)}>"
+
+
+def positions_of(executions: Sequence[Execution]) -> list[Position]:
+    out: list[Position] = []
+    for ex in executions:
+        for i, node in enumerate(ex.draft.body):
+            out.append(Position(len(out), ex.index, i, ex.key, stmt_hash16(node), _one_line(node),
+                                node.name if isinstance(node, A.Bind) else None, ex.turn, _first_op(node)))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Effects (the side-effect gate)
+
+_EFFECT_CLASS = {"pure": "none", "read": "none", "write": "write", "delete": "write", "network": "network",
+                 "exec": "exec"}
+
+
+def spec_of(catalog: OpCatalog | None, op: str) -> OpSpec | None:
+    """The op's *declared* spec (a permissive catalog's invented specs do not count)."""
+    if catalog is None:
+        return None
+    for s in catalog:
+        if s.name == op:
+            return s
+    return None
+
+
+def live_effect(catalog: OpCatalog | None, op: str) -> str:
+    """``write`` | ``exec`` | ``network`` | ``none`` — an undeclared op counts as ``write``."""
+    spec = spec_of(catalog, op)
+    if spec is None:
+        return "write"
+    return _EFFECT_CLASS.get(spec.effect, "write")
+
+
+def catalog_for(toolbox_catalog: OpCatalog | None) -> OpCatalog:
+    """For re-execution: the declared signatures, and any other name accepted (one object argument
+    is the input), as replay does."""
+    return OpCatalog.permissive(list(toolbox_catalog) if toolbox_catalog is not None else [])
+
+
+# ------------------------------------------------------------------------------------------------
+# Static prediction of dispatches (for the gate's preview)
+
+
+@dataclass(frozen=True, slots=True)
+class PredictedCall:
+    op: str
+    input_json: str | None  # None: the input depends on run-time values
+    detail: str
+
+
+def _static(node: A.Node) -> tuple[bool, Any]:
+    if isinstance(node, A.Lit):
+        if _has_placeholder(node.value):
+            return False, None  # `{name}` is filled from the symbols at run time
+        return True, _interpolate_json(node.value, {})
+    if isinstance(node, A.Obj):
+        out = {}
+        for k, v in node.fields:
+            ok, val = _static(v)
+            if not ok:
+                return False, None
+            out[k] = val
+        return True, out
+    if isinstance(node, A.ListExpr):
+        items = []
+        for v in node.items:
+            ok, val = _static(v)
+            if not ok:
+                return False, None
+            items.append(val)
+        return True, items
+    return False, None
+
+
+def _detail(input_obj: Any) -> str:
+    if isinstance(input_obj, dict):
+        for k in ("command", "path", "pattern", "repository", "url"):
+            v = input_obj.get(k)
+            if isinstance(v, str):
+                return v if len(v) <= 60 else v[:59] + "…"
+    text = compact_json(input_obj)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def predict_calls(nodes: Iterable[A.Node], catalog: OpCatalog | None) -> list[PredictedCall]:
+    """Every op call in ``nodes`` with its input when it is known before running."""
+    calls: list[A.Call] = []
+
+    def walk(obj: Any) -> None:
+        if isinstance(obj, A.Call):
+            calls.append(obj)
+        if isinstance(obj, (tuple, list)):
+            for x in obj:
+                walk(x)
+        elif hasattr(obj, "__dataclass_fields__") and not isinstance(obj, type):
+            for f in obj.__dataclass_fields__:
+                walk(getattr(obj, f))
+
+    walk(tuple(nodes))
+    out = []
+    for c in calls:
+        vals = []
+        static = True
+        for a in c.args:
+            ok, v = _static(a)
+            if not ok:
+                static = False
+                break
+            vals.append(v)
+        if static:
+            spec = (catalog.get(c.op) if catalog is not None else None) or OpSpec(c.op)
+            try:
+                inp = map_args_to_input(spec, vals)
+            except OpArgError:
+                out.append(PredictedCall(c.op, None, "(arguments do not map)"))
+                continue
+            out.append(PredictedCall(c.op, canonical_json(inp), _detail(inp)))
+        else:
+            out.append(PredictedCall(c.op, None, "(input computed at run time)"))
+    return out
+
+
+def simulate_serve(tape: ReplayTape, calls: Iterable[PredictedCall]) -> tuple[int, list[PredictedCall]]:
+    """Consume ``calls`` on ``tape``: (how many a cell would serve, the ones that would miss)."""
+    served = 0
+    misses = []
+    for c in calls:
+        if c.input_json is None:
+            misses.append(c)
+            continue
+        h = sha256_hex(c.input_json)
+        i = tape.find(c.op, h)
+        if i is None or tape.cells[i].truncated:
+            misses.append(c)
+        else:
+            tape.take(c.op, h, i)
+            served += 1
+    return served, misses
+
+
+# ------------------------------------------------------------------------------------------------
+# Conversation and sinks
+
+
+def conversation_before(reader: StoreReader, sid: str, turn_id: int | None) -> list[dict]:
+    """The conversation as it stood before the turn ``turn_id`` began (the whole one for None):
+    ``message`` appends, ``compacted`` replaces; the user message that opened the turn is left out."""
+    evs = reader.events(sid, kinds=("message", "compacted", "turn_started"))
+    msgs: list[dict] = []
+    for i, e in enumerate(evs):
+        if turn_id is not None and e.global_seq >= turn_id:
+            break
+        b = e.body
+        if isinstance(b, Message):
+            nxt = evs[i + 1] if i + 1 < len(evs) else None
+            if (turn_id is not None and b.role == "user" and nxt is not None and nxt.global_seq == turn_id):
+                break
+            msgs.append({"role": b.role, "content": list(b.content)})
+        elif isinstance(b, Compacted):
+            msgs = [dict(m) for m in b.messages if isinstance(m, dict)]
+    return msgs
+
+
+class MemorySink:
+    """An interpreter/cassette sink that keeps run bodies in memory until :func:`flush_events`."""
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+        self._open_halts = 0
+
+    def emit(self, ev: dict) -> None:
+        self.events.append(ev)
+
+
+def flush_events(writer: StoreWriter, sid: str, bodies: Sequence[dict], redactor: Any = None) -> None:
+    """Append run bodies to ``sid`` in one transaction (a prefix lands whole or not at all)."""
+    with writer.transaction():
+        for ev in bodies:
+            if redactor is not None and ev.get("event") in ("step_failed", "plan_halted") and isinstance(ev.get("error"), str):
+                ev = dict(ev)
+                ev["error"] = redactor.redact(ev["error"])
+            writer.append(sid, Run(event=decode_run(ev)))
+
+
+@dataclass
+class Counts:
+    served: int = 0
+    live: int = 0
+    live_ops: list[str] = field(default_factory=list)

@@ -1,0 +1,513 @@
+"""Fork (spec §4.5): branch a recorded session at a statement into a new, linked session.
+
+``F`` gets S's model and the context ``{correlation_id: S, agent_id: "fork:S@N"}``. The prefix —
+every statement before position N — is re-executed from S's cassette (no model call, no side
+effect), then the boundary swaps to live recording and the tail diverges in one of three modes:
+
+* **inject** (A): position N must be a top-level ``bind``; it becomes ``name = <value>`` and the
+  rest of the session runs after it;
+* **edit** (C): a Flux-Lang plan replaces the execution holding position N. It is parsed and
+  statically analysed (ops known to the catalog or the recording, every symbol bound) before
+  anything is written. Its leading statements that equal the prefix (same ``stmt_hash16`` at the
+  same index) fast-forward from the prefix ledger; a text that does not repeat the prefix is taken
+  as the plan *from position N on*;
+* **replan** (B, default): a live agent turn on F with a prompt (default flux's
+  ``"Continue from the current forked state. The original task was: <task>"``).
+
+Where this goes beyond flux (each documented in docs/cli.md):
+
+* positions run across every execution of the session (:mod:`.engine`), so an adaptive session
+  forks at its N-th tool call — flux only forks inside the last execution;
+* the prefix's served cells are re-recorded on F, so F replays on its own and ``flux diff S F``
+  aligns the shared prefix (``=`` rows up to the fork point);
+* the inject/edit tail is *tape-first*: a dispatch whose (op, input) matches an unconsumed cell of
+  S is served from it; only a miss runs live, through the approver — an all-tape tail is offline;
+* the prefix is computed in memory and written in one transaction, so a prefix that diverges
+  from the recording leaves no session behind; the ``<fork S @ N>`` turn is closed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from ..cassette.record import RecordingHost
+from ..cassette.replay import ReplayHost, ReplayTape, TapeFirstHost
+from ..errors import FluxError
+from ..lang import ast as A
+from ..lang.catalog import OpCatalog, OpSpec
+from ..lang.formatter import format_flow
+from ..lang.hashes import fingerprint, flow_key, stmt_hash16
+from ..lang.interpreter import Interpreter, ResumeLedger, RunResult
+from ..lang.parser import formula_tree, parse
+from ..model.session import TRACE_KINDS, SessionDetail, load_session
+from ..store.events import Compacted, PlanAttempted, TurnEnded
+from ..store.store import StoreReader
+from .engine import (
+    Execution, MemorySink, NotForkable, Position, catalog_for, conversation_before, executions_of, flush_events,
+    live_effect, positions_of, predict_calls, simulate_serve,
+)
+from .gate import LiveOp, LivePreview
+
+__all__ = [
+    "ForkPlan", "ForkResult", "ForkCancelled", "prepare_fork", "plan_fork", "fork_session", "fork_points",
+    "edit_template", "analyze_plan", "default_prompt", "MODES",
+]
+
+MODES = ("inject", "edit", "replan")
+_UNSET: Any = object()
+
+
+class ForkCancelled(FluxError):
+    """The user declined the side-effect gate; nothing was written."""
+
+
+def default_prompt(task: str | None) -> str:
+    """flux's default re-plan instruction."""
+    base = "Continue from the current forked state."
+    return f"{base} The original task was: {task}" if task else base
+
+
+@dataclass
+class ForkPlan:
+    """A validated fork, ready to run (``prepare_fork``); nothing has been written."""
+
+    detail: SessionDetail
+    source: str
+    at: int
+    mode: str
+    position: Position
+    executions: list[Execution]
+    target: Execution
+    tail_draft: Optional[A.DraftAst]  # inject/edit: what replaces the target execution
+    prompt: Optional[str]
+    model: str
+    preview: LivePreview
+    turn: Optional[int] = None
+
+
+def fork_points(detail: SessionDetail, turn: int | None = None) -> list[Position]:
+    """Every position ``--at`` can name (``turn``: only that turn's, numbered from 0)."""
+    return positions_of(executions_of(detail, turn=turn))
+
+
+def _load(reader: StoreReader, session: str) -> SessionDetail:
+    return load_session(reader, session, kinds=TRACE_KINDS)
+
+
+# ------------------------------------------------------------------------------------------------
+# Static analysis of an edited plan
+
+
+_BINDER_FIELDS = ("name", "collect", "bind", "item", "catch")
+
+
+def _names_bound(obj: Any, out: set[str]) -> None:
+    if isinstance(obj, (tuple, list)):
+        for x in obj:
+            _names_bound(x, out)
+        return
+    if not hasattr(obj, "__dataclass_fields__") or isinstance(obj, type):
+        return
+    if isinstance(obj, (A.Bind, A.Memo, A.Each, A.Repeat, A.Seq, A.Pipe, A.Retry, A.Fallback, A.Once, A.Try,
+                        A.Branch)):
+        for f in _BINDER_FIELDS:
+            v = getattr(obj, f, None)
+            if isinstance(v, str):
+                out.add(v)
+    for f in obj.__dataclass_fields__:
+        _names_bound(getattr(obj, f), out)
+
+
+def _refs(obj: Any, out: list[str], ops: list[A.Call]) -> None:
+    if isinstance(obj, (tuple, list)):
+        for x in obj:
+            _refs(x, out, ops)
+        return
+    if not hasattr(obj, "__dataclass_fields__") or isinstance(obj, type):
+        return
+    if isinstance(obj, A.Var):
+        out.append(obj.name)
+    elif isinstance(obj, A.Call):
+        ops.append(obj)
+    elif isinstance(obj, A.Expr):
+        try:
+            tree = formula_tree(obj.formula)
+        except FluxError:
+            tree = None
+        mapped = {k for k, _ in obj.vars}
+        found: list[str] = []
+        _refs(tree, found, [])
+        out.extend(n for n in found if n not in mapped)
+    for f in obj.__dataclass_fields__:
+        _refs(getattr(obj, f), out, ops)
+
+
+def analyze_plan(draft: A.DraftAst, catalog: OpCatalog | None, bound: set[str] = frozenset(),
+                 known_ops: set[str] = frozenset()) -> list[str]:
+    """Problems that would make the plan fail before it does anything useful: ops neither the
+    catalog declares nor the recording knows, positional arguments that do not map onto an op's
+    parameters, symbols nothing binds. Empty list: the plan passes."""
+    problems: list[str] = []
+    names = set(bound) | {p.name for p in draft.params if hasattr(p, "name")}
+    _names_bound(draft.body, names)
+    refs: list[str] = []
+    calls: list[A.Call] = []
+    _refs(draft.body, refs, calls)
+    for n in dict.fromkeys(refs):
+        if n not in names:
+            problems.append(f"symbol `{n}` is not bound by the prefix or the plan")
+    declared = {s.name: s for s in catalog} if catalog is not None else {}
+    for c in calls:
+        spec = declared.get(c.op)
+        if spec is None and c.op not in known_ops:
+            have = ", ".join(sorted(set(declared) | set(known_ops))) or "none"
+            problems.append(f"unknown op `{c.op}` (known: {have})")
+            continue
+        if spec is not None and len(c.args) > 1 and len(c.args) > len(spec.params):
+            problems.append(f"op `{c.op}` takes {len(spec.params)} positional argument(s), got {len(c.args)}")
+    return list(dict.fromkeys(problems))
+
+
+def edit_template(reader: StoreReader, session: str, at: int, turn: int | None = None) -> str:
+    """The Flux-Lang text the edit mode starts from: the execution holding position ``at``."""
+    detail = _load(reader, session)
+    execs = executions_of(detail, turn=turn)
+    pts = positions_of(execs)
+    if not 0 <= at < len(pts):
+        raise NotForkable(_past_end(detail.id, at, len(pts), turn))
+    return format_flow(execs[pts[at].execution].draft)
+
+
+def _past_end(sid: str, at: int, n: int, turn: int | None) -> str:
+    where = f"turn {turn} of session {sid}" if turn is not None else f"session {sid}"
+    return f"--at {at} is past the end: {where} has {n} statement(s), numbered 0–{n - 1}" if n else \
+        f"{where} has no statements to fork at"
+
+
+# ------------------------------------------------------------------------------------------------
+# Planning (validation + the gate's preview), nothing written
+
+
+def prepare_fork(reader: StoreReader, session: str, at: int, *, inject: Any = _UNSET, edit: str | None = None,
+                 prompt: str | None = None, turn: int | None = None, catalog: OpCatalog | None = None,
+                 model: str | None = None, workspace: str | None = None, mode: str | None = None) -> ForkPlan:
+    """Validate a fork and compute its :class:`LivePreview`. Raises a one-line :class:`FluxError`
+    (unknown session, not forkable, ``--at`` past the end, inject on a non-bind, an edit that does
+    not parse or fails analysis) — all before anything is written."""
+    if mode is None:
+        mode = "inject" if inject is not _UNSET else ("edit" if edit is not None else "replan")
+    if mode not in MODES:
+        raise FluxError(f"unknown fork mode {mode!r} — use inject, edit or replan")
+    if mode == "inject" and inject is _UNSET:
+        raise FluxError("inject mode needs a value (--inject JSON)")
+    if mode == "edit" and edit is None:
+        raise FluxError("edit mode needs a plan (--edit FILE)")
+    if at < 0:
+        raise FluxError(f"--at is a 0-based statement position: got {at}")
+    detail = _load(reader, session)
+    sid = detail.id
+    if not detail.cells:
+        raise NotForkable(f"session {sid} is not forkable: no cassette cells recorded (pre-C-43 run, or "
+                          "FLUX_CASSETTE=0) — the prefix could not come from tape")
+    execs = executions_of(detail, turn=turn)
+    pts = positions_of(execs)
+    if at >= len(pts):
+        raise NotForkable(_past_end(sid, at, len(pts), turn))
+    pos = pts[at]
+    if turn is not None:  # --turn T: N counts inside that turn; the rest of the session stays the prefix
+        all_execs = executions_of(detail)
+        offset = next((i for i, e in enumerate(all_execs) if e.key == execs[0].key), 0)
+        execs = all_execs
+        pts = positions_of(execs)
+        pos = next(p for p in pts if p.execution == offset + pos.execution and p.node == pos.node)
+    target = execs[pos.execution]
+    body = target.draft.body
+    node = body[pos.node]
+    cat = catalog
+    known_ops = {c.op for c in detail.cells}
+    tail_draft: Optional[A.DraftAst] = None
+    if mode == "inject":
+        if not isinstance(node, A.Bind):
+            raise FluxError(f"statement {at} is `{pos.text[:60]}` — --inject needs a top-level `bind` statement "
+                            "(name = …); use --edit to change any other statement")
+        tail_draft = A.DraftAst(name=None, params=target.draft.params, returns=target.draft.returns,
+                                body=(A.Bind(name=node.name, value=A.Lit(value=_escape(inject)), ty=node.ty),)
+                                + tuple(body[pos.node + 1:]))
+    elif mode == "edit":
+        try:
+            edited = parse(edit or "")
+        except FluxError as e:
+            raise FluxError(f"the edited plan does not parse: {e}") from None
+        if not edited.body:
+            raise FluxError("the edited plan has no statements — write the statements to run from the fork point")
+        prefix_hashes = [stmt_hash16(n) for n in body[:pos.node]]
+        lead = [stmt_hash16(n) for n in edited.body[:pos.node]]
+        if pos.node and lead != prefix_hashes:  # the text is the tail: put the prefix in front of it
+            edited = A.DraftAst(name=edited.name, params=edited.params or target.draft.params,
+                                returns=edited.returns, body=tuple(body[:pos.node]) + tuple(edited.body))
+        bound: set[str] = set()
+        for ex in execs[:pos.execution]:
+            _names_bound(ex.draft.body, bound)
+        problems = analyze_plan(edited, cat, bound, known_ops)
+        if problems:
+            raise FluxError(f"the edited plan fails analysis: {problems[0]}"
+                            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+                            + " — nothing was written")
+        tail_draft = edited
+    task = None
+    if pos.turn is not None and pos.turn <= len(detail.turns):
+        task = detail.turns[pos.turn - 1].user_input
+    elif detail.turns:
+        task = detail.turns[-1].user_input
+    the_prompt = (prompt if prompt is not None else default_prompt(task)) if mode == "replan" else None
+    model_name = model or detail.row.model or "mock"
+    preview = _preview(detail, execs, pos, mode, tail_draft, cat, model_name, workspace, at)
+    return ForkPlan(detail, sid, at, mode, pos, execs, target, tail_draft, the_prompt, model_name, preview, turn)
+
+
+def _escape(v: Any) -> Any:
+    from ..agent.loop import _escape_braces
+
+    return _escape_braces(v)
+
+
+def _preview(detail: SessionDetail, execs: list[Execution], pos: Position, mode: str,
+             tail_draft: Optional[A.DraftAst], catalog: OpCatalog | None, model: str, workspace: str | None,
+             at: int) -> LivePreview:
+    tape = ReplayTape(detail.cells)
+    target = execs[pos.execution]
+    prefix_nodes = [n for ex in execs[:pos.execution] for n in ex.draft.body] + list(target.draft.body[:pos.node])
+    prefix_served, _ = simulate_serve(tape, predict_calls(prefix_nodes, catalog))
+    later = [n for ex in execs[pos.execution + 1:] for n in ex.draft.body]
+    ops: list[LiveOp] = []
+    tail_served = 0
+    if mode == "replan":
+        tail_nodes = later
+        names = sorted(s.name for s in catalog) if catalog is not None else []
+        for name in names:
+            ops.append(LiveOp(name, live_effect(catalog, name), "(the model decides)", workspace, "re-plan"))
+        offline = False
+        model_call: str | None = model
+    else:
+        assert tail_draft is not None
+        start = pos.node if mode == "edit" else 0
+        # edit: the statements equal to the prefix fast-forward; inject: the bind is a literal
+        tail_nodes = list(tail_draft.body[start:]) + later
+        tail_served, misses = simulate_serve(tape, predict_calls(tail_nodes, catalog))
+        for m in misses:
+            ops.append(LiveOp(m.op, live_effect(catalog, m.op), m.detail, workspace, "tail"))
+        offline = not ops
+        model_call = None
+    title = f"fork {detail.id} @ statement {at} ({mode})"
+    notes = (f"statement {at}   {pos.text[:90]}",)
+    return LivePreview("fork", detail.id, offline, tuple(ops), model_call, len(prefix_nodes), prefix_served,
+                       len(tail_nodes), tail_served, workspace, notes, title,
+                       {"at": at, "mode": mode, "position": pos.to_json()})
+
+
+def plan_fork(reader: StoreReader, session: str, at: int, **kw: Any) -> LivePreview:
+    """The gate's preview of a fork (see :func:`prepare_fork` for the arguments)."""
+    return prepare_fork(reader, session, at, **kw).preview
+
+
+# ------------------------------------------------------------------------------------------------
+# Running
+
+
+@dataclass
+class ForkResult:
+    source: str
+    session: str
+    at: int
+    mode: str
+    preview: LivePreview
+    prefix_served: int = 0  # cells the prefix consumed
+    tail_served: int = 0  # tail dispatches served from tape
+    live_ops: list[str] = field(default_factory=list)
+    halted: Optional[str] = None
+    answer: str = ""
+    turn: Any = None  # the re-plan turn's TurnOutput
+
+    @property
+    def hermetic(self) -> bool:
+        return not self.live_ops and self.turn is None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "session": self.session, "at": self.at, "mode": self.mode,
+                "prefix_served": self.prefix_served, "tail_served": self.tail_served, "live_ops": self.live_ops,
+                "halted": self.halted, "answer": self.answer, "hermetic": self.hermetic,
+                "turn": self.turn.to_json() if self.turn is not None else None}
+
+
+def _result_text(res: RunResult | None) -> str:
+    if res is None:
+        return ""
+    if res.halted is not None:
+        return ""
+    v = res.value
+    if v is None:
+        return ""
+    return v if isinstance(v, str) else __import__("json").dumps(v, ensure_ascii=False)
+
+
+def _confirm_approver(client: Any) -> Callable[[str, str], bool]:
+    from ..agent.approver import ApprovalRequest
+
+    def confirm(message: str, risk: str) -> bool:
+        return client.approver.decide(ApprovalRequest(op="confirm", effect="confirm", input=None, kind="confirm",
+                                                      message=message, risk=risk)).allowed
+    return confirm
+
+
+def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, edit: str | None = None,
+                 prompt: str | None = None, turn: int | None = None, mode: str | None = None,
+                 confirm: Callable[[LivePreview], bool] | None = None,
+                 on_progress: Callable[[str, int, int], None] | None = None,
+                 on_event: Callable[[dict], None] | None = None) -> ForkResult:
+    """Fork ``session`` of ``client``'s store at position ``at`` (see the module doc).
+
+    ``confirm(preview)`` is asked when the preview is not offline (the gate); ``False`` raises
+    :class:`ForkCancelled` with nothing written. Live dispatches go through ``client.approver``."""
+    from ..agent.loop import _LiveHost, _Recorder
+
+    reader = StoreReader(client.store_dir)
+    try:
+        plan = prepare_fork(reader, session, at, inject=inject, edit=edit, prompt=prompt, turn=turn,
+                            catalog=client.toolbox.catalog(), model=client.model, workspace=str(client.workspace),
+                            mode=mode)
+        conv = conversation_before(reader, plan.source, _turn_id(plan))
+    finally:
+        reader.close()
+    if confirm is not None and plan.preview.needs_confirm and not confirm(plan.preview):
+        raise ForkCancelled("fork cancelled at the side-effect gate — nothing was written")
+
+    detail, pos = plan.detail, plan.position
+    cat = catalog_for(client.toolbox.catalog())
+    tape = ReplayTape(detail.cells)
+    mem = MemorySink()
+    items: list[tuple[str, Any]] = []  # ("attempt", draft) | ("run", [bodies])
+    interp = Interpreter(cat, RecordingHost(ReplayHost(tape), mem, client.redactor, client.cap, enabled=True), mem,
+                         approver=lambda m, r: True, run_id=f"fork:{plan.source}@{at}")
+    prefix_execs = plan.executions[:pos.execution]
+    total = len(prefix_execs) + (1 if pos.node else 0)
+    halted_open = False
+
+    def run_prefix(draft: A.DraftAst) -> None:
+        nonlocal halted_open
+        mark = len(mem.events)
+        ledger = ResumeLedger.fold(mem.events) if halted_open else None
+        res = interp.run(draft, resumable=True, ledger=ledger)
+        halted_open = halted_open or res.halted is not None
+        items.append(("attempt", draft))
+        items.append(("run", mem.events[mark:]))
+        if tape.diverged is not None:
+            raise NotForkable(f"the fork prefix diverged from the recording of {plan.source}: {tape.diverged} — "
+                              "nothing was written")
+
+    for n, ex in enumerate(prefix_execs, 1):
+        run_prefix(ex.draft)
+        if on_progress is not None:
+            on_progress("prefix", n, total)
+    target = plan.target
+    trunc_key = None
+    if pos.node:
+        trunc = A.DraftAst(name=None, params=target.draft.params, returns=None, body=tuple(target.draft.body[:pos.node]))
+        trunc_key = flow_key(None, trunc.body)
+        run_prefix(trunc)
+        if on_progress is not None:
+            on_progress("prefix", total, total)
+    prefix_served = tape.consumed
+
+    w = client.writer
+    red = client.redactor
+    model = detail.row.model or client.model
+    with w.transaction():
+        fid = w.create_session(model, context={"correlation_id": plan.source, "agent_id": f"fork:{plan.source}@{at}"})
+        if conv:
+            w.append(fid, Compacted(messages=conv))
+        tid = w.begin_turn(fid, f"<fork {plan.source} @ {at}>", model)
+        step = 0
+        for kind, x in items:
+            if kind == "attempt":
+                step += 1
+                w.append(fid, _attempt(step, x, red), turn_id=tid)
+            else:
+                flush_events(w, fid, x, red)
+
+    result = ForkResult(plan.source, fid, at, plan.mode, plan.preview, prefix_served)
+    rec = _Recorder(w, fid, red, client.cap)
+    tail_events: list[dict] = []
+    sink = _Tee(rec, tail_events)
+    live = _LiveHost(client.toolbox, client.approver, client._timer)
+    tail_host = TapeFirstHost(tape, live)
+    interp.host = RecordingHost(tail_host, sink, red, client.cap, enabled=client.cassette)
+    interp.sink = sink
+    interp.approver = _confirm_approver(client)
+    outcome, answer = "ok", ""
+    try:
+        if plan.mode in ("inject", "edit"):
+            assert plan.tail_draft is not None
+            ledger = None
+            if plan.mode == "edit" and trunc_key is not None:
+                ledger = ResumeLedger.from_interrupted(mem.events, trunc_key)
+            step += 1
+            rec.append(_attempt(step, plan.tail_draft, red), turn_id=tid)
+            res = interp.run(plan.tail_draft, resumable=True, ledger=ledger)
+            if res.halted is not None:
+                result.halted = res.halted.error
+            answer = _result_text(res)
+            halted_now = res.halted is not None
+            later = plan.executions[pos.execution + 1:]
+            for n, ex in enumerate(later, 1):
+                step += 1
+                rec.append(_attempt(step, ex.draft, red), turn_id=tid)
+                lg = ResumeLedger.fold(mem.events + tail_events) if halted_now else None
+                r = interp.run(ex.draft, resumable=True, ledger=lg)
+                halted_now = halted_now or r.halted is not None
+                answer = _result_text(r) or answer
+                if on_progress is not None:
+                    on_progress("tail", n, len(later))
+            if result.halted is not None:
+                outcome = "halted"
+                answer = f"The fork's tail halted — {result.halted}"
+    finally:
+        result.tail_served = tail_host.served
+        result.live_ops = list(tail_host.live_ops)
+        rec.append(TurnEnded(outcome=outcome, iterations=step, answer=red.redact(answer)), turn_id=tid)
+    result.answer = answer
+    if plan.mode == "replan":
+        from ..agent.session import Session
+
+        sess = Session(client, fid)
+        out = sess.send_sync(plan.prompt or default_prompt(None), on_event=on_event, resurrect=False)
+        result.turn = out
+        result.answer = out.answer
+        result.live_ops = [t.name for t in out.tool_calls]
+        if not out.ok:
+            result.halted = out.error or f"the re-planned turn ended {out.outcome}"
+    return result
+
+
+class _Tee:
+    """The recorder, keeping a copy of the run bodies (to fold the halt latch without a re-read)."""
+
+    def __init__(self, rec: Any, events: list[dict]):
+        self.rec, self.events = rec, events
+
+    def emit(self, ev: dict) -> None:
+        self.events.append(ev)
+        self.rec.emit(ev)
+
+
+def _turn_id(plan: ForkPlan) -> int | None:
+    t = plan.position.turn
+    if t is None or t > len(plan.detail.turns):
+        return None
+    return plan.detail.turns[t - 1].turn_id
+
+
+def _attempt(step: int, draft: A.DraftAst, redactor: Any) -> PlanAttempted:
+    return PlanAttempted(step=step, outcome="accepted", fingerprint=fingerprint(draft),
+                         plan_source=redactor.redact(format_flow(draft)))

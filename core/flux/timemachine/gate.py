@@ -1,0 +1,131 @@
+"""The side-effect gate: before anything runs live, say what would run.
+
+Every write path of the time machine (fork, resurrect, what-if, sweeps) first computes a
+:class:`LivePreview` from the recording alone — the prefix served from tape, and for the part that
+may go live, each op it may dispatch with its *declared* effect (an op the catalog does not
+declare counts as ``write``) and the workspace it touches, plus the model a re-plan would call.
+``preview.offline`` means: no model call, no side effect, no confirm needed. Otherwise the CLI
+wants ``--yes`` or ``--policy FILE`` (or a confirm on a TTY) and the app shows the gate modal.
+
+The prediction is static: an op call whose arguments are literals is matched against the tape
+(a hit will be served); one whose input is computed at run time is listed as *may* go live.
+Whatever the preview says, every live dispatch still passes the approver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+__all__ = ["LiveOp", "LivePreview", "EFFECT_ORDER"]
+
+EFFECT_ORDER = ("write", "exec", "network", "none")
+
+
+@dataclass(frozen=True, slots=True)
+class LiveOp:
+    """One op the live part may dispatch."""
+
+    op: str
+    effect: str  # write | exec | network | none (undeclared counts as write)
+    detail: str  # the input's gist: a path, a command, … or "(input computed at run time)"
+    workspace: str | None = None
+    why: str = "tail"  # tail | in flight | off tape | re-plan
+    denied: str | None = None  # the policy's refusal, when a policy would deny it
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "effect": self.effect, "detail": self.detail, "workspace": self.workspace,
+                "why": self.why, "denied": self.denied}
+
+
+@dataclass(frozen=True)
+class LivePreview:
+    """What a write action would do, computed before it does anything."""
+
+    action: str  # fork | resurrect | what-if | sweep
+    session: str  # the source session
+    offline: bool  # no model call and no op can go live
+    ops: tuple[LiveOp, ...] = ()
+    model: str | None = None  # a model a live turn would call (None: no model call)
+    prefix_statements: int = 0  # replayed from tape before the boundary
+    prefix_cells: int = 0  # cells the prefix serves
+    tail_statements: int = 0  # statements after the boundary
+    tail_served: int = 0  # tail dispatches a recorded cell will serve
+    workspace: str | None = None
+    notes: tuple[str, ...] = ()
+    title: str = ""  # "fork s_4 @ 2 (inject)", "resurrect s_9 · turn 1", …
+    extra: dict = field(default_factory=dict)  # action-specific facts (the position, the turn, …)
+
+    @property
+    def needs_confirm(self) -> bool:
+        return not self.offline
+
+    @property
+    def effects(self) -> list[str]:
+        """Distinct effects of the live ops, most dangerous first."""
+        have = {o.effect for o in self.ops}
+        return [e for e in EFFECT_ORDER if e in have]
+
+    def with_policy(self, approver: Any) -> "LivePreview":
+        """Mark the ops a policy approver would deny (``denied by policy``)."""
+        from ..agent.approver import ApprovalRequest
+
+        if approver is None:
+            return self
+        eff = {"none": "read"}
+        ops = []
+        for o in self.ops:
+            try:
+                d = approver.decide(ApprovalRequest(op=o.op, effect=eff.get(o.effect, o.effect), input=None))
+            except Exception:  # an interactive ask is not answered at preview time
+                ops.append(o)
+                continue
+            ops.append(o if d.allowed else replace(o, denied=d.reason or "denied by policy"))
+        return replace(self, ops=tuple(ops))
+
+    def tail_line(self) -> str:
+        if self.offline:
+            return "offline: no model call, no side effect"
+        parts = []
+        seen = set()
+        for o in self.ops:
+            if (o.op, o.effect) in seen:
+                continue
+            seen.add((o.op, o.effect))
+            parts.append(f"{o.op} ({o.effect})")
+        if self.model:
+            parts.append(f"model {self.model} (network)")
+        ws = f"   workspace {self.workspace}" if self.workspace else ""
+        return "runs live: " + " · ".join(parts) + ws
+
+    def lines(self) -> list[str]:
+        """The gate as text (CLI and the app's modal body)."""
+        out = []
+        if self.title:
+            out.append(self.title)
+        if self.prefix_statements or self.prefix_cells:
+            out.append(f"prefix   {self.prefix_statements} statement(s) from tape: {self.prefix_cells} cell(s) served, "
+                       "no model call, no side effect")
+        if self.tail_statements or self.tail_served:
+            out.append(f"tail     {self.tail_statements} statement(s): {self.tail_served} dispatch(es) served from tape")
+        out.extend(self.notes)
+        if self.offline:
+            out.append("offline: no model call, no side effect")
+            return out
+        out.append("This will dispatch, for real:")
+        for o in self.ops:
+            where = f"   (workspace {o.workspace})" if o.workspace else ""
+            deny = f"   denied by policy" if o.denied else ""
+            out.append(f"  {o.op:<10} {o.effect:<8} {o.detail}{where}{deny}")
+        if self.model:
+            out.append(f"  {'model':<10} {'network':<8} {self.model}")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "action": self.action, "session": self.session, "offline": self.offline,
+            "ops": [o.to_json() for o in self.ops], "model": self.model,
+            "prefix_statements": self.prefix_statements, "prefix_cells": self.prefix_cells,
+            "tail_statements": self.tail_statements, "tail_served": self.tail_served,
+            "workspace": self.workspace, "notes": list(self.notes), "title": self.title, **self.extra,
+        }

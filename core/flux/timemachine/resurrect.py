@@ -1,0 +1,278 @@
+"""Resurrect (spec §4.7): finish a session's interrupted turn from the crash point, on the same
+session, with no model call.
+
+1. ``interrupted`` (§3.8) names the open turn and its last accepted plan (or says why not);
+2. the ledger of completed statements fast-forwards them (§4.10), re-binding their recorded values;
+3. the crash tail — the turn's cells after the last boundary — is served from tape exactly once;
+4. a dispatch with no cell runs live through the approver and is recorded (at-least-once);
+5. ``turn_ended`` and the assistant message close the turn.
+
+Beyond flux: flux serves only the cells after the last statement boundary and, when the turn has
+no boundary at all (every host-derived plan of an adaptive turn: they never write
+``statement_completed``), offers *no* cells — so every killed agent turn repeats its last side
+effect. Here the tail is anchored at the resumed plan's acceptance: a recorded cell whose step id
+and input hash match the dispatch being resumed proves the op finished, and is served. The
+report keeps flux's fields and adds ``unanchored_served``. Ledger values are rebuilt from the
+trace's cells (our runtime keeps no persistent value store); a completed statement whose value
+cannot be rebuilt is re-executed instead of fast-forwarded, its dispatches served from the tape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from ..cassette.record import RecordingHost
+from ..cassette.replay import ReplayTape, TapeFirstHost
+from ..errors import FluxError
+from ..lang import ast as A
+from ..lang.catalog import OpCatalog
+from ..lang.hashes import stmt_hash16
+from ..lang.interpreter import Interpreter, LedgerEntry, ResumeLedger
+from ..lang.parser import parse
+from ..model.interrupted import check_interrupted
+from ..model.session import TRACE_KINDS, Cell, SessionDetail, load_session
+from ..store.events import (
+    OpRecorded, PlanHalted, Run, StatementCompleted, StepFailed, StepStarted, StepSucceeded, TurnEnded,
+)
+from ..store.store import StoreReader
+from .engine import binder_of, catalog_for, live_effect, predict_calls, simulate_serve
+from .gate import LiveOp, LivePreview
+
+__all__ = ["ResurrectPlan", "ResurrectReport", "prepare_resurrect", "plan_resurrect", "resurrect_session",
+           "ResurrectCancelled", "resurrect_lines"]
+
+
+class ResurrectCancelled(FluxError):
+    """The user declined the side-effect gate; nothing was written."""
+
+
+@dataclass
+class ResurrectPlan:
+    detail: SessionDetail
+    session: str
+    turn: int  # 1-based
+    turn_id: int
+    draft: A.DraftAst
+    flow_key: str
+    completed: int  # statements the ledger shows completed (flux's K)
+    ledger: Optional[ResumeLedger]  # what fast-forwards (values rebuildable)
+    values: dict[str, Any]
+    tail: list[Cell]  # the crash tail served from tape
+    unanchored_cells: int  # flux's field: cells of a turn with no boundary at all
+    in_flight: Optional[str]  # the op dispatched with no result and no cell
+    preview: LivePreview
+
+
+@dataclass
+class ResurrectReport:
+    session: str
+    turn: int
+    statements_fast_forwarded: int = 0
+    ops_served_from_cassette: int = 0
+    ops_run_live: int = 0
+    outcome: str = "resurrected"  # resurrected | halted | suspended
+    answer: str = ""
+    halt: Optional[dict] = None
+    diverged: Optional[str] = None
+    unanchored_cells: int = 0
+    unanchored_served: int = 0  # beyond flux: unanchored cells served because they matched
+    completed_before: int = 0
+    live_ops: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"session": self.session, "turn": self.turn,
+                "statements_fast_forwarded": self.statements_fast_forwarded,
+                "ops_served_from_cassette": self.ops_served_from_cassette, "ops_run_live": self.ops_run_live,
+                "outcome": self.outcome, "answer": self.answer, "halt": self.halt, "diverged": self.diverged,
+                "unanchored_cells": self.unanchored_cells, "unanchored_served": self.unanchored_served,
+                "live_ops": self.live_ops}
+
+    def summary_line(self) -> str:
+        extra = f", {self.unanchored_served} unanchored cell(s) served" if self.unanchored_served else ""
+        return (f"resurrect · {self.outcome} · {self.statements_fast_forwarded} statement(s) fast-forwarded, "
+                f"{self.ops_served_from_cassette} op(s) served from the cassette, {self.ops_run_live} run live{extra}")
+
+
+def resurrect_lines(plan_or_report: Any) -> str:
+    """flux's first stderr line for a resurrect (§4.7)."""
+    p = plan_or_report
+    return (f"resurrect · session {p.session} · turn {p.turn} was interrupted after {p.completed} statement(s) — "
+            "finishing it offline (no model call)")
+
+
+def _values_from_trace(trace: list) -> dict[str, Any]:
+    """Value ids of the dead process rebuilt from the cells: ``step_succeeded.output`` → content."""
+    values: dict[str, Any] = {}
+    pending: dict[str, str] = {}
+    for e in trace:
+        r = e.body.event
+        if isinstance(r, OpRecorded):
+            pending[r.step] = r.content
+        elif isinstance(r, StepSucceeded) and r.step in pending:
+            values[r.output] = pending.pop(r.step)
+    return values
+
+
+def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog | None = None,
+                      workspace: str | None = None) -> Optional[ResurrectPlan]:
+    """Validate and preview a resurrect; ``None`` when no turn is interrupted. A turn flux would not
+    flag (needs manual recovery, no accepted plan, unparsable plan) is a one-line error."""
+    detail = load_session(reader, session, kinds=TRACE_KINDS)
+    sid = detail.id
+    check = check_interrupted(detail.turns, detail.turn_run_trace)
+    if check.interrupted is None:
+        if check.reason is not None:
+            raise FluxError(f"session {sid} cannot be resurrected: {check.reason}")
+        return None
+    it = check.interrupted
+    turn = detail.turns[it.turn_number - 1]
+    draft = parse(it.plan_source)
+    key = it.flow_key
+    trace = detail.turn_run_trace(turn)
+    anchor = turn.accepted_plans[-1].global_seq
+    after = [e for e in trace if e.global_seq > anchor]
+    bodies = [e.body.event.to_body() for e in trace]
+    full = ResumeLedger.from_interrupted(bodies, key)
+    values = _values_from_trace(after)
+    kept: list[LedgerEntry] = []
+    if full is not None:
+        for i, node in enumerate(draft.body):
+            if isinstance(node, Interpreter.PASS_THROUGH):
+                continue
+            entry = full.entry(i)
+            if entry is None or entry.stmt != stmt_hash16(node):
+                break
+            if entry.value is not None and binder_of(node) is not None and entry.value not in values:
+                break  # cannot re-bind: re-execute from here, served from tape
+            kept.append(entry)
+    ledger = ResumeLedger(key, kept, full.checkpoint if full else None) if kept else None
+    boundary = anchor
+    if kept:
+        last = kept[-1].node
+        for e in after:
+            r = e.body.event
+            if isinstance(r, StatementCompleted) and r.plan == key and r.node == last:
+                boundary = e.global_seq
+    has_boundary = any(isinstance(e.body.event, (StatementCompleted, PlanHalted)) for e in trace)
+    turn_cells = detail.turn_cells(turn)
+    tail = [c for c in turn_cells if c.global_seq > boundary]
+    unanchored = 0 if has_boundary else len(turn_cells)
+    # the op in flight: a step_started after the anchor with no result row and no cell
+    open_steps: dict[str, str] = {}
+    for e in after:
+        r = e.body.event
+        if isinstance(r, StepStarted):
+            open_steps[r.step] = r.op
+        elif isinstance(r, (StepSucceeded, StepFailed, OpRecorded)):
+            open_steps.pop(r.step, None)
+    in_flight = next(iter(reversed(list(open_steps.values()))), None)
+
+    start = 0
+    if ledger is not None:
+        start = max((e.node for e in kept), default=-1) + 1
+        if ledger.checkpoint is not None:
+            start = max(start, ledger.checkpoint + 1)
+    rest = list(draft.body[start:])
+    tape = ReplayTape(tail)
+    served, misses = simulate_serve(tape, predict_calls(rest, catalog))
+    ops = tuple(LiveOp(m.op, live_effect(catalog, m.op), m.detail, workspace,
+                       "in flight" if m.op == in_flight else "tail") for m in misses)
+    notes = [f"interrupted after statement {it.completed} of {len(draft.body)}"
+             + (" (killed mid-dispatch)" if in_flight else "")]
+    if kept:
+        notes.append(f"✓ {len(kept)} statement(s) fast-forwarded")
+    if served:
+        notes.append(f"✓ {served} cell(s) served from tape (recorded before the kill)")
+    for o in ops:
+        notes.append(f"↻ {o.op} ({o.effect}) has no cell → runs again" + (" (it was in flight)" if o.why == "in flight" else ""))
+    notes.append("· no model call")
+    preview = LivePreview("resurrect", sid, not ops, ops, None, len(kept), 0, len(rest), served, workspace,
+                          tuple(notes), f"resurrect {sid} · turn {turn.number}",
+                          {"turn": turn.number, "completed": it.completed, "in_flight": in_flight})
+    return ResurrectPlan(detail, sid, turn.number, turn.turn_id, draft, key, it.completed, ledger, values, tail,
+                         unanchored, in_flight, preview)
+
+
+def plan_resurrect(reader: StoreReader, session: str, **kw: Any) -> Optional[LivePreview]:
+    """The gate's preview of a resurrect, ``None`` when nothing is interrupted."""
+    p = prepare_resurrect(reader, session, **kw)
+    return p.preview if p is not None else None
+
+
+class _Tee:
+    def __init__(self, rec: Any):
+        self.rec = rec
+        self.skipped: Optional[int] = None
+        self.plan_resumed = False
+
+    def emit(self, ev: dict) -> None:
+        if ev.get("event") == "plan_resumed":
+            self.skipped = int(ev.get("skipped", 0))
+        self.rec.emit(ev)
+
+
+def resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePreview], bool] | None = None,
+                      on_plan: Callable[[Any], None] | None = None) -> Optional[ResurrectReport]:
+    """Resurrect ``session``'s interrupted turn (see the module doc); ``None`` if none is."""
+    from ..agent.loop import _LiveHost, _Recorder
+    from .fork import _confirm_approver
+
+    reader = StoreReader(client.store_dir)
+    try:
+        plan = prepare_resurrect(reader, session, catalog=client.toolbox.catalog(), workspace=str(client.workspace))
+    finally:
+        reader.close()
+    if plan is None:
+        return None
+    if on_plan is not None:
+        on_plan(plan)
+    if confirm is not None and plan.preview.needs_confirm and not confirm(plan.preview):
+        raise ResurrectCancelled("resurrect cancelled at the side-effect gate — nothing was written")
+    w, red = client.writer, client.redactor
+    rec = _Recorder(w, plan.session, red, client.cap)
+    tee = _Tee(rec)
+    tape = ReplayTape(plan.tail)
+    live = _LiveHost(client.toolbox, client.approver, client._timer)
+    host = TapeFirstHost(tape, live)
+    interp = Interpreter(catalog_for(client.toolbox.catalog()), RecordingHost(host, tee, red, client.cap,
+                                                                             enabled=client.cassette),
+                         tee, approver=_confirm_approver(client), values=dict(plan.values),
+                         run_id=plan.session)
+    report = ResurrectReport(plan.session, plan.turn, unanchored_cells=plan.unanchored_cells,
+                             completed_before=plan.completed)
+    outcome, answer = "resurrected", ""
+    try:
+        res = interp.run(plan.draft, resumable=True, ledger=plan.ledger)
+        if res.halted is not None and res.halted.kind == "awaiting":
+            outcome, answer = "suspended", res.halted.error
+        elif res.halted is not None:
+            outcome = "halted"
+            answer = f"The resumed flow halted — {res.halted.error}"
+            report.halt = {"kind": res.halted.kind, "error": res.halted.error, "node": res.halted.node,
+                           "op": res.halted.op}
+        else:
+            v = res.value
+            answer = (v if isinstance(v, str) else __import__("json").dumps(v, ensure_ascii=False)) if v is not None else ""
+    except KeyboardInterrupt:
+        raise
+    report.statements_fast_forwarded = tee.skipped or 0
+    report.ops_served_from_cassette = host.served
+    report.ops_run_live = len(host.live_ops)
+    report.live_ops = list(host.live_ops)
+    if plan.unanchored_cells:
+        report.unanchored_served = host.served
+    if not answer:
+        answer = (f"Resumed the interrupted turn: {report.statements_fast_forwarded} statement(s) fast-forwarded, "
+                  f"{report.ops_served_from_cassette} op(s) served from the cassette, {report.ops_run_live} run live.")
+    report.outcome, report.answer = outcome, answer
+    left = len(tape.unconsumed)
+    if tape.diverged is not None:
+        report.diverged = tape.diverged
+    elif left:
+        report.diverged = (f"{left} crash-tail cell(s) of turn {plan.turn} were never re-consumed — the resumed "
+                           "plan dispatched something else than the recording")
+    rec.append(TurnEnded(outcome=outcome, iterations=live.dispatches + host.served, answer=red.redact(answer)),
+               turn_id=plan.turn_id)
+    rec.message("assistant", [{"type": "text", "text": answer.strip() or "(resurrected: no answer)"}])
+    return report
