@@ -181,7 +181,7 @@ def _spellable_header(d: A.DraftAst) -> bool:
     return all(ok(p.ty) for p in d.params) and ok(d.returns)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=400, deadline=None, )
 @given(drafts)
 def test_parse_format_roundtrip(draft):
     if not _spellable_header(draft):
@@ -192,7 +192,7 @@ def test_parse_format_roundtrip(draft):
     assert format_flow(parse(text_)) == text_
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=200, deadline=None, )
 @given(drafts)
 def test_ast_json_roundtrip(draft):
     assert draft_from_json(draft_to_json(draft)) == draft

@@ -21,6 +21,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Optional, Union
 
+from flux.canonical import scrub_text
+
 __all__ = [
     "TypeRef", "Param", "DraftAst", "Node", "ThingRef",
     "Branch", "MatchCase", "RouteCase", "FallbackBranch", "SagaStep",
@@ -29,6 +31,7 @@ __all__ = [
     "Verify", "Return", "Peek", "Var", "Lit", "Thing", "Expr", "Fmt", "Jq", "Parse", "Ctx",
     "CtxAppend", "Match", "Route", "Fallback", "Timeout", "Budget", "CapScope", "Scope", "Saga",
     "Once", "Checkpoint", "Obj", "ListExpr", "NODE_CLASSES", "FLOW_EFFECTS", "json_key",
+    "utf8_key",
 ]
 
 #: ``FlowEffect`` wire tags (snake_case), in declared order.
@@ -62,10 +65,18 @@ def json_key(v: Any) -> Any:
     raise TypeError(f"not a JSON value: {type(v).__name__}")
 
 
+def utf8_key(k: str) -> bytes:
+    """A map key's UTF-8 bytes, the BTreeMap order; unpaired surrogates sort as U+FFFD."""
+    try:
+        return k.encode("utf-8")
+    except UnicodeEncodeError:
+        return scrub_text(k).encode("utf-8")
+
+
 def _sorted_pairs(m: Any) -> tuple:
     """A dict or pair sequence as ``(key, value)`` pairs sorted by UTF-8 key bytes (BTreeMap order)."""
     items = m.items() if isinstance(m, dict) else m
-    return tuple(sorted(((k, v) for k, v in items), key=lambda kv: kv[0].encode("utf-8")))
+    return tuple(sorted(((k, v) for k, v in items), key=lambda kv: utf8_key(kv[0])))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from flux.canonical import compact_json
+from flux.canonical import compact_json, scrub_text
 from flux.errors import FluxError
 
 from . import ast as A
@@ -31,7 +31,7 @@ class AstJsonError(FluxError):
 def sort_json(v: Any) -> Any:
     """A JSON value with every object's keys sorted by UTF-8 bytes (serde ``Value`` map order)."""
     if isinstance(v, dict):
-        return {k: sort_json(v[k]) for k in sorted(v, key=lambda k: k.encode("utf-8"))}
+        return {k: sort_json(v[k]) for k in sorted(v, key=A.utf8_key)}
     if isinstance(v, (list, tuple)):
         return [sort_json(x) for x in v]
     return v
@@ -221,14 +221,19 @@ def node_json_text(node: A.Node) -> str:
     """
     cached = node.__dict__.get("_json_text")
     if cached is None:
-        cached = compact_json(node_to_json(node))
+        try:
+            # Unpaired surrogates (possible only in nodes built in code: the parser scrubs) are
+            # written as U+FFFD, the one rule, so the text always encodes and hashes.
+            cached = scrub_text(compact_json(node_to_json(node)))
+        except RecursionError:
+            raise AstJsonError("the AST nests too deeply to serialize") from None
         object.__setattr__(node, "_json_text", cached)
     return cached
 
 
 def draft_json_text(draft: A.DraftAst) -> str:
     # ``{…head…,"body":[…]}`` assembled from the cached statement texts (params is always written).
-    head = compact_json(draft_to_json_head(draft))
+    head = scrub_text(compact_json(draft_to_json_head(draft)))
     return head[:-1] + ',"body":[' + ",".join(node_json_text(n) for n in draft.body) + "]}"
 
 
@@ -259,7 +264,7 @@ def _list(v: Any, what: str) -> list:
 
 def _body(obj: Any, key: str, what: str) -> tuple:
     _expect(isinstance(obj, dict), f"{what} must be an object")
-    return tuple(node_from_json(n) for n in _list(obj.get(key, []), f"{what}.{key}"))
+    return tuple(_node_from_json(n) for n in _list(obj.get(key, []), f"{what}.{key}"))
 
 
 _DECODERS: dict[str, Callable[[Any, str], Any]] = {}
@@ -279,9 +284,9 @@ def _dec(conv: str, v: Any, what: str) -> Any:
         _expect(isinstance(v, bool), f"{what} must be a boolean")
         return v
     if conv == "node":
-        return node_from_json(v)
+        return _node_from_json(v)
     if conv == "nodes":
-        return tuple(node_from_json(n) for n in _list(v, what))
+        return tuple(_node_from_json(n) for n in _list(v, what))
     if conv == "ty":
         return type_from_json(v)
     if conv == "json":
@@ -290,7 +295,7 @@ def _dec(conv: str, v: Any, what: str) -> Any:
         return _thing_from_json(v)
     if conv == "nodemap":
         _expect(isinstance(v, dict), f"{what} must be an object")
-        return tuple((k, node_from_json(n)) for k, n in v.items())
+        return tuple((k, _node_from_json(n)) for k, n in v.items())
     if conv == "strs":
         items = _list(v, what)
         _expect(all(isinstance(s, str) for s in items), f"{what} must hold strings")
@@ -306,7 +311,7 @@ def _dec(conv: str, v: Any, what: str) -> Any:
         out = []
         for c in _list(v, what):
             _expect(isinstance(c, dict) and "value" in c, f"{what}: a case needs a value")
-            out.append(A.MatchCase(node_from_json(c["value"]), _body(c, "body", what)))
+            out.append(A.MatchCase(_node_from_json(c["value"]), _body(c, "body", what)))
         return tuple(out)
     if conv == "rcases":
         out = []
@@ -324,7 +329,17 @@ def _dec(conv: str, v: Any, what: str) -> Any:
 
 
 def node_from_json(v: Any) -> A.Node:
-    """Decode one node (the ``@json`` payload, ``suspensions.body`` entries, …)."""
+    """Decode one node (the ``@json`` payload, ``suspensions.body`` entries, …).
+
+    Raises :class:`AstJsonError` and nothing else, also for a value nested too deeply to walk.
+    """
+    try:
+        return _node_from_json(v)
+    except RecursionError:
+        raise AstJsonError("the AST nests too deeply to decode") from None
+
+
+def _node_from_json(v: Any) -> A.Node:
     _expect(isinstance(v, dict), "an AST node must be a JSON object")
     kind = v.get("kind")
     cls = A.NODE_CLASSES.get(kind) if isinstance(kind, str) else None
@@ -349,6 +364,13 @@ def node_from_json(v: Any) -> A.Node:
 
 
 def draft_from_json(v: Any) -> A.DraftAst:
+    try:
+        return _draft_from_json(v)
+    except RecursionError:
+        raise AstJsonError("the AST nests too deeply to decode") from None
+
+
+def _draft_from_json(v: Any) -> A.DraftAst:
     _expect(isinstance(v, dict), "a DraftAst must be a JSON object")
     name = v.get("name")
     _expect(name is None or isinstance(name, str), "name must be a string")
@@ -362,5 +384,5 @@ def draft_from_json(v: Any) -> A.DraftAst:
         name=name,
         params=tuple(params),
         returns=type_from_json(returns) if returns is not None else None,
-        body=tuple(node_from_json(n) for n in _list(v.get("body", []), "body")),
+        body=tuple(_node_from_json(n) for n in _list(v.get("body", []), "body")),
     )

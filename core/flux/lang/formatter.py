@@ -16,13 +16,14 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from flux.canonical import compact_json, format_float, json_string
+from flux.canonical import compact_json, format_float, json_string, scrub_text
+from flux.errors import FluxError
 
 from . import ast as A
 from .astjson import node_json_text
 from .parser import ParseError, RESERVED, parse_expression
 
-__all__ = ["format_flow", "format_statement", "format_node_lines", "format_duration",
+__all__ = ["FormatError", "format_flow", "format_statement", "format_node_lines", "format_duration",
            "compact_value", "is_identifier"]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -31,6 +32,10 @@ _TYPENAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
 _PATH = re.compile(r'(?:\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\]|\["(?:[^"\\\n]|\\.)*"\])+\Z')
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _INDENT = "  "
+
+
+class FormatError(FluxError):
+    """An AST the formatter cannot write (one built in code that nests too deeply)."""
 
 
 def is_identifier(name: Any) -> bool:
@@ -67,7 +72,7 @@ def compact_value(v: Any) -> str:
     if isinstance(v, str):
         return _str(v)
     if isinstance(v, dict):
-        keys = sorted(v, key=lambda k: k.encode("utf-8"))
+        keys = sorted(v, key=A.utf8_key)
         return "{" + ",".join(json_string(k) + ":" + compact_value(v[k]) for k in keys) + "}"
     if isinstance(v, (list, tuple)):
         return "[" + ",".join(compact_value(x) for x in v) + "]"
@@ -444,10 +449,19 @@ def _header(draft: A.DraftAst) -> str:
 
 
 def format_flow(draft: A.DraftAst) -> str:
-    """``flux_lang::format::format``: the canonical plan text."""
+    """``flux_lang::format::format``: the canonical plan text.
+
+    Raises :class:`FormatError` (and nothing else) for an AST too deep to walk; the parser never
+    produces one (:data:`~flux.lang.parser.MAX_NESTING`). Unpaired surrogates in strings built in
+    code are written as U+FFFD, the one rule of :func:`flux.canonical.scrub_text`.
+    """
     out = _Out()
-    out.body(draft.body, 1)
-    return _header(draft) + "".join(out.lines)
+    try:
+        out.body(draft.body, 1)
+    except RecursionError:
+        raise FormatError("the plan nests too deeply to format; bind inner values to names "
+                          "first") from None
+    return scrub_text(_header(draft) + "".join(out.lines))
 
 
 def format_statement(node: A.Node) -> str:
@@ -458,5 +472,8 @@ def format_statement(node: A.Node) -> str:
 def format_node_lines(node: A.Node, level: int = 0) -> list[str]:
     """The lines (each ending in ``\\n``) one statement occupies, indented ``level`` steps."""
     out = _Out()
-    _stmt(node, level, out)
-    return out.lines
+    try:
+        _stmt(node, level, out)
+    except RecursionError:
+        raise FormatError("the statement nests too deeply to format") from None
+    return [scrub_text(line) for line in out.lines]

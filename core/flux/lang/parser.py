@@ -18,14 +18,23 @@ import json
 import re
 from typing import Any, Optional, Union
 
-from flux.canonical import canonical_json, json_string
+from flux.canonical import canonical_json, json_string, scrub_text, scrub_value
 from flux.errors import FluxError
 
 from . import ast as A
 from .astjson import AstJsonError, node_from_json
 
 __all__ = ["ParseError", "parse", "parse_expression", "RESERVED", "STATEMENT_KEYWORDS",
-           "FORMULA_FUNCTIONS"]
+           "FORMULA_FUNCTIONS", "MAX_NESTING", "MAX_JSON_DEPTH"]
+
+#: How deeply blocks, templates, calls, parentheses and operator formulas may nest. Real plans stay
+#: far below it; the limit keeps every later recursive walk (formatter, AST JSON, hashes,
+#: interpreter) well inside Python's stack.
+MAX_NESTING = 64
+#: How deeply a JSON literal may nest: serde_json's own recursion limit, so flux reads the same.
+MAX_JSON_DEPTH = 128
+_U64_MAX = 2 ** 64 - 1
+_U32_MAX = 2 ** 32 - 1
 
 
 class ParseError(FluxError):
@@ -68,28 +77,38 @@ _UNARY_PREC = 6
 class _F:
     """An operator-formula tree node (only exists while parsing; becomes an ``Expr``)."""
 
-    __slots__ = ("op", "args")
+    __slots__ = ("op", "args", "height")
 
     def __init__(self, op: str, *args: Any):
         self.op, self.args = op, args
+        self.height = 1 + max((a.height for a in args if isinstance(a, _F)), default=0)
 
 
 def _json_number(text: str) -> Union[int, float]:
-    if "." in text or "e" in text or "E" in text:
-        return float(text)
-    v = int(text)
-    # serde_json keeps integers only within i64/u64; anything larger becomes an f64.
-    if -(2 ** 63) <= v < 2 ** 64:
-        return v
-    return float(text)
+    """A JSON number as serde_json reads it; ``ValueError`` when it does not fit an f64."""
+    if "." not in text and "e" not in text and "E" not in text and len(text) <= 21:
+        v = int(text)
+        # serde_json keeps integers only within i64/u64; anything larger becomes an f64.
+        if -(2 ** 63) <= v < 2 ** 64:
+            return v
+    f = float(text)
+    if f in (float("inf"), float("-inf")):
+        raise ValueError("number out of range")
+    return f
 
 
 class _Parser:
     def __init__(self, src: str):
-        self.src = src.replace("\r\n", "\n")
+        # Unpaired surrogates become U+FFFD (flux.canonical.scrub_text), as everywhere text is
+        # hashed or stored, so a parsed AST always hashes and formats.
+        self.src = scrub_text(src.replace("\r\n", "\n"))
         self.n = len(self.src)
         self.pos = 0
         self.depth = 0
+        #: open syntactic nesting levels (blocks, templates, calls, parentheses, unary operators)
+        self.nest = 0
+        #: open JSON containers in the literal being read
+        self.json_nest = 0
         #: formula text (stored without `$`) never uses call-argument puns
         self.no_puns = False
 
@@ -99,6 +118,16 @@ class _Parser:
         line = self.src.count("\n", 0, p) + 1
         col = p - (self.src.rfind("\n", 0, p) + 1) + 1
         return ParseError(line, col, what)
+
+    def enter(self, pos: Optional[int] = None) -> None:
+        """Open one nesting level; a clean error past :data:`MAX_NESTING`."""
+        self.nest += 1
+        if self.nest > MAX_NESTING:
+            raise self.error(f"nesting deeper than {MAX_NESTING} levels; bind inner values to "
+                             f"names first", pos)
+
+    def leave(self) -> None:
+        self.nest -= 1
 
     def _here(self) -> str:
         if self.pos >= self.n:
@@ -191,13 +220,16 @@ class _Parser:
             out.append(self.sym())
         return tuple(out)
 
-    def integer(self, what: str = "a whole number") -> int:
+    def integer(self, what: str = "a whole number", most: int = _U64_MAX) -> int:
         self.sp()
         m = _INT.match(self.src, self.pos)
         if not m:
             raise self.error(f"expected {what}, found {self._here()}")
+        digits = m.group(0)
+        if len(digits) > 20 or int(digits) > most:
+            raise self.error(f"{what} is too large (at most {most})")
         self.pos = m.end()
-        return int(m.group(0))
+        return int(digits)
 
     def duration(self) -> int:
         """``Nm``, ``Ns``, ``Nms`` or plain ``N`` (milliseconds)."""
@@ -209,6 +241,8 @@ class _Parser:
             if self.src.startswith(unit, self.pos):
                 end = self.pos + 1
                 if end >= self.n or not (self.src[end].isalnum() or self.src[end] == "_"):
+                    if v * mult > _U64_MAX:
+                        raise self.error("the duration is too long")
                     self.pos = end
                     return v * mult
         if self.pos < self.n and (self.src[self.pos].isalnum() or self.src[self.pos] == "_"):
@@ -245,7 +279,8 @@ class _Parser:
         except ValueError as exc:
             raise self.error(f"bad string literal: {exc.msg}", start) from None
         self.pos = i + 1
-        return value
+        # `\ud83d` escapes decode to unpaired surrogates: the one rule replaces them.
+        return scrub_text(value)
 
     def at_string(self) -> bool:
         self.sp()
@@ -260,6 +295,32 @@ class _Parser:
         ch = self.src[self.pos]
         if ch == '"':
             return self.string()
+        if ch in "{[":
+            self.json_nest += 1
+            if self.json_nest > MAX_JSON_DEPTH:
+                err = self.error(f"JSON nests deeper than {MAX_JSON_DEPTH} levels")
+                err.final = True  # not a reason to re-read the text as a template
+                raise err
+            try:
+                return self._json_container(ch)
+            finally:
+                self.json_nest -= 1
+        start = self.pos
+        m = _NUMBER.match(self.src, self.pos)
+        if m and m.end() > self.pos:
+            try:
+                value = _json_number(m.group(0))
+            except ValueError:
+                raise self.error("number out of range (it does not fit a 64-bit float)",
+                                 start) from None
+            self.pos = m.end()
+            return value
+        for word, value in (("true", True), ("false", False), ("null", None)):
+            if self.accept_word(word):
+                return value
+        raise self.error(f"expected a JSON value, found {self._here()}")
+
+    def _json_container(self, ch: str) -> Any:
         if ch == "{":
             self.pos += 1
             self.depth += 1
@@ -285,22 +346,17 @@ class _Parser:
                     break
             self.depth -= 1
             return items
-        m = _NUMBER.match(self.src, self.pos)
-        if m and m.end() > self.pos:
-            self.pos = m.end()
-            return _json_number(m.group(0))
-        for word, value in (("true", True), ("false", False), ("null", None)):
-            if self.accept_word(word):
-                return value
-        raise self.error(f"expected a JSON value, found {self._here()}")
+        raise AssertionError(ch)
 
     def try_json(self) -> tuple[bool, Any]:
         """Try a JSON value here; on failure restore the cursor (templates share ``{``/``[``)."""
-        save_pos, save_depth = self.pos, self.depth
+        save_pos, save_depth, save_json = self.pos, self.depth, self.json_nest
         try:
             v = self.json_value()
-        except ParseError:
-            self.pos, self.depth = save_pos, save_depth
+        except ParseError as exc:
+            if getattr(exc, "final", False):
+                raise
+            self.pos, self.depth, self.json_nest = save_pos, save_depth, save_json
             return False, None
         # A JSON value must not run on into template syntax (e.g. `[1, 2].x` is not a literal).
         return True, v
@@ -404,6 +460,9 @@ class _Parser:
             rstart = self.pos
             right = self._binary(prec + 1)
             left = _F(op, self._operand(left, start), self._operand(right, rstart))
+            if left.height + self.nest > MAX_NESTING:
+                raise self.error(f"formula nests deeper than {MAX_NESTING} levels; bind parts "
+                                 f"of it to names first", start)
             if prec == 3 and (nxt := self._peek_binop()) is not None and _BINOPS[nxt] == 3:
                 raise self.error("comparisons do not chain; add parentheses")
 
@@ -412,12 +471,18 @@ class _Parser:
         start = self.pos
         if self.src.startswith("!", self.pos) and not self.src.startswith("!=", self.pos):
             self.pos += 1
-            return _F("!", self._operand(self._unary(), start))
+            self.enter(start)
+            node = _F("!", self._operand(self._unary(), start))
+            self.leave()
+            return node
         if self.src.startswith("-", self.pos) and not self.src.startswith("->", self.pos):
             nxt = self.src[self.pos + 1:self.pos + 2]
             if not nxt.isdigit():
                 self.pos += 1
-                return _F("neg", self._operand(self._unary(), start))
+                self.enter(start)
+                node = _F("neg", self._operand(self._unary(), start))
+                self.leave()
+                return node
         return self._primary()
 
     def _primary(self) -> Union[A.Node, _F]:
@@ -437,11 +502,13 @@ class _Parser:
                 return A.Lit(value)
             return self._template()
         if ch == "(":
+            self.enter()
             self.pos += 1
             self.depth += 1
             inner = self._binary(1)
             self.expect(")")
             self.depth -= 1
+            self.leave()
             return inner
         if ch == "$":
             return self._postfix(A.Var(self.sym()))
@@ -453,9 +520,10 @@ class _Parser:
             self.pos = m.end()
             if opname == "fmt":
                 return self._fmt()
-            if opname == "parse":
-                return self._parse_node()
-            return A.Call(opname, self._call_args())
+            self.enter()
+            node = self._parse_node() if opname == "parse" else A.Call(opname, self._call_args())
+            self.leave()
+            return node
         word = self.ident()
         if word == "true":
             return A.Lit(True)
@@ -540,6 +608,13 @@ class _Parser:
 
     def _template(self) -> A.Node:
         """``{ key: expr, … }`` / ``[ expr, … ]`` value templates (non-JSON leaves allowed)."""
+        self.enter()
+        try:
+            return self._template_body()
+        finally:
+            self.leave()
+
+    def _template_body(self) -> A.Node:
         open_ch = self.src[self.pos]
         close = "}" if open_ch == "{" else "]"
         self.pos += 1
@@ -635,7 +710,13 @@ class _Parser:
         first = self.peek_line()
         if first is None or first[0] <= parent:
             return ()
-        bi = first[0]
+        self.enter(first[1])
+        try:
+            return self._block_at(parent, first[0])
+        finally:
+            self.leave()
+
+    def _block_at(self, parent: int, bi: int) -> tuple:
         out: list[A.Node] = []
         while True:
             pk = self.peek_line()
@@ -781,7 +862,7 @@ class _Parser:
         return A.Each(source, item, self.block(indent), collect, flat)
 
     def _st_repeat(self, indent: int) -> A.Node:
-        mx = self.integer("the repeat count")
+        mx = self.integer("the repeat count", _U32_MAX)
         until = None
         if self.accept(","):
             self.expect_word("until")
@@ -940,7 +1021,7 @@ class _Parser:
         return A.CapScope(tuple(tools), self.block(indent), bind)
 
     def _st_retry(self, indent: int) -> A.Node:
-        mx = self.integer("the retry count")
+        mx = self.integer("the retry count", _U32_MAX)
         backoff = delay = None
         while self.accept(","):
             if self.accept_word("backoff"):
@@ -1022,7 +1103,7 @@ class _Parser:
         self.expect(",")
         self.expect_word("max")
         self.expect(":")
-        mx = self.integer()
+        mx = self.integer("the throttle max", _U32_MAX)
         self.expect(",")
         self.expect_word("per")
         self.expect(":")
@@ -1166,16 +1247,38 @@ def _host_plan_fast(text: str) -> A.DraftAst | None:
     if '"""' in arg or (not sigil and name in RESERVED) or op in RESERVED or op == "fmt":
         return None
     try:
-        value = json.loads(arg, object_pairs_hook=_no_duplicate_keys, parse_constant=_reject_constant)
-    except ValueError:
+        value = json.loads(arg, object_pairs_hook=_no_duplicate_keys, parse_constant=_reject_constant,
+                           parse_int=_json_number, parse_float=_json_number)
+    except (ValueError, RecursionError):
         return None
-    if not isinstance(value, dict):
+    if not isinstance(value, dict) or (
+            arg.count("[") + arg.count("{") > MAX_JSON_DEPTH and
+            _json_depth_over(value, MAX_JSON_DEPTH)):
         return None
+    if "\\u" in arg:
+        # `\ud83d` escapes decode to unpaired surrogates: the one rule replaces them.
+        value = scrub_value(value)
     return A.DraftAst(None, (), None, (A.Bind(name, A.Call(op, (A.Lit(value),))),))
 
 
+def _json_depth_over(value: Any, limit: int) -> bool:
+    """Whether a decoded JSON value nests deeper than ``limit`` containers (iterative)."""
+    stack = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            v = list(v.values())
+        elif not isinstance(v, list):
+            continue
+        if d > limit:
+            return True
+        stack.extend((x, d + 1) for x in v if isinstance(x, (dict, list)))
+    return False
+
+
 def parse(text: str) -> A.DraftAst:
-    """Parse one flow. Raises :class:`ParseError` (``line N, col M: …``)."""
+    """Parse one flow. Raises :class:`ParseError` (``line N, col M: …``) and nothing else."""
+    text = scrub_text(text)
     fast = _host_plan_fast(text)
     if fast is not None:
         return fast
