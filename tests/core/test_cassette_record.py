@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from flux.canonical import canonical_json, sha256_hex
@@ -206,6 +206,7 @@ def test_truncate_utf8_properties(text, cap):
     max_leaves=12), secret=st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=8, max_size=16).filter(
         lambda s: s not in "[redacted]"))  # a secret inside the marker itself would "survive" as the marker
 def test_planted_secret_never_reaches_any_cell_field(value, secret):
+    assume(secret not in "[redacted]")  # the marker itself would "contain" such a secret
     inp = {"data": value, "planted": f"x {secret} y", "nested": [{"k": secret}]}
     ij = canonical_json(inp)
     sink = []
