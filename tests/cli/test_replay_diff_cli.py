@@ -93,7 +93,7 @@ def test_replay_divergence_exits_1(fixture_store):
     assert res.exit_code == 1
     lines = res.stdout.splitlines()
     assert lines[0] == "replayed 1 plan(s) · 0/1 recorded cell(s) served"
-    assert lines[1].startswith("  ✗ h:") and " — halted (reproduced): replay diverged: op `append` (input hash " in lines[1]
+    assert lines[1].startswith("  ✗ h:") and " — diverged: op `append` (input hash " in lines[1]
     assert res.stderr.splitlines()[-1].startswith("error: replay diverged from the recording: op `append` (input hash ")
     assert tree_digest(fixture_store) == before
 

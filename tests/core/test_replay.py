@@ -252,7 +252,7 @@ def test_halted_plan_and_revision_replay_exactly(tmp_path):
     k1, k2 = (flow_key(d.name, d.body) for d in (parse(PLAN_V1), parse(PLAN_V2)))
     assert rep.summary_lines() == [
         "replayed 2 plan(s) · 3/3 recorded cell(s) served",
-        f"  ✗ {k1} — halted (reproduced): disk full",
+        f"  ✓ {k1} — halted as recorded (reproduced): disk full",
         f"  ✓ {k2}",
     ]
     assert rep.faithful and rep.served == [0, 1, 2]

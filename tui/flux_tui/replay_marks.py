@@ -33,9 +33,10 @@ STMT_MARKS: dict[str, tuple[str, str]] = {
     "ok": ("✓", "bold green"),
     "halted": ("✓", "bold yellow"),  # halted as recorded (reproduced)
     "diverged": ("✗", "bold red"),
+    "tape end": ("⏸", "bold yellow"),  # the recording stops here: the turn was interrupted
     "not replayed": ("○", "dim"),
 }
-_RANK = {"ok": 0, "halted": 1, "diverged": 2}
+_RANK = {"ok": 0, "halted": 1, "tape end": 2, "diverged": 3}
 
 
 @dataclass
@@ -76,7 +77,9 @@ class ReplayMarks:
         status = self.stmt_status(flow_key, node)
         mark, style = STMT_MARKS[status]
         what = {"ok": "ran, every op served from tape", "halted": "halted as recorded (reproduced)",
-                "diverged": "diverged", "not replayed": "not reached by the replay"}[status]
+                "diverged": "diverged", "not replayed": "not reached by the replay",
+                "tape end": "the tape ends here — the turn was interrupted (resurrect it with `flux resurrect`)",
+                }[status]
         t = Text.assemble(("replay  ", "dim"), (f"{mark} {what}", style))
         err = self.stmt_errors.get((flow_key or "", node))
         if err and status in ("diverged", "halted"):
@@ -98,6 +101,9 @@ def marks_from_report(session_id: str, report, seconds: float = 0.0) -> ReplayMa
         else:
             status = "ok"
         key = (sr.plan, sr.node)
+        end = report.tape_end
+        if end is not None and status == "diverged" and (end.flow_key, end.node) == key:
+            status = "tape end"
         if _RANK[status] >= _RANK.get(m.stmts.get(key, "ok"), 0):
             m.stmts[key] = status
             if sr.error:
@@ -124,6 +130,9 @@ def divergence_target(report, detail) -> tuple[int, tuple] | None:
             turn = _turn_of_flow(detail, sr.plan)
             if turn is not None:
                 return turn, ("stmt", sr.plan, sr.node)
+    end = report.tape_end
+    if end is not None:
+        return end.turn, ("stmt", end.flow_key, end.node)
     un = report.unconsumed
     if un and not report.faithful and un[0] < len(detail.cells):
         ti = turn_index_of(detail.turns, detail.cells[un[0]].global_seq)
@@ -158,6 +167,9 @@ def render_report(marks: ReplayMarks) -> RenderableType:
     if rep.faithful:
         head = Text.assemble(("REPLAY ", "bold reverse green"), " ", ("faithful", "bold green"),
                              (f" · {marks.session_id} re-executed from tape, no model call, no side effect", "dim"))
+        if rep.tape_end is not None:
+            head = Text.assemble(("REPLAY ", "bold reverse green"), " ", ("✓ reproduced up to the interruption", "bold green"),
+                                 (f" · {marks.session_id} re-executed from tape, no model call, no side effect", "dim"))
     else:
         head = Text.assemble(("REPLAY ", "bold reverse red"), " ", ("not faithful", "bold red"),
                              (f" · {marks.session_id}", "dim"))
@@ -165,6 +177,8 @@ def render_report(marks: ReplayMarks) -> RenderableType:
     served = Text(f"replayed {len(rep.plans)} plan(s) · {rep.cells_consumed}/{rep.cells_total} recorded cell(s) served",
                   style="bold")
     parts.append(served)
+    if rep.tape_end is not None:
+        parts.append(Text.assemble(("⏸ ", "bold yellow"), (rep.tape_end.message(), "yellow")))
     if rep.diverged:
         parts.append(Text.assemble(("✗ diverged: ", "bold red"), (rep.diverged, "red")))
     elif not rep.faithful and rep.unfaithful_reason:
@@ -180,13 +194,18 @@ def render_report(marks: ReplayMarks) -> RenderableType:
     plans.add_column(overflow="fold")
     limit = 200
     for p in rep.plans[:limit]:
-        if p.halted is None:
-            plans.add_row(Text("✓", style="bold green"), Text(p.flow_key))
-        elif rep.diverged and p.halted.startswith("replay diverged"):
-            plans.add_row(Text("✗", style="bold red"), Text.assemble(p.flow_key, (" — diverged", "red")))
-        else:
-            plans.add_row(Text("✗", style="bold yellow"),
-                          Text.assemble(p.flow_key, (f" — halted (reproduced): {p.halted}", "yellow")))
+        # The CLI's wording (ReplayReport.plan_line), coloured: ✓ ran / ✓ halted as recorded /
+        # ⏸ the tape ends (interrupted turn) / ✗ diverged.
+        line = rep.plan_line(p)
+        mark, rest = line[0], line[2:]
+        style = {"✓": "bold green", "⏸": "bold yellow", "✗": "bold red"}.get(mark, "")
+        if p.halted is not None and mark == "✓":
+            style = "bold yellow"
+        key, _, tail = rest.partition(" — ")
+        if mark == "✗":
+            tail = "diverged"  # the divergence itself is spelled out once, above
+        plans.add_row(Text(mark, style=style),
+                      Text.assemble(key, (f" — {tail}" if tail else "", "red" if mark == "✗" else "yellow")))
     parts.append(Text(""))
     parts.append(Text("plans", style="dim bold"))
     parts.append(plans)

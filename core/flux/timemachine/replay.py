@@ -51,7 +51,7 @@ from ..store.events import Run, decode_run
 from ..store.store import StoreReader, StoreWriter
 
 __all__ = [
-    "ReplayReport", "ReplayedPlan", "StatementResult", "ChildReplay", "ReplayTree", "replay_session",
+    "ReplayReport", "ReplayedPlan", "StatementResult", "TapeEnd", "ChildReplay", "ReplayTree", "replay_session",
     "replay_detail", "replay_tree", "plans_by_key",
 ]
 
@@ -96,6 +96,25 @@ class StatementResult:
         return tuple(r.index for r in self.requests if r.status == "served" and r.index is not None)
 
 
+@dataclass(frozen=True, slots=True)
+class TapeEnd:
+    """The replay ran off the end of the tape inside a turn that never ended (killed mid-plan): every
+    recorded cell was served and the next op has none because the recording stops there. That is
+    not a divergence — the run was interrupted at statement ``node``; ``flux resurrect`` finishes it."""
+
+    turn: int  # 1-based turn number of the interrupted turn
+    flow_key: str
+    node: int  # the statement the tape ends at (0-based, as the timeline numbers them)
+    op: str  # the op that found no recorded cell
+
+    def message(self) -> str:
+        return (f"tape ends at statement {self.node} — turn {self.turn} interrupted "
+                f"(resurrect it with `flux resurrect`)")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"flow_key": self.flow_key, "node": self.node, "op": self.op, "turn": self.turn}
+
+
 @dataclass
 class ReplayReport:
     session: str
@@ -112,6 +131,7 @@ class ReplayReport:
     scratch_session: str | None = None  # id in scratch_dir, when one was given
     redacted_standins: int = 0  # executions replayed from their redacted stored plan (see _redacted_standins)
     turn: int | None = None
+    tape_end: TapeEnd | None = None  # the recording stops mid-turn (interrupted), not a divergence
 
     @property
     def unconsumed(self) -> list[int]:
@@ -131,8 +151,9 @@ class ReplayReport:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        """flux's ``--json`` object (without ``sub_agents``, which the CLI adds)."""
-        return {
+        """flux's ``--json`` object (without ``sub_agents``, which the CLI adds), plus ``tape_end``
+        (where an interrupted recording stops, present only then) beyond flux."""
+        out = {
             "cells_consumed": self.cells_consumed,
             "cells_total": self.cells_total,
             "diverged": self.diverged,
@@ -140,15 +161,25 @@ class ReplayReport:
             "plans": [p.to_json() for p in self.plans],
             "session": self.session,
         }
+        if self.tape_end is not None:  # only then: otherwise byte for byte flux's object
+            out["tape_end"] = self.tape_end.to_json()
+        return out
+
+    def plan_line(self, p: ReplayedPlan) -> str:
+        """One plan's line: ✓ ran, ✓ halted as recorded (a reproduced halt is a faithful replay),
+        ⏸ the tape ends there (interrupted turn), ✗ diverged."""
+        if p.halted is None:
+            return f"✓ {p.flow_key}"
+        if p.halt_kind == "tape_end":
+            return f"⏸ {p.flow_key} — {p.halted}"
+        if self.diverged is not None and p.halted.startswith("replay diverged"):
+            return f"✗ {p.flow_key} — diverged: {p.halted.removeprefix('replay diverged: ')}"
+        return f"✓ {p.flow_key} — halted as recorded (reproduced): {p.halted}"
 
     def summary_lines(self) -> list[str]:
-        """The stdout lines of ``flux replay`` (§6)."""
+        """The stdout lines of ``flux replay`` (§6; a reproduced halt is ✓, not flux's ✗)."""
         out = [f"replayed {len(self.plans)} plan(s) · {self.cells_consumed}/{self.cells_total} recorded cell(s) served"]
-        for p in self.plans:
-            if p.halted is not None:
-                out.append(f"  ✗ {p.flow_key} — halted (reproduced): {p.halted}")
-            else:
-                out.append(f"  ✓ {p.flow_key}")
+        out.extend(f"  {self.plan_line(p)}" for p in self.plans)
         return out
 
 
@@ -363,6 +394,12 @@ def replay_detail(detail: SessionDetail, *, turn: int | None = None, catalog: Op
 
     report.cells_consumed = tape.consumed
     report.diverged = tape.diverged
+    end = _tape_end(detail, tape, report)
+    if end is not None:
+        report.tape_end = end
+        report.diverged = None
+        last = report.plans[-1]
+        report.plans[-1] = ReplayedPlan(last.flow_key, end.message(), "tape_end", last.node)
     report.served = list(tape.served)
     status = ["unconsumed"] * tape.total
     for r in tape.log:
@@ -375,6 +412,24 @@ def replay_detail(detail: SessionDetail, *, turn: int | None = None, catalog: Op
     report.statement_results = sink.results
     report.scratch_events = sink.events
     return report
+
+
+def _tape_end(detail: SessionDetail, tape: ReplayTape, report: ReplayReport) -> TapeEnd | None:
+    """A "divergence" that is only the end of an interrupted recording: the one failed request is
+    the last one, a miss after every recorded cell was served, in a plan of the newest turn, which
+    never ended."""
+    if tape.diverged is None or not tape.log or not report.plans or not detail.turns:
+        return None
+    last_req = tape.log[-1]
+    if last_req.status != "miss" or any(r.status != "served" for r in tape.log[:-1]):
+        return None
+    if tape.consumed != tape.total:
+        return None
+    turn = detail.turns[-1]
+    plan = report.plans[-1]
+    if turn.ended or plan.halted is None or plan.node is None or plan.flow_key not in _turn_keys(detail, turn.number):
+        return None
+    return TapeEnd(turn.number, plan.flow_key, plan.node, last_req.op)
 
 
 def replay_session(reader: StoreReader, session_ref: str | None, turn: int | None = None, *,

@@ -448,7 +448,9 @@ class SessionScreen(Screen):
                 right.append(f"replaying {done}/{total}…" if total else "replaying…", style="bold cyan")
             elif self.replay is not None:
                 right.append(" · ")
-                if self.replay.faithful:
+                if self.replay.faithful and self.replay.report.tape_end is not None:
+                    right.append(" REPLAY ✓ reproduced · ⏸ tape ends ", style="bold reverse green")
+                elif self.replay.faithful:
                     right.append(" REPLAY ✓ faithful ", style="bold reverse green")
                 else:
                     right.append(" REPLAY ✗ " + ("diverged " if self.replay.report.diverged else "not faithful "),
@@ -460,7 +462,8 @@ class SessionScreen(Screen):
             return
         title = f"Plan & cells · turn {self.turn.number}"
         if self.replay is not None:
-            title += " · replay: ✓ served  ✗ diverged  ○ unconsumed"
+            ends = self.replay.report.tape_end is not None
+            title += " · replay: ✓ served  " + ("⏸ tape ends" if ends else "✗ diverged") + "  ○ unconsumed"
         self.timeline_view.border_title = title
 
     # -- actions --------------------------------------------------------------------------------
