@@ -20,6 +20,8 @@ from textual.app import App
 from textual.binding import Binding
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from flux import __version__
+from flux.cli.common import OneLineErrors
 from flux.errors import FluxError, StoreError
 from flux.model.listing import SessionSummary
 from flux.model.pricing import PriceTable, load_price_table
@@ -79,6 +81,13 @@ class FluxApp(App):
         self.summaries: dict[str, SessionSummary] = {}
         self.last_diffed: str | None = None  # the diff prompt's fallback default
         self.theme = "nord"
+
+    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """Every toast is literal text: messages carry store paths, session ids and recorded errors,
+        which must never be read as markup (``[n]`` vanished, ``[/]`` raised). Screens' ``notify``
+        lands here too."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
     # -- time -----------------------------------------------------------------------------------
 
@@ -206,8 +215,13 @@ def _demo_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flux-tui" / "demo"
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--store", "store", type=click.Path(file_okay=False, path_type=Path), default=None,
+class _Command(OneLineErrors, click.Command):
+    """``flux-tui``'s usage errors follow the ``flux`` contract: one ``error: …`` line, exit 1."""
+
+
+@click.command(cls=_Command, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="flux-tui")
+@click.option("--store", "store", type=click.Path(path_type=Path), default=None,
               help="Store directory (holds events.db). Default: $FLUX_STORE_DIR or ~/.flux.")
 @click.option("--demo", is_flag=True, help="Build a fresh demo store (~/.cache/flux-tui/demo) and open it.")
 @click.option("--prices", "prices", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -238,6 +252,20 @@ def main(store: Path | None, demo: bool, prices: Path | None, session: str | Non
             sys.exit(1)
     app = FluxApp(store, prices, session=session, keymap=keymap)
     app.run()
+    sys.exit(exit_code(app))
+
+
+def exit_code(app: FluxApp) -> int:
+    """The process exit code once the app has quit: Textual's own code when it crashed (never 0 for
+    a traceback), else 1 with the reason on stderr when the store could never be opened (the notice
+    said so in the app; scripts see it too), else 0."""
+    code = app.return_code
+    if code:
+        return code
+    if app.reader is None and app.open_error is not None:
+        click.echo(f"error: {app.mask_path(app.open_error)}", err=True)
+        return 1
+    return 0
 
 
 def load_keymap(path: Path) -> dict[str, str]:

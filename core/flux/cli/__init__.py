@@ -11,6 +11,7 @@ import importlib
 import click
 
 from .. import __version__
+from .common import OneLineErrors
 
 # verb -> module that registers it on `main`
 _VERBS = {
@@ -21,7 +22,7 @@ _VERBS = {
 }
 
 
-class _LazyGroup(click.Group):
+class _LazyGroup(OneLineErrors, click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(_VERBS))
 

@@ -13,7 +13,10 @@ import click
 from ..errors import FluxError
 from ..store.store import StoreReader, default_store_dir
 
-__all__ = ["store_option", "open_reader", "fail", "json_out", "handle_errors", "resolve_store_dir"]
+__all__ = [
+    "store_option", "open_reader", "fail", "json_out", "handle_errors", "resolve_store_dir", "OneLineErrors",
+    "usage_error_line",
+]
 
 store_option = click.option(
     "--store", "store", type=click.Path(file_okay=True, dir_okay=True, path_type=Path), envvar="FLUX_STORE_DIR",
@@ -53,3 +56,35 @@ def handle_errors(fn: Callable) -> Callable:
             fail(f"{e.strerror or e}: {getattr(e, 'filename', '') or ''}".rstrip(": "))
 
     return wrapper
+
+
+def usage_error_line(e: click.ClickException) -> str:
+    """A click error as the one contract every verb keeps: ``error: <reason> (see `<cmd> --help`)``."""
+    msg = " ".join(e.format_message().split()).rstrip(".")
+    msg = msg[:1].lower() + msg[1:]
+    ctx = getattr(e, "ctx", None)
+    if isinstance(e, click.UsageError) and ctx is not None:
+        msg += f" (see `{ctx.command_path} --help`)"
+    return f"error: {msg}"
+
+
+class OneLineErrors:
+    """Mixin for a click command or group: usage errors (missing argument, bad option value, unknown
+    command) print the same one line as every other error, ``error: …``, and exit 1 — never click's
+    multi-line ``Usage: … Error: …`` with exit 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: D102
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.NoArgsIsHelpError as e:
+            click.echo(e.ctx.get_help())  # a bare group (`flux`, `flux flow`): its help, not an error
+            sys.exit(0)
+        except click.ClickException as e:
+            click.echo(usage_error_line(e), err=True)
+            sys.exit(1)
+        except click.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)

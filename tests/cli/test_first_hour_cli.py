@@ -1,0 +1,123 @@
+"""Issue 11 (a new user's first hour), the CLI side: one usage-error contract for every verb,
+``flux-tui --version`` / bad stores, and replaying an interrupted session."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from flux.cli import main
+from flux.demo import build_demo_store
+
+NOW = 1_764_000_000_000
+
+
+def run(*args, env=None):
+    return CliRunner().invoke(main, list(args), env=env or {}, prog_name="flux")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> Path:
+    return build_demo_store(tmp_path_factory.mktemp("demo") / "store", now_ms=NOW)
+
+
+# -- item 12: usage errors are `error: …` + exit 1, for every verb ------------------------------
+
+# (argv, what the one line must say). Every verb, and the group itself.
+USAGE_ERRORS = [
+    (["nosuch"], "no such command 'nosuch'"),
+    (["--bogus"], "no such option '--bogus'"),
+    (["sessions", "--limit", "0"], "invalid value for '--limit'"),
+    (["sessions", "--limit", "x"], "invalid value for '--limit'"),
+    (["sessions", "--bogus"], "no such option '--bogus'"),
+    (["show", "--turn", "0"], "invalid value for '--turn'"),
+    (["show", "a", "b"], "got unexpected extra argument (b)"),
+    (["replay", "--turn", "x"], "invalid value for '--turn'"),
+    (["replay", "--bogus"], "no such option '--bogus'"),
+    (["diff"], "missing argument 'A'"),
+    (["diff", "s_1"], "missing argument 'B'"),
+    (["run"], "missing argument 'PROMPT...'"),
+    (["run", "hi", "--max-iter", "0"], "invalid value for '--max-iter'"),
+    (["flow", "run"], "missing argument 'FILE'"),
+    (["flow", "nosuch"], "no such command 'nosuch'"),
+    (["demo", "--bogus"], "no such option '--bogus'"),
+]
+
+
+@pytest.mark.parametrize("argv, says", USAGE_ERRORS, ids=[" ".join(a) for a, _ in USAGE_ERRORS])
+def test_every_usage_error_is_one_error_line_exit_1(argv, says, tmp_path):
+    res = run(*argv)
+    assert res.exit_code == 1, (res.exit_code, res.output)
+    assert res.stdout == ""
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith(f"error: {says}"), lines[0]
+    assert "--help`)" in lines[0]  # says where to read more
+    assert "Usage:" not in res.stderr and "Error:" not in res.stderr
+
+
+@pytest.mark.parametrize("argv", [[], ["flow"]])
+def test_a_bare_group_prints_its_help_exit_0(argv):
+    res = run(*argv)
+    assert res.exit_code == 0 and res.stdout.startswith("Usage: flux") and res.stderr == ""
+
+
+def test_help_and_version_still_exit_0():
+    assert run("--version").exit_code == 0
+    res = run("sessions", "--help")
+    assert res.exit_code == 0 and "--limit" in res.stdout
+
+
+def test_flux_tui_usage_errors_and_version():
+    from flux import __version__
+    from flux_tui.app import main as tui_main
+
+    res = CliRunner().invoke(tui_main, ["--version"], prog_name="flux-tui")
+    assert res.exit_code == 0 and res.stdout.strip() == f"flux-tui, version {__version__}"
+    res = CliRunner().invoke(tui_main, ["--bogus"], prog_name="flux-tui")
+    assert res.exit_code == 1 and res.stderr.strip() == "error: no such option '--bogus' (see `flux-tui --help`)"
+
+
+def test_docs_state_the_usage_error_contract():
+    text = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
+    assert "Usage errors" in text and "exit 1" in text
+
+
+# -- item 2: replaying an interrupted session is not a divergence --------------------------------
+
+
+def _interrupted(store: Path) -> list[str]:
+    rows = json.loads(run("sessions", "--store", str(store), "--json").stdout)["sessions"]
+    return [r["id"] for r in rows if r.get("interrupted")]
+
+
+def test_replaying_an_interrupted_session_says_the_tape_ends_exit_0(demo):
+    ids = _interrupted(demo)
+    assert ids, "the demo store has interrupted sessions"
+    for sid in ids:
+        res = run("replay", sid, "--store", str(demo))
+        assert res.exit_code == 0, (sid, res.output)
+        assert "diverged" not in res.output
+        last = res.stdout.splitlines()[-1]
+        assert last.startswith("  ⏸ ") and "— tape ends at statement " in last, last
+        assert "interrupted (resurrect it with `flux resurrect`)" in last
+        data = json.loads(run("replay", sid, "--store", str(demo), "--json").stdout)
+        assert data["diverged"] is None
+        assert set(data["tape_end"]) == {"flow_key", "node", "op", "turn"}
+
+
+def test_a_reproduced_halt_is_a_check_mark(demo):
+    # The demo's denied-call session halts live; replay reproduces that halt: ✓, not ✗, exit 0.
+    rows = json.loads(run("sessions", "--store", str(demo), "--json").stdout)["sessions"]
+    seen = False
+    for r in rows:
+        res = run("replay", r["id"], "--store", str(demo))
+        for line in res.stdout.splitlines():
+            if "halted as recorded (reproduced)" in line:
+                seen = True
+                assert line.startswith("  ✓ ") and res.exit_code == 0, res.output
+        assert "✗" not in res.stdout or "diverged" in res.stdout
+    assert seen
