@@ -11,8 +11,9 @@ from functools import partial
 
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.content import Content
 
-__all__ = ["FluxCommands", "screen_commands"]
+__all__ = ["FluxCommands", "screen_commands", "literal", "highlighted"]
 
 _SKIP_ACTIONS = {"command_palette"}
 
@@ -52,6 +53,24 @@ def screen_commands(screen) -> list[tuple[str, str, object, str]]:
     return out
 
 
+def literal(text: str) -> Content:
+    """Text shown exactly as it is: key hints like ``[n]`` or ``[[]`` and any user text are never
+    read as markup (the palette parses a plain ``str`` as markup, which ate ``[n]`` and garbled
+    ``[[]``/``[]]``)."""
+    return Content(text)
+
+
+def highlighted(matcher, title: str) -> Content:
+    """``title`` as literal content with the fuzzy match styled (Matcher.highlight parses markup)."""
+    content = literal(title)
+    score, offsets = matcher.fuzzy_search.match(matcher.query, title)
+    if score:
+        for offset in offsets:
+            if not title[offset].isspace():
+                content = content.stylize(matcher.match_style, offset, offset + 1)
+    return content
+
+
 class FluxCommands(Provider):
     """The current screen's actions."""
 
@@ -61,11 +80,11 @@ class FluxCommands(Provider):
 
     async def discover(self) -> Hits:
         for title, help_text, callback in self._commands():
-            yield DiscoveryHit(title, callback, help=help_text)
+            yield DiscoveryHit(literal(title), callback, text=title, help=literal(help_text))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for title, help_text, callback in self._commands():
             score = matcher.match(title)
             if score > 0:
-                yield Hit(score, matcher.highlight(title), callback, help=help_text)
+                yield Hit(score, highlighted(matcher, title), callback, text=title, help=literal(help_text))

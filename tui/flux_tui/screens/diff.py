@@ -333,8 +333,9 @@ class DiffDetailScreen(Screen):
         if row.kind == "plan" and row.b_stmt is None:
             tb = Text("∅ B has no statement at this position", style="dim italic")
         pa, pb = self.query_one("#payload-a", Panel), self.query_one("#payload-b", Panel)
-        pa.border_title = f"A · {d.a} · {what}" + (" · JSON" if is_json else "")
-        pb.border_title = f"B · {d.b} · {what}" + (" · JSON" if is_json else "")
+        # Text, not str: a border title given as str is parsed as markup (ids come from the store).
+        pa.border_title = Text(f"A · {d.a} · {what}" + (" · JSON" if is_json else ""))
+        pb.border_title = Text(f"B · {d.b} · {what}" + (" · JSON" if is_json else ""))
         pa.show(ta)
         pb.show(tb)
         pd = payload_diff(d, row)

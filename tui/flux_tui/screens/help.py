@@ -58,8 +58,11 @@ def _bindings_table(screen: Screen) -> Table:
         keys, b, active = rows[ident]
         desc = b.description or b.action
         style = "" if active.enabled else "dim strike"
-        t.add_row(" ".join(dict.fromkeys(keys)), Text(desc, style=style), b.tooltip or active.tooltip or "", b.id or "")
-    t.add_row("ctrl+p", "Commands", "Command palette: every action on this screen by name", "app.palette")
+        # Text cells, never str: Rich reads a str cell as markup, and key hints like "[" or "[n]" are not.
+        t.add_row(Text(" ".join(dict.fromkeys(keys))), Text(desc, style=style), Text(b.tooltip or active.tooltip or ""),
+                  Text(b.id or ""))
+    t.add_row(Text("ctrl+p"), Text("Commands"), Text("Command palette: every action on this screen by name"),
+              Text("app.palette"))
     return t
 
 
@@ -97,7 +100,7 @@ class HelpScreen(ModalScreen[None]):
                 yield Static(self._body, id="help-body")
 
     def on_mount(self) -> None:
-        self.query_one("#help-box").border_title = f"Help · {self._title}"
+        self.query_one("#help-box").border_title = Text(f"Help · {self._title}")
         self.query_one("#help-box").border_subtitle = "Esc closes"
         self.query_one("#help-scroll").focus()
 

@@ -71,7 +71,10 @@ class RenderedView(ScrollView, can_focus=True):
         lines = console.render_lines(renderable, options, pad=False, new_lines=False)
         base: Style = self.rich_style
         # Styled and padded once here: render_line hands out these strips as they are.
-        self._lines = [Strip(list(Segment.apply_style(Segment.adjust_line_length(line, width, base), base)), width)
+        # Every segment gets a Style (never None): the NO_COLOR monochrome filter reads style.color.
+        null = Style.null()
+        self._lines = [Strip([Segment(t, s or null, c) for t, s, c in
+                              Segment.apply_style(Segment.adjust_line_length(line, width, base), base)], width)
                        for line in lines]
         self._base = base
         self._rendered_width = width

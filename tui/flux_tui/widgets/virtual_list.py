@@ -17,6 +17,7 @@ from itertools import accumulate
 from typing import Any, Callable, Generic, Hashable, Sequence, TypeVar
 
 from rich.console import Console
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
@@ -43,8 +44,11 @@ def text_to_strip(text: Text, width: int, console: Console, style: Style | None 
     if style is not None:
         text.style = style
     text.truncate(width, overflow="ellipsis", pad=True)
-    segments = list(text.render(console, end=""))
-    return Strip(segments, width).crop_extend(0, width, style)
+    # Every segment carries a Style (never None): Textual's NO_COLOR (monochrome) filter reads
+    # ``segment.style.color`` and a None style crashed the app under NO_COLOR=1.
+    null = Style.null()
+    segments = [Segment(t, s or null, c) for t, s, c in text.render(console, end="")]
+    return Strip(segments, width).crop_extend(0, width, style or null)
 
 
 class VirtualList(ScrollView, Generic[T], can_focus=True):
