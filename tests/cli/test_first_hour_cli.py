@@ -59,6 +59,36 @@ def test_every_usage_error_is_one_error_line_exit_1(argv, says, tmp_path):
     assert "Usage:" not in res.stderr and "Error:" not in res.stderr
 
 
+def _leaf_verbs() -> list[list[str]]:
+    """Every verb path (``sessions``, ``flow run``, …), read from the group: new verbs are covered too."""
+    import click
+
+    ctx = click.Context(main, info_name="flux")
+    out = []
+
+    def walk(group, path):
+        for name in group.list_commands(ctx):
+            cmd = group.get_command(ctx, name)
+            if isinstance(cmd, click.Group):
+                walk(cmd, path + [name])
+            elif cmd is not None:
+                out.append(path + [name])
+
+    walk(main, [])
+    return out
+
+
+def test_every_verb_keeps_the_contract_for_an_unknown_option():
+    verbs = _leaf_verbs()
+    assert {"sessions", "show", "replay", "diff", "run", "demo"} <= {v[-1] for v in verbs}
+    for verb in verbs:
+        res = run(*verb, "--no-such-option")
+        assert res.exit_code == 1, (verb, res.output)
+        line = res.stderr.strip()
+        assert "\n" not in line and line.startswith("error: no such option '--no-such-option'"), (verb, line)
+        assert line.endswith(f"(see `flux {' '.join(verb)} --help`)"), (verb, line)
+
+
 @pytest.mark.parametrize("argv", [[], ["flow"]])
 def test_a_bare_group_prints_its_help_exit_0(argv):
     res = run(*argv)
