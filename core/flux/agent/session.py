@@ -92,7 +92,12 @@ class Session:
         from ..timemachine.resurrect import resurrect_session
 
         hook = self.client.on_resurrect
-        report = resurrect_session(self.client, self.id, on_plan=(lambda p: hook("plan", p)) if hook else None)
+        try:
+            report = resurrect_session(self.client, self.id, on_plan=(lambda p: hook("plan", p)) if hook else None)
+        except FluxError as e:  # e.g. "needs manual recovery": said, and the new turn still runs
+            if hook is not None:
+                hook("error", e)
+            return None
         if report is not None:
             if hook is not None:
                 hook("report", report)
@@ -139,9 +144,11 @@ class Session:
                                                    message=message, risk=risk)).allowed
 
         with self._turn():
+            report = self._resurrect_on_open() if self.client.auto_resurrect else None
             runner = TurnRunner(self.client._turn_config(self.id, on_event))
             out, new_msgs = runner.run_flow(draft, confirm)
             self.history.extend(new_msgs)
+            out.resurrected = report
             return out
 
     def run_flow_sync(self, flow: str | A.DraftAst, **kw: Any) -> TurnOutput:

@@ -16,7 +16,8 @@ from .common import OneLineErrors
 # verb -> module that registers it on `main`
 _VERBS = {
     "sessions": "browse", "show": "browse", "demo": "browse",
-    "replay": "timemachine", "diff": "timemachine",
+    "replay": "timemachine", "diff": "timemachine", "fork": "timemachine", "resurrect": "timemachine",
+    "what-if": "timemachine", "sweep": "timemachine",
     "run": "agent", "flow": "agent",
     "record": "testkit", "test": "testkit", "export": "testkit", "golden": "testkit",
 }

@@ -112,6 +112,27 @@ def _approval(yes: bool, policy: Optional[Path], interactive: bool) -> dict:
     return {}
 
 
+def _resurrect_kw(quiet: bool) -> dict:
+    """Auto-resurrect on open (§4.7): on unless ``FLUX_AUTO_RESURRECT=0``; the stderr lines are flux's."""
+    import os
+
+    def hook(kind: str, x: Any) -> None:
+        if quiet:
+            return
+        if kind == "plan":
+            from ..timemachine.resurrect import resurrect_lines
+
+            click.echo(click.style(resurrect_lines(x), dim=True), err=True)
+        elif kind == "report":
+            click.echo(click.style(x.summary_line(), dim=True), err=True)
+            if x.diverged:
+                click.echo(click.style(f"resurrect diverged: {x.diverged}", fg="red"), err=True)
+        else:
+            click.echo(click.style(f"resurrect: {x}", fg="red"), err=True)
+
+    return {"auto_resurrect": os.environ.get("FLUX_AUTO_RESURRECT") != "0", "on_resurrect": hook}
+
+
 def _open_session(client: Any, session: Optional[str], cont: bool):
     if session and cont:
         raise FluxError("pass either --session S or --continue, not both")
@@ -165,7 +186,7 @@ def run_cmd(prompt: tuple[str, ...], model: Optional[str], base_url: Optional[st
     renderer = _Renderer(quiet=as_json)
     client = Client(model or "mock", store=store_dir, workspace=workspace or Path.cwd(), base_url=base_url,
                     max_iter=max_iter, instructions=instructions or DEFAULT_INSTRUCTIONS,
-                    model_cassette=model_cassette, on_event=renderer, **kw)
+                    model_cassette=model_cassette, on_event=renderer, **_resurrect_kw(as_json), **kw)
     try:
         sess = _open_session(client, session, cont)
         if not as_json:
@@ -228,7 +249,8 @@ def flow_run(file: Path, model: str, workspace: Optional[Path], session: Optiona
     kw = _approval(yes, policy, interactive)
     store_dir = resolve_store_dir(store)
     renderer = _Renderer(quiet=as_json)
-    client = Client(NullProvider(model=model), model=model, store=store_dir, workspace=workspace or Path.cwd(), **kw)
+    client = Client(NullProvider(model=model), model=model, store=store_dir, workspace=workspace or Path.cwd(),
+                    **_resurrect_kw(as_json), **kw)
     try:
         sess = _open_session(client, session, cont)
         if not as_json:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from ..canonical import canonical_json
 from ..cassette.replay import unconsumed_message
 from ..lang.catalog import OpCatalog, OpSpec
 from ..store.store import StoreReader
@@ -146,3 +147,235 @@ def _grouped(d):
     if i < len(lines):
         out.append((lines[i:], None))
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The write side: fork, resurrect, what-if, sweep (spec §4.5, §4.7, §4.8)
+#
+# Exit status: 0 done; 1 a bad argument, a refused gate, a halted tail / resurrect, a diverged
+# prefix (nothing written in the first two cases); 130 cancelled with Ctrl-C.
+
+
+def _live_options(fn):
+    for deco in reversed([
+        click.option("--workspace", type=click.Path(file_okay=False, path_type=Path), default=None,
+                     help="Directory live ops are confined to (default: the current directory)."),
+        click.option("--yes", "-y", "yes", is_flag=True, help="Approve every live op (the side-effect gate)."),
+        click.option("--policy", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     help="Policy file (TOML/JSON) deciding each live op; also passes the gate."),
+        click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text."),
+        common.store_option,
+    ]):
+        fn = deco(fn)
+    return fn
+
+
+def _workspace(workspace: Path | None) -> Path:
+    ws = (workspace or Path.cwd()).expanduser().resolve()
+    if not ws.is_dir():
+        common.fail(f"workspace {ws} is not a directory — pass --workspace DIR")
+    return ws
+
+
+def _toolbox_catalog(ws: Path):
+    from ..agent.builtin_ops import coding_ops
+    from ..agent.ops import Toolbox
+
+    return Toolbox.of(coding_ops(ws)).catalog()
+
+
+def _approval_kw(yes: bool, policy: Path | None) -> dict:
+    from .agent import _approval
+
+    return _approval(yes, policy, sys.stdin.isatty())
+
+
+def _gate(preview, yes: bool, policy: Path | None, as_json: bool, what: str) -> None:
+    """The side-effect gate on the CLI: offline passes; live needs --yes / --policy or a TTY confirm."""
+    if policy is not None:
+        from ..agent.approver import load_policy
+
+        preview = preview.with_policy(load_policy(policy))
+    if not as_json:
+        for line in preview.lines():
+            click.echo(_dim(line), err=True)
+    if preview.offline or yes or policy is not None:
+        return
+    if sys.stdin.isatty() and not as_json:
+        if click.confirm(f"{what} runs live — go ahead?", default=False, err=True):
+            return
+        common.fail(f"{what} cancelled at the side-effect gate — nothing was written")
+    eff = ", ".join(f"{o.op} ({o.effect})" for o in preview.ops[:4])
+    if preview.model:
+        eff = (eff + ", " if eff else "") + f"model {preview.model}"
+    common.fail(f"{what} would run live ({eff}) — pass --yes or --policy FILE to allow it; nothing was written")
+
+
+def _writable(factory, store_dir: Path):
+    """Open the writing client; a store the filesystem will not let us write is one line."""
+    import os
+
+    from ..errors import StoreError
+
+    if not os.access(store_dir, os.W_OK) or _read_only_fs(store_dir):
+        common.fail(f"the store {store_dir} is read-only — this verb writes a session into it; "
+                    "copy the store somewhere writable and pass --store")
+    try:
+        return factory()
+    except StoreError as e:
+        common.fail(f"cannot write to the store {store_dir}: {e}")
+
+
+def _read_only_fs(path: Path) -> bool:
+    import os
+
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
+
+
+def _offline_client(store_dir: Path, ws: Path, model: str, **kw):
+    from ..agent.client import Client
+    from ..agent.providers.null import NullProvider
+
+    return Client(NullProvider(model=model), model=model, store=store_dir, workspace=ws, **kw)
+
+
+@main.command("fork")
+@click.argument("session")
+@click.option("--at", "at", type=int, required=True, help="Statement position to fork at (0-based; see docs/cli.md).")
+@click.option("--turn", type=int, default=None, help="Count --at inside turn T (1-based) instead of the whole session.")
+@click.option("--inject", "inject", default=None, help="Mode A: the JSON value the `bind` at --at takes instead.")
+@click.option("--edit", "edit", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Mode C: a Flux-Lang file replacing the plan from --at on (analysed before anything is written).")
+@click.option("--replan", is_flag=True, help="Mode B (default): a live agent turn continues from the fork point.")
+@click.option("--prompt", default=None, help="The re-plan instruction (default: flux's \"Continue from the current forked state…\").")
+@click.option("-m", "--model", default=None, help="Model of the re-plan (default: the session's).")
+@_live_options
+@common.handle_errors
+def fork_cmd(session: str, at: int, turn: int | None, inject: str | None, edit: Path | None, replan: bool,
+             prompt: str | None, model: str | None, workspace: Path | None, yes: bool, policy: Path | None,
+             as_json: bool, store: Path | None) -> None:
+    """Branch SESSION at statement --at into a new linked session: the prefix from tape (no model
+    call, no side effect), then the tail diverges — inject a value, run an edited plan, or re-plan."""
+    from ..timemachine.fork import fork_session, prepare_fork
+
+    if sum(x is not None and x is not False for x in (inject, edit, replan or None)) > 1:
+        common.fail("pass one of --inject, --edit and --replan")
+    if prompt is not None and (inject is not None or edit is not None):
+        common.fail("--prompt goes with --replan (the default mode), not with --inject/--edit")
+    if turn is not None and turn < 1:
+        common.fail(f"--turn is 1-based: got {turn}")
+    kw: dict = {}
+    if inject is not None:
+        try:
+            kw["inject"] = json.loads(inject)
+        except ValueError as e:
+            common.fail(f"--inject is not JSON ({e}) — quote a string as '\"text\"'")
+    if edit is not None:
+        try:
+            kw["edit"] = edit.read_text(encoding="utf-8")
+        except OSError as e:
+            common.fail(f"cannot read the edit file {edit}: {e.strerror or e}")
+        except UnicodeDecodeError:
+            common.fail(f"the edit file {edit} is not UTF-8 text")
+    if prompt is not None:
+        kw["prompt"] = prompt
+    ws = _workspace(workspace)
+    reader = common.open_reader(store)
+    row = reader.resolve_session(session)
+    plan = prepare_fork(reader, row.id, at, turn=turn, catalog=_toolbox_catalog(ws), model=model,
+                        workspace=str(ws), **kw)
+    reader.close()
+    mode = plan.mode
+    approval = _approval_kw(yes, policy)
+    if mode == "replan":
+        from ..agent.client import Client
+
+        from .agent import _Renderer
+
+        renderer = _Renderer(quiet=as_json)
+        finish = renderer.finish
+        client_factory = lambda: Client(plan.model, store=reader.dir, workspace=ws, on_event=renderer,  # noqa: E731
+                                        auto_resurrect=False, **approval)
+        from ..agent.registry import resolve_model
+
+        resolve_model(plan.model)  # a model without a key fails here, before anything is written
+    else:
+        finish = lambda: None  # noqa: E731
+        client_factory = lambda: _offline_client(reader.dir, ws, plan.detail.row.model or "mock",  # noqa: E731
+                                                 auto_resurrect=False, **approval)
+    _gate(plan.preview, yes, policy, as_json, f"fork {row.id} @ {at}")
+    client = _writable(client_factory, reader.dir)
+    try:
+        if not as_json:
+            tail = "tail live" if not plan.preview.offline else "tail from tape (offline)"
+            click.echo(_dim(f"fork · {row.id} @ statement {at} → … · prefix from tape, {tail}"), err=True)
+        try:
+            res = fork_session(client, row.id, at, turn=turn, **kw)
+            finish()
+        except KeyboardInterrupt:
+            click.echo("cancelled", err=True)
+            sys.exit(130)
+    finally:
+        client.close()
+    if as_json:
+        data = res.to_json()
+        data["preview"] = plan.preview.to_json()
+        click.echo(canonical_json(data))
+    else:
+        click.echo(_dim(f"fork · {row.id} @ statement {at} → {res.session} · prefix from tape, "
+                        f"{'tail live' if res.live_ops or res.turn else 'tail from tape'}"), err=True)
+        if mode != "replan" and res.answer and res.halted is None:
+            click.echo(res.answer)
+    if res.halted is not None:
+        if not as_json:
+            click.echo(f"forked session: {res.session}", err=True)
+        common.fail(f"fork tail halted: {res.halted}")
+    if not as_json:
+        click.echo(f"forked session: {res.session}  (replay it with `flux replay {res.session}`; "
+                   f"compare with `flux diff {row.id} {res.session}`)")
+
+
+@main.command("resurrect")
+@click.argument("session", required=False, default="last")
+@_live_options
+@common.handle_errors
+def resurrect_cmd(session: str, workspace: Path | None, yes: bool, policy: Path | None, as_json: bool,
+                  store: Path | None) -> None:
+    """Finish SESSION's interrupted turn from the crash point, with no model call: completed
+    statements fast-forward, recorded cells are served from tape, an op that has no cell runs
+    again (after the side-effect gate)."""
+    from ..timemachine.resurrect import prepare_resurrect, resurrect_lines, resurrect_session
+
+    ws = _workspace(workspace)
+    reader = common.open_reader(store)
+    row = reader.resolve_session(session)
+    plan = prepare_resurrect(reader, row.id, catalog=_toolbox_catalog(ws), workspace=str(ws))
+    reader.close()
+    if plan is None:
+        if as_json:
+            click.echo(canonical_json({"session": row.id, "resurrected": None}))
+        else:
+            click.echo(f"session {row.id} has no interrupted turn — nothing to resurrect", err=True)
+        return
+    if not as_json:
+        click.echo(resurrect_lines(plan), err=True)
+    _gate(plan.preview, yes, policy, as_json, f"resurrect {row.id}")
+    client = _writable(lambda: _offline_client(reader.dir, ws, plan.detail.row.model or "mock", auto_resurrect=False,
+                                               **_approval_kw(yes, policy)), reader.dir)
+    try:
+        rep = resurrect_session(client, row.id)
+    finally:
+        client.close()
+    assert rep is not None
+    if as_json:
+        click.echo(canonical_json(rep.to_json()))
+    else:
+        click.echo(rep.summary_line(), err=True)
+        if rep.diverged:
+            click.echo(click.style(f"resurrect diverged: {rep.diverged}", fg="red"), err=True)
+        click.echo(rep.answer)
+    if rep.outcome == "halted":
+        common.fail(f"the resumed turn halted: {rep.halt['error'] if rep.halt else rep.answer}")

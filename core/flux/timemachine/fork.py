@@ -284,7 +284,7 @@ def _preview(detail: SessionDetail, execs: list[Execution], pos: Position, mode:
     ops: list[LiveOp] = []
     tail_served = 0
     if mode == "replan":
-        tail_nodes = later
+        tail_nodes = []  # the model decides what runs after the fork point
         names = sorted(s.name for s in catalog) if catalog is not None else []
         for name in names:
             ops.append(LiveOp(name, live_effect(catalog, name), "(the model decides)", workspace, "re-plan"))

@@ -1,0 +1,149 @@
+"""`flux fork` and `flux resurrect` from the command line: every mode, the gate, and every bad input
+as one line with nothing written."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from flux.cli import main
+from flux.store.store import StoreReader, StoreWriter
+from tests.helpers import HOST_PLAN, REPO, tree_digest, write_turn
+
+NOW = 1_764_000_000_000
+
+
+@pytest.fixture(scope="module")
+def demo_master(tmp_path_factory) -> Path:
+    from flux.demo import build_demo_store
+
+    return build_demo_store(tmp_path_factory.mktemp("demo") / "store", now_ms=NOW)
+
+
+@pytest.fixture
+def demo(demo_master: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(demo_master, tmp_path / "demo"))
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    d = tmp_path / "ws"
+    d.mkdir()
+    return d
+
+
+def flux(*args, env=None):
+    return CliRunner(env=env).invoke(main, [str(a) for a in args])
+
+
+def test_fork_inject_offline_prints_flux_lines(demo: Path, ws: Path) -> None:
+    res = flux("fork", "s_1", "--at", 2, "--inject", '"2 passed"', "--store", demo, "--workspace", ws)
+    assert res.exit_code == 0, res.output
+    assert "offline: no model call, no side effect" in res.stderr
+    assert "fork · s_1 @ statement 2 → s_10 · prefix from tape" in res.stderr
+    assert res.stdout.strip() == "forked session: s_10  (replay it with `flux replay s_10`; compare with `flux diff s_1 s_10`)"
+    d = flux("diff", "s_1", "s_10", "--store", demo, "--json")
+    rows = [r["kind"] for r in json.loads(d.stdout)["rows"]]
+    assert rows[:2] == ["same", "same"] and "plan" in rows
+    rep = flux("replay", "s_10", "--store", demo)
+    assert rep.exit_code == 0, rep.output
+
+
+def test_fork_edit_needs_the_gate_then_runs_live(demo: Path, ws: Path, tmp_path: Path) -> None:
+    plan = tmp_path / "edit.flux"
+    plan.write_text('flow\n  note = append({"path":"NOTES.md","content":"from the fork\\n"})\n')
+    before = tree_digest(demo)
+    res = flux("fork", "s_5", "--at", 0, "--edit", plan, "--store", demo, "--workspace", ws)
+    assert res.exit_code == 1 and res.stderr.splitlines()[-1].startswith("error: fork s_5 @ 0 would run live (append (write))")
+    assert "This will dispatch, for real:" in res.stderr and tree_digest(demo) == before
+    res = flux("fork", "s_5", "--at", 0, "--edit", plan, "--store", demo, "--workspace", ws, "--yes", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["live_ops"] == ["append"] and out["preview"]["offline"] is False
+    assert (ws / "NOTES.md").read_text() == "from the fork\n"
+
+
+def test_fork_replan_with_a_model(demo: Path, ws: Path) -> None:
+    res = flux("fork", "s_7", "--at", 0, "--replan", "--prompt", "write another note", "-m", "mock", "--store", demo,
+               "--workspace", ws, "--yes")
+    assert res.exit_code == 0, res.output
+    assert "model      network  mock" in res.stderr and "forked session: s_10" in res.stdout
+    with StoreReader(demo) as r:
+        row = r.get_session("s_10")
+        assert row.agent_id == "fork:s_7@0" and row.correlation_id == "s_7"
+
+
+def test_resurrect_cli_json_and_nothing_to_do(demo: Path, ws: Path) -> None:
+    res = flux("resurrect", "s_7", "--store", demo, "--workspace", ws)
+    assert res.exit_code == 0 and "nothing to resurrect" in res.stderr
+    res = flux("resurrect", "s_9", "--store", demo, "--workspace", ws, "--json")
+    assert res.exit_code == 1 and "would run live (publish" in res.stderr
+
+
+def _no_cells_store(tmp_path: Path) -> Path:
+    s = tmp_path / "nocells"
+    with StoreWriter(s) as w:
+        sid = w.create_session("mock")
+        write_turn(w, sid, "read it", plan=HOST_PLAN.format(path="README.md"))
+    return s
+
+
+@pytest.mark.parametrize("case", ["unknown", "past-end", "non-bind", "unparsable", "analysis", "no-cells", "no-key",
+                                  "bad-json", "two-modes"])
+def test_bad_fork_input_is_one_line_and_writes_nothing(case: str, demo: Path, ws: Path, tmp_path: Path) -> None:
+    store = demo
+    env = None
+    bad = tmp_path / "bad.flux"
+    args: list = []
+    expect = ""
+    if case == "unknown":
+        args, expect = ["s_99", "--at", 0, "--inject", "1"], "s_99"
+    elif case == "past-end":
+        args, expect = ["s_5", "--at", 3, "--inject", "1"], "--at 3 is past the end: session s_5 has 3 statement(s)"
+    elif case == "non-bind":
+        args, expect = ["s_5", "--at", 1, "--inject", "1"], "--inject needs a top-level `bind` statement"
+    elif case == "unparsable":
+        bad.write_text("flow\n  x = (\n")
+        args, expect = ["s_5", "--at", 0, "--edit", bad], "the edited plan does not parse"
+    elif case == "analysis":
+        bad.write_text("flow\n  x = read(nothing_binds_this)\n")
+        args, expect = ["s_5", "--at", 0, "--edit", bad], "fails analysis: symbol `nothing_binds_this`"
+    elif case == "no-cells":
+        store = _no_cells_store(tmp_path)
+        args, expect = ["s_1", "--at", 0, "--inject", "1"], "is not forkable: no cassette cells recorded"
+    elif case == "no-key":
+        env = {"ANTHROPIC_API_KEY": None}
+        args, expect = ["s_1", "--at", 2], "ANTHROPIC_API_KEY"
+    elif case == "bad-json":
+        args, expect = ["s_5", "--at", 0, "--inject", "{nope"], "--inject is not JSON"
+    elif case == "two-modes":
+        bad.write_text("flow\n  x = read({})\n")
+        args, expect = ["s_5", "--at", 0, "--inject", "1", "--edit", bad], "pass one of --inject, --edit and --replan"
+    before = tree_digest(store)
+    res = flux("fork", *args, "--store", store, "--workspace", ws, env=env)
+    assert res.exit_code == 1
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("error: ") and expect in res.stderr, res.stderr
+    assert tree_digest(store) == before
+
+
+def test_read_only_store_is_one_line(demo: Path, ws: Path) -> None:
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs unshare and root to mount the store read-only")
+    before = tree_digest(demo)
+    env = dict(os.environ, PYTHONPATH=str(REPO / "core"))
+    cmd = (f"mount --bind {demo} {demo} && mount -o remount,ro,bind {demo} && exec {sys.executable} -c "
+           f"'from flux.cli import main; main()' fork s_1 --at 2 --inject 1 --store {demo} --workspace {ws}")
+    p = subprocess.run(["unshare", "-m", "sh", "-c", cmd], env=env, capture_output=True, text=True, timeout=60)
+    if "mount" in p.stderr and "error:" not in p.stderr:
+        pytest.skip(f"cannot mount here: {p.stderr.strip()}")
+    assert p.returncode == 1
+    last = p.stderr.splitlines()[-1]
+    assert last.startswith("error: ") and "read-only" in last and "Traceback" not in p.stderr
+    assert tree_digest(demo) == before
