@@ -151,3 +151,40 @@ def test_a_reproduced_halt_is_a_check_mark(demo):
                 assert line.startswith("  ✓ ") and res.exit_code == 0, res.output
         assert "✗" not in res.stdout or "diverged" in res.stdout
     assert seen
+
+
+# -- item 3: --sub-agents shows each child's own line, forks told apart from sub-agents ------------
+
+
+def test_sub_agents_prints_one_line_per_child_by_kind(tmp_path):
+    from flux.canonical import canonical_json, sha256_hex
+    from flux.store.events import OpRecorded, Run
+    from flux.store.store import StoreWriter
+    from tests.helpers import write_turn
+
+    plan = 'flow\n  a = read({"path":"x"})\n'
+    h = sha256_hex(canonical_json({"path": "x"}))
+
+    def cell():
+        return Run(OpRecorded(step=f"step_read_{h[:16]}", op="read", input_hash=h, content="X"))
+
+    store = tmp_path / "st"
+    with StoreWriter(store) as w:
+        parent = w.create_session("mock")
+        write_turn(w, parent, "go", plan=plan, cells=[cell()])
+        sub = w.create_session("mock", context={"correlation_id": parent, "agent_id": "subagent:reviewer"})
+        write_turn(w, sub, "go", plan=plan, cells=[cell()])
+        fork = w.create_session("mock", context={"correlation_id": parent, "agent_id": f"fork:{parent}@0"})
+        write_turn(w, fork, "go", plan=plan, cells=[cell()])
+        whatif = w.create_session("mock", context={"correlation_id": parent, "agent_id": f"what_if:{parent}@0"})
+        write_turn(w, whatif, "go", plan=plan, cells=[])
+    plain = run("replay", parent, "--store", str(store))
+    res = run("replay", parent, "--sub-agents", "--store", str(store))
+    assert res.exit_code == 0, res.output
+    extra = res.stdout.splitlines()[len(plain.stdout.splitlines()):]
+    assert extra == [
+        f"  ↳ sub-agent {sub} (reviewer) · replayed 1 plan(s) · 1/1 recorded cell(s) served · ✓ faithful",
+        f"  ⋔ fork {fork} @0 · replayed 1 plan(s) · 1/1 recorded cell(s) served · ✓ faithful",
+        f"  ? what-if {whatif} @0 — session {whatif} is not replayable: no run trace recorded",
+    ]
+    assert f"replay · fork {fork}" in res.stderr and f"replay · sub-agent {sub}" in res.stderr

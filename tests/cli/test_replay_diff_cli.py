@@ -191,7 +191,8 @@ def test_replay_sub_agents(tmp_path):
     out = json.loads(res.stdout)
     assert out["sub_agents"] == [{"cells_consumed": 1, "cells_total": 1, "diverged": None, "session": ok}]
     assert f"replay · sub-agent {ok}" in res.stderr and f"replay · sub-agent {idle}" in res.stderr
-    assert f"  {idle}: session {idle} is not replayable: no run trace recorded" in res.stderr
+    res = run("replay", parent, "--sub-agents", "--store", str(store))
+    assert f"  ↳ sub-agent {idle} (b) — session {idle} is not replayable: no run trace recorded" in res.stdout
 
     with StoreWriter(store) as w:
         bad = w.create_session("mock", context={"correlation_id": parent, "agent_id": "subagent:c"})

@@ -14,6 +14,7 @@ import click
 
 from ..canonical import canonical_json
 from ..cassette.replay import unconsumed_message
+from ..errors import FluxError
 from ..lang.catalog import OpCatalog, OpSpec
 from ..store.store import StoreReader
 from ..timemachine.diff import payload_diff, run_diff
@@ -70,16 +71,15 @@ def replay(session: str, turn: int | None, sub_agents: bool, as_json: bool, stri
     row = reader.resolve_session(session)
     click.echo(_dim(f"replay · session {row.id} · offline (no model call, no live IO)"), err=True)
     tree = replay_tree(reader, row.id, turn, sub_agents=sub_agents, catalog=catalog,
-                       on_child=lambda c: click.echo(_dim(f"replay · sub-agent {c}"), err=True))
-    for child in tree.children:
-        if child.error is not None:
-            click.echo(_dim(f"  {child.session}: {child.error}"), err=True)
+                       on_child=lambda c: click.echo(_dim(f"replay · {_child_kind(reader, c)[0]} {c}"), err=True))
     report = tree.report
     if as_json:
         click.echo(tree.json_text())
     else:
         for line in report.summary_lines():
             click.echo(line)
+        for child in tree.children:
+            click.echo(_child_line(reader, child))
         if report.missing_sources > 0:
             click.echo(_dim(f"note: {report.missing_sources} recorded execution(s) have no stored plan_source "
                             f"(pre-L-38 or oversized) and were skipped"), err=True)
@@ -94,6 +94,37 @@ def replay(session: str, turn: int | None, sub_agents: bool, as_json: bool, stri
         if strict:
             common.fail(msg)
         click.echo(f"warning: {msg}", err=True)
+
+
+def _child_kind(reader: StoreReader, sid: str) -> tuple[str, str]:
+    """(kind, label) of a correlated child, told apart by its ``agent_id``: ``fork``, ``what-if``,
+    ``sub-agent``, … and a label like ``⋔ fork s_6 @2`` or ``↳ sub-agent s_4 (reviewer)``."""
+    from ..model.lineage import lineage_of
+
+    try:
+        lin = lineage_of(reader.get_session(sid))
+    except FluxError:
+        lin = None
+    if lin is None:
+        return "child", f"↳ child {sid}"
+    detail = f" {lin.detail}" if lin.detail.startswith("@") else (f" ({lin.detail})" if lin.detail else "")
+    return lin.kind, f"{lin.mark} {sid}{detail}"
+
+
+def _child_line(reader: StoreReader, child) -> str:
+    """One child's own report line under the parent's: what it is, then how its replay went."""
+    _, label = _child_kind(reader, child.session)
+    if child.report is None:
+        return f"  {label} — {child.error}"
+    r = child.report
+    head = f"  {label} · replayed {len(r.plans)} plan(s) · {r.cells_consumed}/{r.cells_total} recorded cell(s) served"
+    if r.diverged is not None:
+        return f"{head} · ✗ diverged: {r.diverged}"
+    if r.tape_end is not None:
+        return f"{head} · ⏸ {r.tape_end.message()}"
+    if r.cells_consumed != r.cells_total:
+        return f"{head} · ⚠ {unconsumed_message(r.cells_total - r.cells_consumed, r.cells_total)}"
+    return f"{head} · ✓ faithful"
 
 
 @main.command()

@@ -96,6 +96,14 @@ class StatementResult:
         return tuple(r.index for r in self.requests if r.status == "served" and r.index is not None)
 
 
+def _first_line(text: str, limit: int = 200) -> str:
+    """A halt message on one report line: its first non-blank line, `…` when more was cut."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    cut = len(lines) > 1 or len(first) > limit
+    return (first[:limit] + " …") if cut else first
+
+
 @dataclass(frozen=True, slots=True)
 class TapeEnd:
     """The replay ran off the end of the tape inside a turn that never ended (killed mid-plan): every
@@ -173,8 +181,8 @@ class ReplayReport:
         if p.halt_kind == "tape_end":
             return f"⏸ {p.flow_key} — {p.halted}"
         if self.diverged is not None and p.halted.startswith("replay diverged"):
-            return f"✗ {p.flow_key} — diverged: {p.halted.removeprefix('replay diverged: ')}"
-        return f"✓ {p.flow_key} — halted as recorded (reproduced): {p.halted}"
+            return f"✗ {p.flow_key} — diverged: {_first_line(p.halted.removeprefix('replay diverged: '))}"
+        return f"✓ {p.flow_key} — halted as recorded (reproduced): {_first_line(p.halted)}"
 
     def summary_lines(self) -> list[str]:
         """The stdout lines of ``flux replay`` (§6; a reproduced halt is ✓, not flux's ✗)."""
