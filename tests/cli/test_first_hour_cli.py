@@ -188,3 +188,50 @@ def test_sub_agents_prints_one_line_per_child_by_kind(tmp_path):
         f"  ? what-if {whatif} @0 — session {whatif} is not replayable: no run trace recorded",
     ]
     assert f"replay · fork {fork}" in res.stderr and f"replay · sub-agent {sub}" in res.stderr
+
+
+# -- item 4: cell-row diffs show the op's input and content, not hashes --------------------------
+
+
+def _cell_run_store(tmp_path) -> tuple[Path, str, str]:
+    from flux.canonical import canonical_json, sha256_hex
+    from flux.store.events import OpRecorded, Run
+    from flux.store.store import StoreWriter
+    from tests.helpers import write_turn
+
+    def cell(inp, content):
+        h = sha256_hex(canonical_json(inp))
+        return Run(OpRecorded(step=f"step_read_{h[:16]}", op="read", input_hash=h, content=content,
+                              input_view=canonical_json(inp)))
+
+    store = tmp_path / "cells"
+    with StoreWriter(store) as w:
+        a = w.create_session("mock")
+        write_turn(w, a, "go", cells=[cell({"path": "README.md"}, "hello"), cell({"path": "x.json"}, '{"n": 1}')])
+        b = w.create_session("mock")
+        write_turn(w, b, "go", cells=[cell({"path": "NOTES.md"}, "hello"), cell({"path": "x.json"}, '{"n": 2}')])
+    return store, a, b
+
+
+def test_cell_row_diff_names_inputs_and_explains_them(tmp_path):
+    store, a, b = _cell_run_store(tmp_path)
+    res = run("diff", a, b, "--store", str(store), "--explain")
+    assert res.exit_code == 1
+    out = res.stdout
+    assert '    - op `read` {"path":"README.md"}' in out and '    + op `read` {"path":"NOTES.md"}' in out
+    assert "…)" not in out  # no bare hashes
+    assert "Value of root['input']['path'] changed from \"README.md\" to \"NOTES.md\"." in out
+
+
+def test_cell_row_payloads_are_json_on_both_sides(tmp_path):
+    from flux.store.store import StoreReader
+    from flux.timemachine.diff import run_diff
+
+    store, a, b = _cell_run_store(tmp_path)
+    reader = StoreReader(store)
+    d = run_diff(reader, a, reader, b)
+    assert d.cell_rows
+    pa, pb, what = d.row_payloads(0)
+    assert json.loads(pa) == {"op": "read", "input": {"path": "README.md"}, "content": "hello"}
+    assert json.loads(pb) == {"op": "read", "input": {"path": "NOTES.md"}, "content": "hello"}
+    assert what == "cell (op, input, content)"

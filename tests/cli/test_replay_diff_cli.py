@@ -27,7 +27,7 @@ def test_diff_against_itself_is_identical_exit_0(fixture_store):
     before = tree_digest(fixture_store)
     res = run("diff", "s_1", "last", "--store", str(fixture_store))
     assert res.exit_code == 0, res.output
-    assert res.stdout == "diff s_1 ↔ s_1\n  = op `append` (7b7d06ae306ee31a…)\nruns are identical (1 statement(s))\n"
+    assert res.stdout == "diff s_1 ↔ s_1\n  = op `append` {\"content\":\"created by flux mock\\n\",\"path\":\"flux-mock.txt\"}\nruns are identical (1 statement(s))\n"
     assert tree_digest(fixture_store) == before
 
 
@@ -38,7 +38,7 @@ def test_diff_changed_cell_is_a_world_row_exit_1(fixture_store, tmp_path):
     assert res.exit_code == 1
     assert res.stdout.splitlines() == [
         "diff s_1 ↔ s_1",
-        "  ≠ same statement, different world — op `append` (7b7d06ae306ee31a…)",
+        "  ≠ same statement, different world — op `append` {\"content\":\"created by flux mock\\n\",\"path\":\"flux-mock.txt\"}",
         "    op `append`:",
         "    - appended 21 bytes to flux-mock.txt",
         "    + appended 99 bytes to flux-mock.txt",

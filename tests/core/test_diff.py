@@ -52,7 +52,7 @@ def test_fixture_against_itself_is_identical(tmp_path):
     assert [row.to_json() for row in d.rows] == [{"kind": "same", "node": 0, "stmt": "call:append:7b7d06ae306ee31a"}]
     assert d.render_text() == (
         "diff s_1 ↔ s_1\n"
-        "  = op `append` (7b7d06ae306ee31a…)\n"
+        "  = op `append` {\"content\":\"created by flux mock\\n\",\"path\":\"flux-mock.txt\"}\n"
         "runs are identical (1 statement(s))\n"
     )
     assert json.loads(d.json_text()) == {
@@ -80,7 +80,7 @@ def test_changed_cell_content_is_same_statement_different_world(tmp_path):
     }
     assert d.render_text() == (
         "diff s_1 ↔ s_1\n"
-        "  ≠ same statement, different world — op `append` (7b7d06ae306ee31a…)\n"
+        "  ≠ same statement, different world — op `append` {\"content\":\"created by flux mock\\n\",\"path\":\"flux-mock.txt\"}\n"
         "    op `append`:\n"
         "    - appended 21 bytes to flux-mock.txt\n"
         "    + appended 99 bytes to flux-mock.txt\n"
@@ -100,8 +100,8 @@ def test_changed_input_is_a_plan_divergence(tmp_path):
     ]
     assert d.render_text().splitlines()[1:] == [
         "  ~ plan diverges:",
-        "    - op `append` (7b7d06ae306ee31a…)",
-        "    + op `append` (abababababababab…)",
+        "    - op `append` {\"content\":\"created by flux mock\\n\",\"path\":\"flux-mock.txt\"} [call:append:7b7d06ae306ee31a]",
+        "    + op `append` {\"content\":\"created by flux mock\\n\",\"path\":\"flux-mock.txt\"} [call:append:abababababababab]",
     ]
 
 

@@ -247,3 +247,40 @@ async def test_recorded_text_with_brackets_is_shown_as_is(make_app, tmp_path):
         text = screen_text(app)
         assert prompt in text and '"[red]a[/]"' in text and "[@click=app.quit]done[/]" in text
         assert app.is_running
+
+
+# -- item 4: a cell-row diff's payload view shows each side's op, input and content -------------
+
+
+async def test_cell_row_payloads_side_by_side(make_app, tmp_path):
+    from flux.canonical import canonical_json, sha256_hex
+    from flux.store.events import OpRecorded, Run
+    from flux.store.store import StoreWriter
+    from flux_tui.screens.diff import DiffDetailScreen
+    from tests.helpers import write_turn
+
+    def cell(inp, content):
+        h = sha256_hex(canonical_json(inp))
+        return Run(OpRecorded(step=f"step_read_{h[:16]}", op="read", input_hash=h, content=content,
+                              input_view=canonical_json(inp)))
+
+    store = tmp_path / "cells"
+    with StoreWriter(store) as w:
+        a = w.create_session("mock")
+        write_turn(w, a, "go", cells=[cell({"path": "README.md"}, "hello")])
+        b = w.create_session("mock")
+        write_turn(w, b, "go", cells=[cell({"path": "NOTES.md"}, "hello")])
+    app = make_app(store)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.push_screen(DiffScreen(a, b))
+        await settle(pilot)
+        assert 'op `read` {"path":"README.md"}' in screen_text(app)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, DiffDetailScreen)
+        pa = flat(app.screen.query_one("#payload-a").plain_text)
+        pb = flat(app.screen.query_one("#payload-b").plain_text)
+        assert '"path": "README.md"' in pa and '"path": "NOTES.md"' in pb
+        assert '"content": "hello"' in pa and '"op": "read"' in pb
+        assert "root['input']['path']" in app.screen.query_one("#payload-diff").plain_text

@@ -13,8 +13,10 @@ and ``first_divergence`` (index of the first non-``same`` row, or ``null``). ``r
 spec's human output line for line. Beyond flux, :func:`payload_diff` explains one row: a
 structural diff (deepdiff) when both payloads are JSON, a line diff (difflib) otherwise.
 
-Statement text: flux's CLI prints ``call:<op>:<hash16>`` cell-row labels as ``<call:…>``; we
-render them as the SDK's ``render_run_diff`` does, ``op `append` (7b7d06ae306ee31a…)``.
+Statement text: flux's CLI prints ``call:<op>:<hash16>`` cell-row labels as ``<call:…>`` and the
+SDK as ``op `append` (7b7d06ae306ee31a…)``; we show the op's recorded input instead,
+``op `append` {"path":"notes.md",…}`` (one input per hash), and :meth:`RunDiff.row_payloads` gives
+each side's cell as JSON (op, input, content) for the payload view and ``--explain``.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from ..store.store import StoreReader
 
 __all__ = [
     "DiffRow", "RunDiff", "PayloadDiff", "run_diff", "diff_details", "align_rows", "statement_texts",
-    "payload_diff", "excerpt", "MISSING_STMT",
+    "payload_diff", "excerpt", "MISSING_STMT", "CellPayload", "cell_payloads",
 ]
 
 MISSING_STMT = "∅ (no statement at this position)"
@@ -144,6 +146,43 @@ def _call_label(stmt: str) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class CellPayload:
+    """What one cassette cell recorded, for a cell-row diff (runs without statement rows): the op,
+    its input (the recorded ``input_view``) and the content it returned."""
+
+    op: str
+    input_view: str | None
+    content: str
+
+    def to_json(self) -> dict[str, Any]:
+        parsed = _json_value(self.input_view) if self.input_view is not None else None
+        return {"content": self.content, "input": parsed if parsed is not _NOT_JSON else self.input_view, "op": self.op}
+
+    def text(self) -> str:
+        """Pretty JSON (keys sorted), so both sides diff structurally and line by line."""
+        return json.dumps(self.to_json(), ensure_ascii=False, indent=2, sort_keys=True)
+
+    def label(self) -> str:
+        """One line for a row: ``op `edit` {"path":"a.py",…}`` (the input, not its hash)."""
+        view = self.input_view if self.input_view is not None else ""
+        return f"op `{self.op}` {excerpt(' '.join(view.split()))}".rstrip()
+
+
+_NOT_JSON = object()
+
+
+def _json_value(s: str) -> Any:
+    try:
+        return json.loads(s)
+    except (ValueError, TypeError):
+        return _NOT_JSON
+
+
+def cell_payloads(detail: SessionDetail) -> list[CellPayload]:
+    return [CellPayload(c.op, c.rec.input_view, c.rec.content) for c in detail.cells]
+
+
+@dataclass(frozen=True, slots=True)
 class PayloadDiff:
     """Why one row differs. ``kind`` is ``json`` (structural), ``text`` (line diff) or ``none``."""
 
@@ -191,6 +230,9 @@ class RunDiff:
     texts: dict[str, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     cell_rows: bool = False  # True when the §3.6 cell-row fallback was used
+    # Cell-row diffs only: each side's cells (row i aligns cell i of A with cell i of B).
+    a_cells: list[CellPayload] = field(default_factory=list)
+    b_cells: list[CellPayload] = field(default_factory=list)
 
     @property
     def identical(self) -> bool:
@@ -225,6 +267,26 @@ class RunDiff:
         label = _call_label(stmt)
         return label if label is not None else f"<{stmt}>"
 
+    def row_payloads(self, row: DiffRow | int) -> tuple[str, str, str]:
+        """(A's payload, B's payload, what they are) for one row — what the app's payload view
+        shows and ``--explain`` diffs: the recorded outputs of a ``≠`` row; for a cell-row diff each
+        side's cell as JSON (op, input, content); else the statements' source ("" = no statement)."""
+        if isinstance(row, int):
+            row = self.rows[row]
+        if row.kind == "output":
+            return row.a or "", row.b or "", f"op `{row.op}` output"
+        if self.cell_rows:
+            i = row.index
+            a = self.a_cells[i].text() if i < len(self.a_cells) and (row.kind == "same" or row.a_stmt) else ""
+            b = self.b_cells[i].text() if i < len(self.b_cells) and (row.kind == "same" or row.b_stmt) else ""
+            return a, b, "cell (op, input, content)"
+        if row.kind == "plan":
+            a = self.sources.get(row.a_stmt or "", self.text(row.a_stmt)) if row.a_stmt else ""
+            b = self.sources.get(row.b_stmt or "", self.text(row.b_stmt)) if row.b_stmt else ""
+            return a, b, "statement"
+        src = self.sources.get(row.stmt or "", self.text(row.stmt))
+        return src, src, "statement"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "a": self.a,
@@ -246,9 +308,12 @@ class RunDiff:
             if r.kind == "same":
                 out.append((f"  = {self.text(r.stmt)}", "dim"))
             elif r.kind == "plan":
+                ta, tb = self.text(r.a_stmt), self.text(r.b_stmt)
+                if ta == tb:  # same input text, different hash (a tampered or re-canonicalised input)
+                    ta, tb = f"{ta} [{r.a_stmt}]", f"{tb} [{r.b_stmt}]"
                 out.append(("  ~ plan diverges:", None))
-                out.append((f"    - {self.text(r.a_stmt)}", None))
-                out.append((f"    + {self.text(r.b_stmt)}", None))
+                out.append((f"    - {ta}", None))
+                out.append((f"    + {tb}", None))
             else:
                 out.append((f"  ≠ same statement, different world — {self.text(r.stmt)}", None))
                 out.append((f"    op `{r.op}`:", None))
@@ -272,8 +337,9 @@ def payload_diff(diff: RunDiff, row: DiffRow | int) -> PayloadDiff:
     if row.kind == "output":
         return payload_diff_values(row.a or "", row.b or "", f"{diff.a}", f"{diff.b}")
     if row.kind == "plan":
-        a = diff.sources.get(row.a_stmt or "", diff.text(row.a_stmt)) if row.a_stmt else ""
-        b = diff.sources.get(row.b_stmt or "", diff.text(row.b_stmt)) if row.b_stmt else ""
+        a, b, _ = diff.row_payloads(row)
+        if diff.cell_rows and a and b:
+            return payload_diff_values(a, b, diff.a, diff.b)  # two cells: structural (op, input, content)
         return _text_diff(a, b, diff.a, diff.b)
     return PayloadDiff("none", ())
 
@@ -285,7 +351,16 @@ def diff_details(a: SessionDetail, b: SessionDetail) -> RunDiff:
     # Only statement hashes need text; cell-row labels (`call:…`) render without parsing anything.
     wanted = {r.stmt for r in (*ra, *rb) if not r.stmt.startswith("call:")}
     texts, sources = statement_texts(a, b, wanted=wanted) if wanted else ({}, {})
-    return RunDiff(a=a.id, b=b.id, rows=align_rows(ra, rb), texts=texts, sources=sources, cell_rows=used_cells)
+    a_cells = b_cells = []
+    if used_cells:
+        # A cell row's label names the op and its input hash; show the input itself (same hash,
+        # same canonical input, so one text per label).
+        a_cells, b_cells = cell_payloads(a), cell_payloads(b)
+        for rows, cells in ((ra, a_cells), (rb, b_cells)):
+            for r, c in zip(rows, cells):
+                texts.setdefault(r.stmt, c.label())
+    return RunDiff(a=a.id, b=b.id, rows=align_rows(ra, rb), texts=texts, sources=sources, cell_rows=used_cells,
+                   a_cells=a_cells, b_cells=b_cells)
 
 
 def run_diff(reader_a: StoreReader, a_ref: str | None, reader_b: StoreReader | None = None, b_ref: str | None = None) -> RunDiff:

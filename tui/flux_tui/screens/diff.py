@@ -317,21 +317,15 @@ class DiffDetailScreen(Screen):
                              ("  ›  ", "dim"), (f"row {row.index}", "bold"))
         right = Text.assemble((f"{mark} {meaning}", style))
         self.query_one(TopBar).set(left, right)
-        if row.kind == "output":
-            a, b = row.a or "", row.b or ""
-            what = f"op `{row.op}` output"
-        elif row.kind == "plan":
-            a = _stmt_source(d, row.a_stmt) if row.a_stmt else ""
-            b = _stmt_source(d, row.b_stmt) if row.b_stmt else ""
-            what = "statement"
-        else:
-            a = b = _stmt_source(d, row.stmt)
-            what = "statement"
+        # The same payloads `flux diff --explain` explains: outputs, cells (op, input, content) or statements.
+        a, b, what = d.row_payloads(row)
+        if what == "statement":
+            a, b = _statement_display(a), _statement_display(b)
         ta, tb, is_json = side_by_side(a, b)
         if row.kind == "plan" and row.a_stmt is None:
-            ta = Text("∅ A has no statement at this position", style="dim italic")
+            ta = Text(f"∅ A has no {'cell' if d.cell_rows else 'statement'} at this position", style="dim italic")
         if row.kind == "plan" and row.b_stmt is None:
-            tb = Text("∅ B has no statement at this position", style="dim italic")
+            tb = Text(f"∅ B has no {'cell' if d.cell_rows else 'statement'} at this position", style="dim italic")
         pa, pb = self.query_one("#payload-a", Panel), self.query_one("#payload-b", Panel)
         # Text, not str: a border title given as str is parsed as markup (ids come from the store).
         pa.border_title = Text(f"A · {d.a} · {what}" + (" · JSON" if is_json else ""))
@@ -349,11 +343,10 @@ class DiffDetailScreen(Screen):
         self.app.pop_screen()
 
 
-def _stmt_source(diff, stmt: str | None) -> str:
+def _statement_display(source: str) -> str:
     from ..render import display_statement_text
 
-    full = diff.sources.get(stmt or "")
-    return display_statement_text(full) if full else diff.text(stmt)
+    return display_statement_text(source) if source else ""
 
 
 def _render_changes(pd) -> Text:
