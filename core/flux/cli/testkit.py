@@ -33,9 +33,11 @@ from .common import fail, handle_errors, json_out, open_reader, store_option
 @click.option("--yes", "-y", "yes", is_flag=True, help="Approve every op (default: deny all).")
 @click.option("--policy", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Policy file for approvals.")
 @click.option("--update", is_flag=True, help="Overwrite a recorded scenario (same as FLUX_GOLDEN=update).")
+@click.option("--allow-error", is_flag=True, help="Keep a turn that ends in a provider error as the scenario.")
 @handle_errors
 def record_cmd(directory: Path, input_text: str, model: str, workspace: Optional[Path], base_url: Optional[str],
-               instructions: Optional[str], max_iter: int, yes: bool, policy: Optional[Path], update: bool) -> None:
+               instructions: Optional[str], max_iter: int, yes: bool, policy: Optional[Path], update: bool,
+               allow_error: bool) -> None:
     """Record one live turn for INPUT as a scenario directory DIRECTORY (commit it)."""
     import shutil
     import tempfile
@@ -64,7 +66,7 @@ def record_cmd(directory: Path, input_text: str, model: str, workspace: Optional
         client = Client(model, workspace=ws, store=None, base_url=base_url, max_iter=max_iter,
                         instructions=instructions or DEFAULT_INSTRUCTIONS, **kw)
         try:
-            sc = Scenario.record(client, input_text, directory)
+            sc = Scenario.record(client, input_text, directory, allow_error=allow_error)
         finally:
             client.close()
         try:

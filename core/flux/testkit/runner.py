@@ -191,6 +191,7 @@ def offline_client(scenario: Any) -> Any:
                     env_secrets=True, **settings)
     if isinstance(request_model, str):
         client.request_model = request_model
+    client.offline = True  # check never re-records through it, even under FLUX_GOLDEN=update
     return client
 
 

@@ -201,7 +201,7 @@ class Outcome:
     assert_cost_under = assert_cost_below  # flux's name
 
 
-@dataclass
+@dataclass(repr=False)
 class Report:
     """What :meth:`Scenario.check` found (spec §4.9, plus the two surfaces and the cassette)."""
 
@@ -225,6 +225,10 @@ class Report:
     rebaselined: list[Rebaseline] = field(default_factory=list)
     actual_ops: list[str] = field(default_factory=list)  # ops the re-drive dispatched, in order
     scenario_ref: Any = field(default=None, repr=False, compare=False)
+
+    def __repr__(self) -> str:
+        fd = self.first_divergence
+        return f"Report({self.scenario}: {self.status()}" + (f" — {fd}" if fd else "") + ")"
 
     def is_clean(self) -> bool:
         """No plan change, the world not left, no live model call — and, beyond flux, both
@@ -339,6 +343,8 @@ class Scenario:
         self.work = work
         self._detail: Optional[SessionDetail] = None
         self.assertions = 0  # assertions run against this scenario (the plugin's no-vacuous-pass guard)
+        self.rebaselined: list[Rebaseline] = []  # judge verdicts recorded under update mode
+        self.last_report: Optional["Report"] = None  # the latest check (the pytest plugin shows its diff)
         self._finalizer = weakref.finalize(self, _cleanup, str(work))
 
     def __repr__(self) -> str:
@@ -391,17 +397,18 @@ class Scenario:
 
     @classmethod
     def record(cls, client: "Client", input: str, path: str | os.PathLike[str], *,
-               name: Optional[str] = None) -> "Scenario":
-        return _run(cls.record_async(client, input, path, name=name))
+               name: Optional[str] = None, allow_error: bool = False) -> "Scenario":
+        return _run(cls.record_async(client, input, path, name=name, allow_error=allow_error))
 
     @classmethod
     async def record_async(cls, client: "Client", input: str, path: str | os.PathLike[str], *,
-                           name: Optional[str] = None) -> "Scenario":
+                           name: Optional[str] = None, allow_error: bool = False) -> "Scenario":
         """Run one turn for ``input`` through ``client`` (live: this spends) and write the fixture.
 
         Refuses to overwrite a recorded scenario unless ``FLUX_GOLDEN=update``. The turn is run
         into a staging directory beside ``path``; the fixture's files are replaced only once the
-        turn has finished, so a failed or interrupted record leaves the old fixture intact."""
+        turn has finished, so a failed or interrupted record leaves the old fixture intact. A turn
+        that ends in ``error`` (a provider failure) is not written unless ``allow_error``."""
         if not isinstance(input, str) or not input.strip():
             raise ScenarioError("the scenario input is empty — say what the agent should do")
         p = Path(path).expanduser()
@@ -424,6 +431,9 @@ class Scenario:
                 writer.close()
             if out.outcome == "cancelled":
                 raise ScenarioError("the recorded turn was cancelled — nothing was written; record again")
+            if out.outcome == "error" and not allow_error:
+                raise ScenarioError(f"the recorded turn ended in error ({out.error}) — nothing was written; fix the "
+                                    f"cause and record again (or keep the error turn as a scenario: --allow-error)")
             (staging / MODEL_FILE).touch()
             with StoreReader(staging) as reader:
                 detail = load_session(reader, sid)
@@ -468,7 +478,8 @@ class Scenario:
             return Report(m.name, replay_only=True, scenario_ref=self,
                           note=f"recorded by {m.recorded_by}, another runtime: check re-drives this runtime's agent "
                                f"loop, whose model requests cannot match that cassette — replay only")
-        if update if update is not None else update_mode():
+        rerecord = update if update is not None else (update_mode() and not getattr(client, "offline", False))
+        if rerecord:
             return await self._rerecord(client)
         golden = self.golden()
         records = load_records(self.path / MODEL_FILE)
@@ -518,6 +529,7 @@ class Scenario:
         rep.actual_transcript = transcript(actual)
         rep.transcript_diff = surface_diff(rep.golden_transcript, rep.actual_transcript, "transcript")
         rep.events_diff = surface_diff(event_log(golden), event_log(actual), "event log")
+        self.last_report = rep
         return rep
 
     async def _rerecord(self, client: "Client") -> Report:
@@ -548,6 +560,7 @@ class Scenario:
     def judge(self, client: Any, criterion: str, text: str, rubric: Any) -> Any:
         from .judge import judge
 
+        self.assertions += 1
         return judge(self, criterion, text, rubric, live=client)
 
     def assert_judge(self, client: Any, criterion: str, text: str, rubric: Any) -> Any:

@@ -1,0 +1,127 @@
+"""The test kit's pytest plugin (entry point ``pytest11``: loads itself once flux-tui is installed).
+
+::
+
+    import pytest
+
+    @pytest.mark.flux_scenarios("scenarios")          # every scenario directory under it
+    def test_agent(flux_scenario, flux_client):
+        flux_scenario.replay().assert_faithful()
+        flux_scenario.check(flux_client).assert_clean()
+
+* ``@pytest.mark.flux_scenarios(DIR)`` parametrizes ``flux_scenario`` over every scenario under
+  DIR (relative to the test file), one test id per scenario directory. An empty or missing DIR
+  fails ("record first") — a scenario test never silently vanishes.
+* ``flux_scenario`` — the loaded :class:`~flux.testkit.scenario.Scenario` (work copy removed
+  after the test). A test that asserts nothing against it fails ("no vacuous pass").
+* ``flux_client`` — an offline client that re-drives the scenario as ``flux record`` recorded it
+  (its recorded request settings, the built-in ops, no network). Override the fixture in your
+  conftest to check with your own client (your ops, your prompt).
+* ``--flux-update`` — golden mode (``FLUX_GOLDEN=update``) for the session.
+* A failing test that ran a check gets a "flux trajectory diff" section: golden ↔ this run side
+  by side, first divergence marked ``▶``, however the test asserted.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+MARK = "flux_scenarios"
+
+
+def pytest_addoption(parser: Any) -> None:
+    group = parser.getgroup("flux", "flux test kit")
+    group.addoption("--flux-update", action="store_true", default=False,
+                    help="Re-baseline flux goldens instead of failing (FLUX_GOLDEN=update).")
+
+
+def pytest_configure(config: Any) -> None:
+    config.addinivalue_line("markers", f"{MARK}(directory): run the test once per flux scenario under directory")
+    if config.getoption("flux_update", False):
+        config._flux_prev_golden = os.environ.get("FLUX_GOLDEN")
+        os.environ["FLUX_GOLDEN"] = "update"
+
+
+def pytest_unconfigure(config: Any) -> None:
+    if hasattr(config, "_flux_prev_golden"):
+        prev = config._flux_prev_golden
+        if prev is None:
+            os.environ.pop("FLUX_GOLDEN", None)
+        else:
+            os.environ["FLUX_GOLDEN"] = prev
+
+
+class _Missing:
+    """A parameter standing for "no scenario found": the fixture fails with "record first"."""
+
+    def __init__(self, where: Path):
+        self.where = where
+
+
+def pytest_generate_tests(metafunc: Any) -> None:
+    marker = metafunc.definition.get_closest_marker(MARK)
+    if marker is None or "flux_scenario" not in metafunc.fixturenames:
+        return
+    if not marker.args:
+        raise pytest.UsageError(f"@pytest.mark.{MARK} needs a directory: @pytest.mark.{MARK}(\"scenarios\")")
+    from .runner import discover
+
+    base = Path(str(metafunc.definition.fspath)).parent
+    where = Path(marker.args[0])
+    if not where.is_absolute():
+        where = base / where
+    found = discover([where]) if where.is_dir() else []
+    if not found:
+        metafunc.parametrize("flux_scenario", [_Missing(where)], ids=["no-scenarios"], indirect=True)
+        return
+    metafunc.parametrize("flux_scenario", found, ids=[p.name for p in found], indirect=True)
+
+
+@pytest.fixture
+def flux_scenario(request: Any) -> Iterator[Any]:
+    from .errors import MissingFixture
+    from .scenario import Scenario
+
+    param = getattr(request, "param", None)
+    if param is None:
+        raise pytest.UsageError(f"flux_scenario needs @pytest.mark.{MARK}(DIR) on the test (or parametrize it "
+                                f"indirectly with scenario directories)")
+    if isinstance(param, _Missing):
+        raise MissingFixture(f"no scenarios under {param.where} — record first: flux record DIR \"INPUT\" -m MODEL")
+    sc = Scenario.load(param)
+    request.node._flux_scenario = sc
+    try:
+        yield sc
+    finally:
+        sc.close()
+    rep = getattr(request.node, "rep_call", None)
+    if sc.assertions == 0 and (rep is None or rep.passed):
+        pytest.fail(f"{sc.path}: the test asserted nothing about the scenario — a scenario test must assert "
+                    f"(replay().assert_faithful(), check(client).assert_clean(), …): no vacuous pass", pytrace=False)
+
+
+@pytest.fixture
+def flux_client(flux_scenario: Any) -> Iterator[Any]:
+    from .runner import offline_client
+
+    client = offline_client(flux_scenario)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when == "call":
+        item.rep_call = rep
+        sc = getattr(item, "_flux_scenario", None)
+        last = getattr(sc, "last_report", None) if sc is not None else None
+        if rep.failed and last is not None and not last.replay_only and not last.is_clean():
+            rep.sections.append(("flux trajectory diff", last.explain()))
