@@ -128,6 +128,7 @@ def test_idempotent(text, secrets):
 @settings(max_examples=300, deadline=None)
 @given(prefix=any_text, suffix=any_text, secret=secret_values, others=st.lists(secret_values, max_size=2))
 def test_registered_secret_never_survives(prefix, suffix, secret, others):
+    assume(secret not in "[redacted]")  # as the other planted-value properties: the marker itself is no leak
     r = Redactor([secret, *others])
     out = r.redact(prefix + secret + suffix)
     assert secret not in out
