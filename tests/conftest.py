@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import FIXTURE, copy_store
+from tests.helpers import copy_fixture
 
 
 @pytest.fixture
 def fixture_store(tmp_path: Path) -> Path:
-    if not FIXTURE.exists():
-        pytest.skip(f"the real flux fixture is not at {FIXTURE}")
-    return copy_store(FIXTURE, tmp_path / "coding-agent-note")
+    """A writable copy of the real flux fixture (a missing fixture fails the test with what to do)."""
+    return copy_fixture(tmp_path / "coding-agent-note")

@@ -8,8 +8,35 @@ import shutil
 import stat
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
-FIXTURE = Path(os.environ.get("FLUX_FIXTURE_DIR", REPO.parent / "shared" / "fixtures" / "flux" / "coding-agent-note"))
+_SHARED_FIXTURE = Path("shared") / "fixtures" / "flux" / "coding-agent-note"
+
+
+def _default_fixture() -> Path:
+    # shared/ sits next to the checkout (or next to the directory holding a git worktree).
+    for up in REPO.parents:
+        if (up / _SHARED_FIXTURE).is_dir():
+            return up / _SHARED_FIXTURE
+    return REPO.parent / _SHARED_FIXTURE
+
+
+# The one place that says where the real flux 0.26.0 fixture is: $FLUX_FIXTURE_DIR, else shared/.
+FIXTURE = Path(os.environ["FLUX_FIXTURE_DIR"]) if os.environ.get("FLUX_FIXTURE_DIR") else _default_fixture()
+
+
+def fixture_dir() -> Path:
+    """The real fixture directory; a missing one fails the calling test (never skips) with what to do."""
+    if not (FIXTURE / "events.db").is_file():
+        pytest.fail(f"the real flux fixture is not at {FIXTURE} — point FLUX_FIXTURE_DIR at a copy of "
+                    "shared/fixtures/flux/coding-agent-note (the store flux 0.26.0 wrote)", pytrace=False)
+    return FIXTURE
+
+
+def copy_fixture(dst: Path) -> Path:
+    """A writable copy of the real fixture at ``dst`` (the original is never touched)."""
+    return copy_store(fixture_dir(), dst)
 
 
 def copy_store(src: Path, dst: Path) -> Path:

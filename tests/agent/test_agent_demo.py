@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 from flux.demo import STAGING_ENV, build_demo_store
+from flux.errors import FluxError
 from flux.model.listing import list_sessions
 from flux.model.session import load_session
 from flux.store.store import StoreReader
@@ -24,12 +27,7 @@ def test_demo_recorded_by_the_runtime_has_every_feature(tmp_path):
     with StoreReader(d) as r:
         sessions = {s.id: s for s in list_sessions(r, limit=None)}
         details = {sid: load_session(r, sid) for sid in sessions}
-        reports = {}
-        for sid in sessions:
-            try:
-                reports[sid] = replay_session(r, sid)
-            except Exception as e:  # interrupted sessions may be unreplayable past the kill
-                reports[sid] = e
+        reports = {sid: replay_session(r, sid) for sid in sessions}
         rows_ = {s.id: s for s in r.list_sessions()}
     assert len(sessions) == 9
     assert {sid for sid, s in sessions.items() if s.interrupted} == {"s_8", "s_9"}
@@ -47,6 +45,11 @@ def test_demo_recorded_by_the_runtime_has_every_feature(tmp_path):
         rep = reports[sid]
         assert rep.diverged is None and rep.cells_consumed == rep.cells_total, (sid, rep)
     assert "truncated at the capture cap" in reports["s_4"].diverged
+    # the killed sessions replay up to the kill: the op in flight has no cell, and replay says so
+    for sid in ("s_8", "s_9"):
+        rep = reports[sid]
+        assert rep.cells_consumed == rep.cells_total == 2, (sid, rep)
+        assert rep.diverged.startswith("op `publish` (input hash ") and "has no matching unconsumed recorded cell" in rep.diverged
     # the staging secrets never reached the store
     data = (d / "events.db").read_bytes() + b"".join(p.read_bytes() for p in d.iterdir() if p.name.endswith("-wal"))
     for secret in ("Zq7-staging-pw-41", "tok_live_9f8e7d6c5b4a39281706"):
@@ -63,11 +66,7 @@ def test_demo_is_deterministic_given_now(tmp_path):
 
 def test_demo_refuses_an_existing_store_unless_overwrite(tmp_path):
     d = build_demo_store(tmp_path / "d", now_ms=NOW)
-    try:
+    with pytest.raises(FluxError, match="already holds a store"):
         build_demo_store(d, now_ms=NOW)
-    except Exception as e:
-        assert "already holds a store" in str(e)
-    else:
-        raise AssertionError("a second build into the same store must fail")
     build_demo_store(d, now_ms=NOW + 1, overwrite=True)
     assert rows(d)[0][3] > NOW - 3 * 86_400_000

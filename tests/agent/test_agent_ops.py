@@ -9,6 +9,7 @@ from typing import Literal, Optional
 import pytest
 
 from flux.agent.builtin_ops import Workspace, coding_ops, scrubbed_env
+from flux.errors import FluxError
 from flux.agent.ops import Op, OpError, Toolbox, op, validate_input
 
 
@@ -48,7 +49,7 @@ def test_op_named_and_unknown_effect():
 
     assert f.name == "Count" and f.description == "count it"
     assert f.call({"x": 1}).content == "2"  # non-string results are JSON
-    with pytest.raises(Exception, match="unknown effect"):
+    with pytest.raises(FluxError, match="unknown effect 'teleport'"):
         op(effect="teleport")
 
 

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from flux.cli import main
 from flux.store import StoreWriter
-from tests.helpers import FIXTURE, HOST_PLAN, cell, tree_digest, write_turn
+from tests.helpers import HOST_PLAN, fixture_dir, cell, tree_digest, write_turn
 
 
 def run(*args, env=None):
@@ -45,7 +45,7 @@ def test_show_json_holds_turn_plan_and_cell(fixture_store):
     [t] = data["turns"]
     assert t["outcome"] == "ok"
     accepted = [p for p in t["plans"] if p["accepted"]]
-    assert [p["plan_source"] for p in accepted] == [(FIXTURE / "plan.flux.snap").read_text()]
+    assert [p["plan_source"] for p in accepted] == [(fixture_dir() / "plan.flux.snap").read_text()]
     [c] = t["cells"]
     assert (c["op"], c["content"]) == ("append", "appended 21 bytes to flux-mock.txt")
     assert data["cost_usd"] == 0.0 and data["interrupted"] is None

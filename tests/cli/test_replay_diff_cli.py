@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from flux.cli import main
 from flux.store.events import OpRecorded, PlanAttempted, Run
-from tests.helpers import FIXTURE, copy_store, tree_digest, on_cell, rewrite
+from tests.helpers import copy_fixture, tree_digest, on_cell, rewrite
 
 
 def run(*args, env=None):
@@ -32,7 +32,7 @@ def test_diff_against_itself_is_identical_exit_0(fixture_store):
 
 
 def test_diff_changed_cell_is_a_world_row_exit_1(fixture_store, tmp_path):
-    other = copy_store(FIXTURE, tmp_path / "b")
+    other = copy_fixture(tmp_path / "b")
     rewrite(other, on_cell(change_content))
     res = run("diff", "s_1", "s_1", "--store", str(fixture_store), "--store-b", str(other))
     assert res.exit_code == 1
@@ -152,7 +152,7 @@ def test_replay_bad_inputs_are_one_line_errors_and_write_nothing(fixture_store, 
 
 
 def test_replay_unparseable_plan_and_no_cells(fixture_store, tmp_path):
-    broken = copy_store(FIXTURE, tmp_path / "broken")
+    broken = copy_fixture(tmp_path / "broken")
     rewrite(broken, lambda b: dataclasses.replace(b, plan_source="flow\n  x = (\n") if isinstance(b, PlanAttempted) else b)
     res = run("replay", "--store", str(broken))
     assert res.exit_code == 1

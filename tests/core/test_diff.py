@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -12,34 +11,19 @@ import pytest
 from flux.errors import SessionNotFound
 from flux.model.session import StmtRow
 from flux.store.events import (
-    OpRecorded, PlanAttempted, Run, StatementCompleted, StepStarted, StepSucceeded, decode_payload, encode_payload,
+    OpRecorded, PlanAttempted, Run, StatementCompleted, StepStarted, StepSucceeded,
 )
 from flux.store.store import StoreReader, StoreWriter
 from flux.timemachine.diff import (
     MISSING_STMT, align_rows, excerpt, payload_diff, payload_diff_values, run_diff,
 )
 
-from tests.helpers import FIXTURE, copy_store
-
-
-def copy_fixture(dst: Path) -> Path:
-    if not FIXTURE.exists():
-        pytest.skip(f"the real flux fixture is not at {FIXTURE}")
-    return copy_store(FIXTURE, dst)
+from tests.helpers import copy_fixture, on_cell, rewrite
 
 
 def tamper_cells(store: Path, fn) -> None:
-    """Rewrite every op_recorded payload of the copy through ``fn(OpRecorded) -> OpRecorded``."""
-    con = sqlite3.connect(store / "events.db")
-    try:
-        rows = con.execute("SELECT global_seq, kind, payload FROM events WHERE kind = 'run'").fetchall()
-        for gs, kind, payload in rows:
-            body = decode_payload(kind, payload)
-            if isinstance(body.event, OpRecorded):
-                con.execute("UPDATE events SET payload = ? WHERE global_seq = ?", (encode_payload(Run(fn(body.event))), gs))
-        con.commit()
-    finally:
-        con.close()
+    """Rewrite every op_recorded cell of the copy through ``fn(OpRecorded) -> OpRecorded``."""
+    rewrite(store, on_cell(lambda c: Run(fn(c))))
 
 
 def test_fixture_against_itself_is_identical(tmp_path):

@@ -16,9 +16,7 @@ from flux.store import (
     Compacted, Message, PlanHalted, StatementCompleted, StoreReader, StoreWriter, Usage,
 )
 from flux.errors import FluxError
-from tests.helpers import FIXTURE, HOST_PLAN, cell, write_turn
-
-SNAP = (FIXTURE / "plan.flux.snap").read_text() if FIXTURE.exists() else ""
+from tests.helpers import HOST_PLAN, cell, fixture_dir, write_turn
 
 
 def test_fixture_session_turn_plan_and_cell(fixture_store):
@@ -28,7 +26,7 @@ def test_fixture_session_turn_plan_and_cell(fixture_store):
     assert (t.number, t.turn_id, t.outcome, t.answer, t.calls) == (1, 3, "ok", "Finished.", 1)
     assert t.effective_usage.input_tokens == 180 and t.effective_usage.cache_read_input_tokens == 1240
     [plan] = t.accepted_plans
-    assert plan.plan_source == SNAP
+    assert plan.plan_source == (fixture_dir() / "plan.flux.snap").read_text()
     assert plan.fingerprint == "4d77ff8dba152ad56556d59eac770b0e36f266a5399d667d34140a64a10ff735"
     [c] = d.cells
     assert c.op == "append" and c.rec.content == "appended 21 bytes to flux-mock.txt" and c.turn_number == 1

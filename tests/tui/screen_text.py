@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from textual.worker import WorkerCancelled, WorkerFailed
 
 
@@ -12,12 +13,19 @@ def screen_text(app) -> str:
 
 
 async def settle(pilot, rounds: int = 3) -> None:
-    """Let workers finish and their messages be handled (cancelled exclusive workers are fine)."""
+    """Let workers finish and their messages be handled.
+
+    A cancelled worker is fine (exclusive workers cancel their predecessors); a worker that raised
+    fails the test with its error — the app's workers report expected problems on screen, so an
+    exception escaping one is a bug, not a state to wait through.
+    """
     app = pilot.app
     for _ in range(rounds):
         await pilot.pause()
         try:
             await app.workers.wait_for_complete()
-        except (WorkerCancelled, WorkerFailed):
+        except WorkerCancelled:
             pass
+        except WorkerFailed as e:
+            pytest.fail(f"a worker failed: {e.error!r}", pytrace=False)
         await pilot.pause()

@@ -7,17 +7,14 @@ ages from a frozen "now"), and the only random values (event ULIDs) are never sh
 from __future__ import annotations
 
 import itertools
-import shutil
-import stat
 from pathlib import Path
 
-from tests.helpers import rewrite
+from tests.helpers import copy_fixture, rewrite
 from flux.store import (
     CallUsage, Message, Observation, OpRecorded, PlanAttempted, PlanHalted, Run, StatementCompleted, StepFailed,
     StepStarted, StepSucceeded, StoreWriter, TurnEnded, UnknownEvent, UnknownRun, Usage,
 )
 
-FIXTURE = Path("/work/shared/fixtures/flux/coding-agent-note")
 BASE_MS = 1_785_000_000_000  # 2026-07-25T…Z
 NOW_MS = BASE_MS + 3 * 86_400_000  # the frozen "now" of every test
 
@@ -26,14 +23,6 @@ RELEASE_FLOW = '''flow release
   tests = bash({"command":"pytest -q"})
   tag = bash({"command":"git tag v0.4.1"})
 '''
-
-
-def copy_fixture(dest: Path) -> Path:
-    """A writable copy of the committed flux 0.26.0 fixture (never touch the original)."""
-    shutil.copytree(FIXTURE, dest)
-    for p in [dest, *dest.iterdir()]:
-        p.chmod(p.stat().st_mode | stat.S_IWUSR)
-    return dest
 
 
 def _writer(path: Path, start: int = BASE_MS) -> StoreWriter:
