@@ -243,9 +243,9 @@ def test_listing_cost_uses_reported_cost_and_ended_usage_without_calls(tmp_path)
         det = load_session(r, sid)
     assert s.cost == pytest.approx(0.5 + 3.0)
     assert s.usage.input_tokens == 1_000_010
-    from flux.model.pricing import priced_usage, turn_usage_pairs
-    total, unknown = priced_usage(load_price_table(), [p for t in det.turns for p in turn_usage_pairs(t)])
-    assert total == pytest.approx(s.cost) and unknown == []
+    from flux.model.pricing import session_spend
+    spend = session_spend(load_price_table(), det.turns, det.row.model)
+    assert spend.usd == pytest.approx(s.cost) and spend.unpriced_models == ()
 
 
 def test_turn_slices_and_messages_by_position(tmp_path):

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from flux.store.events import Usage
 from flux.timefmt import age, iso_ms
 
 __all__ = [
     "fmt_cost", "fmt_tokens", "fmt_usage", "fmt_duration", "fmt_age", "iso_ms", "outcome_style",
-    "one_line", "usage_cost", "lineage_mark",
+    "one_line", "lineage_mark",
 ]
 
 OK_OUTCOMES = frozenset({"ok", "completed", "resumed", "resurrected", "accepted", "answered"})
@@ -56,19 +54,6 @@ def fmt_usage(u: Usage) -> str:
     if u.reasoning_tokens:
         parts.append(f"{fmt_tokens(u.reasoning_tokens)} reasoning")
     return " · ".join(parts)
-
-
-def usage_cost(prices, items: Sequence[tuple[str, Usage]]) -> float | None:
-    """Sum of ``prices.cost(model, usage)``; ``None`` as soon as one priced-for usage is unknown."""
-    total = 0.0
-    for model, u in items:
-        c = prices.cost(model, u) if prices is not None else None
-        if c is None:
-            if u.total_tokens or u.reported_cost_usd is not None:
-                return None
-            continue
-        total += c
-    return total
 
 
 def fmt_duration(ms: int | None) -> str:

@@ -17,17 +17,17 @@ from rich.table import Table
 from rich.text import Text
 
 from flux.model.interrupted import InterruptCheck
+from flux.model.pricing import session_spend, turn_spend
 from flux.model.session import Cell, SessionDetail, Turn, turn_index_of
 from flux.model.timeline import Statement, TimelinePlan, TurnTimeline
 from flux.store.events import Compacted, Message, Observation, Run, UnknownEvent, UnknownRun
 
-from .fmt import fmt_cost, fmt_duration, fmt_usage, iso_ms, one_line, outcome_style, usage_cost
+from .fmt import fmt_cost, fmt_duration, fmt_usage, iso_ms, one_line, outcome_style
 from .highlight import highlight_flux
 
 __all__ = [
     "MAX_CHARS", "capped", "display_statement_text", "render_cell", "render_statement", "render_turn_info",
     "render_conversation", "render_observations", "render_unknown", "turn_messages", "interrupt_line",
-    "turn_cost", "session_cost",
 ]
 
 MAX_CHARS = 20_000
@@ -182,23 +182,6 @@ def render_statement(tp: TimelinePlan, st: Statement) -> RenderableType:
 # -- turn info --------------------------------------------------------------------------------
 
 
-def turn_cost(prices, turn: Turn, fallback_model: str) -> float | None:
-    items = turn.call_models if turn.calls else ([(turn.model or fallback_model, turn.usage)] if turn.usage else [])
-    return usage_cost(prices, items)
-
-
-def session_cost(prices, detail: SessionDetail) -> tuple[Any, float | None]:
-    from flux.store.events import Usage
-
-    total = Usage()
-    cost: float | None = 0.0
-    for t in detail.turns:
-        total = total + t.effective_usage
-        c = turn_cost(prices, t, detail.row.model)
-        cost = None if (c is None or cost is None) else cost + c
-    return total, cost
-
-
 def interrupt_line(check: InterruptCheck, turn: Turn) -> Text | None:
     it = check.interrupted
     if it is not None and it.turn_number == turn.number:
@@ -237,10 +220,11 @@ def render_turn_info(detail: SessionDetail, turn: Turn, check: InterruptCheck, p
     if turn.calls:
         models = sorted({m for m, _ in turn.call_models})
         _kv(meta, "calls", f"{turn.calls} · {', '.join(models)}")
-    tc = turn_cost(prices, turn, detail.row.model)
+    tc = turn_spend(prices, turn, detail.row.model).usd
     _kv(meta, "cost", fmt_cost(tc, unknown="unknown (no price)"), "dim" if tc is None else "")
-    su, sc = session_cost(prices, detail)
-    _kv(meta, "session", f"{fmt_cost(sc, unknown='unknown')} · {fmt_usage(su) if su.total_tokens else 'no usage'}")
+    whole = session_spend(prices, detail.turns, detail.row.model)
+    su = whole.usage
+    _kv(meta, "session", f"{fmt_cost(whole.usd, unknown='unknown')} · {fmt_usage(su) if su.total_tokens else 'no usage'}")
     parts.append(meta)
     return Group(*parts)
 

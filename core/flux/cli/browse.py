@@ -8,8 +8,7 @@ import click
 
 from ..model.lineage import lineage_of
 from ..model.listing import list_sessions
-from ..model.pricing import load_price_table, priced_usage, turn_usage_pairs
-from ..store.usage import Usage
+from ..model.pricing import load_price_table, session_spend, turn_spend
 from ..timefmt import age, now_ms, parse_time_arg
 from . import main
 from .common import fail, handle_errors, json_out, open_reader, resolve_store_dir, store_option
@@ -82,28 +81,24 @@ def _show_json(detail, reader, prices, turn_filter: int | None) -> dict:
 
     check = check_interrupted(detail.turns, detail.turn_run_trace)
     turns = []
-    session_pairs = []
+    session_model = detail.row.model
     for t in detail.turns:
-        pairs = turn_usage_pairs(t)
-        session_pairs.extend(pairs)
         if turn_filter is not None and t.number != turn_filter:
             continue
-        cost, unknown = priced_usage(prices, pairs)
+        spend = turn_spend(prices, t, session_model)
         turns.append({
             "number": t.number, "turn_id": t.turn_id, "user_input": t.user_input, "model": t.model,
             "outcome": t.outcome, "iterations": t.iterations, "answer": t.answer,
             "started_at_ms": t.started_at_ms, "ended_at_ms": t.ended_at_ms,
-            "usage": t.effective_usage.to_body(), "calls": t.calls, "cost_usd": cost, "unpriced_models": unknown,
+            "usage": t.effective_usage.to_body(), "calls": t.calls, "cost_usd": spend.usd,
+            "unpriced_models": list(spend.unpriced_models),
             "loop_binding": t.loop_binding,
             "plans": [{"step": p.step, "outcome": p.outcome, "phase": p.phase, "fingerprint": p.fingerprint,
                        "error": p.error, "plan_source": p.plan_source, "accepted": p.accepted, "global_seq": p.global_seq}
                       for p in t.plan_attempts],
             "cells": [_cell_json(c) for c in detail.turn_cells(t)],
         })
-    total = Usage()
-    for _, u in session_pairs:
-        total = total + u
-    cost, unknown = priced_usage(prices, session_pairs)
+    whole = session_spend(prices, detail.turns, session_model)
     lin = lineage_of(detail.row)
     it = check.interrupted
     return {
@@ -119,9 +114,9 @@ def _show_json(detail, reader, prices, turn_filter: int | None) -> dict:
             "children": [{"id": c.id, "kind": (lineage_of(c).kind if lineage_of(c) else None), "agent_id": c.agent_id}
                          for c in reader.children_of(detail.id)],
         },
-        "usage": total.to_body(),
-        "cost_usd": cost,
-        "unpriced_models": unknown,
+        "usage": whole.usage.to_body(),
+        "cost_usd": whole.usd,
+        "unpriced_models": list(whole.unpriced_models),
         "unknown_events": [{"stream_seq": e.stream_seq, "kind": e.kind,
                             "event": e.body.event.event if isinstance(e.body, Run) else None}
                            for e in detail.unknown_events],

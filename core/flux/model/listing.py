@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ..store.store import SessionRow, StoreReader
 from ..store.usage import Usage
 from .lineage import Lineage, lineage_of
-from .pricing import PriceTable
+from .pricing import PriceTable, Spend
 
 if TYPE_CHECKING:
     from .interrupted import InterruptCheck
@@ -40,9 +40,20 @@ class SessionSummary:
     last_outcome: str | None = None  # None when the session has no turn
     interrupt: "InterruptCheck" = field(default_factory=_no_interrupt)
     lineage: Lineage | None = None
-    usage: Usage = field(default_factory=Usage)
-    cost: float | None = 0.0  # None: some model's price is unknown
-    unpriced_models: tuple[str, ...] = ()
+    spend: Spend = field(default_factory=lambda: Spend(None))  # priced by flux.model.pricing's rules
+
+    @property
+    def usage(self) -> Usage:
+        return self.spend.usage
+
+    @property
+    def cost(self) -> float | None:
+        """USD; ``None``: some model's price is unknown."""
+        return self.spend.usd
+
+    @property
+    def unpriced_models(self) -> tuple[str, ...]:
+        return self.spend.unpriced_models
 
     @property
     def id(self) -> str:
@@ -82,6 +93,9 @@ def _chunks(seq: Sequence, n: int = _CHUNK) -> Iterable[Sequence]:
 
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
                  "cache_creation_1h_input_tokens", "reasoning_tokens", "audio_input_tokens", "audio_output_tokens")
+# A reported cost counts only when it is a number (Usage.from_body's rule).
+_REPORTED = ("CASE WHEN json_type(payload, '$.data.usage.reported_cost_usd') IN ('integer', 'real')"
+             " THEN json_extract(payload, '$.data.usage.reported_cost_usd') END")
 _SUMS = ", ".join(f"SUM(json_extract(payload, '$.data.usage.{f}'))" for f in _USAGE_FIELDS)
 
 
@@ -97,7 +111,7 @@ def summarize_sessions(reader: StoreReader, rows: Sequence[SessionRow], prices: 
     Aggregates run in SQLite (``json_extract``, index searches by ``(stream, kind)``): Python sees
     one row per turn, not one per event.
     """
-    out = {r.id: SessionSummary(row=r, lineage=lineage_of(r)) for r in rows}
+    out = {r.id: SessionSummary(row=r, lineage=lineage_of(r), spend=Spend(prices)) for r in rows}
     for chunk in _chunks([r.id for r in rows]):
         marks = ",".join("?" * len(chunk))
         newest_turn: dict[str, int] = {}
@@ -109,15 +123,15 @@ def summarize_sessions(reader: StoreReader, rows: Sequence[SessionRow], prices: 
         called: set[tuple[str, int | None]] = set()
         for stream, tid, model, n_reported, reported, *sums in reader.query(
                 f"SELECT stream, turn_id, json_extract(payload, '$.data.model') AS m,"
-                f" json_type(payload, '$.data.usage.reported_cost_usd') IS NOT NULL AS r,"
-                f" SUM(json_extract(payload, '$.data.usage.reported_cost_usd')), {_SUMS}"
+                f" json_type(payload, '$.data.usage.reported_cost_usd') IN ('integer', 'real') AS r,"
+                f" SUM({_REPORTED}), {_SUMS}"
                 f" FROM events WHERE kind = 'call_usage' AND stream IN ({marks}) GROUP BY stream, turn_id, m, r", chunk):
             called.add((stream, tid))
-            _add_cost(out[stream], str(model or ""), _usage(sums, float(reported) if n_reported else None), prices)
+            out[stream].spend.add(model if isinstance(model, str) else "", _usage(sums, float(reported) if n_reported else None))
         ended: set[tuple[str, int]] = set()
-        for stream, tid, outcome, has_usage, *sums in reader.query(
+        for stream, tid, outcome, has_usage, reported, *sums in reader.query(
                 f"SELECT stream, turn_id, json_extract(payload, '$.data.outcome'),"
-                f" json_type(payload, '$.data.usage') IS NOT NULL, {_SUMS.replace('SUM(', '(')}"
+                f" json_type(payload, '$.data.usage') = 'object', {_REPORTED}, {_SUMS.replace('SUM(', '(')}"
                 f" FROM events WHERE kind = 'turn_ended' AND stream IN ({marks})", chunk):
             ended.add((stream, tid))
             s = out[stream]
@@ -125,7 +139,7 @@ def summarize_sessions(reader: StoreReader, rows: Sequence[SessionRow], prices: 
                 s.last_outcome = outcome if isinstance(outcome, str) else ""
             if has_usage and (stream, tid) not in called:  # Turn.effective_usage: ended usage only without calls
                 model = _turn_model(reader, tid) or s.row.model
-                _add_cost(s, model, _usage(sums, None), prices)
+                s.spend.add(model, _usage(sums, reported))
         ended_count: dict[str, int] = {}
         for stream, _tid in ended:
             ended_count[stream] = ended_count.get(stream, 0) + 1
@@ -145,20 +159,6 @@ def _turn_model(reader: StoreReader, turn_id: int | None) -> str:
         return ""
     rows = reader.query("SELECT json_extract(payload, '$.data.model') FROM events WHERE global_seq = ?", (turn_id,))
     return rows[0][0] if rows and isinstance(rows[0][0], str) else ""
-
-
-def _add_cost(s: SessionSummary, model: str, usage: Usage, prices: PriceTable | None) -> None:
-    s.usage = s.usage + usage
-    if prices is None:
-        return
-    c = prices.cost(model, usage)
-    if c is None:
-        if usage.total_tokens:
-            s.cost = None
-            if model not in s.unpriced_models:
-                s.unpriced_models = s.unpriced_models + (model,)
-    elif s.cost is not None:
-        s.cost += c
 
 
 def _older_open_turn(reader: StoreReader, stream: str, ended_ids: set[int]) -> "InterruptCheck":

@@ -1,8 +1,16 @@
 """Cost from usage: a built-in price table for common models that a user's prices file extends or
 overrides. Prices are USD per million tokens for input, output, cache read and cache write.
 
-An unknown model's cost is *unknown* (``None``), never 0: a wrong zero is worse than a blank.
-A provider-reported cost (``Usage.reported_cost_usd``) wins over the table.
+This module is the one home of cost: the CLI (``flux show``/``flux sessions``), the session list and
+the app all ask :class:`Spend` / :func:`turn_spend` / :func:`session_spend`. The rules:
+
+- a call's cost is the provider-reported cost (``Usage.reported_cost_usd``) when there is one, else
+  the table's price of its model times its tokens;
+- a call whose model has no price and that spent tokens is *unknown* (``None``), never 0 — a wrong
+  zero is worse than a blank; an unpriced call that spent no tokens costs nothing;
+- a turn spent its per-call usage (``call_usage`` rows) if it has any, else its ``turn_ended``
+  usage, priced by the turn's model or, when the turn names none, the session's model;
+- a turn's or session's cost is the sum of its calls' costs, unknown as soon as one call is.
 
 The prices file is JSON: ``{"model-name": {"input": 3.0, "output": 15.0, "cache_read": 0.3,
 "cache_write": 3.75}, ...}``. It is read from ``--prices FILE``, else ``$FLUX_PRICES``, else
@@ -22,7 +30,8 @@ from typing import Mapping
 from ..errors import FluxError
 from ..store.usage import Usage
 
-__all__ = ["Price", "PriceTable", "BUILTIN_PRICES", "load_price_table"]
+__all__ = ["Price", "PriceTable", "BUILTIN_PRICES", "load_price_table", "Spend", "turn_usage_pairs", "turn_spend",
+           "session_spend"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,24 +141,54 @@ def load_price_table(prices_file: str | os.PathLike[str] | None = None, store_di
     return PriceTable(table)
 
 
-def priced_usage(prices: PriceTable, pairs) -> tuple[float | None, list[str]]:
-    """Sum the cost of ``(model, usage)`` pairs; ``None`` if any pair with tokens is unpriced."""
-    total: float | None = 0.0
-    unknown: list[str] = []
-    for model, usage in pairs:
-        c = prices.cost(model, usage)
+class Spend:
+    """What some calls spent: summed usage, cost in USD (``None``: unknown) and the unpriced models.
+
+    ``prices=None`` tallies usage only (``usd`` stays 0.0: nobody asked for a cost).
+    """
+
+    __slots__ = ("prices", "usage", "usd", "unpriced_models")
+
+    def __init__(self, prices: PriceTable | None):
+        self.prices = prices
+        self.usage = Usage()
+        self.usd: float | None = 0.0
+        self.unpriced_models: tuple[str, ...] = ()
+
+    def add(self, model: str, usage: Usage) -> "Spend":
+        self.usage = self.usage + usage
+        if self.prices is None:
+            return self
+        c = self.prices.cost(model, usage)
         if c is None:
             if usage.total_tokens:
-                total = None
-                if model not in unknown:
-                    unknown.append(model)
-        elif total is not None:
-            total += c
-    return total, unknown
+                self.usd = None
+                if model not in self.unpriced_models:
+                    self.unpriced_models = self.unpriced_models + (model,)
+        elif self.usd is not None:
+            self.usd += c
+        return self
+
+    def add_all(self, pairs) -> "Spend":
+        for model, usage in pairs:
+            self.add(model, usage)
+        return self
 
 
-def turn_usage_pairs(turn) -> list:
-    """What a turn spent, as ``(model, usage)``: its per-call rows, else its ``turn_ended`` usage."""
+def turn_usage_pairs(turn, session_model: str = "") -> list:
+    """What a turn spent, as ``(model, usage)``: its per-call rows, else its ``turn_ended`` usage
+    (priced by the turn's model, else the session's)."""
     if turn.calls:
         return list(turn.call_models)
-    return [(turn.model, turn.usage)] if turn.usage is not None else []
+    return [(turn.model or session_model, turn.usage)] if turn.usage is not None else []
+
+
+def turn_spend(prices: PriceTable | None, turn, session_model: str = "") -> Spend:
+    return Spend(prices).add_all(turn_usage_pairs(turn, session_model))
+
+
+def session_spend(prices: PriceTable | None, turns, session_model: str = "") -> Spend:
+    spend = Spend(prices)
+    for t in turns:
+        spend.add_all(turn_usage_pairs(t, session_model))
+    return spend
