@@ -442,3 +442,56 @@ def test_empty_prompt_and_unknown_session(make_client):
         c.session().send_sync("  ")
     with pytest.raises(SessionNotFound, match="no session 's_99'"):
         c.open_session("s_99")
+
+
+def _cells_fail(monkeypatch):
+    """Make every cassette-cell append fail as a full disk would (other rows still write)."""
+    import sqlite3
+
+    from flux.store.events import OpRecorded
+    from flux.store.store import StoreWriter
+
+    real = StoreWriter.append
+
+    def append(self, stream, body, *a, **kw):
+        if isinstance(body, Run) and isinstance(body.event, OpRecorded):
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(self, stream, body, *a, **kw)
+
+    monkeypatch.setattr(StoreWriter, "append", append)
+
+
+def test_a_cell_that_cannot_be_written_fails_the_turn_loudly(make_client, store, ws, monkeypatch):
+    _cells_fail(monkeypatch)
+    prov = scripted({"tool_calls": [{"name": "write", "input": {"path": "out.txt", "content": "hi"}},
+                                    {"name": "write", "input": {"path": "never.txt", "content": "no"}}]},
+                    {"text": "never reached"})
+    c = make_client(prov, model="scripted", auto_approve=True)
+    out = c.session().send_sync("write it")
+    assert out.outcome == "error" and out.model_calls == 1
+    assert out.error.startswith("op `write` ran but its cassette cell could not be recorded (OperationalError: database or disk is full)")
+    assert (ws / "out.txt").read_text() == "hi" and not (ws / "never.txt").exists()  # it ran; the next op did not
+    d = detail(store)
+    [t] = d.turns
+    assert (t.outcome, t.answer) == ("error", out.error) and d.cells == []
+
+
+def test_a_flow_whose_cell_cannot_be_written_ends_in_error(make_client, store, ws, monkeypatch):
+    _cells_fail(monkeypatch)
+    c = make_client("mock", auto_approve=True)
+    out = c.session().run_flow_sync('flow\n  a = write({"path":"a.txt","content":"1"})\n  b = write({"path":"b.txt","content":"2"})\n')
+    assert out.outcome == "error" and "op `write` ran but its cassette cell could not be recorded" in out.error
+    assert (ws / "a.txt").exists() and not (ws / "b.txt").exists()
+    assert detail(store).turns[0].outcome == "error"
+
+
+def test_an_on_event_callback_that_raises_is_logged_and_the_turn_goes_on(make_client, store, caplog):
+    def broken(ev):
+        raise ValueError("renderer bug")
+
+    c = make_client("mock", auto_approve=True)
+    with caplog.at_level("ERROR", logger="flux.agent.loop"):
+        out = c.session().send_sync("write a quick note", on_event=broken)
+    assert out.outcome == "ok"
+    failures = [r for r in caplog.records if "on_event callback failed" in r.getMessage()]
+    assert failures and failures[0].exc_info[1].args == ("renderer bug",)

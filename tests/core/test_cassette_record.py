@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from flux.canonical import canonical_json, sha256_hex
 from flux.cassette.record import (
+    CassetteWriteError,
     DEFAULT_CAP, RecordingHost, build_cell, cap_from_env, cassette_enabled, input_view, truncate_utf8,
 )
 from flux.cassette.redactor import Redactor
@@ -148,7 +149,7 @@ def test_env_switches():
     assert sink[0]["content"] == "é" and sink[0]["truncated"] is True
 
 
-def test_sink_object_with_emit_and_swallowed_failures():
+def test_sink_object_with_emit_and_loud_failures():
     class Sink:
         def __init__(self):
             self.got = []
@@ -163,9 +164,12 @@ def test_sink_object_with_emit_and_swallowed_failures():
     def broken(body):
         raise OSError("disk full")
 
-    host = RecordingHost(FakeLive({"x": Outcome("1")}), broken, env={})
-    assert host.dispatch("x", {}, "{}").content == "1"  # the live run goes on
-    assert host.append_failures == 1 and host.seq == 1
+    live = FakeLive({"x": Outcome("1")})
+    host = RecordingHost(live, broken, env={})
+    with pytest.raises(CassetteWriteError, match=r"op `x` ran but its cassette cell could not be recorded \(OSError: disk full\)") as e:
+        host.dispatch("x", {}, "{}")
+    assert live.calls == [("x", "{}")] and e.value.op == "x"  # the op ran; its cell is missing, and said so
+    assert host.seq == 0 and host.cells == []
 
 
 def test_attributes_forward_to_the_inner_host():

@@ -27,13 +27,14 @@ A process killed mid-turn leaves 1–3: a turn with an accepted plan and no ``tu
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..canonical import sha256_hex
-from ..cassette.record import RecordingHost
+from ..cassette.record import CassetteWriteError, RecordingHost
 from ..cassette.redactor import Redactor
 from ..errors import FluxError
 from ..lang import ast as A
@@ -49,6 +50,8 @@ from .ops import MUTATING_EFFECTS, Toolbox, validate_input
 from .providers.base import Chunk, ModelRequest, ProviderError, assemble
 
 __all__ = ["TurnOutput", "PlanRecord", "ToolCall", "TurnRunner", "provider_history", "RetryPolicy"]
+
+log = logging.getLogger(__name__)
 
 CANCELLED_ANSWER = "(turn cancelled)"
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{[A-Za-z_][A-Za-z0-9_]*\}")
@@ -309,8 +312,8 @@ class TurnRunner:
         if self.cfg.on_event is not None:
             try:
                 self.cfg.on_event({"kind": kind, **data})
-            except Exception:
-                pass
+            except Exception:  # a display callback must not break the turn — but it must not vanish either
+                log.exception("the on_event callback failed on a %r event (the turn goes on)", kind)
 
     # ------------------------------------------------------------------ model calls
     async def _call_model(self, request: ModelRequest, round_: int, observations: list, turn_id: int,
@@ -411,6 +414,8 @@ class TurnRunner:
             else:
                 outcome, answer = "max_iter", ""
                 self._notify("max_iter", iterations=cfg.max_iter)
+        except CassetteWriteError as e:  # the op ran, its cell did not reach the store: stop, loudly
+            outcome, answer, out.error = "error", str(e), str(e)
         except (KeyboardInterrupt, asyncio.CancelledError) as e:
             outcome, answer, cancelled = "cancelled", CANCELLED_ANSWER, e
         out.outcome, out.answer = outcome, answer
@@ -537,10 +542,13 @@ class TurnRunner:
         host = RecordingHost(live, rec, cfg.redactor, cfg.cap, enabled=cfg.cassette)
         interp = Interpreter(cfg.toolbox.catalog(), host, rec, approver=confirm, run_id=cfg.session)
         cancelled = False
+        cassette_error: CassetteWriteError | None = None
         try:
             res = interp.run(draft, resumable=True)
         except KeyboardInterrupt:
             res, cancelled = None, True
+        except CassetteWriteError as e:  # the op ran, its cell did not reach the store: stop, loudly
+            res, cassette_error = None, e
         observations = []
         for n, (op, inp, status, started, exec_us) in enumerate(live.log, 1):
             subjects = [inp["path"]] if isinstance(inp, dict) and isinstance(inp.get("path"), str) else []
@@ -554,6 +562,8 @@ class TurnRunner:
         steps = live.dispatches
         if cancelled:
             out.outcome, out.answer = "cancelled", CANCELLED_ANSWER
+        elif cassette_error is not None:
+            out.outcome, out.answer, out.error = "error", str(cassette_error), str(cassette_error)
         elif res.halted is not None:
             h = res.halted
             out.outcome = "halted"

@@ -3,8 +3,12 @@ redacted ``op_recorded`` cell, then hand the **unredacted** outcome back to the 
 
 ``RecordingHost(inner, sink, redactor, cap=None)`` wraps any op host (``dispatch(op, input,
 input_json) -> outcome``). The sink is the interpreter's event sink: an object with
-``emit(run_event_body_dict)`` or a plain callable taking that dict. Append failures are swallowed,
-as flux does: a cassette that cannot be written must not break the live run.
+``emit(run_event_body_dict)`` or a plain callable taking that dict.
+
+A cell that cannot be built or written is a loud failure of that dispatch (flux swallows it; we do
+not): the op has run, but without its cell the run can no longer be replayed or resurrected
+exactly-once past it, so :meth:`RecordingHost.dispatch` raises :class:`CassetteWriteError` and the
+agent loop ends the turn with outcome ``error`` naming the op (``docs/agent.md``).
 
 Environment: ``FLUX_CASSETTE=0`` disables recording (the host is then a pass-through);
 ``FLUX_CASSETTE_MAX_BYTES`` sets the per-field cap (default 1,048,576 bytes).
@@ -17,15 +21,25 @@ import os
 from typing import Any, Callable, Mapping
 
 from ..canonical import canonical_json, sha256_hex
+from ..errors import FluxError
 from ..store.events import OpRecorded
 from .redactor import Redactor
 
 __all__ = [
-    "DEFAULT_CAP", "RecordingHost", "build_cell", "cassette_enabled", "cap_from_env", "input_view",
+    "DEFAULT_CAP", "CassetteWriteError", "RecordingHost", "build_cell", "cassette_enabled", "cap_from_env", "input_view",
     "truncate_utf8",
 ]
 
 DEFAULT_CAP = 1_048_576
+
+
+class CassetteWriteError(FluxError):
+    """A dispatched op's cassette cell could not be recorded: the op ran, its cell is missing."""
+
+    def __init__(self, op: str, cause: BaseException):
+        self.op, self.cause = op, cause
+        super().__init__(f"op `{op}` ran but its cassette cell could not be recorded ({type(cause).__name__}: {cause}) — "
+                         "the turn stops here; fix the store (disk space, permissions) and run again")
 
 
 def cassette_enabled(env: Mapping[str, str] | None = None) -> bool:
@@ -138,8 +152,9 @@ class RecordingHost:
     """An op host that records a cassette cell after every live dispatch of ``inner``.
 
     ``cells`` keeps the cells this scope recorded (already redacted — exactly what went to the
-    sink), ``seq`` is the per-scope counter (starts at 0). Attributes the wrapper does not define
-    are forwarded to ``inner`` (its catalog, approver hooks, …).
+    sink), ``seq`` is the per-scope counter (starts at 0). A cell that cannot be built or appended
+    raises :class:`CassetteWriteError` after the dispatch. Attributes the wrapper does not define are
+    forwarded to ``inner`` (its catalog, approver hooks, …).
     """
 
     def __init__(self, inner: Any, sink: Any, redactor: Redactor | None = None, cap: int | None = None, *,
@@ -151,7 +166,6 @@ class RecordingHost:
         self._emit: Callable[[dict], Any] = sink.emit if hasattr(sink, "emit") else sink
         self.seq = 0
         self.cells: list[OpRecorded] = []
-        self.append_failures = 0
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for attributes not set in __init__.
@@ -167,17 +181,13 @@ class RecordingHost:
             self.record(op, input_json, outcome)
         return outcome
 
-    def record(self, op: str, input_json: str, outcome: Any) -> OpRecorded | None:
-        """Build and append the cell for one dispatch; returns it (``None`` if building failed)."""
+    def record(self, op: str, input_json: str, outcome: Any) -> OpRecorded:
+        """Build and append the cell for one dispatch; raises :class:`CassetteWriteError` if either fails."""
         try:
             cell = build_cell(self.seq, op, input_json, outcome, self.redactor, self.cap)
-        except Exception:  # a cassette must never break the live run
-            self.append_failures += 1
-            return None
+            self._emit(cell.to_body())
+        except Exception as e:
+            raise CassetteWriteError(op, e) from e
         self.seq += 1
         self.cells.append(cell)
-        try:
-            self._emit(cell.to_body())
-        except Exception:
-            self.append_failures += 1
         return cell
