@@ -362,3 +362,10 @@ def test_identical_pairs_are_served_in_recorded_order(tmp_path):
     rep = replay_session(StoreReader(store), sid)
     # `log`'s input depends on the order the two identical ticks were served in
     assert rep.faithful and rep.served == [0, 1, 2]
+
+
+def test_plan_turns_names_the_turn_of_each_replayed_flow_key(fixture_store):
+    from flux.timemachine.replay import plan_turns
+
+    with StoreReader(fixture_store) as r:
+        assert plan_turns(load_session(r, "s_1")) == {FIXTURE_KEY: 1}

@@ -115,6 +115,7 @@ def divergence_target(report, detail) -> tuple[int, tuple] | None:
     """Where the replay went wrong, as ``(turn number, row target)``: the statement whose request
     missed (or hit a truncated cell), else the first unconsumed cell of an unfaithful replay."""
     from flux.model.session import turn_index_of
+    from flux.timemachine.replay import plan_turns
 
     if report.diverged is not None:
         sr = next((s for s in report.statement_results if _diverged_result(s)), None)
@@ -127,7 +128,7 @@ def divergence_target(report, detail) -> tuple[int, tuple] | None:
                 ti = turn_index_of(detail.turns, detail.cells[idx].global_seq)
                 if ti is not None:
                     return ti + 1, ("stmt", sr.plan, sr.node)
-            turn = _turn_of_flow(detail, sr.plan)
+            turn = plan_turns(detail).get(sr.plan)
             if turn is not None:
                 return turn, ("stmt", sr.plan, sr.node)
     end = report.tape_end
@@ -139,26 +140,6 @@ def divergence_target(report, detail) -> tuple[int, tuple] | None:
         if ti is not None:
             return ti + 1, ("cell", un[0])
     return None
-
-
-def _turn_of_flow(detail, key: str) -> int | None:
-    """The turn whose accepted plan has ``flow_key`` ``key`` (the last acceptance wins, as replay keys plans)."""
-    from flux.errors import FluxError
-    from flux.lang.hashes import flow_key
-    from flux.lang.parser import parse
-
-    found = None
-    for t in detail.turns:
-        for att in t.plan_attempts:
-            if att.outcome != "accepted" or att.plan_source is None:
-                continue
-            try:
-                d = parse(att.plan_source)
-            except FluxError:
-                continue
-            if flow_key(d.name, d.body) == key:
-                found = t.number
-    return found
 
 
 def render_report(marks: ReplayMarks) -> RenderableType:

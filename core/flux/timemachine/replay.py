@@ -52,7 +52,7 @@ from ..store.store import StoreReader, StoreWriter
 
 __all__ = [
     "ReplayReport", "ReplayedPlan", "StatementResult", "TapeEnd", "ChildReplay", "ReplayTree", "replay_session",
-    "replay_detail", "replay_tree", "plans_by_key",
+    "replay_detail", "replay_tree", "plans_by_key", "plan_turns",
 ]
 
 ProgressFn = Callable[[int, int], None]
@@ -200,6 +200,20 @@ def plans_by_key(detail: SessionDetail) -> tuple[dict[str, A.DraftAst], list[str
     An accepted ``plan_source`` that does not parse is a hard error naming the turn and attempt."""
     plans: dict[str, A.DraftAst] = {}
     order: list[str] = []
+    for _turn, key, draft in accepted_plans(detail):
+        order.append(key)
+        plans[key] = draft
+    return plans, order
+
+
+def plan_turns(detail: SessionDetail) -> dict[str, int]:
+    """flow_key → the number of the turn whose accepted plan replay runs under that key (last wins)."""
+    return {key: turn.number for turn, key, _draft in accepted_plans(detail)}
+
+
+def accepted_plans(detail: SessionDetail):
+    """``(turn, flow_key, parsed plan)`` per accepted plan in acceptance order; a damaged
+    ``plan_source`` is :class:`NotReplayable` naming the turn and attempt."""
     for t in detail.turns:
         for att in t.plan_attempts:
             if att.outcome != "accepted" or att.plan_source is None:
@@ -212,10 +226,7 @@ def plans_by_key(detail: SessionDetail) -> tuple[dict[str, A.DraftAst], list[str
                     f"the accepted plan of turn {t.number} (attempt step {att.step}, stream_seq {att.stream_seq}) "
                     f"no longer parses: {e} — the stored plan_source is damaged; replay cannot re-execute it",
                 ) from None
-            key = flow_key(draft.name, draft.body)
-            order.append(key)
-            plans[key] = draft
-    return plans, order
+            yield t, flow_key(draft.name, draft.body), draft
 
 
 def _redacted_standins(detail: SessionDetail, exec_keys: list[str], plans: dict[str, A.DraftAst]) -> dict[str, A.DraftAst]:
