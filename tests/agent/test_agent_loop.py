@@ -495,3 +495,17 @@ def test_an_on_event_callback_that_raises_is_logged_and_the_turn_goes_on(make_cl
     assert out.outcome == "ok"
     failures = [r for r in caplog.records if "on_event callback failed" in r.getMessage()]
     assert failures and failures[0].exc_info[1].args == ("renderer bug",)
+
+
+def test_the_turns_cost_is_priced_per_call_like_flux_show(make_client, store):
+    from flux.model.pricing import Price, PriceTable, turn_spend
+
+    prices = PriceTable({"scripted": Price(1.0, 0.0)})
+    prov = scripted({"tool_calls": [{"name": "read", "input": {"path": "README.md"}}],
+                     "usage": {"input_tokens": 100, "reported_cost_usd": 0.5}},
+                    {"text": "done", "usage": {"input_tokens": 1_000_000}})
+    c = make_client(prov, model="scripted", auto_approve=True, prices=prices)
+    out = c.session().send_sync("read it")
+    assert out.cost == pytest.approx(1.5)  # the reported call as reported, the other from the table
+    d = detail(store)
+    assert turn_spend(prices, d.turns[0], d.row.model).usd == pytest.approx(out.cost)

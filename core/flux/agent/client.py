@@ -109,62 +109,14 @@ class Client:
         auto_resurrect: bool = True,
         on_resurrect: Optional[Callable[[str, Any], None]] = None,
     ):
-        # Provider and model name.
-        extra_secrets: list[str] = []
-        if isinstance(provider, str):
-            name = provider if model is None or model == provider else (model if ":" in model else f"{provider}:{model}")
-            resolved = resolve_model(name, base_url=base_url, api_key=api_key)
-            self.provider = resolved.provider
-            self.model = resolved.name
-            self.request_model = resolved.request_model
-            self.provider_name = resolved.provider_name
-            extra_secrets += resolved.secrets
-            own_retries = resolved.own_retries
-        else:
-            if not hasattr(provider, "stream"):
-                raise FluxError("provider must be a model name (e.g. 'mock', 'openai:gpt-4.1-mini') or an object with stream()")
-            self.provider = provider
-            self.provider_name = str(getattr(provider, "name", "provider"))
-            self.model = model or str(getattr(provider, "model", None) or self.provider_name)
-            self.request_model = self.model.split(":", 1)[1] if ":" in self.model and self.provider_name in (
-                "openai", "anthropic", "ollama") else self.model
-            own_retries = hasattr(provider, "max_retries")
-        if api_key:
-            extra_secrets.append(api_key)
-
-        # Redactor.
+        own_retries, provider_secrets = self._set_provider(provider, model, base_url, api_key)
         self.redactor = Redactor(marker=redaction_marker)
-        for s in list(secrets) + extra_secrets + (env_secret_values() if env_secrets else []):
+        for s in list(secrets) + provider_secrets + (env_secret_values() if env_secrets else []):
             self.redactor.register(s)
-
-        # Model cassette: serve first (misses fall through live), tee what goes live.
-        if model_cassette is not None:
-            self.provider = TeeProvider(self.provider, ModelCassetteWriter(model_cassette, self.redactor))
-        self.model_server: Optional[CassetteProvider] = None
-        if serve_model_cassette is not None:
-            self.model_server = CassetteProvider(load_records(serve_model_cassette), self.provider, self.redactor)
-            self.provider = self.model_server
-
-        # Ops.
+        self._add_model_cassettes(model_cassette, serve_model_cassette)
         self.workspace = Path(workspace or ".").expanduser().resolve()
-        if ops is None:
-            if not self.workspace.is_dir():
-                raise FluxError(f"workspace {self.workspace} is not a directory — pass --workspace DIR")
-            self.toolbox = Toolbox.of(coding_ops(self.workspace, secrets=self.redactor.secrets))
-        else:
-            self.toolbox = Toolbox.of(ops)
-
-        # Approver.
-        if sum(x is not None and x is not False for x in (approver, policy, auto_approve or None)) > 1:
-            raise FluxError("pass only one of approver=, policy= and auto_approve=True (or --yes / --policy)")
-        if approver is not None:
-            self.approver: Approver = approver
-        elif policy is not None:
-            self.approver = load_policy(policy)
-        elif auto_approve:
-            self.approver = AutoApprove()
-        else:
-            self.approver = DenyAll()
+        self.toolbox = self._toolbox(ops)
+        self.approver: Approver = _approver(approver, policy, auto_approve)
 
         # Storage.
         self._ephemeral: Optional[str] = None
@@ -193,6 +145,44 @@ class Client:
         # An interrupted turn is finished (no model call) before the next turn on its session (§4.7).
         self.auto_resurrect = auto_resurrect
         self.on_resurrect = on_resurrect  # ("plan", LivePreview) before, ("report", ResurrectReport) after
+
+    # ---------------------------------------------------------------- set-up
+    def _set_provider(self, provider: Any, model: Optional[str], base_url: Optional[str],
+                      api_key: Optional[str]) -> tuple[bool, list[str]]:
+        """Provider, stored model name and request model; returns (retries itself?, secrets it knows)."""
+        secrets = [api_key] if api_key else []
+        if isinstance(provider, str):
+            name = provider if model is None or model == provider else (model if ":" in model else f"{provider}:{model}")
+            resolved = resolve_model(name, base_url=base_url, api_key=api_key)
+            self.provider = resolved.provider
+            self.model = resolved.name
+            self.request_model = resolved.request_model
+            self.provider_name = resolved.provider_name
+            return resolved.own_retries, resolved.secrets + secrets
+        if not hasattr(provider, "stream"):
+            raise FluxError("provider must be a model name (e.g. 'mock', 'openai:gpt-4.1-mini') or an object with stream()")
+        self.provider = provider
+        self.provider_name = str(getattr(provider, "name", "provider"))
+        self.model = model or str(getattr(provider, "model", None) or self.provider_name)
+        self.request_model = self.model.split(":", 1)[1] if ":" in self.model and self.provider_name in (
+            "openai", "anthropic", "ollama") else self.model
+        return hasattr(provider, "max_retries"), secrets
+
+    def _add_model_cassettes(self, tee_to: Any, serve_from: Any) -> None:
+        """Model cassette: serve first (misses fall through live), tee what goes live."""
+        if tee_to is not None:
+            self.provider = TeeProvider(self.provider, ModelCassetteWriter(tee_to, self.redactor))
+        self.model_server: Optional[CassetteProvider] = None
+        if serve_from is not None:
+            self.model_server = CassetteProvider(load_records(serve_from), self.provider, self.redactor)
+            self.provider = self.model_server
+
+    def _toolbox(self, ops: Optional[Iterable[Op | Callable]]) -> Toolbox:
+        if ops is not None:
+            return Toolbox.of(ops)
+        if not self.workspace.is_dir():
+            raise FluxError(f"workspace {self.workspace} is not a directory — pass --workspace DIR")
+        return Toolbox.of(coding_ops(self.workspace, secrets=self.redactor.secrets))
 
     # ---------------------------------------------------------------- sessions
     def session(self, *, context: Optional[dict[str, str | None]] = None) -> Session:
@@ -246,3 +236,14 @@ class Client:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _approver(approver: Optional[Approver], policy: Any, auto_approve: bool) -> Approver:
+    """The one approval source the caller chose (none: deny every effectful call)."""
+    if sum(x is not None and x is not False for x in (approver, policy, auto_approve or None)) > 1:
+        raise FluxError("pass only one of approver=, policy= and auto_approve=True (or --yes / --policy)")
+    if approver is not None:
+        return approver
+    if policy is not None:
+        return load_policy(policy)
+    return AutoApprove() if auto_approve else DenyAll()

@@ -44,6 +44,7 @@ from ..lang.interpreter import Interpreter, OpOutcome
 from ..store.events import (
     CallUsage, Message, Observation, OpRecorded, PlanAttempted, Run, TurnEnded, Usage, decode_run,
 )
+from ..model.pricing import Spend
 from ..store.store import StoreWriter
 from .approver import ApprovalRequest, Approver
 from .ops import MUTATING_EFFECTS, Toolbox, validate_input
@@ -514,8 +515,8 @@ class TurnRunner:
             rec.append(CallUsage(model=cfg.model_name, usage=u), turn_id=tid)
             total = total + u
         out.usage = total
-        if cfg.prices is not None:
-            out.cost = cfg.prices.cost(cfg.model_name, total)
+        if cfg.prices is not None:  # priced per call, by the one rule (flux.model.pricing)
+            out.cost = Spend(cfg.prices).add_all((cfg.model_name, u) for u in usages).usd
         rec.append(TurnEnded(outcome=out.outcome, iterations=out.iterations, answer=cfg.redactor.redact(out.answer),
                              usage=total), turn_id=tid)
         flush = cfg.writer.now()

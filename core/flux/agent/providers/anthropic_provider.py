@@ -28,13 +28,12 @@ handling are those of the openai provider (:func:`.openai_provider.stream_with_r
 
 from __future__ import annotations
 
-import os
 from typing import Any, AsyncIterator
 
 from ...store.events import Usage
 from .base import Chunk, ModelRequest, ProviderError
-from .openai_provider import (Failure, LoopBoundClient, RetryPolicy, StreamBroken, classify_http_failure, display_url, missing_sdk,
-                              parse_arguments, stream_with_retries, usage_chunk)
+from .openai_provider import (Failure, SdkProvider, StreamBroken, classify_http_failure, display_url, parse_arguments,
+                              stream_with_retries, usage_chunk)
 
 __all__ = ["AnthropicProvider"]
 
@@ -100,42 +99,18 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-class AnthropicProvider:
+class AnthropicProvider(SdkProvider):
     """The Messages API through the official SDK. ``base_url`` for a proxy or compatible server."""
 
-    name = "anthropic"
+    name = sdk = "anthropic"
+    client_class = "AsyncAnthropic"
+    env = "ANTHROPIC"
+    placeholder_key = _PLACEHOLDER_KEY
 
-    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, *,
-                 max_retries: int = 3, timeout: float = 60.0, retry_base_delay: float = 0.5,
-                 retry_max_delay: float = 20.0):
-        try:
-            import anthropic  # lazy: the SDK is an optional extra
-        except ImportError:
-            raise missing_sdk("anthropic") from None
-        self.model = model
-        url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or "").rstrip("/")
-        if url.endswith("/v1"):
-            url = url[:-3]
-        self.base_url = url or None
-        key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
-        if key is None and self.base_url is None:
-            raise ProviderError("ANTHROPIC_API_KEY is not set — export it or pass --base-url for a local server")
-        self._api_key = key or _PLACEHOLDER_KEY
-        self.timeout = timeout
-        self.policy = RetryPolicy(max_retries, retry_base_delay, retry_max_delay)
-        self._clients = LoopBoundClient(lambda: anthropic.AsyncAnthropic(
-            api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0))
-
-    @property
-    def max_retries(self) -> int:
-        return self.policy.max_retries
-
-    async def aclose(self) -> None:
-        """Close the HTTP client (optional; it is also dropped when its event loop ends)."""
-        await self._clients.aclose()
-
-    def __repr__(self) -> str:  # never shows the key
-        return f"AnthropicProvider(model={self.model!r}, base_url={display_url(self.base_url)!r})"
+    @staticmethod
+    def normalize_url(url: str) -> str:
+        url = url.rstrip("/")
+        return url[:-3] if url.endswith("/v1") else url  # the SDK adds /v1 itself
 
     def request_params(self, request: ModelRequest) -> dict:
         """The keyword arguments of ``messages.create`` for ``request``."""

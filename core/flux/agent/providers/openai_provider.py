@@ -393,28 +393,39 @@ class _ToolCall:
         self.id, self.name, self.args = id, name, []
 
 
-class OpenAIProvider:
-    """Chat Completions through the official SDK. ``base_url`` for OpenAI-compatible local servers."""
+class SdkProvider:
+    """What the official-SDK providers share: the model, a base URL and key from the arguments or
+    ``<ENV>_BASE_URL`` / ``<ENV>_API_KEY`` (no key needed with a base URL: a local server), our retry
+    policy (the SDK's own retries are off), and one SDK client per event loop."""
 
-    name = "openai"
+    name = ""
+    sdk = ""  # import name of the SDK (an optional extra, imported when a provider is made)
+    client_class = ""  # its async client
+    env = ""  # environment variable prefix
+    placeholder_key = ""  # sent to a local server that needs none
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, *,
                  max_retries: int = 3, timeout: float = 60.0, retry_base_delay: float = 0.5,
                  retry_max_delay: float = 20.0):
         try:
-            import openai  # lazy: the SDK is an optional extra
+            sdk = importlib.import_module(self.sdk)
         except ImportError:
-            raise missing_sdk("openai") from None
+            raise missing_sdk(self.sdk) from None
         self.model = model
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "").rstrip("/") or None
-        key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        self.base_url = self.normalize_url(base_url or os.environ.get(f"{self.env}_BASE_URL") or "") or None
+        key = api_key or os.environ.get(f"{self.env}_API_KEY") or None
         if key is None and self.base_url is None:
-            raise ProviderError("OPENAI_API_KEY is not set — export it or pass --base-url for a local server")
-        self._api_key = key or _PLACEHOLDER_KEY
+            raise ProviderError(f"{self.env}_API_KEY is not set — export it or pass --base-url for a local server")
+        self._api_key = key or self.placeholder_key
         self.timeout = timeout
         self.policy = RetryPolicy(max_retries, retry_base_delay, retry_max_delay)
-        self._clients = LoopBoundClient(lambda: openai.AsyncOpenAI(
+        client = getattr(sdk, self.client_class)
+        self._clients = LoopBoundClient(lambda: client(
             api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0))
+
+    @staticmethod
+    def normalize_url(url: str) -> str:
+        return url.rstrip("/")
 
     @property
     def max_retries(self) -> int:
@@ -425,7 +436,16 @@ class OpenAIProvider:
         await self._clients.aclose()
 
     def __repr__(self) -> str:  # never shows the key
-        return f"OpenAIProvider(model={self.model!r}, base_url={display_url(self.base_url)!r})"
+        return f"{type(self).__name__}(model={self.model!r}, base_url={display_url(self.base_url)!r})"
+
+
+class OpenAIProvider(SdkProvider):
+    """Chat Completions through the official SDK. ``base_url`` for OpenAI-compatible local servers."""
+
+    name = sdk = "openai"
+    client_class = "AsyncOpenAI"
+    env = "OPENAI"
+    placeholder_key = _PLACEHOLDER_KEY
 
     def request_params(self, request: ModelRequest) -> dict:
         """The keyword arguments of ``chat.completions.create`` for ``request``."""
