@@ -45,7 +45,7 @@ from ..agent.loop import RetryPolicy, TurnRunner
 from ..agent.model_cassette import ModelCassetteWriter, TeeProvider, load_records
 from ..cassette.replay import ReplayTape
 from ..errors import FluxError
-from ..model.pricing import load_price_table, priced_usage, turn_usage_pairs
+from ..model.pricing import load_price_table, session_spend
 from ..model.session import SessionDetail, load_session
 from ..store.store import StoreReader, StoreWriter
 from ..timemachine.diff import RunDiff, diff_details
@@ -154,8 +154,8 @@ class Outcome:
         """USD the recorded run spent (its stored usage, priced by :mod:`flux.model.pricing`),
         and the models without a price."""
         table = prices if prices is not None else load_price_table(store_dir=self.scenario.path)
-        pairs = [p for t in self.detail.turns for p in turn_usage_pairs(t)]
-        return priced_usage(table, pairs)
+        spend = session_spend(table, self.detail.turns, self.detail.row.model)
+        return spend.usd, list(spend.unpriced_models)
 
     def _trace(self) -> str:
         return "\n".join(self.report.summary_lines())
