@@ -286,12 +286,11 @@ def test_memo_reuses_session_value():
     assert sink.kinds() == ["statement_completed"]
 
 
-def test_unsupported_construct_halts_loudly():
-    res, sink, _, _ = run("flow\n  debounce \"d\", wait: 1s\n    x()\n", {"x": lambda i: "x"})
-    assert res.halted.kind == "runtime" and res.halted.error == "not supported: debounce"
-    assert sink.events[-1]["error"] == "not supported: debounce"
-    res, _, _, _ = run('flow\n  t = thing ticket id "FLUX-1"\n')
-    assert res.halted.error == "not supported: thing"
+def test_what_cannot_run_says_which_construct_and_why():
+    res, sink, _, _ = run('flow\n  t = thing person name "Ada"\n')
+    assert res.halted.kind == "runtime" and res.halted.error.startswith(
+        "`thing`: no deterministic resolution for a `person` by `name`")
+    assert sink.events[-1]["error"] == res.halted.error
 
 
 def test_unknown_op_and_non_resumable_mode():

@@ -155,6 +155,7 @@ class ReplayHost:
     """A hermetic op host: every dispatch is answered by the tape, none reaches a live executor."""
 
     auto_approve = True  # confirm gates pass without asking the approver (§4.4)
+    hermetic = True  # nothing live: the interpreter reads time-bound decisions from the tape
 
     def __init__(self, tape: ReplayTape):
         self.tape = tape

@@ -27,6 +27,7 @@ from flux.errors import FluxError
 
 from . import ast as A
 from .catalog import OpArgError, OpCatalog, map_args_to_input
+from .clock import Clock, ManualClock, RealClock, ReplayClock
 from .hashes import flow_key as compute_flow_key
 from .hashes import input_hash, memo_symbol, once_key, step_id, stmt_hash16
 from .parser import ParseError, formula_tree
@@ -220,6 +221,17 @@ class _Return(Exception):
         self.value, self.vid = value, vid
 
 
+from .constructs import ConstructsMixin  # noqa: E402 - needs the signals above
+
+
+def _clock_for(host: Any, sleep: Callable[[float], None]) -> Clock:
+    """Replay never waits: a hermetic cassette player (or a recorder over one — it forwards
+    attributes) gets the replay clock; every other host gets wall time with the given sleep."""
+    if getattr(host, "hermetic", False) is True and getattr(host, "tape", None) is not None:
+        return ReplayClock(host.tape)
+    return RealClock(sleep)
+
+
 # ---------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------
@@ -311,7 +323,7 @@ def _num(v: Any, what: str) -> Any:
 # The interpreter
 # ---------------------------------------------------------------------------------------------
 
-class Interpreter:
+class Interpreter(ConstructsMixin):
     """Executes a :class:`DraftAst` against an op host, writing run events to a sink.
 
     ``values`` is the value store (value id → JSON); resumes read recorded values from it.
@@ -333,6 +345,9 @@ class Interpreter:
         once_done: Optional[dict[str, Any]] = None,
         run_id: str = "run",
         sleep: Callable[[float], None] = time.sleep,
+        clock: Optional[Clock] = None,
+        throttle_buckets: Optional[dict] = None,
+        debounce_tokens: Optional[dict] = None,
     ):
         self.catalog, self.host, self.sink, self.approver = catalog, host, sink, approver
         self.values: dict[str, Any] = values if values is not None else {}
@@ -344,6 +359,8 @@ class Interpreter:
         self._next_vid = max((int(k[2:]) for k in self.values
                               if k.startswith("v_") and k[2:].isdigit()), default=0) + 1
         self._last_vid: Optional[str] = None
+        self._init_constructs(clock if clock is not None else _clock_for(host, sleep),
+                              throttle_buckets, debounce_tokens)
 
     # ------------------------------------------------------------------ values
     def _mint(self, value: Any) -> str:
@@ -353,6 +370,9 @@ class Interpreter:
         return vid
 
     def _emit(self, ev: dict) -> None:
+        if self._gate is not None:  # a replay decision is pending (constructs._Gate)
+            self._gate.buf.append(ev)
+            return
         self.sink.emit(ev)
 
     # ------------------------------------------------------------------ top level
@@ -456,7 +476,8 @@ class Interpreter:
             return node.collect
         if isinstance(node, A.Repeat):
             return node.collect
-        if isinstance(node, (A.Seq, A.Pipe, A.Retry, A.Fallback, A.Once)):
+        if isinstance(node, (A.Seq, A.Pipe, A.Retry, A.Fallback, A.Once, A.Loop, A.Race,
+                             A.Timeout, A.Budget, A.CapScope, A.Scope)):
             return node.bind
         return None
 
@@ -527,11 +548,6 @@ class Interpreter:
             return value
         if isinstance(node, A.Pipe):
             return self._pipe(node)
-        if isinstance(node, A.Parallel):
-            # Sequential on purpose: deterministic event order; replay matches by input hash.
-            for br in node.branches:
-                S[br.name] = self._block(br.body)
-            return None
         if isinstance(node, A.Try):
             try:
                 return self._block(node.body)
@@ -587,13 +603,14 @@ class Interpreter:
             if node.bind is not None:
                 S[node.bind] = value
             return value
-        if isinstance(node, A.Saga):
-            return self._saga(node)
         if isinstance(node, (A.Await, A.Checkpoint)):
             raise _Halt(f"`{node.kind}` is only allowed at the top level of a flow")
         if isinstance(node, (A.Call, A.Var, A.Lit, A.Fmt, A.Jq, A.Expr, A.Obj, A.ListExpr,
                              A.Peek, A.Parse)):
             return self._eval(node)
+        value = self._construct(node)  # constructs.py: loop, race, parallel, timeout, …
+        if value is not NotImplemented:
+            return value
         raise _Halt(f"not supported: {node.kind}")
 
     def _each(self, node: A.Each) -> Any:
@@ -646,26 +663,12 @@ class Interpreter:
                 elif node.backoff == "linear":
                     delay *= attempt + 1
                 if delay:
-                    self.sleep(delay / 1000.0)
+                    self.clock.sleep_ms(delay)
                 continue
             if node.bind is not None:
                 self.symbols[node.bind] = value
             return value
         raise AssertionError("unreachable")
-
-    def _saga(self, node: A.Saga) -> Any:
-        """Run steps in order; on failure run the undo blocks of completed steps in reverse."""
-        done: list[A.SagaStep] = []
-        value = None
-        for step in node.steps:
-            try:
-                value = self._block(step.body)
-            except _Halt:
-                for prior in reversed(done):
-                    self._block(prior.undo)
-                raise
-            done.append(step)
-        return value
 
     # ------------------------------------------------------------------ expressions
     def _eval(self, node: A.Node) -> Any:
@@ -696,6 +699,8 @@ class Interpreter:
             return self._formula(tree, dict(node.vars))
         if isinstance(node, A.Parse):
             return self._parse_value(self._eval(node.value), node.as_type)
+        if isinstance(node, A.Thing):
+            return self._thing(node)
         raise _Halt(f"not supported: {node.kind}")
 
     def _formula(self, t: Any, vars_: dict[str, A.Node]) -> Any:
@@ -779,8 +784,15 @@ class Interpreter:
             raise _Halt(str(exc), op) from None
         ih = input_hash(input_obj)
         sid = step_id(op, ih)
+        input_json = canonical_json(input_obj)
+        denial = self._before_dispatch(op, input_json)  # scope, deadlines, replay gates
         self._emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
-        outcome = self.host.dispatch(op, input_obj, canonical_json(input_obj))
+        self.steps += 1
+        if denial is not None:
+            outcome = OpOutcome(denial, denied=True)
+        else:
+            outcome = self.host.dispatch(op, input_obj, input_json)
+            self.clock.dispatched()
         if outcome.denied or outcome.is_error:
             self._emit({"event": "step_failed", "step": sid, "error": outcome.content})
             raise (_Denied if outcome.denied else _Halt)(outcome.content, op)
