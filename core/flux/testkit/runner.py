@@ -170,27 +170,71 @@ def keyword_match(expr: str, name: str) -> bool:
     return result
 
 
-def offline_client(scenario: Any) -> Any:
-    """A client that re-drives ``scenario`` as it was recorded by ``flux record``: the recorded
-    request settings, the built-in coding ops, no network."""
-    from ..agent.client import DEFAULT_INSTRUCTIONS, Client
+def _client_settings(scenario: Any) -> tuple[dict[str, Any], Optional[str]]:
+    """The recorded request settings (system prompt, max tokens, temperature) and request model
+    id, read from model.jsonl's first record; the client defaults when there is none."""
+    from ..agent.client import DEFAULT_INSTRUCTIONS
     from ..agent.model_cassette import load_records
     from .scenario import MODEL_FILE
 
-    m = scenario.manifest
-    provider = m.model.split(":", 1)[0] if ":" in m.model else m.model
-    settings: dict[str, Any] = {"instructions": DEFAULT_INSTRUCTIONS}
-    request_model = None
     records = load_records(Path(scenario.path) / MODEL_FILE)
     if records and isinstance(records[0].request, dict):
         req = records[0].request
-        settings = {"instructions": req.get("system"), "max_tokens": req.get("max_tokens") or 4096,
-                    "temperature": req.get("temperature")}
-        request_model = req.get("model")
-    client = Client(OfflineProvider(provider, m.model), model=m.model, workspace=scenario.work, store=scenario.work,
-                    env_secrets=True, **settings)
+        model = req.get("model")
+        return ({"instructions": req.get("system"), "max_tokens": req.get("max_tokens") or 4096,
+                 "temperature": req.get("temperature")}, model if isinstance(model, str) else None)
+    return {"instructions": DEFAULT_INSTRUCTIONS}, None
+
+
+class ClientCache:
+    """One offline client per distinct recorded configuration, shared by the scenarios of a run
+    (``flux test`` over many scenarios recorded the same way builds one client, not one each).
+    Its own store is a throwaway directory: check writes into each scenario's work copy."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        from .scenario import work_root
+
+        self.dir = Path(tempfile.mkdtemp(prefix="flux-test-clients-", dir=work_root()))
+        self.clients: dict[str, Any] = {}
+
+    def __call__(self, scenario: Any) -> Any:
+        import json as _json
+
+        settings, request_model = _client_settings(scenario)
+        key = _json.dumps([scenario.manifest.model, request_model, settings], sort_keys=True, default=str)
+        c = self.clients.get(key)
+        if c is None:
+            c = offline_client(scenario, store=self.dir / str(len(self.clients)), settings=(settings, request_model))
+            c.shared = True
+            self.clients[key] = c
+        return c
+
+    def close(self) -> None:
+        import shutil
+
+        for c in self.clients.values():
+            c.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def offline_client(scenario: Any, *, store: Any = None, settings: Any = None) -> Any:
+    """A client that re-drives ``scenario`` as it was recorded by ``flux record``: the recorded
+    request settings, the built-in coding ops, no network."""
+    from ..agent.client import Client
+
+    m = scenario.manifest
+    provider = m.model.split(":", 1)[0] if ":" in m.model else m.model
+    kw, request_model = settings if settings is not None else _client_settings(scenario)
+    store_dir = store if store is not None else scenario.work
+    client = Client(OfflineProvider(provider, m.model), model=m.model, workspace=scenario.work, store=store_dir,
+                    env_secrets=True, **kw)
     if isinstance(request_model, str):
         client.request_model = request_model
+    from .scenario import throwaway
+
+    throwaway(client.writer)  # its store is the scenario's throwaway work copy
     client.offline = True  # check never re-records through it, even under FLUX_GOLDEN=update
     return client
 
@@ -271,7 +315,7 @@ def run_scenario(path: Path, *, replay_only: bool = False, client_factory: Optio
         res.error = str(e).splitlines()[0]
         res.detail = str(e)
     finally:
-        if client is not None:
+        if client is not None and not getattr(client, "shared", False):
             client.close()
         if sc is not None:
             sc.close()
@@ -291,9 +335,14 @@ def run_all(paths: Iterable[str | os.PathLike[str]], *, replay_only: bool = Fals
     if keyword:
         scenarios = [s for s in scenarios if keyword_match(keyword, s.name)]
     results = []
-    for s in scenarios:
-        r = run_scenario(s, replay_only=replay_only, client_factory=client_factory)
-        results.append(r)
-        if on_result is not None:
-            on_result(r)
+    cache = ClientCache() if client_factory is None and not replay_only else None
+    try:
+        for s in scenarios:
+            r = run_scenario(s, replay_only=replay_only, client_factory=client_factory or cache)
+            results.append(r)
+            if on_result is not None:
+                on_result(r)
+    finally:
+        if cache is not None:
+            cache.close()
     return results, orphans

@@ -109,6 +109,22 @@ def _run(coro: Any) -> Any:
     raise FluxError("this call cannot run inside an event loop — await the *_async variant instead")
 
 
+def work_root() -> Optional[str]:
+    """Where work copies go: ``$FLUX_TESTKIT_TMP``, else a RAM-backed ``/dev/shm`` when there is
+    one (work copies are small and thrown away), else the system temp directory."""
+    env = os.environ.get("FLUX_TESTKIT_TMP")
+    if env:
+        return env
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+
+
+def throwaway(writer: StoreWriter) -> StoreWriter:
+    """The work copy is discarded after the test: no fsync on its commits or checkpoints."""
+    writer.conn.execute("PRAGMA synchronous = OFF")
+    return writer
+
+
 def _copy_stores(src: Path, dst: Path) -> None:
     for name in _STORES:
         if not (src / name).is_file():
@@ -342,6 +358,7 @@ class Scenario:
         self.manifest = manifest
         self.work = work
         self._detail: Optional[SessionDetail] = None
+        self._surfaces: Optional[tuple[list[str], list[str]]] = None  # the golden's transcript and event log
         self.assertions = 0  # assertions run against this scenario (the plugin's no-vacuous-pass guard)
         self.rebaselined: list[Rebaseline] = []  # judge verdicts recorded under update mode
         self.last_report: Optional["Report"] = None  # the latest check (the pytest plugin shows its diff)
@@ -365,7 +382,7 @@ class Scenario:
             raise MissingFixture(f"{p}: no recorded scenario (no scenario.toml) — record first: "
                                  f"flux record {p} \"INPUT\" -m MODEL")
         manifest = Manifest.read(p / MANIFEST_FILE)
-        work = Path(tempfile.mkdtemp(prefix="flux-scenario-"))
+        work = Path(tempfile.mkdtemp(prefix="flux-scenario-", dir=work_root()))
         try:
             _copy_stores(p, work)
         except BaseException:
@@ -494,6 +511,7 @@ class Scenario:
             return None
 
         writer = StoreWriter(self.work, clock=client._clock)
+        throwaway(writer)
         hung = False
         out = None
         try:
@@ -502,10 +520,11 @@ class Scenario:
             cfg = replace(client._turn_config(sid, None), writer=writer, session=sid, provider=cassette,
                           toolbox=frozen_toolbox(client.toolbox, tape), approver=AutoApprove(),
                           retry=RetryPolicy(attempts=1), sleep=_no_sleep, on_event=None)
-            try:
-                out, _ = await asyncio.wait_for(TurnRunner(cfg).run_turn([], m.input), timeout)
-            except asyncio.TimeoutError:
-                hung = True
+            with writer.transaction():  # one commit for the whole re-drive (the copy is throwaway)
+                try:
+                    out, _ = await asyncio.wait_for(TurnRunner(cfg).run_turn([], m.input), timeout)
+                except asyncio.TimeoutError:
+                    hung = True
         finally:
             writer.close()
         actual = self.session_detail(sid)
@@ -525,10 +544,12 @@ class Scenario:
             rep.error = f"the re-drive ended in error: {out.error}"
         if not failures and not hung:
             rep.model_unconsumed = cassette.unconsumed
-        rep.golden_transcript = transcript(golden)
+        if self._surfaces is None:
+            self._surfaces = (transcript(golden), event_log(golden))
+        rep.golden_transcript = self._surfaces[0]
         rep.actual_transcript = transcript(actual)
         rep.transcript_diff = surface_diff(rep.golden_transcript, rep.actual_transcript, "transcript")
-        rep.events_diff = surface_diff(event_log(golden), event_log(actual), "event log")
+        rep.events_diff = surface_diff(self._surfaces[1], event_log(actual), "event log")
         self.last_report = rep
         return rep
 
@@ -553,6 +574,7 @@ class Scenario:
         self.manifest = Manifest.read(self.path / MANIFEST_FILE)
         _copy_stores(self.path, self.work)
         self._detail = None
+        self._surfaces = None
         return rep
 
     # -- judge -----------------------------------------------------------------------------------
