@@ -151,7 +151,8 @@ def test_sample_asts():
     assert d.body[1].value == A.Call("op", (A.Var("a"), A.Var("b")))
     assert d.body[2].value == A.Call("op", (A.Obj({"a": A.Var("a"), "k": A.Lit(1)}),))
     jq = parse(SAMPLES["jq"]).body[0].value
-    assert jq == A.Jq('.a.b[0]["k"]', A.Var("y"), True)
+    # flux's canonical jq path: a numeric index is a `.0` segment (issue 9)
+    assert jq == A.Jq('.a.b.0["k"]', A.Var("y"), True)
     e = parse(SAMPLES["expr"]).body[0].value
     assert e == A.Expr("a > 3 && !b || (c + 1) * 2 == d",
                        {n: A.Var(n) for n in ("a", "b", "c", "d")})

@@ -29,7 +29,7 @@ __all__ = ["FormatError", "format_flow", "format_statement", "format_node_lines"
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _OPNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
 _TYPENAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
-_PATH = re.compile(r'(?:\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\]|\["(?:[^"\\\n]|\\.)*"\])+\Z')
+_PATH_SEGMENT = re.compile(r'\.([A-Za-z_][A-Za-z0-9_]*)|\.([0-9]+)|\.?\[("(?:[^"\\\n]|\\.)*")\]')
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _INDENT = "  "
 
@@ -42,13 +42,21 @@ def is_identifier(name: Any) -> bool:
     return isinstance(name, str) and bool(_IDENT.match(name))
 
 
+_DIGIT_LED = re.compile(r"[0-9][A-Za-z0-9_]*\Z")
+
+
+def is_symbol(name: Any) -> bool:
+    """A symbol the text can spell: an identifier, or a digit-led name written ``$9arg``."""
+    return is_identifier(name) or (isinstance(name, str) and bool(_DIGIT_LED.match(name)))
+
+
 def _sym(name: str) -> str:
-    """A symbol as written: bare, or ``$name`` for reserved words."""
-    return "$" + name if name in RESERVED else name
+    """A symbol as written: bare, or ``$name`` for reserved words and digit-led names."""
+    return "$" + name if name in RESERVED or not is_identifier(name) else name
 
 
 def _syms_ok(*names: Optional[str]) -> bool:
-    return all(n is None or is_identifier(n) for n in names)
+    return all(n is None or is_symbol(n) for n in names)
 
 
 def format_duration(ms: int) -> str:
@@ -121,7 +129,7 @@ def _call_args(args: tuple) -> str:
             else:
                 parts.append(f"{k}: {expr(v)}")
         return ", ".join(parts)
-    if len(args) >= 2 and all(isinstance(a, A.Var) and is_identifier(a.name) for a in args):
+    if len(args) >= 2 and all(isinstance(a, A.Var) and is_symbol(a.name) for a in args):
         return ", ".join("$" + a.name for a in args)
     return ", ".join(expr(a) for a in args)
 
@@ -135,6 +143,12 @@ def _formula_with_sigils(formula: str, names: set[str]) -> str:
             j = i + 1
             while j < n and formula[j] != '"':
                 j += 2 if formula[j] == "\\" else 1
+            out.append(formula[i:j + 1])
+            i = j + 1
+            continue
+        if ch == "'":
+            j = formula.find("'", i + 1)
+            j = n - 1 if j < 0 else j
             out.append(formula[i:j + 1])
             i = j + 1
             continue
@@ -156,7 +170,7 @@ def _formula_with_sigils(formula: str, names: set[str]) -> str:
 def expr(node: A.Node) -> str:
     """A node in inline (expression) position; ``@json`` when it has no native spelling."""
     if isinstance(node, A.Var):
-        return _sym(node.name) if is_identifier(node.name) else _json_escape(node)
+        return _sym(node.name) if is_symbol(node.name) else _json_escape(node)
     if isinstance(node, A.Lit):
         return compact_value(node.value)
     if isinstance(node, A.Call):
@@ -166,9 +180,9 @@ def expr(node: A.Node) -> str:
     if isinstance(node, A.Fmt):
         return f"fmt({_str(node.template)})"
     if isinstance(node, A.Jq):
-        if isinstance(node.input, A.Var) and is_identifier(node.input.name) and \
-                _PATH.match(node.path) and _path_roundtrips(node.path):
-            return _sym(node.input.name) + node.path + ("?" if node.optional else "")
+        native = native_path(node.path)
+        if isinstance(node.input, A.Var) and is_symbol(node.input.name) and native:
+            return _sym(node.input.name) + native + ("?" if node.optional else "")
         return _json_escape(node)
     if isinstance(node, A.Obj) and _is_dynamic(node):
         parts = [f"{k if is_identifier(k) else json_string(k)}: {expr(v)}"
@@ -186,7 +200,7 @@ def expr(node: A.Node) -> str:
             except ParseError:
                 pass
         return _json_escape(node)
-    if isinstance(node, A.Peek) and is_identifier(node.name):
+    if isinstance(node, A.Peek) and is_symbol(node.name):
         return "peek " + _sym(node.name)
     if isinstance(node, A.Parse):
         return f"parse({expr(node.value)}, as: {json_string(node.as_type)})"
@@ -200,17 +214,36 @@ def expr(node: A.Node) -> str:
     return _json_escape(node)
 
 
-def _path_roundtrips(path: str) -> bool:
-    """A bracketed string key must decode back to exactly the text we would re-encode."""
+def native_path(path: str) -> Optional[str]:
+    """The source spelling of a canonical jq path (flux's ``native_field_path``): ``.a.0["k"]``
+    is written ``.a[0]["k"]``; None for a path that would not read back to the same string."""
     import json as _json
-    for m in re.finditer(r'\["((?:[^"\\\n]|\\.)*)"\]', path):
-        try:
-            key = _json.loads('"' + m.group(1) + '"')
-        except ValueError:
-            return False
-        if json_string(key) != '"' + m.group(1) + '"':
-            return False
-    return True
+    out, pos, first = [], 0, True
+    while pos < len(path):
+        m = _PATH_SEGMENT.match(path, pos)
+        if m is None:
+            return None
+        if m.group(1) is not None:
+            out.append("." + m.group(1))
+        elif m.group(2) is not None:
+            digits = m.group(2)
+            if len(digits) > 1 and digits[0] == "0":
+                return None
+            out.append(f"[{digits}]")
+        else:
+            # a key in brackets: leading `.` exactly when it is the first segment
+            if path[m.start()] == "." if not first else path[m.start()] != ".":
+                return None
+            try:
+                key = _json.loads(m.group(3))
+            except ValueError:
+                return None
+            if json_string(key) != m.group(3):
+                return None
+            out.append(f"[{m.group(3)}]")
+        first = False
+        pos = m.end()
+    return "".join(out) or None
 
 
 def _arrow(bind: Optional[str]) -> str:
@@ -232,12 +265,10 @@ class _Out:
 def _stmt(node: A.Node, level: int, out: _Out) -> None:  # noqa: C901 - one arm per node kind
     """Write one statement (and its nested blocks) at ``level``."""
     L = out.line
-    if isinstance(node, (A.Bind, A.Memo)) and is_identifier(node.name) and _type_ok(node.ty):
+    if isinstance(node, (A.Bind, A.Memo)) and is_symbol(node.name) and _type_ok(node.ty):
         if node.effect is not None:
             L(level, f"@effect({node.effect})")
-        head = "memo " + node.name if isinstance(node, A.Memo) else _sym(node.name)
-        if isinstance(node, A.Memo) and node.name in RESERVED:
-            head = "memo $" + node.name
+        head = ("memo " if isinstance(node, A.Memo) else "") + _sym(node.name)
         ty = f": {node.ty.label()}" if node.ty is not None else ""
         L(level, f"{head}{ty} = {expr(node.value)}")
         return
@@ -255,8 +286,12 @@ def _stmt(node: A.Node, level: int, out: _Out) -> None:  # noqa: C901 - one arm 
     if isinstance(node, A.Return):
         L(level, "return " + expr(node.value))
         return
-    if isinstance(node, A.Var) and is_identifier(node.name):
+    if isinstance(node, A.Var) and is_symbol(node.name):
         L(level, _sym(node.name))
+        return
+    if isinstance(node, (A.Peek, A.Fmt, A.Jq, A.Thing, A.Parse, A.Obj, A.ListExpr, A.Expr)):
+        # an expression standing as a statement: its inline spelling (or `@json`)
+        L(level, expr(node))
         return
     if isinstance(node, A.Lit):
         L(level, compact_value(node.value))

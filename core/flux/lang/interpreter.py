@@ -285,7 +285,9 @@ def _truthy(v: Any) -> bool:
     return bool(v) if v is not None else False
 
 
-_PATH_TOKEN = re.compile(r'\.([A-Za-z_][A-Za-z0-9_]*)|\[([0-9]+)\]|\[("(?:[^"\\]|\\.)*")\]')
+# flux's jq paths: `.a` fields, `.0` indexes (and the older `[0]`), `["k"]` keys (`.["k"]` first)
+_PATH_TOKEN = re.compile(
+    r'\.([A-Za-z_][A-Za-z0-9_]*)|\.?\[([0-9]+)\]|\.?\[("(?:[^"\\]|\\.)*")\]|\.([0-9]+)')
 
 
 def _walk(value: Any, path: str, optional: bool) -> Any:
@@ -296,8 +298,8 @@ def _walk(value: Any, path: str, optional: bool) -> Any:
         if not m:
             raise _Halt(f"bad field path `{path}`")
         pos = m.end()
-        if m.group(2) is not None:
-            idx = int(m.group(2))
+        if m.group(2) is not None or m.group(4) is not None:
+            idx = int(m.group(2) or m.group(4))
             if isinstance(cur, list) and idx < len(cur):
                 cur = _structured(cur[idx])
                 continue
@@ -743,6 +745,11 @@ class Interpreter(ConstructsMixin):
                     "/": lambda: a / b, "%": lambda: a % b}[op]()
         if op == "abs":
             return abs(_num(vals[0], op))
+        if op == "len":  # formula `len(x)` (parser parity, issue 9)
+            v = _structured(vals[0]) if vals else None
+            if not isinstance(v, (str, list, dict)):
+                raise _Halt(f"`len` needs a string, list or object, got {compact_json(v)}")
+            return len(v)
         if op in ("min", "max"):
             nums = [_num(v, op) for v in vals]
             return min(nums) if op == "min" else max(nums)

@@ -59,12 +59,14 @@ RESERVED = STATEMENT_KEYWORDS | frozenset("""
 """.split())
 
 #: Functions allowed inside an operator formula.
-FORMULA_FUNCTIONS = frozenset({"round", "abs", "min", "max"})
+FORMULA_FUNCTIONS = frozenset({"round", "abs", "min", "max", "len"})
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _OPNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
-_DECL = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
-_TYPENAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+_DECL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+_TYPENAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.]*")
+#: a `$`-spelled symbol may start with a digit (flux: `$9arg`); a bare one may not
+_SIGIL_NAME = re.compile(r"[A-Za-z0-9_]+")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 _INT = re.compile(r"[0-9]+")
 
@@ -111,6 +113,8 @@ class _Parser:
         self.json_nest = 0
         #: formula text (stored without `$`) never uses call-argument puns
         self.no_puns = False
+        #: reading a stored formula for evaluation: single-quoted strings are plain literals
+        self.formula_leaves = False
 
     # ---------------------------------------------------------------- errors and positions
     def error(self, what: str, pos: Optional[int] = None) -> ParseError:
@@ -207,7 +211,7 @@ class _Parser:
         self.sp()
         if self.pos < self.n and self.src[self.pos] == "$":
             self.pos += 1
-            m = _IDENT.match(self.src, self.pos)
+            m = _SIGIL_NAME.match(self.src, self.pos)
             if not m:
                 raise self.error(f"expected {what} after `$`")
             self.pos = m.end()
@@ -281,6 +285,24 @@ class _Parser:
         self.pos = i + 1
         # `\ud83d` escapes decode to unpaired surrogates: the one rule replaces them.
         return scrub_text(value)
+
+    def _single_quoted(self) -> str:
+        """``'text'`` inside a condition: flux keeps it verbatim in the formula; no escapes but
+        ``\\'``."""
+        start = self.pos
+        i = start + 1
+        out = []
+        while i < self.n and self.src[i] != "'":
+            if self.src[i] == "\n":
+                break
+            if self.src[i] == "\\" and i + 1 < self.n:
+                i += 1
+            out.append(self.src[i])
+            i += 1
+        if i >= self.n or self.src[i] != "'":
+            raise self.error("unterminated string", start)
+        self.pos = i + 1
+        return "".join(out)
 
     def at_string(self) -> bool:
         self.sp()
@@ -378,10 +400,11 @@ class _Parser:
             raise self.error(f"expected a type, found {self._here()}")
         name = m.group(0)
         self.pos = m.end()
-        low = name.lower()
-        if low in A.TypeRef.BUILTINS:
-            return A.TypeRef(low)
-        if low == "list" and self.src.startswith("<", self.pos):
+        # flux matches the built-in labels exactly: `string` is a named type, `String` is not.
+        for tag, label in A.TypeRef.BUILTINS.items():
+            if name == label:
+                return A.TypeRef(tag)
+        if name == "List" and self.src.startswith("<", self.pos):
             self.pos += 1
             inner = self.type_ref()
             self.expect(">")
@@ -390,43 +413,36 @@ class _Parser:
 
     # ---------------------------------------------------------------- expressions
     def expression(self) -> A.Node:
-        return self._to_node(self._binary(1))
+        self.sp()
+        start = self.pos
+        t = self._binary(1)
+        if isinstance(t, _F) and t.op == "'":
+            raise self.error("a single-quoted string may only stand inside a condition; "
+                             "write \"…\"", start)
+        return self._to_node(t, start)
 
-    def _to_node(self, t: Union[A.Node, _F]) -> A.Node:
+    def _to_node(self, t: Union[A.Node, _F], start: int) -> A.Node:
+        """An operator tree becomes an ``expr`` node: flux keeps the formula *as written*
+        (trimmed, ``$`` sigils dropped) with every symbol it reads in ``vars``."""
         if isinstance(t, A.Node):
             return t
         vars_: dict[str, A.Node] = {}
-        text = self._render(t, 0, vars_)
-        return A.Expr(text, vars_)
-
-    def _render(self, t: Union[A.Node, _F], parent: int, vars_: dict) -> str:
-        """Canonical formula text: bare names, single spaces around binary operators."""
-        if isinstance(t, _F):
-            if t.op in ("!", "neg"):
-                s = ("!" if t.op == "!" else "-") + self._render(t.args[0], _UNARY_PREC, vars_)
-                return s
-            if t.op in _BINOPS:
-                prec = _BINOPS[t.op]
-                left = self._render(t.args[0], prec if prec != 3 else 4, vars_)
-                right = self._render(t.args[1], prec + 1, vars_)
-                s = f"{left} {t.op} {right}"
-                return f"({s})" if prec < parent else s
-            # a whitelisted function
-            inner = ", ".join(self._render(a, 0, vars_) for a in t.args)
-            return f"{t.op}({inner})"
-        if isinstance(t, A.Var):
-            vars_[t.name] = t
-            return t.name
-        if isinstance(t, A.Lit):
-            return canonical_json(t.value)
-        if isinstance(t, A.Jq) and isinstance(t.input, A.Var):
-            vars_[t.input.name] = t.input
-            return t.input.name + t.path + ("?" if t.optional else "")
-        raise AssertionError("checked by _operand")
+        stack: list = [t]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, _F):
+                stack.extend(x.args)
+            elif isinstance(x, A.Var):
+                vars_[x.name] = x
+            elif isinstance(x, A.Jq) and isinstance(x.input, A.Var):
+                vars_[x.input.name] = x.input
+        return A.Expr(formula_text(self.src[start:self.pos]), vars_)
 
     def _operand(self, t: Union[A.Node, _F], pos: int) -> Union[A.Node, _F]:
         """Check a node may stand in a formula (symbols, literals, field access)."""
-        if isinstance(t, _F) or isinstance(t, (A.Var, A.Lit)):
+        if isinstance(t, _F):
+            return t.args[0] if t.op == "'" and self.formula_leaves else t
+        if isinstance(t, (A.Var, A.Lit)):
             return t
         if isinstance(t, A.Jq) and isinstance(t.input, A.Var):
             return t
@@ -434,18 +450,19 @@ class _Parser:
             return _F(t.op, *[self._operand(a, pos) for a in t.args])
         raise self.error(
             "an operator formula may only combine symbols, literals, field access and "
-            "round/abs/min/max (bind other values first)", pos)
+            "round/abs/min/max/len (bind other values first)", pos)
 
     def _peek_binop(self) -> Optional[str]:
+        """The binary operator ahead (the cursor moves to it), or None (the cursor stays)."""
+        save = self.pos
         self.sp()
         s = self.src[self.pos:self.pos + 2]
         if s in ("||", "&&", "==", "!=", "<=", ">="):
             return s
-        if s == "->":
-            return None
         c = s[:1]
-        if c in ("<", ">", "+", "-", "*", "/", "%"):
+        if s != "->" and c in ("<", ">", "+", "-", "*", "/", "%"):
             return c
+        self.pos = save
         return None
 
     def _binary(self, min_prec: int) -> Union[A.Node, _F]:
@@ -494,6 +511,8 @@ class _Parser:
             return self.json_node()
         if ch == '"':
             return A.Lit(self.string())
+        if ch == "'":
+            return _F("'", A.Lit(self._single_quoted()))
         if ch.isdigit() or (ch == "-" and src[self.pos + 1:self.pos + 2].isdigit()):
             return A.Lit(self.json_value())
         if ch in "{[":
@@ -521,7 +540,12 @@ class _Parser:
             if opname == "fmt":
                 return self._fmt()
             self.enter()
-            node = self._parse_node() if opname == "parse" else A.Call(opname, self._call_args())
+            if opname == "parse":
+                node = self._parse_node()
+            elif opname == "expr" and self._at_expr_call():
+                node = self._expr_call()
+            else:
+                node = A.Call(opname, self._call_args())
             self.leave()
             return node
         word = self.ident()
@@ -541,12 +565,19 @@ class _Parser:
         return self._postfix(A.Var(word))
 
     def _postfix(self, var: A.Var) -> A.Node:
-        """``x.a[0]["k"]?`` — field access over a symbol, as a ``jq`` node."""
+        """``x.a.0[1]["k"]?`` — field access over a symbol, as a ``jq`` node.
+
+        The path is flux's canonical jq path: ``.a`` fields, ``.0`` indexes (``[1]`` is read as
+        ``.1``), and ``["k"]`` JSON-string keys, which take a leading ``.`` when they come first.
+        """
         parts: list[str] = []
         src = self.src
         while self.pos < self.n:
             ch = src[self.pos]
             if ch == "." and (m := _IDENT.match(src, self.pos + 1)):
+                parts.append("." + m.group(0))
+                self.pos = m.end()
+            elif ch == "." and (m := _INT.match(src, self.pos + 1)):
                 parts.append("." + m.group(0))
                 self.pos = m.end()
             elif ch == "[":
@@ -555,13 +586,14 @@ class _Parser:
                 self.depth += 1
                 self.sp()
                 if self.pos < self.n and src[self.pos] == '"':
-                    parts.append("[" + json_string(self.string()) + "]")
+                    key = json_string(self.string())
+                    parts.append(("[" if parts else ".[") + key + "]")
                 else:
                     mi = _INT.match(src, self.pos)
                     if not mi:
                         self.pos, self.depth = save, self.depth - 1
                         break
-                    parts.append("[" + mi.group(0) + "]")
+                    parts.append("." + mi.group(0))
                     self.pos = mi.end()
                 self.expect("]")
                 self.depth -= 1
@@ -574,6 +606,36 @@ class _Parser:
         if not parts and not optional:
             return var
         return A.Jq("".join(parts), var, optional)
+
+    def _at_expr_call(self) -> bool:
+        """``expr("…", …)``: the explicit formula node (a string first argument)."""
+        save = self.pos
+        self.pos += 1
+        ok = self.at_string()
+        self.pos = save
+        return ok
+
+    def _expr_call(self) -> A.Node:
+        """``expr("price * qty", price: $price, qty: $qty)`` → ``Expr(formula, vars)``."""
+        self.expect("(")
+        self.depth += 1
+        formula = self.string("the formula")
+        vars_: dict[str, A.Node] = {}
+        while self.accept(","):
+            if self.peek(")"):
+                break
+            kpos = self.pos
+            key = self.ident("a variable name")
+            if key in vars_:
+                raise self.error(f"duplicate named argument `{key}`", kpos)
+            if self.peek(",") or self.peek(")"):
+                vars_[key] = A.Var(key)
+            else:
+                self.expect(":")
+                vars_[key] = self.expression()
+        self.expect(")", "',' or ')'")
+        self.depth -= 1
+        return A.Expr(formula, vars_)
 
     def _fmt(self) -> A.Node:
         self.expect("(")
@@ -599,6 +661,13 @@ class _Parser:
 
     def _thing(self) -> A.Node:
         kind = self.ident("a thing kind")
+        if kind == "custom" and self.at_string():
+            # `thing custom "widget" key "w-1"`: a domain-specific kind, spelled as a string
+            kind = self.string("the custom kind")
+            sel = self.ident("a thing selector (id, name, path, query or key)")
+            if sel not in A.ThingRef.SELECTORS:
+                raise self.error(f"unknown thing selector `{sel}`")
+            return A.Thing(A.ThingRef(kind, sel, self.string("the thing's selector value"), True))
         sel = self.ident("a thing selector (id, name, path, query or key)")
         if sel not in A.ThingRef.SELECTORS:
             raise self.error(f"unknown thing selector `{sel}`")
@@ -630,12 +699,20 @@ class _Parser:
             return A.ListExpr(tuple(items))
         fields: dict[str, A.Node] = {}
         while not self.accept(close):
+            self.sp()
             kpos = self.pos
-            key = self.string("an object key") if self.at_string() else self.ident("a key")
+            quoted = self.at_string()
+            key = self.string("an object key") if quoted else self.ident("a key")
             if key in fields:
                 raise self.error(f"duplicate key `{key}`", kpos)
-            self.expect(":")
-            fields[key] = self.expression()
+            if not quoted and (self.peek(",") or self.peek(close)):
+                # a field pun: `{ ticket, hits }` is `{ ticket: ticket, hits: hits }`
+                if key in RESERVED:
+                    raise self.error(f"`{key}` is a reserved word; write `{key}: ${key}`", kpos)
+                fields[key] = A.Var(key)
+            else:
+                self.expect(":")
+                fields[key] = self.expression()
             if not self.accept(","):
                 self.expect(close, "',' or '}'")
                 break
@@ -676,7 +753,7 @@ class _Parser:
             fields: dict[str, A.Node] = {}
             for _, key, node in items:
                 if key in fields:
-                    raise self.error(f"duplicate argument `{key}`")
+                    raise self.error(f"duplicate named argument `{key}`")
                 fields[key] = node
             return (A.Obj(fields),)
         return tuple(node for _, _, node in items)
@@ -770,8 +847,12 @@ class _Parser:
         if src.startswith("@effect", start):
             return self._effect(indent)
         word = self.word_at(start)
-        sym_start = start + 1 if src.startswith("$", start) else start
-        sym_word = self.word_at(sym_start)
+        if src.startswith("$", start):
+            sym_start = start + 1
+            sm = _SIGIL_NAME.match(src, sym_start)
+            sym_word = sm.group(0) if sm else None
+        else:
+            sym_start, sym_word = start, word
         if sym_word is not None:
             after = sym_start + len(sym_word)
             j = after
@@ -784,6 +865,8 @@ class _Parser:
             if (two[:1] == "=" and two != "==") or (two[:1] == ":" and two != "::"):
                 self.pos = after
                 return self._bind(sym_word, A.Bind)
+        if word == "until":
+            raise self.error("`until` is only valid as the first line of a `repeat`/`loop` body")
         if word is not None and word in STATEMENT_KEYWORDS:
             nxt = src[start + len(word):start + len(word) + 1]
             if nxt not in (".", "-", "("):
@@ -870,8 +953,24 @@ class _Parser:
             until = self.expression()
         collect = self.arrow_bind()
         self.eol()
+        until = self._body_until(indent, until)
         body = self.block(indent)
         return A.Repeat(mx, until, body, collect)
+
+    def _body_until(self, indent: int, header: Optional[A.Node]) -> Optional[A.Node]:
+        """The older spelling of a `repeat`/`loop` guard: `until <cond>` as the first body line."""
+        save = self.pos
+        pk = self.peek_line()
+        if pk is None or pk[0] <= indent or self.word_at(pk[1]) != "until":
+            self.pos = save
+            return header
+        if header is not None:
+            raise self.error("`until` may be given once, in the header or as the first body line",
+                             pk[1])
+        self.pos = pk[1] + len("until")
+        cond = self.expression()
+        self.eol()
+        return cond
 
     def _st_seq(self, indent: int) -> A.Node:
         bind = self.arrow_bind()
@@ -977,26 +1076,49 @@ class _Parser:
         return A.Parallel(self._branches(indent, named=True))
 
     def _st_race(self, indent: int) -> A.Node:
+        if self.accept_word("timeout"):  # `race timeout: 5s` is accepted, never written
+            self.expect(":")
         ms = self.duration()
         bind = self.arrow_bind()
         self.eol()
         return A.Race(ms, self._branches(indent, named=True), bind)
 
+    def _option(self, allowed: tuple[str, ...], legacy: bool = True) -> Optional[str]:
+        """The next header option's name, cursor on its value: canonical ``, name:`` or (when
+        ``legacy``) the older space-keyword ``name`` form. None at the end of the options."""
+        save = self.pos
+        if self.accept(","):
+            w = self.peek_word()
+            if w not in allowed:
+                raise self.error(f"unknown option `{w}` (expected {' or '.join(allowed)})"
+                                 if w else f"expected {' or '.join(allowed)}")
+            self.accept_word(w)
+            self.expect(":")
+            return w
+        if legacy:
+            w = self.peek_word()
+            if w in allowed:
+                self.accept_word(w)
+                return w
+        self.pos = save
+        return None
+
     def _st_loop(self, indent: int) -> A.Node:
         self.expect_word("for")
         for_ms = self.duration()
         every_ms, until = 0, None
-        while self.accept(","):
-            if self.accept_word("every"):
-                self.expect(":")
+        seen: set[str] = set()
+        while (w := self._option(("every", "until"))) is not None:
+            if w in seen:
+                raise self.error(f"`{w}` given twice")
+            seen.add(w)
+            if w == "every":
                 every_ms = self.duration()
-            elif self.accept_word("until"):
-                self.expect(":")
-                until = self.expression()
             else:
-                raise self.error("expected `every:` or `until:`")
+                until = self.expression()
         bind = self.arrow_bind()
         self.eol()
+        until = self._body_until(indent, until)
         return A.Loop(for_ms, every_ms, until, self.block(indent), bind)
 
     def _st_timeout(self, indent: int) -> A.Node:
@@ -1023,15 +1145,15 @@ class _Parser:
     def _st_retry(self, indent: int) -> A.Node:
         mx = self.integer("the retry count", _U32_MAX)
         backoff = delay = None
-        while self.accept(","):
-            if self.accept_word("backoff"):
-                self.expect(":")
+        seen: set[str] = set()
+        while (w := self._option(("backoff", "delay"))) is not None:
+            if w in seen:
+                raise self.error(f"`{w}` given twice")
+            seen.add(w)
+            if w == "backoff":
                 backoff = self.string() if self.at_string() else self.ident("a backoff")
-            elif self.accept_word("delay"):
-                self.expect(":")
-                delay = self.duration()
             else:
-                raise self.error("expected `backoff:` or `delay:`")
+                delay = self.duration()
         bind = self.arrow_bind()
         self.eol()
         return A.Retry(mx, backoff, delay, self.block(indent), bind)
@@ -1091,32 +1213,33 @@ class _Parser:
     def _st_confirm(self, indent: int) -> A.Node:
         message = self.string("the confirm message")
         risk = None
-        if self.accept(","):
-            self.expect_word("risk")
-            self.expect(":")
+        if self._option(("risk",)):
             risk = self.string() if self.at_string() else self.ident("a risk level")
         self.eol()
         return A.Confirm(message, risk, self.block(indent))
 
     def _st_throttle(self, indent: int) -> A.Node:
         name = self.string("the throttle name")
-        self.expect(",")
-        self.expect_word("max")
-        self.expect(":")
-        mx = self.integer("the throttle max", _U32_MAX)
-        self.expect(",")
-        self.expect_word("per")
-        self.expect(":")
+        if self.accept(","):
+            self.expect_word("max")
+            self.expect(":")
+            mx = self.integer("the throttle max", _U32_MAX)
+            self.expect(",")
+            self.expect_word("per")
+            self.expect(":")
+        else:  # the older spelling: `throttle "api" 5 per 1m`
+            mx = self.integer("the throttle max", _U32_MAX)
+            self.expect_word("per")
         window = self.duration()
         self.eol()
         return A.Throttle(name, mx, window, self.block(indent))
 
     def _st_debounce(self, indent: int) -> A.Node:
         name = self.string("the debounce name")
-        self.expect(",")
-        self.expect_word("wait")
-        self.expect(":")
-        wait = self.duration()
+        if self.accept(","):
+            self.expect_word("wait")
+            self.expect(":")
+        wait = self.duration()  # or the older spelling `debounce "save" 300ms`
         self.eol()
         return A.Debounce(name, wait, self.block(indent))
 
@@ -1159,7 +1282,8 @@ class _Parser:
         return A.Await(binding, source, as_type, condition)
 
     def _st_return(self, indent: int) -> A.Node:
-        value = self.expression()
+        # A bare `return` returns null (flux: `Return { value: Lit(null) }`).
+        value = A.Lit(None) if self.at_eol() else self.expression()
         self.eol()
         return A.Return(value)
 
@@ -1184,9 +1308,7 @@ class _Parser:
             if pk is None:
                 raise self.error("expected `flow`, found end of input")
             self.pos = pk[1]
-            if self.accept_word("goal"):
-                self.string("the goal text")
-                self.eol()
+            if self._skip_goal_line(pk[1]):
                 continue
             break
         header_indent = pk[0]
@@ -1206,7 +1328,12 @@ class _Parser:
         if self.accept("("):
             self.depth += 1
             while not self.accept(")"):
-                pname = self.sym("a parameter name")
+                self.sp()
+                pm = _SIGIL_NAME.match(self.src, self.pos + (self.src[self.pos:self.pos + 1] == "$"))
+                if not pm:
+                    raise self.error(f"expected a parameter name, found {self._here()}")
+                pname = pm.group(0)
+                self.pos = pm.end()
                 self.expect(":")
                 params.append(A.Param(pname, self.type_ref()))
                 if not self.accept(","):
@@ -1216,16 +1343,66 @@ class _Parser:
         if self.accept("->"):
             returns = self.type_ref()
         self.eol()
-        body = self.block(header_indent)
-        pk = self.peek_line()
-        if pk is not None:
-            raise self.error("unexpected text after the flow body", pk[1])
-        return A.DraftAst(name, tuple(params), returns, body)
+        body: list = []
+        while True:
+            body.extend(self.block(header_indent))
+            pk = self.peek_line()
+            if pk is None:
+                break
+            if pk[0] == header_indent and self._skip_goal_line(pk[1]):
+                continue  # a `goal "…"` line at the header's column is tolerated and ignored
+            raise self.error("unexpected top-level line after the flow body", pk[1])
+        return A.DraftAst(name, tuple(params), returns, tuple(body))
+
+    def _skip_goal_line(self, pos: int) -> bool:
+        """Consume a ``goal …`` line starting at ``pos`` (flux ignores it: no AST slot)."""
+        self.pos = pos
+        if not self.accept_word("goal"):
+            return False
+        if self.at_string():
+            self.string("the goal text")
+        end = self.src.find("\n", self.pos)
+        self.pos = self.n if end < 0 else end + 1
+        return True
 
 
 # The shape of nearly every stored plan: a host-derived one-statement flow (spec §5.2),
 # ``flow\n  name = op({<JSON object>})\n``. Recognised here without the general parser.
 _HOST_PLAN = re.compile(r"flow\n  (\$?)([A-Za-z_][A-Za-z0-9_]*) = ([A-Za-z_][A-Za-z0-9_.\-]*)\((\{.*\})\)\n?", re.S)
+
+
+_SIGIL = re.compile(r"\$(?=[A-Za-z_])")
+
+
+def formula_text(raw: str) -> str:
+    """The stored formula for source text: trimmed, ``$`` dropped before a name, comments
+    dropped, line breaks (inside parentheses) read as one space; strings stay as written."""
+    out: list[str] = []
+    i, n = 0, len(raw)
+    while i < n:
+        ch = raw[i]
+        if ch in "\"'":
+            j = i + 1
+            while j < n and raw[j] != ch and raw[j] != "\n":
+                j += 2 if raw[j] == "\\" else 1
+            out.append(raw[i:j + 1])
+            i = j + 1
+        elif ch == "#":
+            while i < n and raw[i] != "\n":
+                i += 1
+        elif ch == "\n":
+            while out and out[-1] in (" ", "\t"):
+                out.pop()
+            out.append(" ")
+            i += 1
+            while i < n and raw[i] in " \t":
+                i += 1
+        elif ch == "$" and _SIGIL.match(raw, i):
+            i += 1
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out).strip()
 
 
 def _no_duplicate_keys(pairs: list) -> dict:
@@ -1307,7 +1484,10 @@ def formula_tree(formula: str) -> Any:
     """
     p = _Parser(formula)
     p.no_puns = True
+    p.formula_leaves = True
     tree = p._binary(1)
+    if isinstance(tree, _F) and tree.op == "'":
+        tree = tree.args[0]
     p.sp()
     if p.pos != p.n:
         raise p.error(f"unexpected {p._here()} in formula")
