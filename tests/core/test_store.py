@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 
@@ -9,6 +10,7 @@ import pytest
 
 from flux.errors import SessionNotFound, StoreError, StoreLockedError
 from flux.store import (
+    Compacted,
     CallUsage, Message, OpRecorded, PlanAttempted, Run, StepStarted, StoreReader, StoreWriter,
     TurnEnded, UnknownEvent, UnknownRun, Usage, encode_payload,
 )
@@ -209,3 +211,39 @@ def test_change_token_sees_another_writer(tmp_path):
     r.refresh()
     assert r.session_count() == 2
     r.close()
+
+
+def test_ulid_text_is_the_crockford_base32_of_its_128_bits():
+    from flux.store.ulid import _ALPHABET, new_ulid
+
+    def value_of(text: str) -> int:
+        v = 0
+        for ch in text:
+            v = v * 32 + _ALPHABET.index(ch)
+        return v
+
+    a, b = new_ulid(1_700_000_000_000), new_ulid(1_700_000_000_000)
+    assert len(a) == 26 and a < b and value_of(b) == value_of(a) + 1  # same ms: monotonic
+    assert value_of(a) >> 80 == 1_700_000_000_000 and a.startswith("01HF7YAT00")
+
+
+def test_grouped_appends_write_the_same_rows_and_registry_as_one_by_one(tmp_path):
+    def write(d, grouped):
+        with StoreWriter(d, clock=lambda: 1_000) as w:
+            sid = w.create_session("mock")
+            ctx = w.grouped(max_rows=3) if grouped else contextlib.nullcontext()
+            with ctx:
+                w.append(sid, Message.text("user", "hi"), ts=1_001)
+                tid = w.begin_turn(sid, "hi", "mock", ts=1_002)
+                for i in range(7):
+                    w.append(sid, Run(event=StepStarted(step=f"s{i}", op="read", input_hash="x")), ts=1_003 + i)
+                w.append(sid, Compacted(messages=[Message.text("user", "sum").to_body()]), ts=1_020)
+                w.append(sid, Message.text("assistant", "done"), ts=1_021)
+                w.append(sid, TurnEnded(outcome="ok", answer="done"), turn_id=tid, ts=1_022)
+        con = sqlite3.connect(d / "events.db")
+        rows = con.execute("SELECT global_seq, stream, stream_seq, kind, ts, turn_id, payload FROM events ORDER BY global_seq").fetchall()
+        reg = con.execute("SELECT model, created_at, updated_at, last_seq, msg_count FROM streams").fetchall()
+        con.close()
+        return rows, reg
+
+    assert write(tmp_path / "grouped", True) == write(tmp_path / "single", False)

@@ -18,6 +18,13 @@ One adaptive turn writes, in this order:
    ``tool_result`` message, then the final assistant message — so the stored conversation stays a
    valid provider history (§2.4) that ``--continue`` resends.
 
+Durability by effect (``docs/store-format.md``): the recorder group-commits. Rows are buffered and
+written in one transaction before every dispatch of an op with an effect (write / delete / network /
+exec, or undeclared) — so its plan and ``step_started`` are on disk while it runs — and again right
+after its cell, before anything else happens; before every model call; and at the turn's end. Rows of
+``pure``/``read`` ops (re-runnable) may sit in the buffer (at most 512 rows or 50 ms) and are lost
+if the process dies first.
+
 Everything written passes the redactor first (cells by the recording host; plan text, messages,
 answers, step errors and observations here). The model itself sees the unredacted tool results.
 A process killed mid-turn leaves 1–3: a turn with an accepted plan and no ``turn_ended``, which
@@ -213,13 +220,25 @@ def _bind_safe(s: str) -> str:
 # Recording
 
 
-class _Recorder:
-    """Appends the turn's events to the store, redacting every free-text field first."""
+RERUNNABLE_EFFECTS = frozenset({"pure", "read"})  # safe to run again: their rows may be group-committed
 
-    def __init__(self, writer: StoreWriter, sid: str, redactor: Redactor, cap: int):
+
+class _Recorder:
+    """Appends the turn's events to the store, redacting every free-text field first.
+
+    ``durable(op)`` says whether ``op`` has an effect (or an unknown one): its rows are flushed
+    before it dispatches and its cell right after it is appended."""
+
+    def __init__(self, writer: StoreWriter, sid: str, redactor: Redactor, cap: int,
+                 durable: Callable[[str], bool] = lambda op: True):
         self.w, self.sid, self.redactor, self.cap = writer, sid, redactor, cap
+        self.durable = durable
         self.appended = 0
         self.cells: list[OpRecorded] = []
+
+    def before_dispatch(self, op: str) -> None:
+        if self.durable(op):
+            self.w.flush()
 
     def emit(self, ev: dict) -> None:
         """The interpreter's and the cassette's sink: one ``run`` row per event."""
@@ -232,10 +251,12 @@ class _Recorder:
                 err = data[:self.cap].decode("utf-8", "ignore")
             ev["error"] = err
         body = decode_run(ev)
-        if isinstance(body, OpRecorded):
-            self.cells.append(body)
         self.w.append(self.sid, Run(event=body))
         self.appended += 1
+        if isinstance(body, OpRecorded):
+            self.cells.append(body)
+            if self.durable(body.op):
+                self.w.flush()  # acknowledged: on disk before the run goes on
 
     def append(self, body: Any, *, turn_id: Optional[int] = None, ts: Optional[int] = None) -> Any:
         self.appended += 1
@@ -249,14 +270,16 @@ class _LiveHost:
     """Dispatches to the toolbox after asking the approver; a refusal is a denied outcome."""
 
     def __init__(self, toolbox: Toolbox, approver: Approver, timer: Callable[[], int],
-                 on_tool: Callable[[str, str, Any], None] | None = None):
+                 before_dispatch: Callable[[str], None] = lambda op: None):
         self.toolbox, self.approver, self.timer = toolbox, approver, timer
+        self.before_dispatch = before_dispatch
         self.last: Optional[OpOutcome] = None
         self.last_exec_us = 0
         self.dispatches = 0
         self.log: list[tuple[str, Any, str, int, int]] = []  # op, input, status, started_us, exec_us
 
     def dispatch(self, op: str, input: Any, input_json: str) -> OpOutcome:
+        self.before_dispatch(op)
         self.dispatches += 1
         started = self.timer()
         o = self.toolbox.get(op)
@@ -309,6 +332,15 @@ class TurnRunner:
     def __init__(self, cfg: TurnConfig):
         self.cfg = cfg
 
+    def _durable(self, op: str) -> bool:
+        o = self.cfg.toolbox.get(op)
+        return o is None or o.effect not in RERUNNABLE_EFFECTS
+
+    def _recorder(self) -> tuple[_Recorder, _LiveHost]:
+        cfg = self.cfg
+        rec = _Recorder(cfg.writer, cfg.session, cfg.redactor, cfg.cap, self._durable)
+        return rec, _LiveHost(cfg.toolbox, cfg.approver, cfg.timer, rec.before_dispatch)
+
     def _notify(self, kind: str, **data: Any) -> None:
         if self.cfg.on_event is not None:
             try:
@@ -324,6 +356,7 @@ class TurnRunner:
         while True:
             attempt += 1
             chunks: list[Chunk] = []
+            cfg.writer.flush()  # nothing buffered waits on a model call
             t0 = cfg.timer()
             ttft = None
             try:
@@ -365,8 +398,12 @@ class TurnRunner:
     # ------------------------------------------------------------------ adaptive turn
     async def run_turn(self, history: list[dict], user_input: str) -> tuple[TurnOutput, list[dict]]:
         """Run one turn; returns the output and the messages to append to the conversation."""
+        with self.cfg.writer.grouped():
+            return await self._run_turn(history, user_input)
+
+    async def _run_turn(self, history: list[dict], user_input: str) -> tuple[TurnOutput, list[dict]]:
         cfg = self.cfg
-        rec = _Recorder(cfg.writer, cfg.session, cfg.redactor, cfg.cap)
+        rec, live = self._recorder()
         user_msg = {"role": "user", "content": [{"type": "text", "text": user_input}]}
         rec.message("user", user_msg["content"])
         turn_id = cfg.writer.begin_turn(cfg.session, cfg.redactor.redact(user_input), cfg.model_name)
@@ -376,7 +413,6 @@ class TurnRunner:
         observations: list[Observation] = []
         usages: list[Usage] = []
         turn_msgs: list[dict] = []  # assistant/user exchanges of this turn (unredacted)
-        live = _LiveHost(cfg.toolbox, cfg.approver, cfg.timer)
         host = RecordingHost(live, rec, cfg.redactor, cfg.cap, enabled=cfg.cassette)
         interp = Interpreter(cfg.toolbox.catalog(), host, rec, run_id=cfg.session)
         base = provider_history(history + [user_msg])
@@ -529,8 +565,12 @@ class TurnRunner:
     # ------------------------------------------------------------------ authored flows
     def run_flow(self, draft: A.DraftAst, confirm: Callable[[str, str], bool]) -> tuple[TurnOutput, list[dict]]:
         """``flux flow run``: the flow as one turn, in resumable mode (statement ledger), recorded."""
+        with self.cfg.writer.grouped():
+            return self._run_flow(draft, confirm)
+
+    def _run_flow(self, draft: A.DraftAst, confirm: Callable[[str, str], bool]) -> tuple[TurnOutput, list[dict]]:
         cfg = self.cfg
-        rec = _Recorder(cfg.writer, cfg.session, cfg.redactor, cfg.cap)
+        rec, live = self._recorder()
         user_input = "<flow run>"
         rec.message("user", [{"type": "text", "text": user_input}])
         turn_id = cfg.writer.begin_turn(cfg.session, user_input, cfg.model_name)
@@ -539,7 +579,6 @@ class TurnRunner:
         fp = fingerprint(draft)
         rec.append(PlanAttempted(step=1, outcome="accepted", fingerprint=fp, plan_source=src), turn_id=turn_id)
         out.plans.append(PlanRecord(1, None, fp, flow_key(draft.name, draft.body), src))
-        live = _LiveHost(cfg.toolbox, cfg.approver, cfg.timer)
         host = RecordingHost(live, rec, cfg.redactor, cfg.cap, enabled=cfg.cassette)
         interp = Interpreter(cfg.toolbox.catalog(), host, rec, approver=confirm, run_id=cfg.session)
         cancelled = False

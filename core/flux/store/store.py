@@ -411,6 +411,12 @@ class StoreWriter:
     * the registry row of an ``s_<n>`` stream follows every append (``updated_at``, ``last_seq``,
       ``model``, ``msg_count``);
     * ``turn_id`` only on turn-scoped kinds, never on ``message``/``run``/``turn_started``.
+
+    Inside :meth:`grouped` (the agent loop's recorder), appends are buffered in memory and written
+    in one transaction by :meth:`flush` — the caller decides when a row must be durable (see
+    ``docs/store-format.md``, "Durability by effect"). The next ``stream_seq`` of each stream is
+    kept in memory and re-read only when another connection committed in between
+    (``PRAGMA data_version``).
     """
 
     def __init__(self, store_dir: str | os.PathLike[str], *, create: bool = True, clock=None):
@@ -418,6 +424,11 @@ class StoreWriter:
         self._clock = clock or (lambda: int(time.time() * 1000))
         self._tx_depth = 0
         self._lock = threading.RLock()
+        self._next_seq: dict[str, int] = {}  # valid while data_version is unchanged
+        self._data_version: int | None = None
+        self._pending: list[tuple] = []  # buffered appends (grouped mode)
+        self._pending_since = 0.0
+        self._group: tuple[int, float] | None = None  # (max rows, max seconds) while grouped
         if not self.dir.exists():
             if not create:
                 raise StoreError(f"{self.dir} does not exist")
@@ -473,7 +484,10 @@ class StoreWriter:
     def close(self) -> None:
         with self._lock:
             if self.conn is not None:
-                self.conn.close()
+                try:
+                    self.flush()
+                finally:
+                    self.conn.close()
                 self.conn = None  # type: ignore[assignment]
 
     def __enter__(self) -> "StoreWriter":
@@ -490,7 +504,9 @@ class StoreWriter:
         """Group several appends into one ``BEGIN IMMEDIATE`` transaction (all or nothing)."""
         with self._lock:
             if self._tx_depth == 0:
-                self.conn.execute("BEGIN IMMEDIATE")
+                if self._pending:
+                    self.flush()
+                self._begin()
             self._tx_depth += 1
             try:
                 yield
@@ -498,11 +514,69 @@ class StoreWriter:
                 self._tx_depth -= 1
                 if self._tx_depth == 0:
                     self.conn.execute("ROLLBACK")
+                    self._next_seq.clear()  # the rows it inserted are gone
                 raise
             else:
                 self._tx_depth -= 1
                 if self._tx_depth == 0:
-                    self.conn.execute("COMMIT")
+                    try:
+                        self.conn.execute("COMMIT")
+                    except BaseException:
+                        if self.conn.in_transaction:
+                            self.conn.execute("ROLLBACK")
+                        self._next_seq.clear()
+                        raise
+
+    def _begin(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+        dv = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        if dv != self._data_version:  # another connection wrote: our stream_seq counters may be stale
+            self._next_seq.clear()
+            self._data_version = dv
+
+    @contextmanager
+    def grouped(self, *, max_rows: int = 512, max_ms: float = 50.0) -> Iterator[None]:
+        """Buffer appends (group commit): they reach the database at :meth:`flush`, when ``max_rows``
+        are pending, when the oldest pending row is ``max_ms`` old at the next append, and when the
+        block ends. A buffered row is lost if the process dies before then — only for rows that are
+        safe to lose (a re-runnable op's); the caller flushes before anything that must be durable."""
+        with self._lock:
+            outer = self._group
+            self._group = (max_rows, max_ms / 1000.0)
+            try:
+                yield
+            finally:
+                self._group = outer
+                if outer is None:
+                    self.flush()
+
+    def flush(self) -> None:
+        """Write every buffered append in one transaction (a no-op when nothing is pending)."""
+        with self._lock:
+            if not self._pending:
+                return
+            pending, self._pending = self._pending, []
+            from .events import Compacted, Message, ModelChanged, SessionStarted
+
+            # The registry row ends as the per-row updates would leave it, in one UPDATE per stream.
+            reg: dict[str, list] = {}  # stream -> [ts, seq, model, msg base (None: keep), messages added]
+            with self.transaction():
+                for stream, body, turn_id, ts in pending:
+                    ev = self._insert(stream, body, turn_id, ts, None, update_registry=False)
+                    r = reg.setdefault(stream, [ts, 0, None, None, 0])
+                    r[0], r[1] = ts, ev.stream_seq
+                    if isinstance(body, (SessionStarted, ModelChanged)):
+                        r[2] = body.model
+                    if isinstance(body, Message):
+                        r[4] += 1
+                    elif isinstance(body, Compacted):
+                        r[3], r[4] = len(body.messages), 0
+                for stream, (ts, seq, model, base, added) in reg.items():
+                    n = session_number(stream)
+                    if n is not None:
+                        msg = f"msg_count + {added}" if base is None else str(base + added)
+                        self.conn.execute(f"UPDATE streams SET updated_at = ?, last_seq = ?, model = COALESCE(?, model),"
+                                          f" msg_count = {msg} WHERE n = ?", (ts, seq, model, n))
 
     def create_session(self, model: str, *, context: dict[str, str | None] | None = None,
                        ts: int | None = None) -> str:
@@ -529,6 +603,8 @@ class StoreWriter:
         if turn_id is not None and body.KIND in UNSCOPED_KINDS:
             raise ValueError(f"{body.KIND} events never carry a turn_id")
         ts = self.now() if ts is None else ts
+        if self._group is not None and self._tx_depth == 0 and event_id is None:
+            return self._buffer(stream, body, turn_id, ts)
         with self.transaction():
             if event_id is not None:
                 row = self.conn.execute(f"SELECT {_EVENT_COLUMNS} FROM events WHERE id = ?", (event_id,)).fetchone()
@@ -537,12 +613,24 @@ class StoreWriter:
                     return StoredEvent(gs, st, sseq, eid, kind, ets, tid, decode_payload(kind, payload))
             return self._insert(stream, body, turn_id, ts, event_id, update_registry=True)
 
+    def _buffer(self, stream: str, body: EventBody, turn_id: int | None, ts: int) -> None:
+        if not self._pending:
+            self._pending_since = time.monotonic()
+        self._pending.append((stream, body, turn_id, ts))
+        max_rows, max_s = self._group  # type: ignore[misc]
+        if len(self._pending) >= max_rows or time.monotonic() - self._pending_since >= max_s:
+            self.flush()
+        return None
+
     def begin_turn(self, stream: str, user_input: str, model: str, *, ts: int | None = None,
                    loop_binding: dict | None = None) -> int:
-        """Append ``turn_started``; its ``global_seq`` is the turn id later rows carry."""
+        """Append ``turn_started`` durably (even when grouped); its ``global_seq`` is the turn id later rows carry."""
         from .events import TurnStarted
 
-        ev = self.append(stream, TurnStarted(user_input=user_input, model=model, loop_binding=loop_binding), ts=ts)
+        body = TurnStarted(user_input=user_input, model=model, loop_binding=loop_binding)
+        ts = self.now() if ts is None else ts
+        with self.transaction():  # flushes what is buffered first, then writes the turn row
+            ev = self._insert(stream, body, None, ts, None, update_registry=True)
         return ev.global_seq
 
     def _insert(self, stream: str, body: EventBody, turn_id: int | None, ts: int, event_id: str | None,
@@ -550,13 +638,16 @@ class StoreWriter:
         from .events import Compacted, Message, ModelChanged, SessionStarted, encode_payload
 
         c = self.conn
-        seq = c.execute("SELECT COALESCE(MAX(stream_seq), -1) + 1 FROM events WHERE stream = ?", (stream,)).fetchone()[0]
+        seq = self._next_seq.get(stream)
+        if seq is None:
+            seq = c.execute("SELECT COALESCE(MAX(stream_seq), -1) + 1 FROM events WHERE stream = ?", (stream,)).fetchone()[0]
         eid = event_id or new_ulid(ts)
         payload = encode_payload(body)
         cur = c.execute(
             "INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload, turn_id) VALUES (?, ?, ?, ?, 1, ?, ?, ?)",
             (stream, seq, eid, body.KIND, ts, payload, turn_id),
         )
+        self._next_seq[stream] = seq + 1
         if update_registry and session_number(stream) is not None:
             model = body.model if isinstance(body, (SessionStarted, ModelChanged)) else None
             if isinstance(body, Message):
