@@ -194,3 +194,25 @@ def test_check_under_update_re_records_and_reports_the_change(scenario_dir, monk
             assert sc.manifest.model == "mock"
     finally:
         c.close()
+
+
+def test_inject_at_forks_the_work_copy_and_reports_where_it_diverged(openai_dir):
+    from flux.agent.approver import DenyAll
+    from flux.agent.client import Client
+    from tests.helpers import tree_digest
+
+    before = tree_digest(openai_dir)
+    ws = openai_dir.parent / "ws"
+    ws.mkdir()
+    with Client("mock", workspace=ws, env_secrets=False, approver=DenyAll()) as c, Scenario.load(openai_dir) as sc:
+        cf = sc.inject_at(c, 0, {"error": "disk full"})
+        # The read's result is replaced; the append that followed still runs, served from the tape.
+        assert cf.actual_ops == ["append"] and cf.hermetic and cf.halted is None
+        assert cf.first_divergence() == {"node": 0, "kind": "plan"}
+        cf.assert_diverges_at(0).assert_compensated_with("append")
+        with pytest.raises(AssertionFailed, match="expected the run to compensate with `bash`"):
+            cf.assert_compensated_with("bash")
+        assert "read {\"path\":\"README.md\"} → # demo project" in cf.trajectory_diff()
+        assert sc.assertions == 3
+    assert tree_digest(openai_dir) == before, "inject_at writes the work copy, never the fixture"
+    assert not (ws / "note.txt").exists()

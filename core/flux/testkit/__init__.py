@@ -10,7 +10,7 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "Scenario": ".scenario", "Outcome": ".scenario", "Report": ".scenario", "is_scenario_dir": ".scenario",
+    "Scenario": ".scenario", "Outcome": ".scenario", "Report": ".scenario", "Counterfactual": ".scenario", "is_scenario_dir": ".scenario",
     "StrictCassette": ".cassette", "CassetteError": ".cassette", "CassetteMismatch": ".cassette",
     "CassetteExhausted": ".cassette", "Manifest": ".manifest", "ScenarioError": ".errors",
     "MissingFixture": ".errors", "AssertionFailed": ".errors", "JudgeMiss": ".errors", "update_mode": ".golden",

@@ -55,12 +55,12 @@ from .errors import AssertionFailed, MissingFixture, ScenarioError
 from .frozen import frozen_toolbox
 from .golden import Rebaseline, update_mode
 from .manifest import MANIFEST_FILE, RUNTIME_VERSION, Manifest
-from .surfaces import event_log, side_by_side, surface_diff, transcript
+from .surfaces import cell_trajectory, event_log, side_by_side, surface_diff, transcript
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..agent.client import Client
 
-__all__ = ["Scenario", "Outcome", "Report", "snapshot_text", "is_scenario_dir", "SNAP_FILE", "MODEL_FILE",
+__all__ = ["Scenario", "Outcome", "Report", "Counterfactual", "snapshot_text", "is_scenario_dir", "SNAP_FILE", "MODEL_FILE",
            "JUDGE_FILE"]
 
 SNAP_FILE = "plan.flux.snap"
@@ -343,6 +343,56 @@ class Report:
         }
 
 
+@dataclass(repr=False)
+class Counterfactual:
+    """What :meth:`Scenario.inject_at` produced: the fork session in the work copy and its run diff
+    against the golden (spec §4.8's ``Counterfactual``, for a fork)."""
+
+    scenario: str
+    session: str
+    at: int
+    diff: RunDiff
+    fork: Any  # the ForkResult
+    actual_ops: list[str] = field(default_factory=list)
+    golden_transcript: list[str] = field(default_factory=list)
+    actual_transcript: list[str] = field(default_factory=list)
+    scenario_ref: Any = field(default=None, compare=False)
+
+    def __repr__(self) -> str:
+        fd = self.first_divergence()
+        return f"Counterfactual({self.scenario} @ {self.at} → {self.session}" + (f", first divergence {fd}" if fd else "") + ")"
+
+    @property
+    def hermetic(self) -> bool:
+        """Stayed on tape: no live dispatch in the tail."""
+        return bool(self.fork.hermetic)
+
+    @property
+    def halted(self) -> Optional[str]:
+        return self.fork.halted
+
+    def first_divergence(self) -> Optional[dict[str, Any]]:
+        for r in self.diff.rows:
+            if r.kind != "same":
+                return {"node": r.node, "kind": r.kind}
+        return None
+
+    def trajectory_diff(self, width: int = 120) -> str:
+        return side_by_side(self.golden_transcript, self.actual_transcript, width)
+
+    def assert_diverges_at(self, node: int) -> "Counterfactual":
+        from .assertions import assert_diverges_at
+
+        assert_diverges_at(self, node)
+        return self
+
+    def assert_compensated_with(self, op: str) -> "Counterfactual":
+        from .assertions import assert_compensated_with
+
+        assert_compensated_with(self, op)
+        return self
+
+
 # ------------------------------------------------------------------------------------------------
 
 
@@ -576,6 +626,32 @@ class Scenario:
         self._detail = None
         self._surfaces = None
         return rep
+
+    # -- fault injection -------------------------------------------------------------------------
+
+    def inject_at(self, client: "Client", node: int, value: Any) -> Counterfactual:
+        """Fork the work copy's recorded session at statement position ``node`` (0-based, across
+        every execution: the N-th tool call of an adaptive turn) with ``value`` as that statement's
+        result, and re-run the tail (:func:`flux.timemachine.fork.fork_session`, inject mode).
+
+        The tail is tape-first: a dispatch the recording can answer is served from it; a miss runs
+        through ``client``'s ops **and approver** (a deny-all approver keeps it side-effect free).
+        The fixture itself is never written — the fork lands in the work copy."""
+        from ..timemachine.fork import fork_session
+
+        saved = (client.store_dir, client.writer)
+        writer = throwaway(StoreWriter(self.work, clock=client._clock))
+        client.store_dir, client.writer = self.work, writer
+        try:
+            result = fork_session(client, self.manifest.session, node, inject=value)
+        finally:
+            client.store_dir, client.writer = saved
+            writer.close()
+        golden = self.golden()
+        fork = self.session_detail(result.session)
+        return Counterfactual(self.manifest.name, result.session, node, diff_details(golden, fork), result,
+                              actual_ops=[c.op for c in fork.cells], golden_transcript=cell_trajectory(golden),
+                              actual_transcript=cell_trajectory(fork), scenario_ref=self)
 
     # -- judge -----------------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from ..canonical import canonical_json
 from ..model.session import SessionDetail
 
 __all__ = [
-    "VOLATILE_KEYS", "normalize", "event_log", "transcript", "discover_volatile", "side_by_side",
+    "VOLATILE_KEYS", "normalize", "event_log", "transcript", "cell_trajectory", "discover_volatile", "side_by_side",
     "surface_diff",
 ]
 
@@ -106,6 +106,17 @@ def transcript(detail: SessionDetail) -> list[str]:
                 out.append(f"model (thinking): {_excerpt(b.get('thinking', ''))}")
     for t in detail.turns:
         out.append(f"turn ended {t.outcome}")
+    return out
+
+
+def cell_trajectory(detail: SessionDetail) -> list[str]:
+    """The session's dispatches, one line each (``op input → result``): what a fork or replay did,
+    when there is no conversation to show."""
+    out = []
+    for c in detail.cells:
+        r = c.rec
+        flag = "denied " if r.denied else ("error " if r.is_error else "")
+        out.append(f"{r.op} {_excerpt(normalize(r.input_view or ''), 50)} → {flag}{_excerpt(normalize(r.content), 50)}")
     return out
 
 
