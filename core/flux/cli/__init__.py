@@ -1,7 +1,8 @@
 """``flux`` — the scriptable twin of the app: one click group, verbs in submodules.
 
 Verb modules load on demand, so ``flux sessions`` does not import the interpreter, deepdiff or the
-agent runtime.
+agent runtime, and ``flux --help`` imports no verb (it prints :data:`_SHORT_HELP`, which
+``tests/cli/test_cli_imports.py`` keeps equal to each command's own help).
 """
 
 from __future__ import annotations
@@ -17,15 +18,55 @@ from .common import OneLineErrors
 _VERBS = {
     "sessions": "browse", "show": "browse", "demo": "browse",
     "replay": "timemachine", "diff": "timemachine", "fork": "timemachine", "resurrect": "timemachine",
-    "what-if": "timemachine", "sweep": "timemachine",
     "run": "agent", "flow": "agent",
     "record": "testkit", "test": "testkit", "export": "testkit", "golden": "testkit",
+}
+
+# verb -> its help's first sentence, for `flux --help` without importing the verb
+_SHORT_HELP = {
+    "demo": "Create a realistic demo store in --store DIR (several sessions, errors, an interrupted turn, a fork).",
+    "diff": "Align two recorded runs statement by statement (A, B: s_<n> or last).",
+    "export": "Export SESSION (s_<n>, last, or a scenario directory) as an ATIF trajectory.",
+    "flow": "Authored Flux-Lang flows.",
+    "fork": "Branch SESSION at statement --at into a new linked session: the prefix from tape (no model call, no side "
+            "effect), then the tail diverges — inject a value, run an edited plan, or re-plan.",
+    "golden": "Golden trajectories: compare a session's normalised ATIF trajectory with a committed file.",
+    "record": "Record one live turn for INPUT as a scenario directory DIRECTORY (commit it).",
+    "replay": "Re-execute a recorded session offline (SESSION: s_<n> or last).",
+    "resurrect": "Finish SESSION's interrupted turn from the crash point, with no model call: completed statements "
+                 "fast-forward, recorded cells are served from tape, an op that has no cell runs again (after the "
+                 "side-effect gate).",
+    "run": "Run one agent turn for PROMPT and record it in the store.",
+    "sessions": "List sessions, newest first, with interrupted turns flagged.",
+    "show": "Show a session: turns, accepted plans, cassette cells, usage, cost, lineage.",
+    "test": "Replay and check every scenario under PATHS (default: tests/scenarios, else .) — offline.",
 }
 
 
 class _LazyGroup(OneLineErrors, click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(_VERBS))
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Like click's, but a verb not loaded yet shows its :data:`_SHORT_HELP` instead of being imported."""
+        from click.utils import make_default_short_help
+
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            cmd = self.commands.get(name)
+            if cmd is None and _SHORT_HELP.get(name) is not None:
+                rows.append((name, make_default_short_help(_SHORT_HELP[name], limit)))
+                continue
+            cmd = cmd or self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in self.commands and name in _VERBS:

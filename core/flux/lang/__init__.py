@@ -6,19 +6,35 @@ Public entry points are re-exported here; see each module for details.
 
 from __future__ import annotations
 
-from . import ast
-from .astjson import (
-    AstJsonError, draft_from_json, draft_to_json, node_from_json, node_to_json,
-)
-from .catalog import OpCatalog, OpSpec, map_args_to_input
-from .interpreter import (
-    Interpreter, ListSink, OpOutcome, PlanHalt, ResumeError, ResumeLedger, RunResult,
-)
-from .formatter import format_flow, format_statement
-from .parser import ParseError, parse, parse_expression
-from .hashes import (
-    body_hash16, fingerprint, flow_key, input_hash, memo_symbol, once_key, step_id, stmt_hash16,
-)
+import importlib
+from typing import Any
+
+# Public name -> submodule. Loaded on first use (PEP 562), so importing ``flux.lang.parser`` — as the
+# session list does to check an interrupted turn — does not load the interpreter.
+_EXPORTS = {
+    "AstJsonError": "astjson", "draft_from_json": "astjson", "draft_to_json": "astjson",
+    "node_from_json": "astjson", "node_to_json": "astjson",
+    "OpCatalog": "catalog", "OpSpec": "catalog", "map_args_to_input": "catalog",
+    "Interpreter": "interpreter", "ListSink": "interpreter", "OpOutcome": "interpreter", "PlanHalt": "interpreter",
+    "RunResult": "interpreter", "ResumeError": "interpreter",
+    "ResumeLedger": "ledger",
+    "format_flow": "formatter", "format_statement": "formatter",
+    "ParseError": "parser", "parse": "parser", "parse_expression": "parser",
+    "body_hash16": "hashes", "fingerprint": "hashes", "flow_key": "hashes", "input_hash": "hashes",
+    "memo_symbol": "hashes", "once_key": "hashes", "step_id": "hashes", "stmt_hash16": "hashes",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ast":
+        return importlib.import_module(".ast", __name__)
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ast", "AstJsonError", "draft_from_json", "draft_to_json", "node_from_json", "node_to_json",

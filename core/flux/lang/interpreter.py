@@ -30,6 +30,7 @@ from .catalog import OpArgError, OpCatalog, map_args_to_input
 from .clock import Clock, ManualClock, RealClock, ReplayClock
 from .hashes import flow_key as compute_flow_key
 from .hashes import input_hash, memo_symbol, once_key, step_id, stmt_hash16
+from .ledger import LedgerEntry, ResumeLedger
 from .parser import ParseError, formula_tree
 
 __all__ = [
@@ -107,83 +108,6 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.halted is None
-
-
-# ---------------------------------------------------------------------------------------------
-# Resume ledger (§3.8)
-# ---------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class LedgerEntry:
-    node: int
-    stmt: str
-    value: Optional[str] = None
-
-
-@dataclass
-class ResumeLedger:
-    """The completed statements of one plan execution, used to fast-forward a resume."""
-
-    plan: str
-    completed: list[LedgerEntry] = field(default_factory=list)
-    checkpoint: Optional[int] = None
-
-    def entry(self, node: int) -> Optional[LedgerEntry]:
-        """The last completed row for ``node`` (an index built once: a 10,000-statement
-        fast-forward must stay linear)."""
-        idx = self.__dict__.get("_by_node")
-        if idx is None or self.__dict__.get("_indexed") != len(self.completed):
-            idx = {e.node: e for e in self.completed}
-            self.__dict__["_by_node"] = idx
-            self.__dict__["_indexed"] = len(self.completed)
-        return idx.get(node)
-
-    @staticmethod
-    def _entry(ev: dict) -> LedgerEntry:
-        return LedgerEntry(int(ev.get("node", 0)), str(ev.get("stmt", "")), ev.get("value"))
-
-    @staticmethod
-    def _checkpoint(trace: Iterable[dict], plan: str) -> Optional[int]:
-        cp = None
-        for ev in trace:
-            if ev.get("event") == "checkpoint_reached" and ev.get("flow_key") == plan:
-                cp = int(ev.get("node", 0))
-        return cp
-
-    @classmethod
-    def from_interrupted(cls, trace: list[dict], flow_key: str) -> Optional["ResumeLedger"]:
-        """The ``statement_completed`` rows of ``flow_key`` since its last (re)start, or None."""
-        rows: list[LedgerEntry] = []
-        for ev in trace:
-            kind = ev.get("event")
-            if kind == "statement_completed" and ev.get("plan") == flow_key:
-                entry = cls._entry(ev)
-                if rows and entry.node <= rows[-1].node:
-                    rows = []  # a same-plan restart
-                rows.append(entry)
-            elif kind == "plan_resumed" and ev.get("prior") == flow_key:
-                rows = []
-        if not rows:
-            return None
-        return cls(flow_key, rows, cls._checkpoint(trace, flow_key))
-
-    @classmethod
-    def fold(cls, trace: list[dict]) -> Optional["ResumeLedger"]:
-        """The open halt latch: the last ``plan_halted`` not closed by a later ``plan_resumed``."""
-        latch: Optional[str] = None
-        resumed_later: set = set()
-        for ev in reversed(trace):  # one pass from the end: priors seen so far were resumed later
-            kind = ev.get("event")
-            if kind == "plan_resumed":
-                resumed_later.add(ev.get("prior"))
-            elif kind == "plan_halted" and ev.get("plan") not in resumed_later:
-                latch = ev.get("plan")
-                break
-        if latch is None:
-            return None
-        rows = [cls._entry(ev) for ev in trace
-                if ev.get("event") == "statement_completed" and ev.get("plan") == latch]
-        return cls(latch, rows, cls._checkpoint(trace, latch))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,11 +1,11 @@
-"""The resume ledger over stored events. One home: :class:`flux.lang.interpreter.ResumeLedger`
+"""The resume ledger over stored events. One home: :class:`flux.lang.ledger.ResumeLedger`
 (it folds run-event bodies); this module only adapts a session's stored rows to it."""
 
 from __future__ import annotations
 
 from typing import Iterable
 
-from ..lang.interpreter import LedgerEntry, ResumeLedger
+from ..lang.ledger import LedgerEntry, ResumeLedger
 from ..store.events import Run
 from ..store.store import StoredEvent
 
