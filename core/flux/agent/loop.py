@@ -324,6 +324,20 @@ class TurnConfig:
     sleep: Callable[[float], Any] = asyncio.sleep
     timer: Callable[[], int] = lambda: time.perf_counter_ns() // 1000
     on_event: Optional[Callable[[dict], None]] = None
+    # Wraps the live host (approver + toolbox) — what-if re-plans pin the world with a Frozen tape.
+    host_wrap: Optional[Callable[[Any], Any]] = None
+
+
+class _LastOutcome:
+    """Keeps ``live.last`` right when a wrapper answers a dispatch without the live host."""
+
+    def __init__(self, inner: Any, live: "_LiveHost"):
+        self.inner, self.live = inner, live
+
+    def dispatch(self, op: str, input: Any, input_json: str) -> OpOutcome:
+        out = self.inner.dispatch(op, input, input_json)
+        self.live.last = out
+        return out
 
 
 class TurnRunner:
@@ -413,7 +427,8 @@ class TurnRunner:
         observations: list[Observation] = []
         usages: list[Usage] = []
         turn_msgs: list[dict] = []  # assistant/user exchanges of this turn (unredacted)
-        host = RecordingHost(live, rec, cfg.redactor, cfg.cap, enabled=cfg.cassette)
+        inner = _LastOutcome(cfg.host_wrap(live), live) if cfg.host_wrap is not None else live
+        host = RecordingHost(inner, rec, cfg.redactor, cfg.cap, enabled=cfg.cassette)
         interp = Interpreter(cfg.toolbox.catalog(), host, rec, run_id=cfg.session)
         base = provider_history(history + [user_msg])
         answer = ""

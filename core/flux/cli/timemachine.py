@@ -7,6 +7,7 @@ prints. Both JSON shapes carry additions beyond flux, documented on the command.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -410,3 +411,197 @@ def resurrect_cmd(session: str, workspace: Path | None, yes: bool, policy: Path 
         click.echo(rep.answer)
     if rep.outcome == "halted":
         common.fail(f"the resumed turn halted: {rep.halt['error'] if rep.halt else rep.answer}")
+
+
+def _whatif_options(fn):
+    for deco in reversed([
+        click.option("--turn", type=int, default=None, help="Only turn N (1-based); with -m/--instructions, the turn re-driven."),
+        click.option("--substitute", "substitute", multiple=True, metavar="OP=JSON",
+                     help="Every recorded call to OP returns JSON instead (a JSON string is raw text). Repeatable."),
+        click.option("--substitute-at", "substitute_at", multiple=True, metavar="NODE=JSON",
+                     help="The first cell of diff row NODE returns JSON instead (wins over --substitute). Repeatable."),
+        click.option("-m", "--model", default=None, help="Re-plan with this model (path 2: one live model turn)."),
+        click.option("--instructions", default=None, help="Re-plan with these instructions (system prompt)."),
+        click.option("--off-tape", "off_tape", type=click.Choice(["halt", "live"]), default="halt", show_default=True,
+                     help="A dispatch the recording has no cell for: halt there, or run it live (gated)."),
+    ]):
+        fn = deco(fn)
+    return fn
+
+
+def _spec(turn, substitute, substitute_at, policy, model, instructions, off_tape):
+    from ..timemachine.whatif import WhatIfSpec
+
+    if turn is not None and turn < 1:
+        common.fail(f"--turn is 1-based: got {turn}")
+    subs: dict = {}
+    for item in substitute:
+        op, sep, raw = item.partition("=")
+        if not sep or not op.strip():
+            common.fail(f"--substitute takes OP=JSON, got {item!r}")
+        try:
+            subs[op.strip()] = json.loads(raw)
+        except ValueError as e:
+            common.fail(f"--substitute {op}=… is not JSON ({e}) — quote text as '\"…\"'")
+    at: dict = {}
+    for item in substitute_at:
+        node, sep, raw = item.partition("=")
+        if not sep or not node.strip().isdigit():
+            common.fail(f"--substitute-at takes NODE=JSON with a row number, got {item!r}")
+        try:
+            at[int(node)] = json.loads(raw)
+        except ValueError as e:
+            common.fail(f"--substitute-at {node}=… is not JSON ({e}) — quote text as '\"…\"'")
+    if policy is not None:
+        from ..agent.approver import load_policy
+
+        load_policy(policy)  # a bad policy file is one line, before anything is written
+    return WhatIfSpec(turn=turn, substitute=subs, substitute_at=at, policy=str(policy) if policy else None,
+                      off_tape=off_tape, model=model, instructions=instructions)
+
+
+def _whatif_client(store_dir: Path, ws: Path, spec, yes: bool, policy: Path | None, session_model: str | None,
+                   on_event=None):
+    """The client a what-if runs with: offline unless it re-plans (then the model must resolve)."""
+    approval = _approval_kw(yes, policy)
+    if spec.replan:
+        from ..agent.client import Client
+        from ..agent.registry import resolve_model
+
+        name = spec.model or session_model or "mock"
+        resolve_model(name)  # no key → one line, before anything is written
+        return lambda: Client(name, store=store_dir, workspace=ws, auto_resurrect=False, on_event=on_event, **approval)
+    return lambda: _offline_client(store_dir, ws, session_model or "mock", auto_resurrect=False, **approval)
+
+
+@main.command("what-if")
+@click.argument("session")
+@_whatif_options
+@_live_options
+@common.handle_errors
+def what_if_cmd(session: str, turn: int | None, substitute: tuple[str, ...], substitute_at: tuple[str, ...],
+                model: str | None, instructions: str | None, off_tape: str, workspace: Path | None, yes: bool,
+                policy: Path | None, as_json: bool, store: Path | None) -> None:
+    """Re-run SESSION with one thing changed, into a new linked session, and diff it against the
+    source. Offline by default (substitutions and policies are served from the frozen recording);
+    -m/--instructions re-plan the turn with one live model turn."""
+    from ..timemachine.whatif import prepare_what_if, run_what_if
+
+    spec = _spec(turn, substitute, substitute_at, policy, model, instructions, off_tape)
+    ws = _workspace(workspace)
+    reader = common.open_reader(store)
+    row = reader.resolve_session(session)
+    plan = prepare_what_if(reader, row.id, spec, catalog=_toolbox_catalog(ws), workspace=str(ws), model=model)
+    reader.close()
+    renderer = None
+    if spec.replan:
+        from .agent import _Renderer
+
+        renderer = _Renderer(quiet=as_json)
+    factory = _whatif_client(reader.dir, ws, spec, yes, policy, plan.detail.row.model, renderer)
+    _gate(plan.preview, yes, policy, as_json, f"what-if on {row.id}")
+    client = _writable(factory, reader.dir)
+    try:
+        if not as_json:
+            how = f"re-plan with {plan.preview.model} (model call)" if spec.replan else "offline (no model call)"
+            click.echo(_dim(f"what-if · {row.id} · {how}"), err=True)
+        cf = run_what_if(client, row.id, spec)
+        if renderer is not None:
+            renderer.finish()
+    finally:
+        client.close()
+    d = cf.diff()
+    if as_json:
+        data = cf.to_json()
+        data["diff"] = d.to_json()
+        click.echo(canonical_json(data))
+        return
+    for line, style in d.render():
+        click.echo(_dim(line) if style == "dim" else line)
+    fd = cf.first_divergence()
+    badge = cf.badge
+    where = f"first divergence at row {fd.node} ({fd.kind})" if fd else "no divergence"
+    click.echo(_dim(f"what-if {cf.session} ← {cf.source} · {badge} · {where}"), err=True)
+    if cf.latched:
+        click.echo(click.style(f"halted off tape: {cf.latched}", fg="yellow"), err=True)
+    click.echo(f"counterfactual session: {cf.session}  (compare again with `flux diff {cf.source} {cf.session}`)")
+
+
+@main.command("sweep")
+@click.option("--sessions", "sessions", default=None, help="Comma-separated session ids.")
+@click.option("--all", "all_", is_flag=True, help="Every root session of the store (not forks, what-ifs, sub-agents).")
+@click.option("--since", default=None, help="With --all: only sessions updated since T (YYYY-MM-DD, RFC 3339, 24h, 7d).")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")
+@_whatif_options
+@_live_options
+@common.handle_errors
+def sweep_cmd(sessions: str | None, all_: bool, since: str | None, jobs: int, turn: int | None,
+              substitute: tuple[str, ...], substitute_at: tuple[str, ...], model: str | None, instructions: str | None,
+              off_tape: str, workspace: Path | None, yes: bool, policy: Path | None, as_json: bool,
+              store: Path | None) -> None:
+    """Run one what-if over many sessions, concurrently; one row per session (a session that
+    fails is an error row, the sweep goes on). Exit 1 if any session failed."""
+    from ..timefmt import parse_time_arg
+    from ..timemachine.whatif import what_if_over
+
+    if (sessions is None) == (not all_):
+        common.fail("pass --sessions S1,S2,… or --all")
+    if since is not None and not all_:
+        common.fail("--since goes with --all")
+    spec = _spec(turn, substitute, substitute_at, policy, model, instructions, off_tape)
+    ws = _workspace(workspace)
+    reader = common.open_reader(store)
+    if all_:
+        since_ms = parse_time_arg(since) if since else None
+        ids = [r.id for r in sorted(reader.list_sessions(), key=lambda r: r.n)
+               if not r.correlation_id and (since_ms is None or r.updated_at >= since_ms)]
+    else:
+        ids = [s.strip() for s in sessions.split(",") if s.strip()]  # type: ignore[union-attr]
+        ids = [reader.resolve_session(s).id if s == "last" else s for s in ids]
+    if not ids:
+        common.fail("no sessions to sweep" + (" (none match --since)" if since else ""))
+    if spec.replan or spec.off_tape == "live":
+        from .agent import _approval  # noqa: F401  (the gate below needs --yes/--policy for live sweeps)
+
+        if not (yes or policy is not None):
+            common.fail(f"a sweep with {'a re-plan' if spec.replan else '--off-tape live'} runs live on {len(ids)} "
+                        "session(s) — pass --yes or --policy FILE to allow it; nothing was written")
+    if not os.access(reader.dir, os.W_OK) or _read_only_fs(reader.dir):
+        common.fail(f"the store {reader.dir} is read-only — a sweep writes one session per what-if; copy it and pass --store")
+    reader.close()
+    client_args: dict = {"workspace": str(ws)}
+    if spec.replan:
+        client_args["model"] = spec.model or "mock"
+    if yes:
+        client_args["auto_approve"] = True
+    elif policy is not None:
+        client_args["policy"] = str(policy)
+    progress = None
+    bar = None
+    if sys.stderr.isatty() and not as_json:
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        task = bar.add_task("sweep", total=len(ids))
+        bar.start()
+        progress = lambda done, total, o: bar.update(task, completed=done)  # noqa: E731
+    try:
+        report = what_if_over(reader.dir, ids, spec, jobs=jobs, client_args=client_args, on_progress=progress)
+    finally:
+        if bar is not None:
+            bar.stop()
+    if as_json:
+        click.echo(canonical_json(report.to_json()))
+    else:
+        for o in report.outcomes:
+            if o.error is not None:
+                click.echo(f"{o.session:<8} error    {o.error}")
+                continue
+            cf = o.result
+            fd = cf.first
+            state = "same" if cf.identical else "changed"
+            where = f"first divergence at row {fd.node} ({fd.kind})" if fd else ""
+            click.echo(f"{o.session:<8} {state:<8} → {cf.session:<8} {cf.badge}  {where}".rstrip())
+        click.echo(report.summary_line())
+    if report.errors:
+        sys.exit(1)

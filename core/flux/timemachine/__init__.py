@@ -43,12 +43,17 @@ Resurrect — :mod:`.resurrect`
     ``unanchored_served``; ``summary_line()`` is flux's stderr line.
 
 What-if and sweeps — :mod:`.whatif`
-    ``WhatIf(client, session).turn(n).substitute(op, v).substitute_at(node, v).policy(p)
-    .off_tape("halt"|"live").model(m).instructions(s)``; ``.plan() -> LivePreview``; ``.run() ->
-    Counterfactual{session, source, diff(), first_divergence(), hermetic, cost(), went_live,
-    denials, assert_diverges_at(node), assert_compensated_with(op)}``.
-    ``what_if_over(store_dir, sessions, WhatIfSpec, jobs=N, on_progress=None) ->
-    SweepReport{outcomes: [SweepOutcome{session, result | error}], changed, total, offline_cost}``.
+    ``WhatIf(client, session)`` (or ``session.what_if()``) ``.turn(n).substitute(op, v)
+    .substitute_at(row, v).policy(path).off_tape("halt"|"live").model(m).instructions(s)``;
+    ``.plan() -> LivePreview``; ``.run(confirm=None) -> Counterfactual{source, session, diff(),
+    first_divergence() -> FirstDivergence{node, kind: Plan|Output, detail} | None, hermetic, badge,
+    cost(), went_live, live_ops, denials, latched, substituted, served, model_calls,
+    assert_diverges_at(node), assert_compensated_with(op)}``. The same knobs as data:
+    ``WhatIfSpec``; ``plan_what_if(reader, session, spec, catalog=, workspace=)``,
+    ``run_what_if(client, session, spec, confirm=)``.
+    ``what_if_over(store_dir, sessions, spec, jobs=N, client_args={"workspace": …}, on_progress=
+    fn(done, total, outcome)) -> SweepReport{outcomes: [SweepOutcome{session, result, error}],
+    changed, total, offline_cost, errors}`` — a process pool; a failing session is an error row.
 
 Cancelling at the gate raises :class:`~flux.timemachine.fork.ForkCancelled` /
 :class:`~flux.timemachine.resurrect.ResurrectCancelled` with nothing written.
@@ -68,6 +73,10 @@ from .replay import (
     replay_tree,
 )
 from .resurrect import ResurrectCancelled, ResurrectReport, plan_resurrect, prepare_resurrect, resurrect_session
+from .whatif import (
+    Counterfactual, FirstDivergence, SweepOutcome, SweepReport, WhatIf, WhatIfCancelled, WhatIfSpec, plan_what_if,
+    prepare_what_if, run_what_if, what_if_over,
+)
 
 __all__ = [
     "ChildReplay", "DiffRow", "PayloadDiff", "ReplayReport", "ReplayTree", "ReplayedPlan", "RunDiff",
@@ -77,4 +86,6 @@ __all__ = [
     "ForkCancelled", "ForkPlan", "ForkResult", "analyze_plan", "default_prompt", "edit_template", "fork_points",
     "fork_session", "plan_fork", "prepare_fork",
     "ResurrectCancelled", "ResurrectReport", "plan_resurrect", "prepare_resurrect", "resurrect_session",
+    "Counterfactual", "FirstDivergence", "SweepOutcome", "SweepReport", "WhatIf", "WhatIfCancelled", "WhatIfSpec",
+    "plan_what_if", "prepare_what_if", "run_what_if", "what_if_over",
 ]

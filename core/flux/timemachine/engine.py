@@ -22,7 +22,7 @@ from ..lang.catalog import OpArgError, OpCatalog, OpSpec, map_args_to_input
 from ..lang.formatter import format_statement
 from ..lang.hashes import stmt_hash16
 from ..lang.interpreter import _PLACEHOLDER, Interpreter, _interpolate_json
-from ..model.session import SessionDetail, execution_keys
+from ..model.session import SessionDetail
 from ..store.events import Message, Compacted, Run, decode_run
 from ..store.store import StoreReader, StoreWriter
 
@@ -75,42 +75,64 @@ class Position:
                 "stmt": self.stmt, "text": self.text, "binder": self.binder, "turn": self.turn, "op": self.op}
 
 
-def executions_of(detail: SessionDetail, *, turn: int | None = None, verb: str = "forkable") -> list[Execution]:
-    """The session's executions with their parsed plans (§3.7, §3.4), optionally one turn's only."""
-    from .replay import _redacted_standins, plans_by_key
+def _keyed_executions(detail: SessionDetail, run_events: Sequence[Any]) -> list[tuple[str, int | None]]:
+    """(flow_key, turn number) per execution: from the ledger rows (§3.7), each placed in its turn
+    by position; else the acceptance order with each acceptance's own turn."""
+    from bisect import bisect_right
+
     from ..lang.hashes import flow_key as fk
     from ..lang.parser import parse
+    from ..store.events import PlanHalted, StatementCompleted
 
-    sid = detail.id
-    plans, order = plans_by_key(detail)
-    turn_of: dict[str, int] = {}
+    ids = [t.turn_id for t in detail.turns]
+    out: list[tuple[str, int | None]] = []
+    cur: str | None = None
+    last = -1
+    for ev in run_events:
+        r = ev.body.event if isinstance(ev.body, Run) else None
+        if isinstance(r, (StatementCompleted, PlanHalted)):
+            if r.plan != cur or r.node <= last:
+                ti = bisect_right(ids, ev.global_seq) - 1
+                out.append((r.plan, detail.turns[ti].number if ti >= 0 else None))
+                cur = r.plan
+            last = r.node
+    if out:
+        return out
     for t in detail.turns:
         for att in t.accepted_plans:
             try:
                 d = parse(att.plan_source or "")
             except FluxError:
                 continue
-            turn_of[fk(d.name, d.body)] = t.number
+            out.append((fk(d.name, d.body), t.number))
+    return out
+
+
+def executions_of(detail: SessionDetail, *, turn: int | None = None, verb: str = "forkable") -> list[Execution]:
+    """The session's executions with their parsed plans (§3.7, §3.4), optionally one turn's only."""
+    from .replay import _redacted_standins, plans_by_key
+
+    sid = detail.id
+    plans, _order = plans_by_key(detail)
     if turn is not None:
         if turn < 1 or turn > len(detail.turns):
             have = f"it has {len(detail.turns)} turn(s)" if detail.turns else "it has no turns"
             raise NotForkable(f"session {sid} has no turn {turn} ({have}) — turns are numbered from 1")
-        t = detail.turns[turn - 1]
-        keys = execution_keys(detail.turn_run_trace(t))
-        if not keys:
-            keys = [k for k, n in ((k, turn_of.get(k)) for k in order) if n == turn]
+        pairs = [p for p in _keyed_executions(detail, detail.run_events) if p[1] == turn]
     else:
-        keys = execution_keys(detail.run_events) or list(order)
-    if not keys:
-        raise NotForkable(f"session {sid} is not {verb}: no executed statements and no accepted plan_source recorded")
+        pairs = _keyed_executions(detail, detail.run_events)
+    if not pairs:
+        where = f"turn {turn} of session {sid}" if turn is not None else f"session {sid}"
+        raise NotForkable(f"{where} is not {verb}: no executed statements and no accepted plan_source recorded")
+    keys = [k for k, _ in pairs]
     standins = _redacted_standins(detail, keys, plans) if any(k not in plans for k in keys) else {}
     out = []
-    for i, k in enumerate(keys):
+    for i, (k, t) in enumerate(pairs):
         d = plans.get(k) or standins.get(k)
         if d is None:
             raise NotForkable(f"session {sid} is not {verb}: execution {i + 1} ({k}) has no stored plan_source "
                               "(pre-L-38 or oversized) — there is nothing to re-execute")
-        out.append(Execution(i, k, d, turn_of.get(k)))
+        out.append(Execution(i, k, d, t))
     return out
 
 

@@ -1,0 +1,170 @@
+"""What-if (spec §4.8) both paths, off tape halt and live, the Counterfactual API, and sweeps."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from flux.agent.client import Client
+from flux.agent.providers.null import NullProvider
+from flux.cli import main
+from flux.errors import FluxError
+from flux.store.store import StoreReader, StoreWriter
+from flux.timemachine.whatif import WhatIfSpec, plan_what_if, run_what_if, what_if_over
+from tests.helpers import HOST_PLAN, cell, tree_digest, write_turn
+
+NOW = 1_764_000_000_000
+
+
+@pytest.fixture(scope="module")
+def demo_master(tmp_path_factory) -> Path:
+    from flux.demo import build_demo_store
+
+    return build_demo_store(tmp_path_factory.mktemp("demo") / "store", now_ms=NOW)
+
+
+@pytest.fixture
+def demo(demo_master: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(demo_master, tmp_path / "demo"))
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    d = tmp_path / "ws"
+    d.mkdir()
+    return d
+
+
+def offline(store: Path, ws: Path, **kw) -> Client:
+    return Client(NullProvider(model="offline"), model="offline", store=store, workspace=ws, env_secrets=False,
+                  auto_resurrect=False, **kw)
+
+
+def test_pure_substitution_is_hermetic_and_diverges_where_substituted(demo: Path, ws: Path) -> None:
+    c = offline(demo, ws)
+    cf = c.open_session("s_1").what_if().substitute("run_tests", "2 passed").run()
+    c.close()
+    assert cf.hermetic and cf.went_live == 0 and cf.model_calls == 0 and cf.substituted == 2
+    cf.assert_diverges_at(2)
+    cf.assert_compensated_with("edit")
+    with pytest.raises(AssertionError, match="never dispatched `publish`"):
+        cf.assert_compensated_with("publish")
+    with pytest.raises(AssertionError, match="diverges at node 2"):
+        cf.assert_diverges_at(0)
+    d = cf.diff()
+    assert [r.kind for r in d.rows] == ["same", "same", "output", "same", "output", "same"]
+    assert cf.cost() == 0.0
+    with StoreReader(demo) as r:
+        row = r.get_session(cf.session)
+    assert row.correlation_id == "s_1" and row.agent_id == "what_if:s_1@latest"
+
+
+def test_substitute_at_wins_over_substitute_and_is_per_row(demo: Path, ws: Path) -> None:
+    c = offline(demo, ws)
+    cf = run_what_if(c, "s_1", WhatIfSpec(substitute={"run_tests": "A"}, substitute_at={4: "B"}))
+    c.close()
+    rows = cf.diff().rows
+    assert rows[2].b == "A" and rows[4].b == "B"
+
+
+def test_substitute_at_bad_row_is_one_line_and_writes_nothing(demo: Path, ws: Path) -> None:
+    before = tree_digest(demo)
+    r = StoreReader(demo)
+    with pytest.raises(FluxError, match="has 6 diff row"):
+        plan_what_if(r, "s_1", WhatIfSpec(substitute_at={60: "x"}))
+    r.close()
+    assert tree_digest(demo) == before
+
+
+def test_policy_what_if_records_denials(demo: Path, ws: Path, tmp_path: Path) -> None:
+    pol = tmp_path / "ro.toml"
+    pol.write_text('default = "deny"\nallow = ["effect:read"]\n')
+    c = offline(demo, ws)
+    cf = c.open_session("s_1").what_if().policy(pol).run()
+    c.close()
+    assert cf.denials >= 1 and not cf.hermetic and "denied by policy" in cf.badge
+    assert cf.first_divergence() is not None
+
+
+def test_off_tape_halt_then_live(demo: Path, ws: Path) -> None:
+    """s_9 was killed while `publish` was in flight: it has no cell, so it is off tape."""
+    c = offline(demo, ws)
+    cf = run_what_if(c, "s_9", WhatIfSpec())
+    c.close()
+    assert cf.latched and "off tape" in cf.latched and cf.went_live == 0 and "halted off tape" in cf.badge
+    r = StoreReader(demo)
+    preview = plan_what_if(r, "s_9", WhatIfSpec(off_tape="live"))
+    r.close()
+    assert not preview.offline and [o.op for o in preview.ops] == ["publish", "append"]
+    from flux.agent.ops import op
+
+    @op(effect="network")
+    def publish(repository: str) -> str:
+        """Upload."""
+        (ws / "uploads.txt").write_text(repository)
+        return "uploaded"
+
+    from flux.agent.builtin_ops import coding_ops
+
+    c = offline(demo, ws, ops=coding_ops(ws) + [publish], auto_approve=True)
+    cf = run_what_if(c, "s_9", WhatIfSpec(off_tape="live"))
+    c.close()
+    assert cf.went_live == 2 and cf.live_ops == ["publish", "append"] and (ws / "uploads.txt").read_text() == "pypi"
+
+
+def test_replan_path_with_a_model(demo: Path, ws: Path) -> None:
+    c = Client("mock", store=demo, workspace=ws, env_secrets=False, auto_resurrect=False)
+    cf = c.open_session("s_7").what_if().model("mock").turn(2).run()
+    c.close()
+    assert cf.model_calls >= 1 and not cf.hermetic and cf.went_live == 0
+    assert cf.identical is None or cf.diff() is not None
+    assert cf.diff().identical  # the same deterministic agent against the frozen world: no change
+    assert not (ws / "flux-mock.txt").exists()  # its dispatches were served from the frozen tape
+
+
+def _corpus(store: Path, n: int) -> list[str]:
+    ids = []
+    with StoreWriter(store) as w:
+        for i in range(n):
+            sid = w.create_session("mock")
+            write_turn(w, sid, f"read {i}", plan=HOST_PLAN.format(path=f"f{i}.txt"),
+                       cells=[cell("read", {"path": f"f{i}.txt"}, f"content {i}")])
+            ids.append(sid)
+        bad = w.create_session("mock")
+        write_turn(w, bad, "broken", plan="flow\n  x = (\n", cells=[cell("read", {"path": "b"}, "b")])
+    return ids[:n // 2] + [bad] + ids[n // 2:]
+
+
+def test_sweep_over_fifty_sessions_with_one_broken(tmp_path: Path, ws: Path) -> None:
+    store = tmp_path / "corpus"
+    ids = _corpus(store, 50)
+    rep = what_if_over(store, ids, WhatIfSpec(substitute={"read": "changed"}), jobs=2,
+                       client_args={"workspace": str(ws)})
+    assert rep.total == 51 and len(rep.outcomes) == 51
+    assert [o.session for o in rep.outcomes] == ids  # input order
+    [err] = [o for o in rep.outcomes if not o.ok]
+    assert err.session == ids[25] and "no longer parses" in err.error
+    assert rep.changed == 51 and rep.offline_cost == 0.0  # 50 changed outputs + 1 error
+    assert all(o.result.hermetic for o in rep.outcomes if o.ok)
+    same = what_if_over(store, ids[:3], WhatIfSpec(), jobs=1, client_args={"workspace": str(ws)})
+    assert same.changed == 0 and all(o.result.identical for o in same.outcomes)
+
+
+def test_cli_what_if_and_sweep(demo: Path, ws: Path) -> None:
+    res = CliRunner().invoke(main, ["what-if", "s_1", "--substitute", 'run_tests="2 passed"', "--store", str(demo),
+                                    "--workspace", str(ws), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["hermetic"] and out["first_divergence"]["node"] == 2 and out["diff"]["identical"] is False
+    res = CliRunner().invoke(main, ["what-if", "s_9", "--off-tape", "live", "--store", str(demo), "--workspace", str(ws)])
+    assert res.exit_code == 1 and "would run live (publish (write)" in res.stderr
+    res = CliRunner().invoke(main, ["what-if", "s_1", "--substitute", "nojson", "--store", str(demo)])
+    assert res.exit_code == 1 and res.stderr.startswith("error: --substitute takes OP=JSON")
+    res = CliRunner().invoke(main, ["sweep", "--all", "--substitute", 'read="x"', "--store", str(demo), "--workspace",
+                                    str(ws), "--jobs", "2"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines()[-1].startswith("changed ") and "errors 0 · offline cost $0.00" in res.stdout
