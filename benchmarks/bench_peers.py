@@ -1,0 +1,257 @@
+"""Record and replay one agent run against the peers and the physical floors (issue 10):
+
+    pip install -e ".[bench]"          # rewind-llm, timewarp-llm from PyPI
+    python benchmarks/bench_peers.py [--calls 1000] [--repeat 7]
+
+The run: one model call that asks for ``--calls`` trivial tool calls (echo an integer), the calls,
+then one model call that answers. Each tool records it through its own fast path and replays it
+offline, in this process, interleaved round by round (so machine noise hits every tool alike):
+
+* flux-tui — ``Client`` + scripted provider, a ``pure`` op (group-committed) and the same op
+  declared ``write`` (a durable cell per op); replay = ``replay_session`` (re-executes the plans).
+* rewind-llm — ``Session(mode=RECORD)`` with ``session.model`` / ``session.tool``: one JSONL line
+  per event, each with its own open/write/close; replay = ``Session(mode=REPLAY)``.
+* timewarp-llm — ``LocalStore``: an input and an output blob file per step plus one SQLite row
+  (``append_event``); replay = ``list_events`` + ``get_blob`` of every output.
+
+Floors do exactly the work of the measured path, nothing more:
+
+* write floor — the same rows (bytes as recorded), same schema and pragmas, raw ``sqlite3``, one
+  commit per op (the cell's commit), the registry row updated per commit;
+* read floor — the same rows of the session (every column) read with raw ``sqlite3`` and each
+  payload ``json.loads``-ed.
+
+Prints medians (ms), bytes on disk and the ratios of the issue's target table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "core"))
+
+from flux.agent.client import Client  # noqa: E402
+from flux.agent.ops import op  # noqa: E402
+from flux.agent.providers.scripted import ScriptedProvider  # noqa: E402
+from flux.store import schema  # noqa: E402
+from flux.store.store import StoreReader  # noqa: E402
+from flux.timemachine.replay import replay_session  # noqa: E402
+
+
+@op(effect="pure")
+def echo(i: int) -> str:
+    """Return the number as text."""
+    return str(i)
+
+
+@op(name="echo", effect="write")
+def echo_write(i: int) -> str:
+    """Return the number as text (declared as a write: its cell is made durable)."""
+    return str(i)
+
+
+def _responses(calls: int) -> list[dict]:
+    return [{"tool_calls": [{"name": "echo", "input": {"i": i}} for i in range(calls)],
+             "usage": {"input_tokens": 100, "output_tokens": 10 * calls}},
+            {"text": "done", "usage": {"input_tokens": 100 + 5 * calls, "output_tokens": 2}}]
+
+
+def _bytes(d: Path) -> int:
+    return sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
+
+
+def _files(d: Path) -> int:
+    return sum(1 for p in d.rglob("*") if p.is_file())
+
+
+# -- flux-tui -------------------------------------------------------------------------------------
+
+def flux_record(d: Path, calls: int, ops) -> float:
+    client = Client(ScriptedProvider(responses=_responses(calls)), model="scripted", ops=ops, store=d / "store",
+                    workspace=d, env_secrets=False)
+    session = client.session()
+    t0 = time.perf_counter()
+    out = session.send_sync(f"call echo {calls} times")
+    elapsed = time.perf_counter() - t0
+    client.close()
+    assert out.outcome == "ok" and len(out.cells) == calls
+    return elapsed
+
+
+def flux_replay(store: Path, calls: int) -> float:
+    t0 = time.perf_counter()
+    with StoreReader(store) as r:
+        rep = replay_session(r, "last")
+    elapsed = time.perf_counter() - t0
+    assert rep.diverged is None and rep.cells_consumed == calls, rep.diverged
+    return elapsed
+
+
+def write_floor(src: Path, d: Path) -> float:
+    """The recorded rows re-inserted with raw sqlite3, one commit per op (at each cell), same schema."""
+    with sqlite3.connect(f"file:{src / 'events.db'}?mode=ro", uri=True) as c:
+        rows = c.execute("SELECT stream, stream_seq, id, kind, schema_version, ts, payload, turn_id FROM events"
+                         " ORDER BY global_seq").fetchall()
+    cut = {i for i, r in enumerate(rows) if r[3] == "run" and '"event":"op_recorded"' in r[6]}
+    d.mkdir()
+    con = sqlite3.connect(str(d / "events.db"), isolation_level=None)
+    con.execute("PRAGMA journal_mode = WAL")
+    con.execute("PRAGMA synchronous = NORMAL")
+    for stmt in schema.EVENTS_DDL.split(";"):
+        if stmt.strip():
+            con.execute(stmt)
+    con.execute("INSERT INTO streams (model, created_at, updated_at, last_seq, msg_count) VALUES ('scripted', 0, 0, 0, 0)")
+    insert = ("INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload, turn_id)"
+              " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+    t0 = time.perf_counter()
+    con.execute("BEGIN IMMEDIATE")
+    for i, r in enumerate(rows):
+        con.execute(insert, r)
+        if i in cut or i == len(rows) - 1:
+            con.execute("UPDATE streams SET updated_at = ?, last_seq = ? WHERE n = 1", (r[5], r[1]))
+            con.execute("COMMIT")
+            if i != len(rows) - 1:
+                con.execute("BEGIN IMMEDIATE")
+    elapsed = time.perf_counter() - t0
+    con.close()
+    return elapsed
+
+
+def read_floor(store: Path) -> float:
+    t0 = time.perf_counter()
+    con = sqlite3.connect(f"file:{store / 'events.db'}?immutable=1", uri=True)
+    rows = con.execute("SELECT global_seq, stream, stream_seq, id, kind, ts, turn_id, payload FROM events"
+                       " WHERE stream = (SELECT stream FROM events ORDER BY global_seq DESC LIMIT 1) ORDER BY stream_seq").fetchall()
+    decoded = [json.loads(r[7]) for r in rows]
+    con.close()
+    elapsed = time.perf_counter() - t0
+    assert len(decoded) == len(rows)
+    return elapsed
+
+
+# -- rewind-llm ---------------------------------------------------------------------------------
+
+def rewind_run(path: Path, calls: int, record: bool) -> float:
+    from rewind.session import Mode, Session
+
+    responses = _responses(calls)
+    t0 = time.perf_counter()
+    sess = Session(mode=Mode.RECORD if record else Mode.REPLAY, trace_path=path)
+    tool = sess.tool(lambda i: str(i), name="echo")
+    first = sess.model(lambda **kw: responses[0], "model", messages=[{"role": "user", "content": "go"}])
+    outs = [tool(i=c["input"]["i"]) for c in first["tool_calls"]]
+    last = sess.model(lambda **kw: responses[1], "model", messages=[{"role": "user", "content": "go"}, {"tool_results": outs}])
+    elapsed = time.perf_counter() - t0
+    assert last["text"] == "done" and len(outs) == calls
+    return elapsed
+
+
+# -- timewarp-llm -------------------------------------------------------------------------------
+
+def timewarp_record(d: Path, calls: int) -> tuple[float, str]:
+    from timewarp import ActionType, BlobKind, Event, Run, to_bytes
+    from timewarp.store import LocalStore
+
+    responses = _responses(calls)
+    t0 = time.perf_counter()
+    store = LocalStore(db_path=d / "tw.sqlite3", blobs_root=d / "blobs")
+    run = Run(project="bench", name="echo")
+    store.create_run(run)
+    step = 0
+
+    def record(kind, actor, inp, out) -> None:
+        nonlocal step
+        ir = store.put_blob(run.run_id, step, BlobKind.INPUT, to_bytes(inp))
+        orf = store.put_blob(run.run_id, step, BlobKind.OUTPUT, to_bytes(out))
+        store.append_event(Event(run_id=run.run_id, step=step, action_type=kind, actor=actor, input_ref=ir, output_ref=orf,
+                                 tool_name=actor if kind == ActionType.TOOL else None))
+        step += 1
+
+    record(ActionType.LLM, "model", {"messages": ["go"]}, responses[0])
+    outs = []
+    for c in responses[0]["tool_calls"]:
+        out = str(c["input"]["i"])
+        record(ActionType.TOOL, "echo", c["input"], {"content": out})
+        outs.append(out)
+    record(ActionType.LLM, "model", {"messages": ["go", outs]}, responses[1])
+    return time.perf_counter() - t0, str(run.run_id)
+
+
+def timewarp_replay(d: Path, run_id: str, calls: int) -> float:
+    from uuid import UUID
+
+    from timewarp import from_bytes
+    from timewarp.store import LocalStore
+
+    t0 = time.perf_counter()
+    store = LocalStore(db_path=d / "tw.sqlite3", blobs_root=d / "blobs")
+    events = store.list_events(UUID(run_id))
+    outs = [from_bytes(store.get_blob(e.output_ref)) for e in events]
+    elapsed = time.perf_counter() - t0
+    assert len(outs) == calls + 2
+    return elapsed
+
+
+# -- the harness --------------------------------------------------------------------------------
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=7)
+    args = ap.parse_args()
+    n = args.calls
+    t: dict[str, list[float]] = {k: [] for k in (
+        "flux record pure", "flux record write", "write floor", "rewind record", "timewarp record",
+        "flux replay", "read floor", "rewind replay", "timewarp replay")}
+    size: dict[str, str] = {}
+    for rnd in range(args.repeat + 1):  # round 0 warms imports and caches, not counted
+        with tempfile.TemporaryDirectory(prefix="flux-peers-") as tmp:
+            base = Path(tmp)
+            res: dict[str, float] = {}
+            gc.collect()
+            (base / "fp").mkdir()
+            res["flux record pure"] = flux_record(base / "fp", n, [echo])
+            (base / "fw").mkdir()
+            res["flux record write"] = flux_record(base / "fw", n, [echo_write])
+            res["write floor"] = write_floor(base / "fw" / "store", base / "floor")
+            res["rewind record"] = rewind_run(base / "rw.jsonl", n, True)
+            (base / "tw").mkdir()
+            res["timewarp record"], run_id = timewarp_record(base / "tw", n)
+            res["flux replay"] = flux_replay(base / "fp" / "store", n)
+            res["read floor"] = read_floor(base / "fp" / "store")
+            res["rewind replay"] = rewind_run(base / "rw.jsonl", n, False)
+            res["timewarp replay"] = timewarp_replay(base / "tw", run_id, n)
+            if rnd:
+                for k, v in res.items():
+                    t[k].append(v)
+            else:
+                size = {"flux (pure)": f"{_bytes(base / 'fp' / 'store') / 1e6:.2f} MB in {_files(base / 'fp' / 'store')} files",
+                        "rewind": f"{_bytes(base) and (base / 'rw.jsonl').stat().st_size / 1e6:.2f} MB in 1 file",
+                        "timewarp": f"{_bytes(base / 'tw') / 1e6:.2f} MB in {_files(base / 'tw')} files"}
+    m = {k: statistics.median(v) * 1000 for k, v in t.items()}
+    print(f"one run of {n} tool calls + 2 model calls, in-process, median of {args.repeat} interleaved rounds "
+          f"({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
+    for k, v in m.items():
+        print(f"  {k:<18} {v:9.1f} ms")
+    print("bytes on disk: " + " · ".join(f"{k} {v}" for k, v in size.items()))
+    print("ratios (target in brackets):")
+    print(f"  record pure vs rewind        {m['flux record pure'] / m['rewind record']:6.2f}×  (≤ 2×)")
+    print(f"  record pure vs timewarp      {m['flux record pure'] / m['timewarp record']:6.2f}×")
+    print(f"  record write vs commit floor {m['flux record write'] / m['write floor']:6.2f}×  (≤ 1.3×)")
+    print(f"  replay vs rewind             {m['flux replay'] / m['rewind replay']:6.2f}×  (≤ 2×)")
+    print(f"  replay vs timewarp           {m['flux replay'] / m['timewarp replay']:6.2f}×")
+    print(f"  replay vs read floor         {m['flux replay'] / m['read floor']:6.2f}×  (≤ 2×)")
+
+
+if __name__ == "__main__":
+    main()
