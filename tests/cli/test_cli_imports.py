@@ -58,3 +58,9 @@ def test_the_static_verb_help_is_each_commands_own():
         cmd = main.get_command(ctx, verb)
         assert cmd is not None, verb
         assert cmd.get_short_help_str(10_000) == _SHORT_HELP[verb], verb
+
+
+def test_every_registered_verb_is_reachable_through_the_lazy_group():
+    import flux.cli.agent, flux.cli.browse, flux.cli.testkit, flux.cli.timemachine  # noqa: F401,E401  register all
+
+    assert set(main.commands) <= set(_VERBS), "a verb module registers a command flux cannot find lazily"

@@ -18,6 +18,7 @@ from .common import OneLineErrors
 _VERBS = {
     "sessions": "browse", "show": "browse", "demo": "browse",
     "replay": "timemachine", "diff": "timemachine", "fork": "timemachine", "resurrect": "timemachine",
+    "what-if": "timemachine", "sweep": "timemachine",
     "run": "agent", "flow": "agent",
     "record": "testkit", "test": "testkit", "export": "testkit", "golden": "testkit",
 }
@@ -39,6 +40,9 @@ _SHORT_HELP = {
     "run": "Run one agent turn for PROMPT and record it in the store.",
     "sessions": "List sessions, newest first, with interrupted turns flagged.",
     "show": "Show a session: turns, accepted plans, cassette cells, usage, cost, lineage.",
+    "sweep": "Run one what-if over many sessions, concurrently; one row per session (a session that fails is an "
+             "error row, the sweep goes on).",
+    "what-if": "Re-run SESSION with one thing changed, into a new linked session, and diff it against the source.",
     "test": "Replay and check every scenario under PATHS (default: tests/scenarios, else .) — offline.",
 }
 
