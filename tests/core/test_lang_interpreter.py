@@ -213,7 +213,7 @@ def test_retry_until_success():
     assert sink.kinds().count("step_failed") == 2
     res2, _, _, _ = run("flow\n  retry 2\n    flaky()\n", {"flaky": lambda i: (_ for _ in ()).throw(
         ValueError("always"))})
-    assert res2.halted.kind == "runtime" and res2.halted.error == "always"
+    assert res2.halted.kind == "runtime" and res2.halted.error == "`retry` exhausted 2 attempt(s): always"
 
 
 def test_assert_and_confirm():
@@ -274,7 +274,7 @@ def test_saga_compensates_in_reverse():
            "    step\n      charge()\n    undo\n      refund()\n")
     res, sink, host, _ = run(src, ops)
     assert [c[0] for c in host.calls] == ["reserve", "ship", "charge", "unship", "unreserve"]
-    assert res.halted.kind == "runtime" and res.halted.op == "charge"
+    assert res.halted.kind == "runtime" and res.halted.op is None  # flux names no op for a saga
 
 
 def test_memo_reuses_session_value():

@@ -163,6 +163,16 @@ def _clock_for(host: Any, sleep: Callable[[float], None]) -> Clock:
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
+def _top_level_op(node: A.Node) -> Optional[str]:
+    """The op a halted top-level statement names (flux's ``top_level_op``): a bare call's or a
+    bind-of-call's; a control-flow statement names none."""
+    if isinstance(node, A.Call):
+        return node.op
+    if isinstance(node, A.Bind) and isinstance(node.value, A.Call):
+        return node.value.op
+    return None
+
+
 def _text_of(v: Any) -> str:
     return v if isinstance(v, str) else compact_json(v)
 
@@ -335,7 +345,7 @@ class Interpreter(ConstructsMixin):
                 result.value, result.returned = ret.value, True
                 break
             except _Halt as h:
-                result.halted = PlanHalt(h.kind, h.error, i, stmt, h.op)
+                result.halted = PlanHalt(h.kind, h.error, i, stmt, _top_level_op(node))
                 if resumable:
                     ev = {"event": "plan_halted", "plan": key, "node": i, "stmt": stmt}
                     if h.op is not None:
@@ -505,6 +515,8 @@ class Interpreter(ConstructsMixin):
                 cv = _structured(self._eval(case.value))
                 if A.json_key(cv) == A.json_key(subject):
                     return self._block(case.body)
+            if not node.default:
+                raise _Halt(f"`match` had no case for `{compact_json(subject)}` and no default")
             return self._block(node.default)
         if isinstance(node, A.Assert):
             if not _truthy(self._eval(node.cond)):
@@ -574,27 +586,30 @@ class Interpreter(ConstructsMixin):
         return value
 
     def _retry(self, node: A.Retry) -> Any:
-        attempts = max(node.max, 1)
-        for attempt in range(attempts):
+        """flux's retry: up to ``max`` attempts; before attempt k>0 wait ``delay`` (default 500 ms),
+        ×k when linear, ×2^(k-1) when exponential; fatal failures are never retried."""
+        base = node.delay_ms if node.delay_ms is not None else 500
+        last_error = ""
+        for attempt in range(node.max):
+            if attempt > 0:
+                wait = base
+                if node.backoff == "linear":
+                    wait = base * attempt
+                elif node.backoff == "exponential":
+                    wait = base * 2 ** min(attempt - 1, 10)
+                if wait > 0:
+                    self.clock.sleep_ms(wait)
             try:
                 value = self._block(node.body)
             except _FATAL:
                 raise
-            except _Halt:
-                if attempt == attempts - 1:
-                    raise
-                delay = node.delay_ms or 0
-                if node.backoff == "exponential":
-                    delay *= 2 ** attempt
-                elif node.backoff == "linear":
-                    delay *= attempt + 1
-                if delay:
-                    self.clock.sleep_ms(delay)
+            except _Halt as h:
+                last_error = h.error
                 continue
             if node.bind is not None:
                 self.symbols[node.bind] = value
             return value
-        raise AssertionError("unreachable")
+        raise _Halt(f"`retry` exhausted {node.max} attempt(s): {last_error}")
 
     # ------------------------------------------------------------------ expressions
     def _eval(self, node: A.Node) -> Any:

@@ -12,7 +12,7 @@ from flux.lang.interpreter import Interpreter, ListSink, OpOutcome
 CASES = json.loads((Path(__file__).parent / "cases.json").read_text(encoding="utf-8"))["cases"]
 
 CATALOG = OpCatalog([OpSpec("echo", required=("v",)), OpSpec("pick", required=("label",)),
-                     OpSpec("boom"), OpSpec("slow"), OpSpec("nap")])
+                     OpSpec("boom"), OpSpec("slow"), OpSpec("nap"), OpSpec("flaky")])
 
 COST_MS = {"slow": 150.0, "nap": 400.0}
 
@@ -37,6 +37,10 @@ class World:
         self.marks.append(op)
         if op == "boom":
             return OpOutcome("boom failed", is_error=True)
+        if op == "flaky":
+            if self.marks.count("flaky") <= 2:
+                return OpOutcome("transient", is_error=True)
+            return OpOutcome("recovered")
         return OpOutcome(f"{op} done")
 
 
