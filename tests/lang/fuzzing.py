@@ -18,7 +18,7 @@ from pathlib import Path
 
 from flux.lang.formatter import FormatError, format_flow
 from flux.lang.hashes import fingerprint, flow_key, stmt_hash16
-from flux.lang.parser import MAX_NESTING, ParseError, parse
+from flux.lang.parser import MAX_NESTING, ParseError, parse, parse_program
 
 SEED_DIR = Path(__file__).parent / "data" / "seeds"
 FLUX_DIR = Path(__file__).parent / "data" / "flux"
@@ -29,7 +29,15 @@ class Violation(AssertionError):
 
 
 def check(text: str) -> str:
-    """``"rejected"``, ``"roundtrip"`` or ``"refused"``; raises :class:`Violation` otherwise."""
+    """``"rejected"``, ``"roundtrip"`` or ``"refused"``; raises :class:`Violation` otherwise.
+
+    ``parse_program`` (the module reader) is held to the same rule: a module or ParseError."""
+    try:
+        parse_program(text)
+    except ParseError:
+        pass
+    except Exception as exc:  # noqa: BLE001
+        raise Violation(f"parse_program raised {type(exc).__name__}: {exc}") from exc
     try:
         draft = parse(text)
     except ParseError as exc:
@@ -79,6 +87,8 @@ TOKENS = [
     "9" * 30, "true", "false", "null", "+", "-", "*", "/", "%", "&&", "||", "!", "==", "!=", "<",
     ">=", "#", "\n", "\n  ", "\n    ", "\t", " ", "\r", "\r\n", "\x00", "\ud83d", "\\ud83d",
     "\ude00", "é", "🚀", "1s", "2m", "500ms", "len(", "expr(", "op(", "a.b", "x: 1", "\\",
+    "agent a", "agent_loop l", "channel c", "datasource d", "trigger t", "journey j", "op o(",
+    "permissions", "  on ", "  run ", "  kind ", "  tools [", "secret", "  limits {", "'",
 ]
 
 BASE_SEEDS = [

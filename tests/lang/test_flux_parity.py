@@ -17,7 +17,8 @@ from flux.canonical import compact_json
 from flux.lang import ast as A
 from flux.lang.astjson import draft_json_text, draft_to_json, node_to_json
 from flux.lang.formatter import format_flow, native_path
-from flux.lang.parser import ParseError, parse
+from flux.lang.parser import ParseError, parse, parse_program
+from flux.lang.program import Program, program_to_json
 
 DATA = Path(__file__).parent / "data"
 CST = json.loads((DATA / "cst_agreement.json").read_text(encoding="utf-8"))
@@ -25,6 +26,7 @@ HEADERS = json.loads((DATA / "named_option_headers.json").read_text(encoding="ut
 JQ = json.loads((DATA / "jq_paths.json").read_text(encoding="utf-8"))
 MANIFEST = json.loads((DATA / "flux" / "MANIFEST.json").read_text(encoding="utf-8"))["files"]
 FLOW_FILES = sorted(p for p, m in MANIFEST.items() if not m.get("program"))
+PROGRAM_FILES = sorted(p for p, m in MANIFEST.items() if m.get("program"))
 
 
 def round_trips(draft: A.DraftAst) -> str:
@@ -127,6 +129,67 @@ def test_shipped_flux_file_parses_and_round_trips(path):
     meta = MANIFEST[path]
     if meta.get("pinned_version"):
         assert flux_ast_sha256(draft) == meta["flux_ast_sha256"]
+
+
+@pytest.mark.parametrize("path", PROGRAM_FILES)
+def test_shipped_program_parses_to_flux_pinned_hash(path):
+    module = parse_program((DATA / "flux" / path).read_text(encoding="utf-8"))
+    assert isinstance(module, Program)
+    text = compact_json(program_to_json(module))
+    meta = MANIFEST[path]
+    assert hashlib.sha256(b"program\0" + text.encode("utf-8")).hexdigest() == meta["flux_ast_sha256"]
+    flows = module.flow_asts()
+    assert len(flows) == meta["formatted_asts"]  # flux's census of executable ASTs
+    for draft in flows:
+        round_trips(draft)
+
+
+@pytest.mark.parametrize("path", FLOW_FILES)
+def test_a_lone_flow_file_is_a_flow_module(path):
+    assert parse_program((DATA / "flux" / path).read_text(encoding="utf-8")) == \
+        parse((DATA / "flux" / path).read_text(encoding="utf-8"))
+
+
+def test_program_battery_agent_loop_and_digit_led_op():
+    loop_src, op_src = CST["programs"]
+    prog = parse_program(loop_src)
+    assert [d.name for d in prog.agent_loops] == ["support"]
+    assert prog.agents[0].agent_loop == "support"
+    assert program_to_json(prog)["agents"] == [{"name": "guide", "tools": [], "datasources": [],
+                                                "loop": "support"}]
+    op = parse_program(op_src).ops[0]
+    assert (op.name, op.params[0].name, op.returns) == ("9op", "9arg", A.TypeRef.named("9Type"))
+    for draft in prog.flow_asts() + parse_program(op_src).flow_asts():
+        round_trips(draft)
+
+
+def test_composite_op_metadata_and_permissions():
+    prog = parse_program(
+        "permissions\n  allow [read, grep]\n  deny [bash]\n\n"
+        "op summarize(path: String) -> String\n  description \"summarize a file\"\n  risk medium\n"
+        "  idempotency non-idempotent\n  effects [read, model]\n  limits { dispatches: 3 }\n"
+        "  expose false\n  text = read(path: path)\n  return text\n")
+    assert program_to_json(prog)["permissions"] == {"allow": ["read", "grep"], "deny": ["bash"]}
+    meta = program_to_json(prog)["ops"][0]["meta"]
+    assert meta == {"description": "summarize a file", "risk": "medium",
+                    "idempotency": "non_idempotent", "effects": ["read", "network"],
+                    "expose": False, "limits": {"dispatches": 3}}
+    assert len(prog.ops[0].body.body) == 2
+
+
+@pytest.mark.parametrize("src,words", [
+    ("", "empty input"),
+    ("widget w\n", "unknown top-level declaration"),
+    ("  flow\n    x = 1\n", "column 0"),
+    ("trigger t\n  run x\n", "needs an `on` event label"),
+    ("trigger t\n  on \"e\"\n  when x\n", "unknown trigger attribute `when`"),
+    ("journey j\n  agent a\n", "needs a `flow` body"),
+    ("op o\n  risk extreme\n", "unknown risk"),
+    ("agent a\n  tools \"x\"\n", "must be a list of strings"),
+])
+def test_program_errors(src, words):
+    with pytest.raises(ParseError, match=words):
+        parse_program(src)
 
 
 # ------------------------------------------------------------ the constructs issue 9 lists

@@ -93,6 +93,7 @@ def _show_json(detail, reader, prices, turn_filter: int | None) -> dict:
             "usage": t.effective_usage.to_body(), "calls": t.calls, "cost_usd": spend.usd,
             "unpriced_models": list(spend.unpriced_models),
             "loop_binding": t.loop_binding,
+            "agent_loop": _agent_loop_json(reader, t.loop_binding),
             "plans": [{"step": p.step, "outcome": p.outcome, "phase": p.phase, "fingerprint": p.fingerprint,
                        "error": p.error, "plan_source": p.plan_source, "accepted": p.accepted, "global_seq": p.global_seq}
                       for p in t.plan_attempts],
@@ -124,6 +125,14 @@ def _show_json(detail, reader, prices, turn_filter: int | None) -> dict:
     }
 
 
+def _agent_loop_json(reader, binding) -> dict | None:
+    """The agent-loop program a turn ran (``agent-loops/<sha>.flux``), named and parsed."""
+    from ..lang.agent_loops import load_agent_loop
+
+    loop = load_agent_loop(reader.dir, binding)
+    return None if loop is None else {**loop.to_json(), "summary": loop.summary()}
+
+
 def _excerpt(text: str, n: int = 96) -> str:
     text = text.replace("\n", " ")
     return text if len(text) <= n else text[:n] + "…"
@@ -149,6 +158,8 @@ def _show_human(data: dict) -> None:
         u = t["usage"]
         click.echo(f"  usage {u['input_tokens']} in / {u['output_tokens']} out / {u['cache_read_input_tokens']} cache-read"
                    f" · {t['calls']} call(s) · cost {_fmt_cost(t['cost_usd'])}")
+        if t["agent_loop"]:
+            click.echo(f"  agent loop {t['agent_loop']['summary']}")
         for p in t["plans"]:
             tag = p["outcome"] + (f" · {p['phase']}" if p["phase"] else "")
             click.echo(f"  plan step {p['step']} ({tag})")

@@ -21,6 +21,7 @@ from flux.model.lineage import lineage_of
 from flux.model.session import TRACE_KINDS, SessionDetail, Turn, load_session
 from flux.model.timeline import TurnTimeline
 
+from ..agent_loop_view import AgentLoopCache, render_agent_loop
 from ..compat import safe_build_timeline, safe_check_interrupted
 from ..fmt import lineage_mark
 from ..messages import (
@@ -65,6 +66,8 @@ class SessionScreen(Screen):
                 tooltip="Move the cursor to the previous halted statement or error cell", group=_ERROR_GROUP),
         Binding("o", "observations", "Observations", id="session.observations",
                 tooltip="Show / hide the turn's observations"),
+        Binding("p", "agent_loop", "Agent loop", show=False, id="session.agent_loop",
+                tooltip="Show / hide the agent-loop program the turn ran (agent-loops/<sha>.flux)"),
         Binding("c", "conversation", "Conversation", show=False, id="session.conversation",
                 tooltip="Show the conversation"),
         Binding("a", "conversation_scope", "Turn/all", show=False, id="session.conversation_scope",
@@ -105,6 +108,7 @@ class SessionScreen(Screen):
         self._pending_focus: tuple | None = None
         self._turn_cursor: dict[int, object] = {}  # turn number -> timeline cursor key, kept across turn switches
         self._prebuilt: tuple | None = None  # (turn number, TimelineReady) built by the load worker
+        self._agent_loops = AgentLoopCache()  # the "Loop" tab: agent-loops/<sha>.flux by turn
 
     # -- layout ---------------------------------------------------------------------------------
 
@@ -127,6 +131,8 @@ class SessionScreen(Screen):
                             yield Panel("unknown", id="unknown")
                         with TabPane("Replay", id="tab-replay"):
                             yield Panel("replay", id="replay")
+                        with TabPane("Loop", id="tab-loop"):
+                            yield Panel("agent-loop", id="agent-loop")
         yield Static(id="session-notice")
         yield KeyFooter()
 
@@ -145,6 +151,7 @@ class SessionScreen(Screen):
         self.query_one("#inspector").border_title = "Inspector"
         self.query_one("#replay", Panel).show(Text("no replay yet — r replays the session from its cassette",
                                                    style="dim italic"))
+        self.query_one("#bottom", TabbedContent).hide_tab("tab-loop")
         self._paint_topbar()
         self.timeline_view.focus()
         self._load(reload=False)
@@ -393,6 +400,7 @@ class SessionScreen(Screen):
             return
         info.show(render_turn_info(self.detail, turn, self.check, self.app.prices, self.timeline))
         info.border_title = f"Turn {turn.number}"
+        self._show_agent_loop(turn)
         self._show_conversation()
         d = self._detail_for(turn)
         if d is not None:
@@ -618,6 +626,25 @@ class SessionScreen(Screen):
     def action_observations(self) -> None:
         tabs = self.query_one("#bottom", TabbedContent)
         tabs.active = "tab-conversation" if tabs.active == "tab-observations" else "tab-observations"
+
+    def _show_agent_loop(self, turn: Turn) -> None:
+        """The "Loop" tab exists only for turns that record an agent-loop binding."""
+        loop = self._agent_loops.get(self.app.store_dir, turn.loop_binding)
+        tabs = self.query_one("#bottom", TabbedContent)
+        if loop is None:
+            if tabs.active == "tab-loop":
+                tabs.active = "tab-conversation"
+            tabs.hide_tab("tab-loop")
+            return
+        tabs.show_tab("tab-loop")
+        self.query_one("#agent-loop", Panel).show(render_agent_loop(loop))
+
+    def action_agent_loop(self) -> None:
+        if self.turn is None or self._agent_loops.get(self.app.store_dir, self.turn.loop_binding) is None:
+            self.notify("this turn records no agent-loop program", severity="information")
+            return
+        tabs = self.query_one("#bottom", TabbedContent)
+        tabs.active = "tab-conversation" if tabs.active == "tab-loop" else "tab-loop"
 
     def action_conversation(self) -> None:
         self.query_one("#bottom", TabbedContent).active = "tab-conversation"
