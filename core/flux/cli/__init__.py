@@ -53,8 +53,6 @@ class _LazyGroup(OneLineErrors, click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Like click's, but a verb not loaded yet shows its :data:`_SHORT_HELP` instead of being imported."""
-        from click.utils import make_default_short_help
-
         names = self.list_commands(ctx)
         if not names:
             return
@@ -63,7 +61,7 @@ class _LazyGroup(OneLineErrors, click.Group):
         for name in names:
             cmd = self.commands.get(name)
             if cmd is None and _SHORT_HELP.get(name) is not None:
-                rows.append((name, make_default_short_help(_SHORT_HELP[name], limit)))
+                rows.append((name, click.Command(name, help=_SHORT_HELP[name]).get_short_help_str(limit)))
                 continue
             cmd = cmd or self.get_command(ctx, name)
             if cmd is not None and not cmd.hidden:
