@@ -313,8 +313,9 @@ class Interpreter(ConstructsMixin):
 
     # ------------------------------------------------------------------ top level
     def run(self, draft: A.DraftAst, resumable: bool = True,
-            ledger: Optional[ResumeLedger] = None) -> RunResult:
-        key = compute_flow_key(draft.name, draft.body)
+            ledger: Optional[ResumeLedger] = None, flow_key: Optional[str] = None) -> RunResult:
+        """Run ``draft``; ``flow_key`` may pass its already computed key (replay keys every plan first)."""
+        key = flow_key or compute_flow_key(draft.name, draft.body)
         body = draft.body
         start = 0
         if ledger is not None:

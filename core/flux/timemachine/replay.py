@@ -391,6 +391,7 @@ def replay_detail(detail: SessionDetail, *, turn: int | None = None, catalog: Op
     try:
         for done, key in enumerate(exec_keys, 1):
             draft = plans.get(key)
+            known_key = key if draft is not None else None  # a stand-in's own key differs: computed by run
             if draft is None and key in standins:
                 draft = standins[key]
                 report.redacted_standins += 1
@@ -399,7 +400,7 @@ def replay_detail(detail: SessionDetail, *, turn: int | None = None, catalog: Op
             else:
                 ledger = sink.ledger()
                 sink.execution = len(report.plans)
-                res = interp.run(draft, resumable=True, ledger=ledger)
+                res = interp.run(draft, resumable=True, ledger=ledger, flow_key=known_key)
                 h = res.halted
                 report.plans.append(ReplayedPlan(key, h.error if h else None, h.kind if h else None,
                                                  h.node if h else None))
