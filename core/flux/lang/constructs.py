@@ -171,6 +171,17 @@ class ConstructsMixin:
         if name is not None and value is not None:
             self.symbols[name] = value
 
+    # ------------------------------------------------------------------ conditions
+    def _cond(self, node: A.Node) -> bool:
+        """A `when`/`unless`/`until`/`assert` condition (flux's ``eval_cond``): a call whose op
+        fails reads as false — the op ran and said no — but a denial stays fatal."""
+        if isinstance(node, A.Call):
+            try:
+                return I._truthy(self._eval(node))
+            except I._OpFailed:
+                return False
+        return I._truthy(self._eval(node))
+
     # ------------------------------------------------------------------ loop
     def _loop(self, node: A.Loop) -> Any:
         """``loop for D[, every: E][, until: c]``: iterate until the deadline or ``until``."""
@@ -188,7 +199,7 @@ class ConstructsMixin:
                     raise
                 except I._Halt as h:
                     raise I._Halt(f"`loop` body failed: {h.error}", h.op) from None
-                stop = node.until is not None and I._truthy(self._eval(node.until))
+                stop = node.until is not None and self._cond(node.until)
             except _GateClosed as closed:
                 if closed.gate is not gate:
                     raise

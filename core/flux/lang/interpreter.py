@@ -128,6 +128,11 @@ class _Denied(_Halt):
     kind = "denied"
 
 
+class _OpFailed(_Halt):
+    """The host ran the op and it failed (``is_error``): a runtime halt, or ``false`` in a
+    condition (flux's ``eval_cond``)."""
+
+
 class _ConfirmDenied(_Halt):
     kind = "confirm_denied"
 
@@ -464,16 +469,16 @@ class Interpreter(ConstructsMixin):
                 self._mint(value)
             raise _Return(value, vid)
         if isinstance(node, A.When):
-            return self._block(node.then if _truthy(self._eval(node.cond)) else node.otherwise)
+            return self._block(node.then if self._cond(node.cond) else node.otherwise)
         if isinstance(node, A.Unless):
-            return None if _truthy(self._eval(node.cond)) else self._block(node.body)
+            return None if self._cond(node.cond) else self._block(node.body)
         if isinstance(node, A.Each):
             return self._each(node)
         if isinstance(node, A.Repeat):
             results = []
             for _ in range(node.max):
                 results.append(self._block(node.body))
-                if node.until is not None and _truthy(self._eval(node.until)):
+                if node.until is not None and self._cond(node.until):
                     break
             if node.collect is not None:
                 S[node.collect] = results
@@ -520,7 +525,7 @@ class Interpreter(ConstructsMixin):
                 raise _Halt(f"`match` had no case for `{compact_json(subject)}` and no default")
             return self._block(node.default)
         if isinstance(node, A.Assert):
-            if not _truthy(self._eval(node.cond)):
+            if not self._cond(node.cond):
                 raise _AssertFailed(node.message or "assertion failed")
             return None
         if isinstance(node, A.Confirm):
@@ -742,7 +747,7 @@ class Interpreter(ConstructsMixin):
             self.clock.dispatched()
         if outcome.denied or outcome.is_error:
             self._emit({"event": "step_failed", "step": sid, "error": outcome.content})
-            raise (_Denied if outcome.denied else _Halt)(outcome.content, op)
+            raise (_Denied if outcome.denied else _OpFailed)(outcome.content, op)
         value = outcome.content
         vid = self._mint(value)
         self._last_vid = vid
