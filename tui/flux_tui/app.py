@@ -56,12 +56,16 @@ class FluxApp(App):
         Binding("f1", "help", "Help", id="app.help", tooltip="Explain the focused panel and list the keys"),
         Binding("question_mark", "help", "Help", show=False, id="app.help_alt", tooltip="Explain the focused panel and list the keys"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit flux-tui"),
+        Binding("ctrl+t", "tests", "Tests", show=False, id="app.tests",
+                tooltip="Run the recorded scenarios (--tests DIR, else tests/scenarios) and show golden ↔ run"),
     ]
 
     def __init__(self, store_dir: str | os.PathLike[str] | None = None, prices_file: str | os.PathLike[str] | None = None,
                  now_ms: int | None = None, *, display_name: str | None = None, poll_interval: float | None = 1.0,
-                 session: str | None = None, keymap: dict[str, str] | None = None) -> None:
+                 session: str | None = None, keymap: dict[str, str] | None = None,
+                 tests_dir: str | os.PathLike[str] | None = None) -> None:
         super().__init__()
+        self.tests_dir = Path(tests_dir) if tests_dir is not None else None
         if keymap:
             # User remapping by binding id (posting-style): {"session.next_error": "n,f8", ...}
             self.set_keymap(keymap)
@@ -137,6 +141,9 @@ class FluxApp(App):
     def on_mount(self) -> None:
         from .screens.sessions import SessionsScreen
 
+        if self.tests_dir is not None:  # --tests DIR: the scenarios are the app
+            self.action_tests()
+            return
         self.push_screen(SessionsScreen())
         if self.poll_interval:
             self.set_interval(self.poll_interval, self._poll, name="store-poll")
@@ -202,6 +209,12 @@ class FluxApp(App):
 
         self.push_screen(SessionScreen(session_id))
 
+    def action_tests(self) -> None:
+        from .screens.tests import TestsScreen
+
+        default = Path("tests/scenarios")
+        self.push_screen(TestsScreen(self.tests_dir or (default if default.is_dir() else Path("."))))
+
     def action_help(self) -> None:
         from .screens.help import HelpScreen
 
@@ -230,7 +243,10 @@ class _Command(OneLineErrors, click.Command):
 @click.option("--keymap", "keymap_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               envvar="FLUX_TUI_KEYMAP", show_envvar=True,
               help='JSON object remapping keys by binding id, e.g. {"session.next_error": "n,f8"} (ids: press F1).')
-def main(store: Path | None, demo: bool, prices: Path | None, session: str | None, keymap_file: Path | None) -> None:
+@click.option("--tests", "tests", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Run the recorded scenarios under DIR (flux test, offline) and browse golden ↔ run.")
+def main(store: Path | None, demo: bool, prices: Path | None, session: str | None, keymap_file: Path | None,
+         tests: Path | None) -> None:
     """Browse a flux store: sessions, turns, accepted plans and cassette cells. Read-only."""
     keymap = load_keymap(keymap_file) if keymap_file else None
     if demo:
@@ -250,7 +266,7 @@ def main(store: Path | None, demo: bool, prices: Path | None, session: str | Non
         except FluxError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(1)
-    app = FluxApp(store, prices, session=session, keymap=keymap)
+    app = FluxApp(store, prices, session=session, keymap=keymap, tests_dir=tests)
     app.run()
     sys.exit(exit_code(app))
 

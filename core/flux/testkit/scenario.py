@@ -258,10 +258,10 @@ class Report:
         """One line: the first thing that differs from the golden, or ``None`` when clean."""
         if self.replay_only:
             return None
+        if self.divergence:  # the world diverged first; a model-call mismatch follows from it
+            return f"left the recorded world: {self.divergence}"
         if self.error:
             return self.error
-        if self.divergence:
-            return f"left the recorded world: {self.divergence}"
         if self.diff is not None:
             for r in self.diff.rows:
                 if r.kind == "plan":
@@ -542,7 +542,9 @@ class Scenario:
         client instead (live: this spends), and the report shows old golden ↔ new golden."""
         m = self.manifest
         if m.foreign:
+            g = self.golden()
             return Report(m.name, replay_only=True, scenario_ref=self,
+                          golden_transcript=transcript(g) + [f"cell {line}" for line in cell_trajectory(g)],
                           note=f"recorded by {m.recorded_by}, another runtime: check re-drives this runtime's agent "
                                f"loop, whose model requests cannot match that cassette — replay only")
         rerecord = update if update is not None else (update_mode() and not getattr(client, "offline", False))

@@ -29,6 +29,7 @@ from ..model.session import SessionDetail
 
 __all__ = [
     "VOLATILE_KEYS", "normalize", "event_log", "transcript", "cell_trajectory", "discover_volatile", "side_by_side",
+    "aligned_rows", "first_change",
     "surface_diff",
 ]
 
@@ -153,27 +154,36 @@ def _fit(s: str, w: int) -> str:
     return s if len(s) <= w else s[: w - 1] + "…"
 
 
-def side_by_side(golden: Sequence[str], actual: Sequence[str], width: int = 120,
-                 titles: tuple[str, str] = ("golden", "this run")) -> str:
-    """Two trajectories in columns, aligned (difflib), the first divergence marked ``▶``:
+def aligned_rows(golden: Sequence[str], actual: Sequence[str]) -> list[tuple[str, str, str]]:
+    """Two trajectories aligned (difflib): ``(mark, golden line, this run's line)`` with mark
     ``=`` same, ``≠`` changed, ``-`` golden only, ``+`` this run only."""
-    col = max(20, (width - 6) // 2)
-    lines = [f"   {titles[0]:<{col}} │ {titles[1]}", f"   {'─' * col}─┼─{'─' * col}"]
-    first = True
+    rows: list[tuple[str, str, str]] = []
     sm = difflib.SequenceMatcher(a=list(golden), b=list(actual), autojunk=False)
     for tag, i1, i2, j1, j2 in sm.get_opcodes():
         if tag == "equal":
-            for k in range(i2 - i1):
-                lines.append(f" = {_fit(golden[i1 + k], col):<{col}} │ {_fit(actual[j1 + k], col)}")
+            rows += [("=", golden[i1 + k], actual[j1 + k]) for k in range(i2 - i1)]
             continue
-        n = max(i2 - i1, j2 - j1)
-        for k in range(n):
+        for k in range(max(i2 - i1, j2 - j1)):
             a = golden[i1 + k] if i1 + k < i2 else ""
             b = actual[j1 + k] if j1 + k < j2 else ""
-            mark = "≠" if a and b else ("-" if a else "+")
-            lead = "▶" if first else " "
-            first = False
-            lines.append(f"{lead}{mark} {_fit(a, col):<{col}} │ {_fit(b, col)}")
+            rows.append(("≠" if a and b else ("-" if a else "+"), a, b))
+    return rows
+
+
+def first_change(rows: Sequence[tuple[str, str, str]]) -> int | None:
+    return next((i for i, r in enumerate(rows) if r[0] != "="), None)
+
+
+def side_by_side(golden: Sequence[str], actual: Sequence[str], width: int = 120,
+                 titles: tuple[str, str] = ("golden", "this run")) -> str:
+    """Two trajectories in columns (:func:`aligned_rows`), the first divergence marked ``▶``."""
+    col = max(20, (width - 6) // 2)
+    lines = [f"   {titles[0]:<{col}} │ {titles[1]}", f"   {'─' * col}─┼─{'─' * col}"]
+    rows = aligned_rows(golden, actual)
+    first = first_change(rows)
+    for i, (mark, a, b) in enumerate(rows):
+        lead = "▶" if i == first else " "
+        lines.append(f"{lead}{mark} {_fit(a, col):<{col}} │ {_fit(b, col)}")
     return "\n".join(lines)
 
 
