@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -54,7 +55,7 @@ def _load_catalog(path: Path) -> OpCatalog:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (keys sorted) instead of text.")
 @click.option("--strict", is_flag=True, help="Also exit 1 when recorded cells were left unconsumed (the run diverged silently).")
 @click.option("--catalog", "catalog_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="JSON op signatures; without it every op name is accepted and one object argument is the input.")
+              help="JSON op signatures; without it the built-in ops' signatures, and any other op name with one object argument as its input.")
 @common.store_option
 @common.handle_errors
 def replay(session: str, turn: int | None, sub_agents: bool, as_json: bool, strict: bool, catalog_path: Path | None,
@@ -67,7 +68,12 @@ def replay(session: str, turn: int | None, sub_agents: bool, as_json: bool, stri
     """
     if turn is not None and turn < 1:
         common.fail(f"--turn is 1-based: got {turn}; pass N ≥ 1 (turn 1 is the session's first turn)")
-    catalog = _load_catalog(catalog_path) if catalog_path is not None else None
+    if catalog_path is not None:
+        catalog = _load_catalog(catalog_path)
+    else:  # the signatures `flux run` / `flux flow run` recorded with, so positional args map alike
+        from ..timemachine.engine import catalog_for
+
+        catalog = catalog_for(_toolbox_catalog(Path(tempfile.gettempdir())))
     reader = common.open_reader(store)
     row = reader.resolve_session(session)
     click.echo(_dim(f"replay · session {row.id} · offline (no model call, no live IO)"), err=True)
