@@ -284,3 +284,210 @@ async def test_cell_row_payloads_side_by_side(make_app, tmp_path):
         assert '"path": "README.md"' in pa and '"path": "NOTES.md"' in pb
         assert '"content": "hello"' in pa and '"op": "read"' in pb
         assert "root['input']['path']" in app.screen.query_one("#payload-diff").plain_text
+
+
+# -- item 7: 80×24 is first-class ----------------------------------------------------------------
+
+
+def footer_text(app) -> str:
+    return flat(screen_text(app).splitlines()[-1])
+
+
+async def test_80x24_session_screen_keeps_essential_keys_and_a_readable_inspector(make_app, demo):
+    app = make_app(demo, session="s_1")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        foot = footer_text(app)
+        for key in ("Back", "Replay", "Diff", "Help", "Quit"):
+            assert key in foot, foot
+        insp = app.screen.query_one("#inspector")
+        assert insp.size.width >= 50, insp.size  # stacked above the tabs, not squeezed beside them
+        left = app.screen.query_one("#left")
+        await pilot.press("less_than_sign")
+        await settle(pilot, 1)
+        narrower = left.size.width
+        assert narrower < 26
+        await pilot.press("greater_than_sign", "greater_than_sign")
+        await settle(pilot, 1)
+        assert left.size.width > narrower
+        for _ in range(6):
+            await pilot.press("less_than_sign")
+        await settle(pilot, 1)
+        assert not left.display  # hidden; [ / ] still step turns
+
+
+async def test_z_maximises_the_focused_panel_and_esc_restores(make_app, demo):
+    app = make_app(demo, session="s_1")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("3", "z")
+        await settle(pilot, 1)
+        insp = app.screen.query_one("#inspector")
+        assert insp.size.width >= 76 and insp.size.height >= 18
+        assert not app.screen.query_one("#timeline").display
+        await pilot.press("escape")
+        await settle(pilot, 1)
+        assert app.screen.query_one("#timeline").display and isinstance(app.screen, SessionScreen)
+
+
+async def test_80x24_sessions_list_and_diff_header(make_app, demo):
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        assert "claude-sonnet-4-5" in text and "⋔ fork ← s_1@2" in text
+        assert "turn▼" not in text and "Help" in footer_text(app) and "Quit" in footer_text(app)
+        app.push_screen(DiffScreen("s_6", "s_1"))
+        await settle(pilot)
+        assert "diff s_6 ↔ s_1" in screen_text(app).splitlines()[0]
+
+
+def test_sort_arrows_never_squeeze_a_label():
+    from flux_tui.widgets.sessions_table import COLUMNS, SessionsTable
+
+    t = SessionsTable(now_ms=lambda: 0)
+    for col in COLUMNS:
+        t.sort_name = col.key
+        for width in (80, 120, 200):
+            header = t.render_header(width).plain
+            assert f"{col.label} ▼" in header or f"{col.label} ▲" in header or col.key not in [
+                c.key for c, _ in t.columns(width)], (col.key, width, header)
+
+
+# -- item 8: W wraps / unwraps, ←/→ scroll, … marks a cut ----------------------------------------
+
+
+async def test_wrap_toggle_horizontal_scroll_and_ellipsis(make_app, tmp_path):
+    from flux.store import StoreWriter
+    from tests.helpers import write_turn
+    from flux.canonical import canonical_json, sha256_hex
+    from flux.store.events import OpRecorded, Run
+
+    long_value = "x" * 150 + "END"
+    inp = {"path": "a.txt", "content": long_value}
+    h = sha256_hex(canonical_json(inp))
+    store = tmp_path / "long"
+    with StoreWriter(store) as w:
+        sid = w.create_session("mock")
+        write_turn(w, sid, "go", cells=[Run(OpRecorded(step=f"s_{h[:16]}", op="write", input_hash=h,
+                                                       input_view=canonical_json(inp), content="ok"))])
+    app = make_app(store, session=sid)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        insp = app.screen.query_one("#inspector")
+        assert "x" * 40 + "END" in insp.plain_text.replace("\n", "")  # folded, nothing cut silently
+        await pilot.press("3", "W")
+        await settle(pilot, 1)
+        assert not insp.wrap
+        visible = flat(screen_text(app))
+        assert "END" not in visible and "…" in visible
+        for _ in range(25):
+            await pilot.press("right")
+        await settle(pilot, 1)
+        assert insp.scroll_x > 0 and "END" in screen_text(app)
+        await pilot.press("W")
+        await settle(pilot, 1)
+        assert insp.wrap and insp.scroll_x == 0
+
+
+# -- item 9: / search with n/N, : jump ----------------------------------------------------------
+
+
+async def test_search_steps_matches_and_esc_ends_it(make_app, demo):
+    app = make_app(demo, session="s_1")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        await pilot.press("slash")
+        await settle(pilot, 1)
+        await pilot.press(*"tokenizer.py", "enter")
+        await settle(pilot, 1)
+        query, matches, pos = screen._search
+        assert query == "tokenizer.py" and len(matches) >= 2 and pos == 0
+        assert "/tokenizer.py 1/" in screen_text(app)
+        first = screen.timeline_view.cursor
+        await pilot.press("n")
+        await settle(pilot, 1)
+        assert screen._search[2] == 1
+        await pilot.press("N")
+        await settle(pilot, 1)
+        assert screen._search[2] == 0 and screen.timeline_view.cursor == first
+        await pilot.press("escape")
+        await settle(pilot, 1)
+        assert screen._search is None and isinstance(app.screen, SessionScreen)
+
+
+async def test_colon_jumps_to_turn_statement_and_cell(make_app, demo):
+    app = make_app(demo, session="s_1")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        last_cell = len(screen.detail.cells) - 1
+        for text, check in [
+            ("2", lambda: screen.turn.number == 2),
+            ("t1", lambda: screen.turn.number == 1),
+            ("s1", lambda: screen.timeline_view.current is [r for r in screen.timeline_view.rows
+                                                              if r.kind == "statement"][1]),
+            (f"c{last_cell}", lambda: screen.timeline_view.current.cell.index == last_cell),
+        ]:
+            await pilot.press("colon")
+            await settle(pilot, 1)
+            await pilot.press(*text, "enter")
+            await settle(pilot)
+            assert check(), text
+        await pilot.press("colon")
+        await settle(pilot, 1)
+        await pilot.press(*"c999", "enter")
+        await settle(pilot, 1)
+        assert any("no cell #999" in n.message for n in app._notifications)
+
+
+# -- item 10: y copies the item under the cursor ------------------------------------------------
+
+
+async def test_y_copies_cell_content_input_and_hash(make_app, demo):
+    app = make_app(demo, session="s_1")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        await pilot.press("j")  # the first cell
+        await settle(pilot, 1)
+        cell = screen.timeline_view.current.cell
+        assert cell is not None
+        await pilot.press("y")
+        assert app.clipboard == cell.rec.content
+        assert any("copied cell #" in n.message for n in app._notifications)
+        await pilot.press("Y")
+        assert app.clipboard == cell.rec.input_hash
+        await pilot.press("3", "y")
+        assert app.clipboard == cell.rec.input_view
+        await pilot.press("2", "k", "y")
+        assert app.clipboard.startswith(screen.timeline_view.current.statement.text.split("(")[0].split()[-1][:4]) \
+            or app.clipboard == screen.timeline_view.current.display
+
+
+# -- item 11: n/N inside the payload view -------------------------------------------------------
+
+
+async def test_payload_view_steps_differences_without_leaving(make_app, demo):
+    from flux_tui.screens.diff import DiffDetailScreen
+
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.push_screen(DiffScreen("s_6", "s_1"))
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot, 1)
+        detail = app.screen
+        assert isinstance(detail, DiffDetailScreen)
+        first = detail.row.index
+        await pilot.press("n")
+        await settle(pilot, 1)
+        assert app.screen is detail and detail.row.index != first and detail.row.kind != "same"
+        await pilot.press("N")
+        await settle(pilot, 1)
+        assert detail.row.index == first
+        await pilot.press("n", "escape")
+        await settle(pilot, 1)
+        assert isinstance(app.screen, DiffScreen) and app.screen.rows_view.cursor == detail.row.index

@@ -84,6 +84,7 @@ class FluxApp(App):
         # id -> summary; valid while the registry row (updated_at, last_seq) is unchanged.
         self.summaries: dict[str, SessionSummary] = {}
         self.last_diffed: str | None = None  # the diff prompt's fallback default
+        self.session_split: int | None = None  # turns column width set with < / > (None: responsive default)
         self.theme = "nord"
 
     def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,

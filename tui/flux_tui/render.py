@@ -57,6 +57,15 @@ def display_statement_text(text: str) -> str:
     return text.strip()
 
 
+def _json(raw: str) -> JSON:
+    """Pretty JSON that folds its long lines (Rich's JSON is no_wrap and crops them silently); with
+    wrapping off (W) the panel keeps lines whole and scrolls sideways instead."""
+    j = JSON(raw, indent=2)
+    j.text.no_wrap = False
+    j.text.overflow = "fold"
+    return j
+
+
 def _kv(table: Table, key: str, value: RenderableType | str, style: str = "") -> None:
     table.add_row(Text(key, style="dim"), value if not isinstance(value, str) else Text(value, style=style))
 
@@ -86,7 +95,7 @@ def _json_or_text(raw: str | None, truncated: bool) -> RenderableType:
     if not truncated and not hidden:
         try:
             json.loads(raw)
-            return JSON(raw, indent=2)
+            return _json(raw)
         except (ValueError, TypeError):
             pass
     body = Text(text)
@@ -281,10 +290,10 @@ def _render_block(block: Any) -> RenderableType:
     if kind == "tool_use":
         raw = json.dumps(block.get("input"), ensure_ascii=False, indent=2)
         body, hidden = capped(raw, 3000)
-        content: RenderableType = JSON(raw, indent=2) if not hidden else Group(Text(body), _more(hidden))
+        content: RenderableType = _json(raw) if not hidden else Group(Text(body), _more(hidden))
         return Panel(content, title=Text.assemble(("tool_use ", "dim"), (str(block.get("name", "?")), "bold cyan")),
                      title_align="left", subtitle=Text(str(block.get("id", "")), style="dim"), subtitle_align="right",
-                     border_style="cyan", padding=(0, 1))
+                     border_style="cyan", padding=(0, 1), expand=False)
     if kind == "tool_result":
         err = bool(block.get("is_error"))
         body, hidden = capped(_block_text(block.get("content")), 3000)
@@ -293,7 +302,7 @@ def _render_block(block: Any) -> RenderableType:
             inner = Group(inner, _more(hidden))
         title = Text.assemble(("tool_result", "dim"), (" error" if err else "", "bold red"))
         return Panel(inner, title=title, title_align="left", subtitle=Text(str(block.get("tool_use_id", "")), style="dim"),
-                     subtitle_align="right", border_style="red" if err else "green", padding=(0, 1))
+                     subtitle_align="right", border_style="red" if err else "green", padding=(0, 1), expand=False)
     if kind == "image":
         src = block.get("source") or {}
         return Text(f"[image {src.get('media_type') or src.get('url') or ''}]", style="dim")

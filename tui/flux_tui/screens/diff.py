@@ -293,12 +293,32 @@ class DiffDetailScreen(Screen):
 
     BINDINGS = [
         Binding("escape", "back", "Back", id="diff_detail.back", tooltip="Back to the diff rows"),
+        Binding("n", "step(1)", "Next diff", id="diff_detail.next",
+                tooltip="Show the next row that differs, without leaving the payloads"),
+        Binding("N", "step(-1)", "Prev diff", id="diff_detail.prev",
+                tooltip="Show the previous row that differs, without leaving the payloads"),
     ]
 
     def __init__(self, diff, row) -> None:
         super().__init__()
         self.diff = diff
         self.row = row
+
+    def action_step(self, delta: int) -> None:
+        rows = self.diff.rows
+        differing = [r.index for r in rows if r.kind != "same"]
+        if not differing or differing == [self.row.index]:
+            self.notify("no other row differs", timeout=2)
+            return
+        cur = self.row.index
+        if delta > 0:
+            nxt = next((i for i in differing if i > cur), differing[0])
+        else:
+            nxt = next((i for i in reversed(differing) if i < cur), differing[-1])
+        if (delta > 0 and nxt <= cur) or (delta < 0 and nxt >= cur):
+            self.notify("wrapped around", timeout=1.5)
+        self.row = rows[nxt]
+        self._paint()
 
     def compose(self) -> ComposeResult:
         yield TopBar(id="topbar")
@@ -309,6 +329,10 @@ class DiffDetailScreen(Screen):
         yield KeyFooter()
 
     def on_mount(self) -> None:
+        self._paint()
+        self.query_one("#payload-a").focus()
+
+    def _paint(self) -> None:
         from flux.timemachine.diff import payload_diff
 
         d, row = self.diff, self.row
@@ -337,10 +361,12 @@ class DiffDetailScreen(Screen):
         panel.border_title = {"json": "What changed · structural (deepdiff)", "text": "What changed · line diff",
                               "none": "What changed"}[pd.kind]
         panel.show(_render_changes(pd))
-        pa.focus()
 
     def action_back(self) -> None:
         self.app.pop_screen()
+        under = self.app.screen
+        if isinstance(under, DiffScreen) and under.diff is self.diff:
+            under.rows_view.move_cursor(self.row.index)  # back on the row n/N moved to
 
 
 def _statement_display(source: str) -> str:

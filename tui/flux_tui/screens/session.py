@@ -28,7 +28,7 @@ from ..messages import (
     LoadFailed, ReplayFailed, ReplayFinished, ReplayProgress, SessionLoaded, StoreChanged, TimelineReady,
 )
 from ..render import (
-    render_cell, render_conversation, render_observations, render_statement, render_turn_info, render_unknown,
+    display_statement_text, render_cell, render_conversation, render_observations, render_statement, render_turn_info, render_unknown,
 )
 from ..replay_marks import ReplayMarks, divergence_target, marks_from_report, render_report
 from ..widgets.rendered_view import RenderedView as Panel
@@ -52,6 +52,7 @@ _ERROR_GROUP = Binding.Group("Error", compact=True)
 
 class SessionScreen(Screen):
     HELP_TOPIC = "timeline"
+    FOOTER_ESSENTIAL = ("replay", "diff", "next_error", "prev_error")
 
     BINDINGS = [
         Binding("escape", "back", "Back", id="session.back",
@@ -80,6 +81,21 @@ class SessionScreen(Screen):
                 tooltip="Replay the session hermetically from its cassette and mark every statement and cell"),
         Binding("d", "diff", "Diff", id="session.diff",
                 tooltip="Diff this session against another one, side by side (default: its fork source)"),
+        Binding("slash", "search", "Search", show=False, id="session.search",
+                tooltip="Search the turn: plan text, cell inputs and contents, and the conversation (n/N step)"),
+        Binding("colon", "jump", "Jump", show=False, id="session.jump",
+                tooltip="Jump to turn N, statement N (s3) or cell N (c7)"),
+        Binding("y", "copy", "Copy", show=False, id="session.copy",
+                tooltip="Copy the item under the cursor: a cell's content (its input JSON in the inspector), "
+                        "a statement's source, a turn's input, the conversation"),
+        Binding("Y", "copy_hash", "Copy hash", show=False, id="session.copy_hash",
+                tooltip="Copy the hash of the item under the cursor (input_hash / stmt_hash)"),
+        Binding("less_than_sign", "split(-1)", "Narrower turns", show=False, id="session.split_narrower",
+                tooltip="Move the split left: a narrower turns column (down to hidden)"),
+        Binding("greater_than_sign", "split(1)", "Wider turns", show=False, id="session.split_wider",
+                tooltip="Move the split right: a wider turns column"),
+        Binding("z", "zoom", "Zoom", show=False, id="session.zoom",
+                tooltip="Maximise the focused panel (z again restores the layout)"),
         Binding("1", "focus_panel('turns')", "Focus turns", show=False, id="session.focus_turns", tooltip="Focus the turn list"),
         Binding("2", "focus_panel('timeline')", "Focus plan", show=False, id="session.focus_timeline",
                 tooltip="Focus the plan / cell stepper"),
@@ -145,6 +161,7 @@ class SessionScreen(Screen):
         return self.query_one(TimelineView)
 
     def on_mount(self) -> None:
+        self._apply_split()
         self.query_one("#turns").border_title = "Turns"
         self.query_one("#turn-info").border_title = "Turn"
         self.query_one("#timeline").border_title = "Plan & cells"
@@ -264,6 +281,7 @@ class SessionScreen(Screen):
             self._turn_cursor[self.turn.number] = self.timeline_view.current.key
         self.turn = turn
         self.timeline = None
+        self._search = None  # its matches were rows of the other turn
         self.timeline_view.empty_text = "loading…" if self._detail_for(turn) is not None else f"reading turn {turn.number}…"
         self.timeline_view.set_rows([], keep_cursor=False)
         self._show_turn(turn)
@@ -469,14 +487,259 @@ class SessionScreen(Screen):
         if self.turn is None:
             return
         title = f"Plan & cells · turn {self.turn.number}"
+        if self._search is not None:
+            query, matches, pos = self._search
+            title += f" · /{query} {pos + 1}/{len(matches)}"
         if self.replay is not None:
             ends = self.replay.report.tape_end is not None
             title += " · replay: ✓ served  " + ("⏸ tape ends" if ends else "✗ diverged") + "  ○ unconsumed"
-        self.timeline_view.border_title = title
+        self.timeline_view.border_title = Text(title)  # Text: the query is the user's, never markup
+
+    # -- layout: responsive, resizable, zoomable -------------------------------------------------
+
+    SPLIT_STEPS = (0, 20, 26, 34, 44, 56)  # widths of the turns column `<` / `>` step through
+
+    def on_resize(self, event) -> None:
+        # Narrow (80-col) terminals: a slimmer turns column, and the inspector above the tabs rather
+        # than beside them, so neither is squeezed to 20 columns. Short ones: a smaller turn panel.
+        self.set_class(self.size.width < 110, "-narrow")
+        self.set_class(self.size.height < 32, "-short")
+
+    def _left_width(self) -> int:
+        w = getattr(self.app, "session_split", None)
+        if w is not None:
+            return w
+        return 26 if self.has_class("-narrow") else 34
+
+    def _apply_split(self) -> None:
+        w = getattr(self.app, "session_split", None)
+        left = self.query_one("#left")
+        if w is None:
+            left.styles.clear_rule("width")
+            left.display = True
+            return
+        left.display = w > 0
+        if w > 0:
+            left.styles.width = w
+
+    def action_split(self, delta: int) -> None:
+        cur = self._left_width()
+        steps = self.SPLIT_STEPS
+        idx = min(range(len(steps)), key=lambda i: abs(steps[i] - cur))
+        idx = max(0, min(len(steps) - 1, idx + delta))
+        max_w = max(0, self.size.width - 40)  # the plan keeps at least 40 columns
+        self.app.session_split = min(steps[idx], max_w) if steps[idx] else 0
+        self._apply_split()
+        if self.app.session_split == 0:
+            self.notify("turns hidden — > brings them back; [ / ] still step turns", timeout=3)
+            if self.focused is not None and self.query_one("#left") in self.focused.ancestors_with_self:
+                self.timeline_view.focus()
+
+    _zoomed: list | None = None
+
+    def action_zoom(self) -> None:
+        if self._zoomed is not None:
+            for w in self._zoomed:
+                w.display = True
+            self._zoomed = None
+            self._apply_split()
+            return
+        node = self.focused
+        main = self.query_one("#session-main")
+        if node is None or main not in node.ancestors:
+            return
+        hidden = []
+        while node is not main and node.parent is not None:
+            for sib in node.parent.children:
+                if sib is not node and sib.display:
+                    sib.display = False
+                    hidden.append(sib)
+            node = node.parent
+        self._zoomed = hidden
+        self.notify("z restores the layout", timeout=2)
+
+    # -- search (/ n N), jump (:), copy (y Y) ----------------------------------------------------
+
+    _search: tuple[str, list[tuple[str, int]], int] | None = None  # (query, matches, position)
+
+    def action_search(self) -> None:
+        from .ask import AskScreen
+
+        def done(query: str | None) -> None:
+            if query is None:
+                return
+            if not query.strip():
+                self.clear_search()
+                return
+            self.run_search(query)
+
+        self.app.push_screen(AskScreen("Search", "Search this turn (plan, cells, conversation):",
+                                       "Enter searches · n/N next/previous match · Esc clears",
+                                       value=self._search[0] if self._search else "", placeholder="text"), done)
+
+    def run_search(self, query: str) -> None:
+        q = query.casefold()
+        matches: list[tuple[str, int]] = []
+        for i, r in enumerate(self.timeline_view.rows):
+            if r.kind == "statement" and r.statement is not None:
+                hay = r.display or r.statement.text
+            elif r.kind == "cell" and r.cell is not None:
+                rec = r.cell.rec
+                hay = "\n".join((rec.op, rec.input_view or "", rec.content, rec.view or ""))
+            else:
+                continue
+            if q in hay.casefold():
+                matches.append(("row", i))
+        for j, line in enumerate(self.query_one("#conversation", Panel).plain_text.splitlines()):
+            if q in line.casefold():
+                matches.append(("conv", j))
+        if not matches:
+            self._search = None
+            self._timeline_title()
+            where = f"turn {self.turn.number}" if self.turn is not None else "this session"
+            self.notify(f"no match for “{query}” in {where} — / searches the turn shown", timeout=3)
+            return
+        self._search = (query, matches, -1)
+        self._step_search(1)
+
+    def _step_search(self, delta: int) -> None:
+        assert self._search is not None
+        query, matches, pos = self._search
+        pos = (pos + delta) % len(matches)
+        self._search = (query, matches, pos)
+        kind, at = matches[pos]
+        if kind == "row":
+            self.timeline_view.move_cursor(at)
+            self.timeline_view.focus()
+        else:
+            tabs = self.query_one("#bottom", TabbedContent)
+            tabs.active = "tab-conversation"
+            conv = self.query_one("#conversation", Panel)
+            conv.scroll_to(y=max(0, at - 1), animate=False)
+            conv.focus()
+        self._timeline_title()
+        self.notify(f"“{query}”: match {pos + 1} of {len(matches)}" + (" (conversation)" if kind == "conv" else ""),
+                    timeout=1.5)
+
+    def clear_search(self) -> None:
+        self._search = None
+        self._timeline_title()
+
+    def action_jump(self) -> None:
+        from .ask import AskScreen
+
+        def done(text: str | None) -> None:
+            if text:
+                self.jump_to(text)
+
+        self.app.push_screen(AskScreen("Jump", "Jump to:", "3 or t3 = turn 3 · s2 = statement 2 · c7 = cell #7 · "
+                                       "g / G first / last", placeholder="t3, s2, c7"), done)
+
+    def jump_to(self, text: str) -> None:
+        import re
+
+        m = re.fullmatch(r"\s*(t|turn|s|stmt|statement|c|cell|#)?\s*(\d+)\s*", text, re.IGNORECASE)
+        if m is None:
+            self.notify(f"cannot read “{text}” — type 3 (turn), s2 (statement) or c7 (cell)", severity="warning",
+                        timeout=3)
+            return
+        kind = (m.group(1) or "t").lower()[0]
+        n = int(m.group(2))
+        tl, tv = self.turns_list, self.timeline_view
+        if kind == "t":
+            idx = next((i for i, t in enumerate(tl.rows) if t.number == n), None)
+            if idx is None:
+                self.notify(f"no turn {n} — this session has {tl.row_count}", severity="warning", timeout=3)
+                return
+            tl.move_cursor(idx)
+            tv.focus()
+        elif kind == "s":
+            # Statement node N of the plan under the cursor, else of the first plan that has one, else
+            # (one-statement host plans all have node 0) the turn's N-th statement, counting from 0.
+            rows = tv.rows
+            stmts = [i for i, r in enumerate(rows) if r.kind == "statement" and r.statement is not None]
+            cur = tv.current
+            plan = cur.plan if cur is not None else None
+            idx = next((i for i in stmts if rows[i].plan is plan and rows[i].statement.node == n), None)
+            if idx is None:
+                idx = next((i for i in stmts if rows[i].statement.node == n), None)
+            if idx is None and n < len(stmts):
+                idx = stmts[n]
+            if idx is None:
+                self.notify(f"no statement {n} in this turn", severity="warning", timeout=3)
+                return
+            tv.move_cursor(idx)
+            tv.focus()
+        else:
+            d = self.detail
+            if d is None or not (0 <= n < len(d.cells)):
+                self.notify(f"no cell #{n} — this session has {len(d.cells) if d else 0} cell(s)", severity="warning",
+                            timeout=3)
+                return
+            turn_no = d.cells[n].turn_number
+            if self.turn is not None and turn_no == self.turn.number:
+                idx = tv.find_row(("cell", n))
+                if idx is not None:
+                    tv.move_cursor(idx)
+                    tv.focus()
+                    return
+            idx = next((i for i, t in enumerate(tl.rows) if t.number == turn_no), None)
+            if idx is None:
+                self.notify(f"cell #{n} belongs to no turn", severity="warning", timeout=3)
+                return
+            self._pending_focus = (turn_no, ("cell", n))
+            tl.move_cursor(idx)
+            tv.focus()
+
+    def _copy_target(self, want_hash: bool) -> tuple[str, str] | None:
+        """(text, what) for y / Y from the focused panel and the item under the cursor."""
+        focused = self.focused
+        fid = focused.id if focused is not None else None
+        if fid == "turns":
+            t = self.turns_list.current
+            return (t.user_input, f"turn {t.number}'s input") if t is not None and not want_hash else None
+        if fid in ("conversation", "observations", "unknown", "replay") and not want_hash:
+            return self.query_one(f"#{fid}", Panel).plain_text, f"the {fid} panel"
+        row = self.timeline_view.current
+        if row is None:
+            return None
+        if row.cell is not None:
+            rec = row.cell.rec
+            if want_hash:
+                return rec.input_hash, f"cell #{row.cell.index}'s input_hash"
+            if fid == "inspector":
+                return rec.input_view or "", f"cell #{row.cell.index}'s input JSON"
+            return rec.content, f"cell #{row.cell.index}'s content"
+        if row.statement is not None:
+            if want_hash:
+                return row.statement.stmt_hash, f"statement {row.statement.node}'s stmt_hash"
+            return row.display or display_statement_text(row.statement.text), f"statement {row.statement.node}'s source"
+        return None
+
+    def _copy(self, want_hash: bool) -> None:
+        target = self._copy_target(want_hash)
+        if target is None or not target[0]:
+            self.notify("nothing to copy here — move the cursor to a statement or a cell", timeout=2)
+            return
+        text, what = target
+        self.app.copy_to_clipboard(text)
+        self.notify(f"copied {what} ({len(text):,} chars)", timeout=2)
+
+    def action_copy(self) -> None:
+        self._copy(False)
+
+    def action_copy_hash(self) -> None:
+        self._copy(True)
 
     # -- actions --------------------------------------------------------------------------------
 
     def action_back(self) -> None:
+        if self._zoomed is not None:
+            self.action_zoom()
+            return
+        if self._search is not None:
+            self.clear_search()
+            return
         if self.replay is not None:
             self.clear_replay()
             return
@@ -618,10 +881,16 @@ class SessionScreen(Screen):
             self.notify("wrapped around", timeout=1.5)
 
     def action_next_error(self) -> None:
-        self._jump_error(True)
+        if self._search is not None:
+            self._step_search(1)  # while a search is active n/N step its matches (Esc ends it)
+        else:
+            self._jump_error(True)
 
     def action_prev_error(self) -> None:
-        self._jump_error(False)
+        if self._search is not None:
+            self._step_search(-1)
+        else:
+            self._jump_error(False)
 
     def action_observations(self) -> None:
         tabs = self.query_one("#bottom", TabbedContent)

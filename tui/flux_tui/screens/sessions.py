@@ -47,6 +47,7 @@ class SessionsScreen(Screen):
     """Sessions list with sort, filter, counts and a clear notice for unusable stores."""
 
     HELP_TOPIC = "sessions"
+    FOOTER_ESSENTIAL = ("select", "filter", "diff")
 
     BINDINGS = [
         Binding("slash", "filter", "Filter", id="sessions.filter", tooltip="Filter by id, model or conversation text"),

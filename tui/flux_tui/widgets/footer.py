@@ -1,20 +1,61 @@
-"""Textual's Footer, recomposed only when what it shows changed.
+"""Textual's Footer, recomposed only when what it shows changed, and fitted to the terminal width.
 
 The stock Footer recomposes (a dozen ``FooterKey`` widgets through the CSS engine) every time the
 screen publishes a bindings update — on every focus change, screen resume and ``refresh_bindings``
 — even when the keys it shows are the same. On the session screen that cost ~0.3 s of main-thread
 time while a big session opens. This one compares the shown keys first.
+
+At 80 columns the stock Footer simply cuts the keys that do not fit — Help and Quit first, as they
+come last. This one drops the least essential keys instead: Back, Help and Quit always stay, then a
+screen's ``FOOTER_ESSENTIAL`` actions; the others go from the end until the rest fits (all of them
+stay in the command palette and in F1 help).
 """
 
 from __future__ import annotations
 
-from textual.widgets import Footer
+from collections import defaultdict
+from itertools import groupby
 
-__all__ = ["KeyFooter"]
+from textual.app import ComposeResult
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey, FooterLabel, KeyGroup
+
+__all__ = ["KeyFooter", "fit_keys"]
+
+ALWAYS = ("back", "help", "quit")
+PALETTE_WIDTH = 13  # "▏^p palette" docked on the right
+
+
+def _cost(entries: list, grouped: bool) -> int:
+    """Cells one footer item takes: ` key desc ` per key, or ` k1k2 Label ` for a compact group."""
+    if grouped:
+        keys = sum(len(label) for _, label, _ in entries)
+        return keys + 2 + len(entries[0][2].group.description) + 1
+    _, label, binding = entries[0]
+    return len(label) + 2 + len(binding.description) + 1
+
+
+def fit_keys(items: list[tuple[str, int]], width: int, essential: set[str]) -> set[str]:
+    """Of ``(action, cost)`` in footer order, the actions to show within ``width``: drop the
+    non-essential ones from the end first, then (only if still too wide) essential ones from the end,
+    never Back / Help / Quit."""
+    keep = [a for a, _ in items]
+    cost = dict(items)
+    total = sum(cost.values())
+    for pass_essential in (False, True):
+        for action in reversed([a for a, _ in items]):
+            if total <= width:
+                return set(keep)
+            if action in ALWAYS or (action in essential) != pass_essential:
+                continue
+            keep.remove(action)
+            total -= cost[action]
+    return set(keep)
 
 
 class KeyFooter(Footer):
     _shown: tuple | None = None
+    _fitted_width: int = -1
 
     def bindings_changed(self, screen) -> None:
         try:
@@ -28,3 +69,64 @@ class KeyFooter(Footer):
             return
         self._shown = shown
         super().bindings_changed(screen)
+
+    def on_resize(self) -> None:
+        if self.size.width != self._fitted_width and self._bindings_ready:
+            self.call_after_refresh(self.recompose)
+
+    def compose(self) -> ComposeResult:
+        if not self._bindings_ready:
+            return
+        active_bindings = self.screen.active_bindings
+        by_action: defaultdict[str, list] = defaultdict(list)
+        for _, binding, enabled, tooltip in active_bindings.values():
+            if binding.show:
+                by_action[binding.action].append((binding, enabled, tooltip))
+        width = self.size.width or self.app.size.width
+        self._fitted_width = self.size.width
+        # (action, cost) in footer order, a compact group costing its share per key
+        groups = [(group, list(entries)) for group, entries in
+                  groupby(by_action.values(), lambda entries: entries[0][0].group)]
+        costs: list[tuple[str, int]] = []
+        for group, entries in groups:
+            grouped = group is not None and len(entries) > 1
+            labelled = [(b.action, self.app.get_key_display(b), b) for b, _, _ in (e[0] for e in entries)]
+            if grouped:
+                share = _cost(labelled, True)
+                costs.append((entries[0][0][0].action, share))
+                costs.extend((e[0][0].action, 0) for e in entries[1:])
+            else:
+                costs.extend((a, _cost([(a, lbl, b)], False)) for a, lbl, b in labelled)
+        essential = set(getattr(self.screen, "FOOTER_ESSENTIAL", ()))
+        keep = fit_keys(costs, width - PALETTE_WIDTH, essential)
+        shown = 0
+        for group, entries in groups:
+            entries = [e for e in entries if e[0][0].action in keep or
+                       (group is not None and len(entries) > 1 and entries[0][0][0].action in keep)]
+            if not entries:
+                continue
+            if group is not None and len(entries) > 1:
+                with KeyGroup(classes="-compact" if group.compact else ""):
+                    for multi in entries:
+                        binding, enabled, tooltip = multi[0]
+                        yield FooterKey(binding.key, self.app.get_key_display(binding), "", binding.action,
+                                        disabled=not enabled, tooltip=tooltip or binding.description,
+                                        classes="-grouped").data_bind(compact=Footer.compact)
+                yield FooterLabel(group.description)
+                shown += 2
+            else:
+                for multi in entries:
+                    binding, enabled, tooltip = multi[0]
+                    yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description, binding.action,
+                                    disabled=not enabled, tooltip=tooltip).data_bind(compact=Footer.compact)
+                    shown += 1
+        self.styles.grid_size_columns = max(shown, 1)
+        if self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE:
+            try:
+                _node, binding, enabled, tooltip = active_bindings[self.app.COMMAND_PALETTE_BINDING]
+            except KeyError:
+                pass
+            else:
+                yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description, binding.action,
+                                classes="-command-palette", disabled=not enabled,
+                                tooltip=binding.tooltip or binding.description)

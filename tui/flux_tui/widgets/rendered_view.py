@@ -34,19 +34,30 @@ class RenderedView(ScrollView, can_focus=True):
     """
 
     BINDINGS = [
+        Binding("W", "toggle_wrap", "Wrap", show=False, id="panel.wrap",
+                tooltip="Wrap long lines (default) or keep them whole and scroll sideways with ←/→"),
+        Binding("left", "scroll_left_cols", "Scroll left", show=False, id="panel.left",
+                tooltip="Scroll left (long lines, with wrapping off: W)"),
+        Binding("right", "scroll_right_cols", "Scroll right", show=False, id="panel.right",
+                tooltip="Scroll right (long lines, with wrapping off: W)"),
         Binding("down,j", "scroll_down", "Scroll down", show=False, id="panel.down", tooltip="Scroll the panel down a line"),
         Binding("up,k", "scroll_up", "Scroll up", show=False, id="panel.up", tooltip="Scroll the panel up a line"),
         Binding("home,g", "scroll_home", "Top", show=False, id="panel.top", tooltip="Scroll to the top of the panel"),
         Binding("end,G", "scroll_end", "Bottom", show=False, id="panel.bottom", tooltip="Scroll to the end of the panel"),
     ]
 
+    MAX_LINE = 4000  # unwrapped lines are rendered up to this many cells
+
     def __init__(self, topic: str, renderable: RenderableType = "", **kw) -> None:
         super().__init__(**kw)
         self.HELP_TOPIC = topic
         self._renderable: RenderableType = renderable
         self._lines: list[Strip] = []
+        self._line_lengths: list[int] = []
         self._rendered_width = -1
         self._base = Style()
+        self.wrap = True
+        self._content_width = 0
 
     def show(self, renderable: RenderableType, *, keep_scroll: bool = False) -> None:
         self._renderable = renderable
@@ -68,17 +79,28 @@ class RenderedView(ScrollView, can_focus=True):
         renderable = self._renderable
         if isinstance(renderable, str):
             renderable = Text(renderable)
+        if not self.wrap:
+            # Unwrapped: lay out as wide as the content wants (within MAX_LINE), scroll sideways.
+            from rich.measure import Measurement
+
+            try:
+                want = Measurement.get(console, options.update(max_width=self.MAX_LINE), renderable).maximum
+            except Exception:  # noqa: BLE001 - a renderable that cannot measure itself: keep the width
+                want = width
+            render_width = max(width, min(self.MAX_LINE, want))
+            options = options.update(width=render_width, min_width=render_width, max_width=render_width)
         lines = console.render_lines(renderable, options, pad=False, new_lines=False)
         base: Style = self.rich_style
         # Styled and padded once here: render_line hands out these strips as they are.
         # Every segment gets a Style (never None): the NO_COLOR monochrome filter reads style.color.
         null = Style.null()
-        self._lines = [Strip([Segment(t, s or null, c) for t, s, c in
-                              Segment.apply_style(Segment.adjust_line_length(line, width, base), base)], width)
-                       for line in lines]
+        strips = [Strip([Segment(t, s or null, c) for t, s, c in Segment.apply_style(line, base)]) for line in lines]
+        self._line_lengths = [len(strip.text.rstrip()) for strip in strips]
+        self._content_width = max([width, *self._line_lengths]) if not self.wrap else width
+        self._lines = [strip.crop_extend(0, self._content_width, base) for strip in strips]
         self._base = base
         self._rendered_width = width
-        set_virtual_size(self, Size(width, len(self._lines)))
+        set_virtual_size(self, Size(self._content_width, len(self._lines)))
 
     def on_resize(self, event: events.Resize) -> None:
         if self._width() != self._rendered_width:
@@ -97,9 +119,42 @@ class RenderedView(ScrollView, can_focus=True):
         if self._rendered_width != width:
             self._render_lines()
         line = int(self.scroll_offset.y) + y
-        if 0 <= line < len(self._lines):
-            return self._lines[line]
-        return Strip.blank(width, self._base)
+        if not (0 <= line < len(self._lines)):
+            return Strip.blank(width, self._base)
+        strip = self._lines[line]
+        if self.wrap:
+            return strip
+        # Unwrapped: the visible window of the line, with … where it goes on past either edge.
+        x = int(self.scroll_offset.x)
+        length = self._line_lengths[line]
+        out = strip.crop(x, x + width)
+        mark = Strip([Segment("…", self._base + Style(dim=True))])
+        if length > x + width:
+            out = Strip.join([out.crop(0, width - 1), mark])
+        if x > 0 and length > x:
+            out = Strip.join([mark, out.crop(1, width)])
+        return out
+
+    def action_toggle_wrap(self) -> None:
+        self.wrap = not self.wrap
+        self._rendered_width = -1
+        self._render_lines()
+        self.scroll_to(x=0, animate=False, force=True)
+        self.refresh()
+        self.notify("long lines wrap" if self.wrap else "long lines kept whole — ←/→ scroll, … marks a cut",
+                    timeout=2)
+
+    def action_scroll_left_cols(self) -> None:
+        if self.wrap:
+            self.notify("lines wrap here — W keeps them whole and lets ←/→ scroll", timeout=2)
+            return
+        self.scroll_to(x=max(0, self.scroll_offset.x - 8), animate=False, force=True)
+
+    def action_scroll_right_cols(self) -> None:
+        if self.wrap:
+            self.notify("lines wrap here — W keeps them whole and lets ←/→ scroll", timeout=2)
+            return
+        self.scroll_to(x=self.scroll_offset.x + 8, animate=False, force=True)
 
     @property
     def plain_text(self) -> str:

@@ -37,19 +37,21 @@ class Column:
     label: str
     width: int  # 0: flexible
     align: str = "left"
+    drop: int = 0  # narrow terminals drop columns with the lowest non-zero value first
 
 
 COLUMNS = [
     Column("id", "id", 7),
     Column("model", "model", 0),
-    Column("messages", "msgs", 5, "right"),
-    Column("turns", "turns", 5, "right"),
-    Column("outcome", "last", 10),
+    Column("messages", "msgs", 6, "right", drop=1),
+    Column("turns", "turns", 7, "right", drop=2),
+    Column("outcome", "last", 10, drop=4),
     Column("cost", "cost", 8, "right"),
-    Column("updated", "updated", 9, "right"),
+    Column("updated", "updated", 10, "right", drop=3),
     Column("status", "status", 14),
     Column("lineage", "lineage", 0),
 ]
+FLEX_MIN = 34  # model + lineage want this much before fixed columns keep their space
 
 
 # sort name -> (label, key function, default reverse)
@@ -110,28 +112,46 @@ class SessionsTable(VirtualList[SessionItem]):
     def row_key(self, row: SessionItem) -> Hashable:
         return row.row.n
 
-    def _widths(self, width: int) -> list[int]:
+    def columns(self, width: int) -> list[tuple[Column, int]]:
+        """The columns that fit ``width`` and their widths: on a narrow terminal the least useful
+        fixed columns (msgs, turns, updated, last) go before model and lineage get cut."""
         width -= 1  # leading space
-        fixed = sum(c.width for c in COLUMNS if c.width) + len(COLUMNS) - 1
+        cols = list(COLUMNS)
+        for victim in sorted((c for c in COLUMNS if c.drop), key=lambda c: c.drop):
+            fixed = sum(c.width for c in cols if c.width) + len(cols) - 1
+            if width - fixed >= FLEX_MIN:
+                break
+            if victim.key == self.sort_name:
+                continue  # never hide the column the list is sorted by
+            cols.remove(victim)
+        fixed = sum(c.width for c in cols if c.width) + len(cols) - 1
         flex = max(width - fixed, 16)
         model_w = min(max(flex // 2, 8), 28)
         lineage_w = max(flex - model_w, 8)
-        return [c.width or (model_w if c.key == "model" else lineage_w) for c in COLUMNS]
+        return [(c, c.width or (model_w if c.key == "model" else lineage_w)) for c in cols]
+
+    def _widths(self, width: int) -> list[int]:
+        return [w for _, w in self.columns(width)]
 
     def render_header(self, width: int) -> Text:
         cells = []
-        for col, w in zip(COLUMNS, self._widths(width)):
+        for col, w in self.columns(width):
             label = col.label
             if col.key == self.sort_name:
                 arrow = "▼" if self.sort_reverse else "▲"
-                label = f"{label} {arrow}" if len(label) + 2 <= w else f"{label[:w - 1]}{arrow}"
+                label = f"{label} {arrow}" if len(label) + 2 <= w else f"{label[:w - 2]} {arrow}"
             cells.append(_cell(label, w, col.align))
         return Text(" ") + Text(" ").join(cells)
 
     def render_row(self, row: SessionItem, index: int, line: int, width: int, selected: bool) -> Text:
         r = row.row
         s = row.summary
-        cells = [_cell(self._value(col.key, r, s), w, col.align) for col, w in zip(COLUMNS, self._widths(width))]
+        cells = []
+        for col, w in self.columns(width):
+            value = self._value(col.key, r, s)
+            if col.key == "model" and value.cell_len > w and ":" in value.plain:
+                value = Text(value.plain.split(":", 1)[1])  # narrow: `claude-sonnet-4-5`, not `anthropic:claude…`
+            cells.append(_cell(value, w, col.align))
         return Text(" ") + Text(" ").join(cells)
 
     def _value(self, key: str, r: SessionRow, s: SessionSummary | None) -> Text:

@@ -34,8 +34,21 @@ class TopBar(Static):
         self._paint()
 
     def _paint(self) -> None:
-        grid = Table.grid(expand=True)
-        grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
-        grid.add_column(justify="right", no_wrap=True)
-        grid.add_row(self._left, self._right)
+        # The location (left) is what you read first: it keeps its width up to 60% of the bar, and
+        # the state (right) is cut with … when both do not fit (`diff s_6 ↔ s_1` stays whole at 80).
+        width = self.size.width - 2 if self.is_mounted else 0
+        left = self._left if isinstance(self._left, Text) else Text(self._left)
+        right = self._right if isinstance(self._right, Text) else Text(self._right)
+        grid = Table.grid(expand=True, padding=(0, 1) if width else 0)
+        if width and left.cell_len + right.cell_len + 1 > width:
+            keep = min(left.cell_len, int(width * 0.6))
+            grid.add_column(no_wrap=True, overflow="ellipsis", min_width=keep, max_width=keep)
+            grid.add_column(justify="right", no_wrap=True, overflow="ellipsis", ratio=1)
+        else:
+            grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+            grid.add_column(justify="right", no_wrap=True)
+        grid.add_row(left, right)
         self.update(grid, layout=False)
+
+    def on_resize(self) -> None:
+        self._paint()
