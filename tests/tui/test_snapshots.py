@@ -111,3 +111,28 @@ class TestDiff:
     def test_payloads(self, snap_compare, tmp_path):
         app = _app(build_diff(tmp_path / "diff"), "release")
         assert snap_compare(app, terminal_size=SIZE, run_before=_keys("d", "enter", "enter"))
+
+
+# Every screen at the smallest terminal we promise (80×24) and a big one (200×50): the layout
+# adapts (stacked inspector, slimmer turns, narrow sessions columns, the essential footer keys).
+SCREENS = {
+    "sessions": (build_gallery, "gallery", ()),
+    "session": (build_errors, "errors", ("enter", "n")),
+    "replay": (copy_fixture, "coding-agent-note", ("enter", "r")),
+    "diff": (build_diff, "release", ("d", "enter")),
+    "payloads": (build_diff, "release", ("d", "enter", "enter")),
+    "help": (copy_fixture, "coding-agent-note", ("enter", "f1")),
+    "lineage": (build_gallery, "gallery", ("G", "l")),
+    "notice": (build_empty, "empty", ()),
+}
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)], ids=["80x24", "200x50"])
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_every_screen_at_size(snap_compare, tmp_path, screen, size):
+    build, name, keys = SCREENS[screen]
+    app = _app(build(tmp_path / name), name)
+    assert snap_compare(app, terminal_size=size, run_before=_keys(*keys))
