@@ -69,6 +69,8 @@ def test_interrupted_store_is_flagged_in_json_and_human(tmp_path):
     res = run("sessions", "--store", str(d))
     assert "⚠ interrupted" in res.output
     assert "1 interrupted session(s) — the next turn entered on one" in res.output  # stderr is mixed in by CliRunner
+    assert "the REPL" not in res.output and "flux tui" not in res.output  # neither exists here (issue 11 item 13)
+    assert "`flux resurrect s_<n>`" in res.output
     shown = json.loads(run("show", sid, "--store", str(d), "--json").output)
     assert shown["interrupted"]["completed"] == 0
 

@@ -491,3 +491,149 @@ async def test_payload_view_steps_differences_without_leaving(make_app, demo):
         await pilot.press("n", "escape")
         await settle(pilot, 1)
         assert isinstance(app.screen, DiffScreen) and app.screen.rows_view.cursor == detail.row.index
+
+
+# -- item 5: a bad prices file is a notice in the app, with the CLI's words ----------------------
+
+
+async def test_bad_prices_file_is_a_notice_with_the_cli_words(make_app, demo, tmp_path):
+    from click.testing import CliRunner
+
+    from flux.cli import main
+
+    bad = tmp_path / "prices.json"
+    bad.write_text("{bad")
+    cli = CliRunner().invoke(main, ["sessions", "--store", str(demo), "--prices", str(bad)])
+    assert cli.exit_code == 1
+    words = cli.stderr.strip()
+    app = make_app(demo, prices_file=bad)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        notes = [n.message for n in app._notifications]
+        assert any(n.startswith(words) and "using the built-in prices" in n for n in notes), (words, notes)
+        assert "s_1" in screen_text(app)  # and the app carries on
+
+
+# -- item 13: words that point at things that exist -----------------------------------------------
+
+
+def test_help_and_readme_say_where_things_are():
+    from flux_tui.help import HELP
+
+    root = Path(__file__).parents[2]
+    assert "on the right" not in HELP["timeline"][1]
+    readme = (root / "README.md").read_text()
+    assert "temp directory" not in readme and "~/.cache/flux-tui/demo" in readme
+    assert "--until" in (root / "docs" / "cli.md").read_text() and "creation" in (root / "docs" / "cli.md").read_text()
+
+
+async def test_conversation_tab_name_matches_its_key_and_keeps_replay_in_view(make_app, demo):
+    from textual.widgets import TabbedContent
+
+    app = make_app(demo, session="s_1")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("a")
+        await settle(pilot, 1)
+        tabs = app.screen.query_one("#bottom", TabbedContent)
+        assert str(tabs.get_tab("tab-conversation").label) == "Conversation"
+        line = next(ln for ln in screen_text(app).splitlines() if "Conversation" in ln)
+        assert "Replay" in line  # the scope no longer pushes the Replay tab out of view
+        assert "the whole conversation · a: this turn only" in screen_text(app)
+
+
+# -- item 14: CLI and app say the same thing the same way ----------------------------------------
+
+
+async def test_cost_usage_and_outcome_read_the_same_in_cli_and_app(make_app, demo):
+    from click.testing import CliRunner
+
+    from flux.cli import main
+
+    out = CliRunner().invoke(main, ["show", "s_9", "--store", str(demo)]).stdout
+    assert "cost $0" in out and "$0.0000" not in out and "usage none reported" in out
+    app = make_app(demo, session="s_9")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        info = flat(app.screen.query_one("#turn-info").plain_text)
+        assert "usage none reported" in info and "cost $0" in info
+    s5 = CliRunner().invoke(main, ["show", "s_5", "--store", str(demo)]).stdout
+    assert "turn 1 · ok ·" in s5  # a flow run's "completed" reads "ok", as in the app's list
+
+
+def test_wording_is_one_function():
+    from flux.model.wording import cost_text, outcome_text, usage_text
+    from flux.store.usage import Usage
+    from flux_tui.fmt import fmt_cost, fmt_usage
+
+    for c in (None, 0.0, 0.00123, 0.5, 12.345, 1234.5):
+        assert fmt_cost(c) == cost_text(c)
+    u = Usage(input_tokens=1200, output_tokens=80)
+    assert fmt_usage(u) == usage_text(u) == "1.2k in · 80 out"
+    assert usage_text(Usage()) == "none reported"
+    assert outcome_text("completed") == outcome_text("ok") == "ok"
+
+
+# -- item 15: keys that do nothing say why ------------------------------------------------------
+
+
+async def test_keys_that_cannot_act_say_why(make_app, demo):
+    app = make_app(demo, session="s_1")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("u")
+        await settle(pilot, 1)
+        assert any("is a root session" in n.message for n in app._notifications)
+        # s_1 turn 1 has exactly one error cell: a second n says there is no other one
+        await pilot.press("n")
+        await settle(pilot, 1)
+        await pilot.press("n")
+        await settle(pilot, 1)
+        assert any("no other error in this turn" in n.message for n in app._notifications)
+
+
+async def test_a_session_that_failed_offers_only_back_help_quit(make_app, demo):
+    app = make_app(demo, session="s_99")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        foot = footer_text(app)
+        assert "Back" in foot and "Help" in foot and "Quit" in foot
+        for word in ("Turn", "Observations", "Lineage", "Replay", "Diff"):
+            assert word not in foot, foot
+
+
+def test_keymap_with_an_unknown_id_names_the_valid_ones(tmp_path):
+    from click.testing import CliRunner
+
+    from flux_tui.app import main as tui_main
+
+    km = tmp_path / "km.json"
+    km.write_text('{"session.nope": "x"}')
+    res = CliRunner().invoke(tui_main, ["--keymap", str(km)], prog_name="flux-tui")
+    assert res.exit_code == 1
+    line = res.stderr.strip()
+    assert line.startswith("error: ") and "session.nope" in line and "session.next_error" in line
+
+
+# -- item 16: cosmetics --------------------------------------------------------------------------
+
+
+async def test_top_bar_halves_never_run_together(make_app, demo):
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.push_screen(DiffScreen("s_9", "s_1"))
+        await settle(pilot)
+        top = screen_text(app).splitlines()[0]
+        assert "diff s_9 ↔ s_1 " in top, top  # the location whole, then a gap before the counts
+
+
+def test_turn_list_shows_a_plan_count_even_when_zero():
+    from rich.text import Text  # noqa: F401
+
+    from flux.model.session import Turn
+    from flux_tui.widgets.turn_list import TurnList
+
+    turn = Turn(number=1, turn_id=1, stream_seq=1, user_input="hi", model="m", started_at_ms=0)
+    text = TurnList().render_row(turn, 0, 0, 40, False).plain
+    assert " 0p " in text

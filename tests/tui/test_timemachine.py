@@ -201,7 +201,7 @@ async def test_d_diffs_against_the_fork_source_with_the_first_divergence_focused
         assert 'tests = bash({"command":"pytest -q"})' in text
         assert "same statement, different world" in text
         markers = [rv.render_row(rv.row_at(i), i, 0, 100, False).plain[:1] for i in range(rv.row_count)]
-        assert markers == ["=", "≠", "~", "−"]  # A (s_2) has the extra statement
+        assert markers == ["=", "≠", "~", "~"]  # A (s_2) has the extra statement: ~ with ∅ on B's side
         await pilot.press("n")
         assert rv.cursor == 2
         await pilot.press("n")

@@ -114,12 +114,23 @@ class FluxApp(App):
             try:
                 self.prices = load_price_table(self.prices_file, self.store_dir)
             except FluxError as e:
+                # The CLI refuses this file with the same words; the app says so and carries on with
+                # the built-in prices (costs of models only the file would price read "?").
                 self.prices_error = str(e)
                 self.prices = load_price_table(None, None)
+                self._say(f"error: {self.mask_path(self.prices_error)} — using the built-in prices",
+                          title="Bad prices file", severity="error", timeout=12)
             self._token = reader.change_token()
             self.open_error = None
             self.reader = reader
             return reader
+
+    def _say(self, message: str, **kw) -> None:
+        """A toast from any thread (ensure_reader runs in workers and, in tests, on the main thread)."""
+        if threading.get_ident() == self._thread_id:
+            self.notify(message, **kw)
+        else:
+            self.call_from_thread(self.notify, message, **kw)
 
     def mask_path(self, text: str) -> str:
         """A message with the store path shown as the display name (``~/…``, or the name a test set)."""
@@ -148,8 +159,6 @@ class FluxApp(App):
         self.push_screen(SessionsScreen())
         if self.poll_interval:
             self.set_interval(self.poll_interval, self._poll, name="store-poll")
-        if self.prices_error:
-            self.notify(self.prices_error, severity="error")
 
     def on_unmount(self) -> None:
         if self.reader is not None:
@@ -298,4 +307,33 @@ def load_keymap(path: Path) -> dict[str, str]:
     if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
         raise click.BadParameter(f'{path} must be a JSON object of binding id → keys, e.g. {{"sessions.filter": "slash,f"}}',
                                  param_hint="--keymap")
+    valid = binding_ids()
+    unknown = sorted(k for k in data if k not in valid)
+    if unknown:
+        raise click.BadParameter(f"{path} names unknown binding id(s) {', '.join(unknown)} — valid ids: "
+                                 f"{', '.join(sorted(valid))}", param_hint="--keymap")
     return data
+
+
+def binding_ids() -> set[str]:
+    """Every binding id the app's screens and widgets declare (what --keymap may remap)."""
+    import importlib
+    import pkgutil
+
+    from textual.dom import DOMNode
+
+    from . import screens, widgets
+
+    for pkg in (screens, widgets):
+        for mod in pkgutil.iter_modules(pkg.__path__):
+            importlib.import_module(f"{pkg.__name__}.{mod.name}")
+    ids: set[str] = set()
+    todo = [DOMNode]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls.__module__.startswith("flux_tui"):
+            for b in cls.__dict__.get("BINDINGS", ()):
+                if getattr(b, "id", None):
+                    ids.add(b.id)
+    return ids

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flux.store.events import Usage
+from flux.model.wording import cost_text, tokens_text, usage_text
 from flux.timefmt import age, iso_ms
 
 __all__ = [
@@ -24,36 +25,17 @@ def lineage_mark(lineage) -> str:
 
 
 def fmt_cost(cost: float | None, *, unknown: str = "?") -> str:
-    """USD; ``None`` is an unknown price and never prints as $0."""
-    if cost is None:
-        return unknown
-    if cost == 0:
-        return "$0"
-    if cost < 0.01:
-        return f"${cost:.4f}"
-    if cost < 100:
-        return f"${cost:.2f}"
-    return f"${cost:,.0f}"
+    """USD; ``None`` is an unknown price and never prints as $0 (the CLI's wording: one function)."""
+    return cost_text(cost, unknown=unknown)
 
 
 def fmt_tokens(n: int) -> str:
-    if n < 1000:
-        return str(n)
-    if n < 1_000_000:
-        return f"{n / 1000:.1f}k".replace(".0k", "k")
-    return f"{n / 1_000_000:.1f}M".replace(".0M", "M")
+    return tokens_text(n)
 
 
 def fmt_usage(u: Usage) -> str:
-    parts = [f"{fmt_tokens(u.input_tokens)} in", f"{fmt_tokens(u.output_tokens)} out"]
-    if u.cache_read_input_tokens:
-        parts.append(f"{fmt_tokens(u.cache_read_input_tokens)} cache-read")
-    cw = u.cache_creation_input_tokens + (u.cache_creation_1h_input_tokens or 0)
-    if cw:
-        parts.append(f"{fmt_tokens(cw)} cache-write")
-    if u.reasoning_tokens:
-        parts.append(f"{fmt_tokens(u.reasoning_tokens)} reasoning")
-    return " · ".join(parts)
+    """Tokens in · out · cache (the CLI's wording); no tokens at all read "none reported"."""
+    return usage_text(u)
 
 
 def fmt_duration(ms: int | None) -> str:

@@ -39,7 +39,8 @@ is_error or denied), g/G first/last.
 
 Markers: ✓ completed, ↷ skipped (fast-forwarded on a resume), ▸ dispatched (ran, no ledger row —
 the turn never ended), ✗ halted or has an error cell, · not run. Cell flags: err, denied,
-redacted, truncated. The inspector on the right shows the item under the cursor. r replays the
+redacted, truncated. The inspector (below, or beside the tabs on a wide terminal) shows the item
+under the cursor. r replays the
 session from tape and marks the first column ✓ served / ✗ diverged / ○ unconsumed (Esc clears).
 d diffs it against another session."""),
     "replay": ("Replay report", """The last hermetic replay of this session: faithful or not, how many recorded cells were served
@@ -49,7 +50,7 @@ store. r runs it again; Esc clears the marks."""),
     "diff": ("Diff", """Two recorded runs aligned statement by statement (or cell by cell when a run has no statement
 rows), A on the left, B on the right. Markers: = same statement and output; ~ the plan diverges
 (the agent did something else); ≠ same statement, different world (its recorded output differs,
-shown on the second line); + only B has a statement here; − only A has one. The first divergence
+shown on the second line); a position only one side has is a ~ row with ∅ on the empty side. The first divergence
 is focused on open; n/N jump between differences; Enter opens the row's payloads side by side;
 s swaps A and B. The panel below explains the row under the cursor."""),
     "diff-prompt": ("Diff against", """The session to compare with: s_<n>, a bare number, or last (the newest session). The default is

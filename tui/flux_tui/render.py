@@ -18,6 +18,7 @@ from rich.text import Text
 
 from flux.model.interrupted import InterruptCheck
 from flux.model.pricing import session_spend, turn_spend
+from flux.model.wording import outcome_text
 from flux.model.session import Cell, SessionDetail, Turn, turn_index_of
 from flux.model.timeline import Statement, TimelinePlan, TurnTimeline
 from flux.store.events import Compacted, Message, Observation, Run, UnknownEvent, UnknownRun
@@ -203,7 +204,7 @@ def interrupt_line(check: InterruptCheck, turn: Turn) -> Text | None:
 def render_turn_info(detail: SessionDetail, turn: Turn, check: InterruptCheck, prices,
                      timeline: TurnTimeline | None) -> RenderableType:
     head = Text.assemble((f"turn {turn.number}", "bold"), (f" of {len(detail.turns)}", "dim"), "  ",
-                         (turn.outcome, outcome_style(turn.outcome)))
+                         (outcome_text(turn.outcome), outcome_style(turn.outcome)))
     if turn.iterations:
         head.append(f" · {turn.iterations} iteration{'s' if turn.iterations != 1 else ''}", style="dim")
     parts: list[RenderableType] = [head]
@@ -225,7 +226,7 @@ def render_turn_info(detail: SessionDetail, turn: Turn, check: InterruptCheck, p
         _kv(meta, "plans", f"{len(timeline.plans)} · {stmts} stmt · {cells} cell" + (f" · {errs} err" if errs else ""),
             "bold red" if errs else "")
     u = turn.effective_usage
-    _kv(meta, "usage", fmt_usage(u) if u.total_tokens else "none reported")
+    _kv(meta, "usage", fmt_usage(u))
     if turn.calls:
         models = sorted({m for m, _ in turn.call_models})
         _kv(meta, "calls", f"{turn.calls} · {', '.join(models)}")
@@ -233,7 +234,7 @@ def render_turn_info(detail: SessionDetail, turn: Turn, check: InterruptCheck, p
     _kv(meta, "cost", fmt_cost(tc, unknown="unknown (no price)"), "dim" if tc is None else "")
     whole = session_spend(prices, detail.turns, detail.row.model)
     su = whole.usage
-    _kv(meta, "session", f"{fmt_cost(whole.usd, unknown='unknown')} · {fmt_usage(su) if su.total_tokens else 'no usage'}")
+    _kv(meta, "session", f"{fmt_cost(whole.usd, unknown='unknown')} · {fmt_usage(su)}")
     parts.append(meta)
     return Group(*parts)
 

@@ -9,13 +9,16 @@ import click
 from ..model.lineage import lineage_of
 from ..model.listing import list_sessions
 from ..model.pricing import load_price_table, session_spend, turn_spend
+from ..model.wording import cost_text, outcome_text, usage_text
+from ..store.usage import Usage
 from ..timefmt import age, now_ms, parse_time_arg
 from . import main
 from .common import fail, handle_errors, json_out, open_reader, resolve_store_dir, store_option
 
 INTERRUPTED_HINT = (
-    "{n} interrupted session(s) — the next turn entered on one (`flux run`, the REPL, or `flux tui`) "
-    "finishes its killed turn from the crash point (no model call). `FLUX_AUTO_RESURRECT=0` disables that."
+    "{n} interrupted session(s) — the next turn entered on one (`flux run --session s_<n>`) "
+    "finishes its killed turn from the crash point (no model call); `flux resurrect s_<n>` does it now. "
+    "`FLUX_AUTO_RESURRECT=0` disables the automatic one."
 )
 
 prices_option = click.option("--prices", "prices_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -23,17 +26,18 @@ prices_option = click.option("--prices", "prices_file", type=click.Path(dir_okay
 
 
 def _fmt_cost(c: float | None) -> str:
-    if c is None:
-        return "unknown"
-    return f"${c:.4f}" if c < 1 else f"${c:.2f}"
+    return cost_text(c, unknown="unknown")  # the app's wording (one function)
 
 
 @main.command()
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--query", "-q", default=None, help="Case-insensitive substring of the conversation text.")
-@click.option("--since", default=None, help="Only sessions updated since T (YYYY-MM-DD, RFC 3339, 24h, 7d, 2w).")
-@click.option("--until", default=None, help="Only sessions created until T.")
+@click.option("--since", default=None,
+              help="Only sessions last updated at or after T (YYYY-MM-DD, RFC 3339, 24h, 7d, 2w) — flux's rule.")
+@click.option("--until", default=None,
+              help="Only sessions created at or before T (same forms) — flux's rule: --since reads the last "
+                   "update, --until the creation time.")
 @click.option("--limit", "-n", type=click.IntRange(min=1), default=30, show_default=True, help="At most N sessions.")
 @prices_option
 @handle_errors
@@ -154,10 +158,8 @@ def _show_human(data: dict) -> None:
         click.secho(f"  open turn not resumable: {data['open_turn_not_flagged']}", fg="yellow")
     for t in data["turns"]:
         click.echo()
-        click.secho(f"turn {t['number']} · {t['outcome']} · {t['user_input']!r}", bold=True)
-        u = t["usage"]
-        click.echo(f"  usage {u['input_tokens']} in / {u['output_tokens']} out / {u['cache_read_input_tokens']} cache-read"
-                   f" · {t['calls']} call(s) · cost {_fmt_cost(t['cost_usd'])}")
+        click.secho(f"turn {t['number']} · {outcome_text(t['outcome'])} · {t['user_input']!r}", bold=True)
+        click.echo(f"  usage {usage_text(Usage.from_body(t['usage']))} · {t['calls']} call(s) · cost {_fmt_cost(t['cost_usd'])}")
         if t["agent_loop"]:
             click.echo(f"  agent loop {t['agent_loop']['summary']}")
         for p in t["plans"]:

@@ -36,12 +36,15 @@ def topic_for(widget: Widget | None, screen: Screen) -> str:
     return getattr(screen, "HELP_TOPIC", "sessions")
 
 
-def _bindings_table(screen: Screen) -> Table:
+def _bindings_table(screen: Screen, width: int = 120) -> Table:
+    # Under 110 columns the binding id goes under the description, so "what it does" keeps room.
+    narrow = width < 110
     t = Table(box=None, padding=(0, 2, 0, 0), expand=True, show_header=True, header_style="dim bold")
-    t.add_column("key", no_wrap=True, style="bold cyan", min_width=12)
+    t.add_column("key", no_wrap=True, style="bold cyan", min_width=8 if narrow else 12)
     t.add_column("action", no_wrap=True)
-    t.add_column("what it does", overflow="fold", style="dim")
-    t.add_column("id", no_wrap=True, style="dim")
+    t.add_column("what it does" + (" · id" if narrow else ""), overflow="fold", style="dim", ratio=1)
+    if not narrow:
+        t.add_column("id", no_wrap=True, style="dim")
     rows: dict[tuple[int, str], list] = {}
     order: list[tuple[int, str]] = []
     for key, active in screen.active_bindings.items():
@@ -59,10 +62,13 @@ def _bindings_table(screen: Screen) -> Table:
         desc = b.description or b.action
         style = "" if active.enabled else "dim strike"
         # Text cells, never str: Rich reads a str cell as markup, and key hints like "[" or "[n]" are not.
-        t.add_row(Text(" ".join(dict.fromkeys(keys))), Text(desc, style=style), Text(b.tooltip or active.tooltip or ""),
-                  Text(b.id or ""))
+        what = Text(b.tooltip or active.tooltip or "")
+        if narrow:
+            what.append(f"\n{b.id or ''}", style="italic")
+        t.add_row(Text(" ".join(dict.fromkeys(keys))), Text(desc, style=style), what,
+                  *(() if narrow else (Text(b.id or ""),)))
     t.add_row(Text("ctrl+p"), Text("Commands"), Text("Command palette: every action on this screen by name"),
-              Text("app.palette"))
+              *(() if narrow else (Text("app.palette"),)))
     return t
 
 
@@ -84,7 +90,7 @@ class HelpScreen(ModalScreen[None]):
             Text(reflow(body)),
             Text(""),
             Text("Keys", style="bold"),
-            _bindings_table(screen),
+            _bindings_table(screen, screen.app.size.width),
             Text(""),
             Text("About", style="bold"),
             Text(reflow(APP_HELP), style="dim"),

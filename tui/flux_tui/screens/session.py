@@ -101,7 +101,7 @@ class SessionScreen(Screen):
                 tooltip="Focus the plan / cell stepper"),
         Binding("3", "focus_panel('inspector')", "Focus inspector", show=False, id="session.focus_inspector",
                 tooltip="Focus the inspector"),
-        Binding("4", "focus_panel('bottom')", "Focus messages", show=False, id="session.focus_bottom",
+        Binding("4", "focus_panel('bottom')", "Focus conversation", show=False, id="session.focus_bottom",
                 tooltip="Focus the conversation / observations panel"),
     ]
 
@@ -139,7 +139,7 @@ class SessionScreen(Screen):
                 with Horizontal(id="lower"):
                     yield Panel("inspector", id="inspector")
                     with TabbedContent(id="bottom", initial="tab-conversation"):
-                        with TabPane("Messages", id="tab-conversation"):
+                        with TabPane("Conversation", id="tab-conversation"):
                             yield Panel("conversation", id="conversation")
                         with TabPane("Observations", id="tab-observations"):
                             yield Panel("observations", id="observations")
@@ -217,6 +217,7 @@ class SessionScreen(Screen):
         notice.display = True
         self.query_one("#session-main").display = False
         self._paint_topbar()
+        self.refresh_bindings()  # the footer keeps Back / Help / Quit only
 
     @on(SessionLoaded)
     def _on_loaded(self, message: SessionLoaded) -> None:
@@ -430,18 +431,17 @@ class SessionScreen(Screen):
         if self.detail is None:
             return
         conv = self.query_one("#conversation", Panel)
+        # The tab keeps one short name (the `c` key's "Conversation"); the scope is the panel's first
+        # line, so "(all)" never pushes the Replay tab out of view.
         if self._scope == "all" or self.turn is None:
-            conv.show(render_conversation(self.detail.conversation, scope="all"))
-            label = "Messages (all)"
+            scope = Text.assemble(("the whole conversation", "bold"), (" · a: this turn only", "dim"))
+            conv.show(Group(scope, render_conversation(self.detail.conversation, scope="all")))
         else:
             msgs = self._messages.get(self.turn.number)
             if msgs is None:
                 msgs = self._messages[self.turn.number] = [e.body for e in self.detail.turn_messages(self.turn)]
-            conv.show(render_conversation(msgs, scope="turn"))
-            label = "Messages"
-        tab = self.query_one("#bottom", TabbedContent).get_tab("tab-conversation")
-        if str(tab.label) != label:
-            tab.label = label
+            scope = Text.assemble((f"turn {self.turn.number}", "bold"), (" · a: the whole conversation", "dim"))
+            conv.show(Group(scope, render_conversation(msgs, scope="turn")))
 
     def _paint_topbar(self) -> None:
         left = Text.assemble(("flux-tui", "bold"), "  ", ("store ", "dim"), (self.app.display_name, "bold"), ("  ›  ", "dim"),
@@ -503,6 +503,7 @@ class SessionScreen(Screen):
         # Narrow (80-col) terminals: a slimmer turns column, and the inspector above the tabs rather
         # than beside them, so neither is squeezed to 20 columns. Short ones: a smaller turn panel.
         self.set_class(self.size.width < 110, "-narrow")
+        self.set_class(self.size.width < 150, "-stacked")
         self.set_class(self.size.height < 32, "-short")
 
     def _left_width(self) -> int:
@@ -873,6 +874,9 @@ class SessionScreen(Screen):
             nxt = next((p for p in reversed(positions) if p < cur), None)
             wrapped = nxt is None
             nxt = positions[-1] if nxt is None else nxt
+        if nxt == cur:
+            self.notify("no other error in this turn — this is the only one", timeout=2)
+            return
         row = tv.stop_row(nxt)
         if row is not None:
             tv.move_cursor(row)
@@ -934,7 +938,11 @@ class SessionScreen(Screen):
 
     def action_source(self) -> None:
         d = self.detail
-        if d is None or not d.row.correlation_id:
+        if d is None:
+            return
+        if not d.row.correlation_id:
+            self.notify(f"{d.row.id} is a root session — it was not forked, branched or spawned from another one",
+                        timeout=3)
             return
         from .lineage import open_source
 
@@ -961,9 +969,15 @@ class SessionScreen(Screen):
             self._bindings_sig = sig
             self.refresh_bindings()
 
+    _NEEDS_SESSION = frozenset({"prev_turn", "next_turn", "next_error", "prev_error", "observations", "conversation",
+                                "conversation_scope", "unknown_events", "lineage", "source", "replay", "diff", "search",
+                                "jump", "copy", "copy_hash", "split", "zoom", "focus_panel"})
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self._error is not None and action in self._NEEDS_SESSION:
+            return False  # the session could not be read: offer only Back / Help / Quit
         if action == "source":
-            return self.detail is not None and bool(self.detail.row.correlation_id)
+            return self.detail is not None
         if action in ("next_error", "prev_error"):
             return self.timeline is not None
         if action in ("replay", "diff"):

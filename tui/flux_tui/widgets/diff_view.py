@@ -2,8 +2,8 @@
 (only visible lines render, so a 10,000-row diff scrolls like a 10-row one).
 
 Markers: ``=`` same, ``~`` the plan diverges (both sides have a statement, a different one),
-``≠`` same statement, different world (recorded output), ``+`` only B has a statement here,
-``−`` only A has one.
+``≠`` same statement, different world (recorded output); a position only one side has is a ``~``
+row too, with ∅ on the empty side (the words and marks of ``flux diff``).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ MARKERS: dict[str, tuple[str, str, str]] = {
     "same": ("=", "dim", "same statement, same recorded output"),
     "plan": ("~", "bold yellow", "plan diverges: the agent did something else here"),
     "output": ("≠", "bold magenta", "same statement, different world (recorded output differs)"),
-    "b_only": ("+", "bold green", "only B has a statement at this position"),
-    "a_only": ("−", "bold red", "only A has a statement at this position"),
+    # One-sided rows are plan divergences too: `~` as `flux diff` prints them, ∅ on the empty side.
+    "b_only": ("~", "bold yellow", "plan diverges: only B has a statement at this position"),
+    "a_only": ("~", "bold yellow", "plan diverges: only A has a statement at this position"),
 }
 
 

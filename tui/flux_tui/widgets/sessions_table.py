@@ -11,6 +11,7 @@ from textual.binding import Binding
 
 from flux.model.listing import SessionSummary
 from flux.model.lineage import lineage_of
+from flux.model.wording import outcome_text
 from flux.store.store import SessionRow
 
 from ..fmt import lineage_mark, fmt_age, fmt_cost, outcome_style
@@ -175,7 +176,7 @@ class SessionsTable(VirtualList[SessionItem]):
         if key == "turns":
             return Text(str(s.turns))
         if key == "outcome":
-            return Text(s.last_outcome or "–", style=outcome_style(s.last_outcome))
+            return Text(outcome_text(s.last_outcome), style=outcome_style(s.last_outcome))
         if key == "cost":
             return Text(fmt_cost(s.cost), style="dim" if s.cost is None else "")
         if key == "status":

@@ -9,6 +9,7 @@ from textual.binding import Binding
 
 from flux.model.interrupted import InterruptCheck
 from flux.model.session import Turn
+from flux.model.wording import outcome_text
 
 from ..fmt import outcome_style
 from .virtual_list import VirtualList
@@ -49,8 +50,8 @@ class TurnList(VirtualList[Turn]):
         t = Text(f"{row.number:>3} ", style="bold" if selected else "dim")
         t.append(mark, style=mstyle)
         t.append(" ")
-        t.append(f"{row.outcome[:9]:<9} ", style=outcome_style(row.outcome))
+        t.append(f"{outcome_text(row.outcome)[:9]:<9} ", style=outcome_style(row.outcome))
         plans = len(row.accepted_plans)
-        t.append(f"{plans}p " if plans else "   ", style="dim")
+        t.append(f"{plans}p ", style="dim")  # 0p too: a blank read as "not loaded yet"
         t.append(" ".join(row.user_input.split()) or "–")
         return t
