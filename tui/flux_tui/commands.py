@@ -30,9 +30,10 @@ def screen_commands(screen) -> list[tuple[str, str, object, str]]:
     deduplicated by action: the screen's own actions first, then the focused panel's, then the app's."""
     keys_by_action: dict[tuple[int, str], list[str]] = {}
     first: dict[tuple[int, str], object] = {}
+    hidden = getattr(screen, "footer_hidden", lambda action: False)  # works, but only to say why it cannot
     for key, active in screen.active_bindings.items():
         b = active.binding
-        if not active.enabled or b.action in _SKIP_ACTIONS or b.system or not b.id:
+        if not active.enabled or b.action in _SKIP_ACTIONS or b.system or not b.id or hidden(b.action):
             continue
         ident = (id(active.node), b.action)
         keys_by_action.setdefault(ident, []).append(key)

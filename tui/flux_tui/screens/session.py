@@ -961,10 +961,14 @@ class SessionScreen(Screen):
 
     _DYNAMIC_ACTIONS = ("source", "next_error", "prev_error", "replay", "diff")
 
+    def footer_hidden(self, action: str) -> bool:
+        """Keys the footer leaves out although they work (they only say why they cannot act)."""
+        return action == "source" and (self.detail is None or not self.detail.row.correlation_id)
+
     def _refresh_bindings(self) -> None:
         """Refresh the footer only when an action's availability changed: every refresh recomposes
         the footer (a dozen widgets through the CSS engine), which a big session's first paint feels."""
-        sig = tuple(self.check_action(a, ()) for a in self._DYNAMIC_ACTIONS)
+        sig = tuple(self.check_action(a, ()) for a in self._DYNAMIC_ACTIONS) + (self.footer_hidden("source"),)
         if sig != getattr(self, "_bindings_sig", None):
             self._bindings_sig = sig
             self.refresh_bindings()

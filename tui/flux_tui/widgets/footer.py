@@ -59,9 +59,10 @@ class KeyFooter(Footer):
 
     def bindings_changed(self, screen) -> None:
         try:
+            hidden = getattr(screen, "footer_hidden", lambda action: False)
             shown = tuple(
                 (key, a.binding.description, a.binding.action, a.enabled, a.tooltip, id(a.binding.group))
-                for key, a in screen.active_bindings.items() if a.binding.show
+                for key, a in screen.active_bindings.items() if a.binding.show and not hidden(a.binding.action)
             )
         except Exception:  # noqa: BLE001 - never let the optimisation hide the keys
             shown = None
@@ -79,8 +80,9 @@ class KeyFooter(Footer):
             return
         active_bindings = self.screen.active_bindings
         by_action: defaultdict[str, list] = defaultdict(list)
+        hidden = getattr(self.screen, "footer_hidden", lambda action: False)
         for _, binding, enabled, tooltip in active_bindings.values():
-            if binding.show:
+            if binding.show and not hidden(binding.action):
                 by_action[binding.action].append((binding, enabled, tooltip))
         width = self.size.width or self.app.size.width
         self._fitted_width = self.size.width
