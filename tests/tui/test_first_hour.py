@@ -376,7 +376,7 @@ async def test_wrap_toggle_horizontal_scroll_and_ellipsis(make_app, tmp_path):
         await settle(pilot)
         insp = app.screen.query_one("#inspector")
         assert "x" * 40 + "END" in insp.plain_text.replace("\n", "")  # folded, nothing cut silently
-        await pilot.press("3", "W")
+        await pilot.press("3", "z", "W")  # the inspector maximised, so its input JSON is on screen
         await settle(pilot, 1)
         assert not insp.wrap
         visible = flat(screen_text(app))
