@@ -132,6 +132,14 @@ async def shot_diff(pilot) -> None:
     await keys(pilot, "enter")
 
 
+async def shot_narrow(pilot) -> None:
+    """The session screen at 80×24: inspector above the tabs, slim turns column, essential keys."""
+    sid = _first_error_session(pilot.app)
+    await open_session(pilot, sid, "n")
+
+
+SIZES = {"narrow": (80, 24)}  # shots not at SIZE
+
 SHOTS = {
     "sessions": shot_sessions,
     "filter": shot_filter,
@@ -144,6 +152,7 @@ SHOTS = {
     "notice": None,  # an unopenable store
     "replay": shot_replay,
     "diff": shot_diff,
+    "narrow": shot_narrow,
 }
 
 
@@ -159,7 +168,7 @@ async def take(name: str, store: Path, out: Path) -> Path:
     else:
         app = FluxApp(store, now_ms=NOW_MS, display_name="~/.cache/flux-tui/demo", poll_interval=None)
         run = SHOTS[name]
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZES.get(name, SIZE)) as pilot:
         await settle(pilot)
         await run(pilot)
         await settle(pilot)
