@@ -40,8 +40,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ..canonical import sha256_hex
-from ..cassette.record import CassetteWriteError, RecordingHost
+from ..canonical import scrub_text, scrub_value, sha256_hex
+from ..cassette.record import CassetteWriteError, RecordingHost, scrub_outcome
 from ..cassette.redactor import Redactor
 from ..errors import FluxError
 from ..lang import ast as A
@@ -245,7 +245,7 @@ class _Recorder:
         kind = ev.get("event")
         if kind in ("step_failed", "plan_halted") and isinstance(ev.get("error"), str):
             ev = dict(ev)
-            err = self.redactor.redact(ev["error"])
+            err = self.redactor.redact(scrub_text(ev["error"]))
             data = err.encode("utf-8")
             if len(data) > self.cap:
                 err = data[:self.cap].decode("utf-8", "ignore")
@@ -290,7 +290,7 @@ class _LiveHost:
             if not d.allowed:
                 out = OpOutcome(content=d.reason or f"denied: `{op}`", is_error=True, denied=True)
             else:
-                out = o.call(input if isinstance(input, dict) else {})
+                out = scrub_outcome(o.call(input if isinstance(input, dict) else {}))
         self.last_exec_us = max(0, self.timer() - started)
         status = "denied" if out.denied else ("error" if out.is_error else "ok")
         self.log.append((op, input, status, started, self.last_exec_us))
@@ -377,6 +377,9 @@ class TurnRunner:
                 async for ch in cfg.provider.stream(request):
                     if ttft is None:
                         ttft = cfg.timer() - t0
+                    # A model's text or tool input may carry a lone surrogate ("\ud83d"): scrubbed here,
+                    # once, so the answer, the tool inputs, their hashes and the store all agree.
+                    ch = Chunk(ch.t, scrub_value(ch.c))
                     chunks.append(ch)
                     if ch.t == "text_delta":
                         self._notify("text", text=str(ch.c))
@@ -418,6 +421,7 @@ class TurnRunner:
     async def _run_turn(self, history: list[dict], user_input: str) -> tuple[TurnOutput, list[dict]]:
         cfg = self.cfg
         rec, live = self._recorder()
+        user_input = scrub_text(user_input)
         user_msg = {"role": "user", "content": [{"type": "text", "text": user_input}]}
         rec.message("user", user_msg["content"])
         turn_id = cfg.writer.begin_turn(cfg.session, cfg.redactor.redact(user_input), cfg.model_name)

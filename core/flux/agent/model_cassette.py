@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterable, Optional
 
-from ..canonical import canonical_json, compact_json, scrub_value, sha256_hex
+from ..canonical import canonical_json, compact_json, scrub_text, scrub_value, sha256_hex
 from ..cassette.redactor import Redactor
 from ..errors import FluxError
 from .providers.base import Chunk, ModelRequest, Provider, ProviderError
@@ -126,7 +126,7 @@ class ModelCassetteWriter:
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(rec.to_line())
+                fh.write(scrub_text(rec.to_line()))
             self.records += 1
         return rec
 

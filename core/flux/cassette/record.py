@@ -16,18 +16,19 @@ Environment: ``FLUX_CASSETTE=0`` disables recording (the host is then a pass-thr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from typing import Any, Callable, Mapping
 
-from ..canonical import canonical_json, sha256_hex
+from ..canonical import canonical_json, scrub_text, scrub_value, sha256_hex
 from ..errors import FluxError
 from ..store.events import OpRecorded
 from .redactor import Redactor
 
 __all__ = [
     "DEFAULT_CAP", "CassetteWriteError", "RecordingHost", "build_cell", "cassette_enabled", "cap_from_env", "input_view",
-    "truncate_utf8",
+    "scrub_outcome", "truncate_utf8",
 ]
 
 DEFAULT_CAP = 1_048_576
@@ -109,7 +110,9 @@ def _text(v: Any) -> str:
 
 
 def build_cell(seq: int, op: str, input_json: str, outcome: Any, redactor: Redactor, cap: int) -> OpRecorded:
-    """The ``op_recorded`` cell for one dispatch (§4.3 steps 1–6)."""
+    """The ``op_recorded`` cell for one dispatch (§4.3 steps 1–6). Text is scrubbed of lone
+    surrogates first (flux.canonical.scrub_text), as every hashed or stored text is."""
+    input_json = scrub_text(input_json)
     h = sha256_hex(input_json)
     red_input = redactor.redact(input_json)
     h_red = sha256_hex(red_input) if red_input != input_json else None
@@ -117,7 +120,7 @@ def build_cell(seq: int, op: str, input_json: str, outcome: Any, redactor: Redac
     view_in_changed = view_in != input_json
     view_in, view_in_trunc = truncate_utf8(view_in, cap)
 
-    raw_content = _text(getattr(outcome, "content", ""))
+    raw_content = scrub_text(_text(getattr(outcome, "content", "")))
     content = redactor.redact(raw_content)
     content_changed = content != raw_content
     content, content_trunc = truncate_utf8(content, cap)
@@ -126,7 +129,7 @@ def build_cell(seq: int, op: str, input_json: str, outcome: Any, redactor: Redac
     view: str | None = None
     view_changed = view_trunc = False
     if raw_view is not None:
-        raw_view_text = _text(raw_view)
+        raw_view_text = scrub_text(_text(raw_view))
         view = redactor.redact(raw_view_text)
         view_changed = view != raw_view_text
         view, view_trunc = truncate_utf8(view, cap)
@@ -146,6 +149,21 @@ def build_cell(seq: int, op: str, input_json: str, outcome: Any, redactor: Redac
         redacted=content_changed or view_changed or h_red is not None or view_in_changed,
         truncated=content_trunc or view_trunc,
     )
+
+
+def scrub_outcome(outcome: Any) -> Any:
+    """The outcome with lone surrogates replaced in its content and view (flux.canonical.scrub_text):
+    the live run then sees exactly what its cell stores and what a replay will hand back."""
+    if not dataclasses.is_dataclass(outcome) or isinstance(outcome, type):
+        return outcome
+    changes = {}
+    for name in ("content", "view"):
+        v = getattr(outcome, name, None)
+        if v is not None:
+            s = scrub_value(v)
+            if s is not v and s != v:
+                changes[name] = s
+    return dataclasses.replace(outcome, **changes) if changes else outcome
 
 
 class RecordingHost:
@@ -176,7 +194,7 @@ class RecordingHost:
     def dispatch(self, op: str, input: Any, input_json: str | None = None) -> Any:
         if input_json is None:
             input_json = canonical_json(input)
-        outcome = self.inner.dispatch(op, input, input_json)
+        outcome = scrub_outcome(self.inner.dispatch(op, input, input_json))
         if self.enabled:
             self.record(op, input_json, outcome)
         return outcome

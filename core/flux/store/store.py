@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 from urllib.parse import quote
 
+from ..canonical import scrub_text
 from ..errors import SessionNotFound, StoreError, StoreLockedError
 from . import schema
 from .ulid import new_ulid
@@ -583,7 +584,8 @@ class StoreWriter:
         """Insert the registry row and the ``session_started`` event at ``stream_seq`` 0."""
         from .events import SessionStarted
 
-        ctx = context or {}
+        ctx = {k: (scrub_text(v) if isinstance(v, str) else v) for k, v in (context or {}).items()}
+        model = scrub_text(model)
         ts = self.now() if ts is None else ts
         with self.transaction():
             cur = self.conn.execute(
@@ -642,7 +644,8 @@ class StoreWriter:
         if seq is None:
             seq = c.execute("SELECT COALESCE(MAX(stream_seq), -1) + 1 FROM events WHERE stream = ?", (stream,)).fetchone()[0]
         eid = event_id or new_ulid(ts)
-        payload = encode_payload(body)
+        # Lone surrogates cannot be stored as UTF-8: the one rule (flux.canonical.scrub_text).
+        payload = scrub_text(encode_payload(body))
         cur = c.execute(
             "INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload, turn_id) VALUES (?, ?, ?, ?, 1, ?, ?, ?)",
             (stream, seq, eid, body.KIND, ts, payload, turn_id),
