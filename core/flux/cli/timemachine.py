@@ -74,28 +74,35 @@ def replay(session: str, turn: int | None, sub_agents: bool, as_json: bool, stri
         from ..timemachine.engine import catalog_for
 
         catalog = catalog_for(_toolbox_catalog(Path(tempfile.gettempdir())))
-    reader = common.open_reader(store)
-    row = reader.resolve_session(session)
-    click.echo(_dim(f"replay · session {row.id} · offline (no model call, no live IO)"), err=True)
-    tree = replay_tree(reader, row.id, turn, sub_agents=sub_agents, catalog=catalog,
-                       on_child=lambda c: click.echo(_dim(f"replay · {_child_kind(reader, c)[0]} {c}"), err=True))
-    report = tree.report
-    if as_json:
-        click.echo(tree.json_text())
-    else:
-        for line in report.summary_lines():
-            click.echo(line)
-        for child in tree.children:
-            click.echo(_child_line(reader, child))
-        if report.missing_sources > 0:
-            click.echo(_dim(f"note: {report.missing_sources} recorded execution(s) have no stored plan_source "
-                            f"(pre-L-38 or oversized) and were skipped"), err=True)
+    # stderr notes (the header, sub-agent progress) are held back until the replay is known not
+    # to fail: a failure's stderr is exactly one `error:` line (issue 7 item 10).
+    notes: list[str] = []
+    with common.open_reader(store) as reader:
+        row = reader.resolve_session(session)
+        notes.append(f"replay · session {row.id} · offline (no model call, no live IO)")
+        tree = replay_tree(reader, row.id, turn, sub_agents=sub_agents, catalog=catalog,
+                           on_child=lambda c: notes.append(f"replay · {_child_kind(reader, c)[0]} {c}"))
+        report = tree.report
+        left = report.cells_total - report.cells_consumed
+        bad = tree.diverged_child
+        failing = report.diverged is not None or bad is not None or (left and strict)
+        if not failing:
+            for note in notes:
+                click.echo(_dim(note), err=True)
+        if as_json:
+            click.echo(tree.json_text())
+        else:
+            for line in report.summary_lines():
+                click.echo(line)
+            for child in tree.children:
+                click.echo(_child_line(reader, child))
+            if report.missing_sources > 0 and not failing:
+                click.echo(_dim(f"note: {report.missing_sources} recorded execution(s) have no stored plan_source "
+                                f"(pre-L-38 or oversized) and were skipped"), err=True)
     if report.diverged is not None:
         common.fail(f"replay diverged from the recording: {report.diverged}")
-    bad = tree.diverged_child
     if bad is not None:
         common.fail(f"sub-agent {bad.session} replay diverged from the recording: {bad.report.diverged}")
-    left = report.cells_total - report.cells_consumed
     if left:
         msg = unconsumed_message(left, report.cells_total)
         if strict:
@@ -153,9 +160,12 @@ def diff(a: str, b: str, store: Path | None, store_b: Path | None, as_json: bool
     JSON: flux's {a, b, identical, rows} plus two additions, `summary` (row counts by kind) and
     `first_divergence` (index of the first non-same row, or null).
     """
-    reader_a = common.open_reader(store)
-    reader_b = StoreReader(common.resolve_store_dir(store_b)) if store_b is not None else reader_a
-    d = run_diff(reader_a, a, reader_b, b)
+    with common.open_reader(store) as reader_a:
+        if store_b is None:
+            d = run_diff(reader_a, a, reader_a, b)
+        else:
+            with StoreReader(common.resolve_store_dir(store_b)) as reader_b:
+                d = run_diff(reader_a, a, reader_b, b)
     if as_json:
         click.echo(d.json_text())
     else:

@@ -52,16 +52,14 @@ def check_interrupted(turns: "Sequence[Turn]", turn_run_trace: "Callable[[Turn],
     if plan.plan_source is None:
         return InterruptCheck(reason=f"turn {open_turn.number}'s last accepted plan has no plan_source — not resumable",
                               open_turn=open_turn.number)
-    from ..lang.hashes import flow_key
-    from ..lang.parser import parse
     from .ledger import ledger_from_interrupted
+    from .stored_plan import parse_stored_plan
 
     try:
-        draft = parse(plan.plan_source)
-    except FluxError as e:
+        _draft, key = parse_stored_plan(plan.plan_source)
+    except FluxError as e:  # StoredPlanError: any failure of a hostile plan, one line
         return InterruptCheck(reason=f"turn {open_turn.number}'s last accepted plan does not parse ({e}) — not resumable",
                               open_turn=open_turn.number)
-    key = flow_key(draft.name, draft.body)
     ledger = ledger_from_interrupted(turn_run_trace(open_turn), key)
     return InterruptCheck(
         interrupted=InterruptedTurn(open_turn.number, open_turn.turn_id, open_turn.started_at_ms, open_turn.user_input,

@@ -22,7 +22,9 @@ The prices file is JSON: ``{"model-name": {"input": 3.0, "output": 15.0, "cache_
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -109,20 +111,45 @@ class PriceTable:
         return None if price is None else price.cost(usage)
 
 
-def _parse_prices_file(path: Path) -> dict[str, Price]:
+def _price_number(v: object) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
     try:
-        raw = json.loads(path.read_text())
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) and f >= 0 else None
+
+
+def _parse_prices_file(path: Path) -> dict[str, Price]:
+    """Input validation only: every way a hostile prices file can be wrong is one FluxError line."""
+    hint = "expected {\"model\": {\"input\": 3.0, \"output\": 15.0}}"
+    try:
+        st = os.stat(path)
     except FileNotFoundError:
         raise FluxError(f"prices file {path} does not exist — pass an existing JSON file") from None
+    except OSError as e:
+        raise FluxError(f"prices file {path} cannot be read ({e.strerror or e})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise FluxError(f"prices file {path} is not a regular file — pass a JSON file")
+    if st.st_size > 16 * 1024 * 1024:
+        raise FluxError(f"prices file {path} is {st.st_size} bytes — too large for a price table; {hint}")
+    try:
+        raw = json.loads(path.read_bytes().decode("utf-8"))
     except (OSError, ValueError) as e:
-        raise FluxError(f"prices file {path} is not valid JSON ({e}) — expected {{\"model\": {{\"input\": 3.0, \"output\": 15.0}}}}") from None
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise FluxError(f"prices file {path} is not valid JSON ({reason}) — {hint}") from None
+    except RecursionError:
+        raise FluxError(f"prices file {path} is nested too deeply to be a price table — {hint}") from None
     if not isinstance(raw, dict):
         raise FluxError(f"prices file {path} must be a JSON object of model → prices")
     out = {}
     for model, p in raw.items():
-        if not isinstance(p, dict) or not all(isinstance(p.get(k, 0), (int, float)) for k in ("input", "output", "cache_read", "cache_write")):
-            raise FluxError(f"prices file {path}: entry {model!r} needs numeric input/output (and optional cache_read/cache_write) per Mtok")
-        out[model] = Price(float(p.get("input", 0)), float(p.get("output", 0)), float(p.get("cache_read", 0)), float(p.get("cache_write", 0)))
+        nums = [_price_number(p.get(k, 0)) for k in ("input", "output", "cache_read", "cache_write")] if isinstance(p, dict) else [None]
+        if any(n is None for n in nums):
+            raise FluxError(f"prices file {path}: entry {model[:80]!r} needs finite, non-negative numeric input/output "
+                            f"(and optional cache_read/cache_write) per Mtok")
+        out[model] = Price(*nums)
     return out
 
 

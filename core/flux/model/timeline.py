@@ -94,13 +94,14 @@ def _call_ops(node_json: Any, out: list[str]) -> None:
 
 
 def _plan_statements(index: int, attempt: PlanAttempt) -> TimelinePlan:
-    from ..lang.parser import parse
     from ..lang.astjson import node_to_json
     from ..lang.formatter import format_node_lines
-    from ..lang.hashes import flow_key, stmt_hash16
+    from ..lang.hashes import stmt_hash16
+
+    from .stored_plan import parse_stored_plan
 
     try:
-        draft = parse(attempt.plan_source or "")
+        draft, key = parse_stored_plan(attempt.plan_source or "")
     except FluxError as e:
         return TimelinePlan(index, attempt, None, [], parse_error=str(e))
     from ..lang import ast as A
@@ -113,7 +114,7 @@ def _plan_statements(index: int, attempt: PlanAttempt) -> TimelinePlan:
         else:
             _call_ops(node_to_json(node), ops)
         stmts.append(Statement(index, i, "".join(format_node_lines(node)).rstrip("\n"), stmt_hash16(node), tuple(ops)))
-    return TimelinePlan(index, attempt, flow_key(draft.name, draft.body), stmts)
+    return TimelinePlan(index, attempt, key, stmts)
 
 
 def build_timeline(detail: SessionDetail, turn: Turn) -> TurnTimeline:

@@ -10,10 +10,11 @@ field takes its default, an unknown kind or run variant is kept as :class:`Unkno
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
-from ..canonical import compact_json
+from ..canonical import compact_json, scrub_value
 
 __all__ = [
     "Usage", "EventBody", "RunEvent", "PayloadError", "decode_payload", "encode_payload",
@@ -533,18 +534,31 @@ def decode_body(kind: str, data: Any) -> EventBody:
     return _coerce(cls, body)
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
 def decode_payload(kind_column: str, payload: str) -> EventBody:
     """Decode one ``payload`` column. Raises :class:`PayloadError` only for non-JSON payloads."""
     try:
         obj = json.loads(payload)
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError) as e:  # not JSON, not UTF-8, an integer over Python's digit limit
         raise PayloadError(f"payload is not JSON: {e}") from None
+    except RecursionError:
+        raise PayloadError("payload is nested too deeply to decode") from None
     if not isinstance(obj, dict):
         raise PayloadError("payload is not a JSON object")
+    if "\\u" in payload and _SURROGATE_ESCAPE.search(payload):
+        # JSON text can spell a lone surrogate ("\ud83d"); the one rule (flux.canonical) applies on
+        # read as on write, so nothing downstream meets a string it cannot encode.
+        obj = scrub_value(obj)
     kind = obj.get("kind", kind_column)
     if not isinstance(kind, str):
         kind = kind_column
-    return decode_body(kind, obj.get("data"))
+    try:
+        return decode_body(kind, obj.get("data"))
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError, RecursionError) as e:
+        # A hostile payload whose fields have types no flux version writes: skipped and counted.
+        raise PayloadError(f"payload fields have the wrong shape for {kind!r}: {type(e).__name__}") from None
 
 
 def encode_payload(body: EventBody) -> str:

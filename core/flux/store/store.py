@@ -1,26 +1,38 @@
 """Opening a flux ``Storage::dir``: a read-only reader for browsing and a writer that appends by
 flux's write rules (spec §1.1).
 
-Read-only means read-only: opening a store to browse creates no file and changes no byte.
-SQLite's ``mode=ro`` is not enough for that — on a WAL database it creates ``-wal``/``-shm``
-sidecars — so the reader picks the least intrusive way that still sees every committed row:
+Read-only means read-only: opening a store to browse creates no file and changes no byte — not
+even an mtime. SQLite's ``mode=ro`` is not enough for that: on a WAL database every reader takes a
+read mark in the ``-shm`` (bytes and mtime change, and a garbage ``-shm`` gets rewritten), and it
+creates missing sidecars. So the reader never attaches to a store's ``-shm``:
 
 * WAL database with no (or an empty) ``-wal``: nothing is pending, open ``immutable=1`` (touches
   nothing); a later writer shows up in :meth:`StoreReader.change_token` and the reader reopens.
-* WAL database with pending frames and a ``-shm``: a writer is (or was) live; ``mode=ro`` reads
-  through its WAL index without creating anything.
-* pending frames and no ``-shm`` (a crashed writer): read a private snapshot copy in a temp dir.
+* WAL database with a non-empty ``-wal`` (a live writer, or a killed one, with or without its
+  ``-shm``, or garbage): read a private snapshot — ``events.db`` and ``-wal`` copied into a temp
+  dir (copied again if a writer restarted its WAL meanwhile); SQLite rebuilds the index there and
+  ignores a WAL whose header or checksums are garbage. The temp dir is removed by :meth:`close`,
+  when ``__init__`` fails, and at the latest when the reader is garbage-collected.
 * rollback-journal database: ``mode=ro``.
+
+Hostile files: ``events.db`` (or a sidecar) that is a FIFO, socket, device or directory is refused
+with one line before anything opens it (``open()`` on a FIFO would block for ever). Hostile rows:
+a registry row whose columns hold NULL, BLOBs or the wrong types is coerced (or skipped and
+counted); an event row whose payload is not UTF-8, not JSON or not an object is skipped and counted
+in :attr:`StoreReader.skipped_rows`.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sqlite3
+import stat
 import tempfile
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,14 +114,42 @@ class SessionRow:
 _EVENT_COLUMNS = "global_seq, stream, stream_seq, id, kind, ts, turn_id, payload"
 
 
-def _check_sqlite_file(path: Path) -> None:
+def _regular_file(path: Path, *, what: str = "the store's database") -> os.stat_result | None:
+    """``stat`` of a regular file (symlinks followed); None if missing; StoreError for anything else.
+
+    Checked before anything opens the path: ``open()`` on a FIFO blocks until a writer appears."""
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(100)
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise StoreError(f"{path} cannot be examined ({e.strerror or e}) — {what} must be a regular file") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise StoreError(f"{path} is a directory, not a SQLite database — point --store at the directory that holds events.db")
+    if not stat.S_ISREG(st.st_mode):
+        kind = "FIFO" if stat.S_ISFIFO(st.st_mode) else "socket" if stat.S_ISSOCK(st.st_mode) else "device or special file"
+        raise StoreError(f"{path} is a {kind}, not a regular file — {what} must be a regular file; remove or replace it")
+    return st
+
+
+def _read_head(path: Path, n: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        return os.read(fd, n)
+    finally:
+        os.close(fd)
+
+
+def _check_sqlite_file(path: Path) -> None:
+    _regular_file(path)
+    try:
+        head = _read_head(path, 100)
     except PermissionError:
         raise StoreError(f"{path} is not readable — check its permissions") from None
     except IsADirectoryError:
         raise StoreError(f"{path} is a directory, not a SQLite database — point --store at the directory that holds events.db") from None
+    except OSError as e:
+        raise StoreError(f"{path} cannot be read ({e.strerror or e})") from None
     if len(head) == 0:
         raise StoreError(f"{path} is empty — not a flux store; point --store at a directory flux wrote, or make one with `flux demo --store DIR`")
     if not head.startswith(SQLITE_MAGIC):
@@ -117,16 +157,71 @@ def _check_sqlite_file(path: Path) -> None:
 
 
 def _wal_mode(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        head = fh.read(20)
-    return len(head) >= 20 and head[18] == 2 and head[19] == 2
+    """Whether SQLite would open the file in WAL mode — or might: SQLite goes by the read-version
+    byte (19) alone, and a header whose byte 19 is not the rollback value 1 is never opened with
+    ``mode=ro`` (that would create ``-wal``/``-shm`` next to it)."""
+    head = _read_head(path, 20)
+    return len(head) < 20 or head[19] != 1
 
 
 def _size(p: Path) -> int:
+    """Size of a sidecar; -1 when missing; StoreError when it is not a regular file."""
+    st = _regular_file(p, what="a SQLite sidecar")
+    return -1 if st is None else st.st_size
+
+
+def _wal_stamp(p: Path) -> tuple:
+    """What changes when a writer appends to or restarts its WAL (size, mtime, salted header)."""
     try:
-        return p.stat().st_size
-    except FileNotFoundError:
-        return -1
+        st = os.stat(p)
+        return (st.st_size, st.st_mtime_ns, _read_head(p, 32))
+    except OSError:
+        return (None,)
+
+
+class _Undecodable(bytes):
+    """A TEXT cell whose bytes are not UTF-8 (what the tolerant text factory returns for it)."""
+
+
+def _tolerant_text(data: bytes) -> str | bytes:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return _Undecodable(data)
+
+
+def _as_int(v: object, default: int = 0) -> int:
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and math.isfinite(v):
+        return int(v)
+    return default
+
+
+def _as_text(v: object, default: str | None = "") -> str | None:
+    if isinstance(v, str):
+        return v
+    if v is None:
+        return default
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).decode("utf-8", "replace")
+    return str(v)
+
+
+def _session_row(r: tuple) -> SessionRow | None:
+    """A registry row with every column coerced to its type (NULLs, BLOBs, wrong types); None
+    when even the session number is unusable."""
+    n = r[0]
+    if not isinstance(n, int) or isinstance(n, bool):
+        return None
+    return SessionRow(n, _as_text(r[1]) or "", _as_int(r[2]), _as_int(r[3]), _as_int(r[4]), _as_int(r[5]),
+                      *(_as_text(v, None) for v in r[6:10]))
+
+
+def _remove_tree(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _translate(e: sqlite3.Error, path: Path) -> StoreError:
@@ -150,18 +245,23 @@ class StoreReader:
         self._busy_timeout_s = busy_timeout_s
         self._lock = threading.RLock()
         self._snapshot_dir: str | None = None
+        self._snapshot_finalizer: weakref.finalize | None = None
         self._conn: sqlite3.Connection | None = None
         self.skipped_rows = 0  # corrupt payload rows skipped by reads so far
         if not self.dir.exists():
             raise StoreError(f"{self.dir} does not exist — create a store with `flux demo --store {self.dir}` or point --store at an existing one")
         if not self.dir.is_dir():
             raise StoreError(f"{self.dir} is not a directory — --store takes the directory that holds events.db")
-        if not self.events_path.exists():
+        if not os.path.lexists(self.events_path):
             raise StoreError(f"{self.dir} is not a flux store: it has no events.db — point --store at a store directory, or make one with `flux demo --store DIR`")
-        _check_sqlite_file(self.events_path)
-        self._open()
-        self._validate_schema()
-        self._token = self._file_token()
+        try:
+            _check_sqlite_file(self.events_path)
+            self._open()
+            self._validate_schema()
+            self._token = self._file_token()
+        except BaseException:
+            self.close()  # no connection and no snapshot dir outlive a failed open
+            raise
 
     # -- connection management --------------------------------------------------------------
 
@@ -171,12 +271,18 @@ class StoreReader:
         shm_path = Path(str(path) + "-shm")
         uri_path = quote(str(path.resolve()))
         self.mode = "ro"
-        if _wal_mode(path):
+        _regular_file(path)
+        try:
+            wal_mode = _wal_mode(path)
+        except OSError as e:
+            raise StoreError(f"{path} cannot be read ({e.strerror or e})") from None
+        if wal_mode:
+            # The -shm is never opened (see the module docstring); it is only refused if it is a FIFO
+            # or the like, since SQLite would try to map it in the snapshot's place otherwise.
+            _size(shm_path)
             if _size(wal_path) <= 0:
                 uri = f"file:{uri_path}?immutable=1"
                 self.mode = "immutable"
-            elif _size(shm_path) > 0:
-                uri = f"file:{uri_path}?mode=ro"
             else:
                 uri = self._snapshot_uri(path, wal_path)
                 self.mode = "snapshot"
@@ -190,32 +296,46 @@ class StoreReader:
         self._conn = conn
 
     def _snapshot_uri(self, path: Path, wal_path: Path) -> str:
+        """Copy ``events.db`` and its ``-wal`` into a private temp dir; a writer that restarted its
+        WAL while the database was being copied (a checkpoint) makes the pair inconsistent, so the
+        copy is repeated until the WAL is the same before and after."""
         self._drop_snapshot()
         tmp = tempfile.mkdtemp(prefix="flux-snapshot-")
-        shutil.copy2(path, os.path.join(tmp, EVENTS_DB))
-        shutil.copy2(wal_path, os.path.join(tmp, EVENTS_DB + "-wal"))
         self._snapshot_dir = tmp
+        self._snapshot_finalizer = weakref.finalize(self, _remove_tree, tmp)
+        try:
+            for _attempt in range(5):
+                stamp = _wal_stamp(wal_path)
+                shutil.copyfile(wal_path, os.path.join(tmp, EVENTS_DB + "-wal"))
+                shutil.copyfile(path, os.path.join(tmp, EVENTS_DB))
+                if _wal_stamp(wal_path) == stamp:
+                    break
+        except OSError as e:
+            self._drop_snapshot()
+            raise StoreError(f"cannot snapshot {path} for reading ({e.strerror or e}) — is the disk (or $TMPDIR) full?") from None
         return f"file:{quote(os.path.join(tmp, EVENTS_DB))}"
 
     def _drop_snapshot(self) -> None:
         if self._snapshot_dir:
-            shutil.rmtree(self._snapshot_dir, ignore_errors=True)
+            fin = getattr(self, "_snapshot_finalizer", None)
+            if fin is not None:
+                fin()  # removes the dir once; detached afterwards
+                self._snapshot_finalizer = None
+            else:
+                _remove_tree(self._snapshot_dir)
             self._snapshot_dir = None
 
     def _validate_schema(self) -> None:
-        try:
-            tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        except sqlite3.Error as e:
-            raise _translate(e, self.events_path) from None
+        tables = {r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type='table'") if isinstance(r[0], str)}
         if "events" not in tables:
-            what = ", ".join(sorted(tables)) or "no tables"
+            what = ", ".join(sorted(tables))[:200] or "no tables"
             raise StoreError(f"{self.events_path} is a SQLite database of another application ({what}) — not a flux event store")
-        cols = {r[1] for r in self._conn.execute("PRAGMA table_info(events)")}
+        cols = {r[1] for r in self._query("PRAGMA table_info(events)")}
         missing = {"global_seq", "stream", "stream_seq", "kind", "payload", "ts"} - cols
         if missing:
             raise StoreError(f"{self.events_path} has an `events` table without flux's columns ({', '.join(sorted(missing))}) — not a flux event store")
         self.has_streams = "streams" in tables
-        self.stream_columns = {r[1] for r in self._conn.execute("PRAGMA table_info(streams)")} if self.has_streams else set()
+        self.stream_columns = {r[1] for r in self._query("PRAGMA table_info(streams)")} if self.has_streams else set()
 
     def close(self) -> None:
         with self._lock:
@@ -285,9 +405,28 @@ class StoreReader:
                     if ("locked" in str(e) or "busy" in str(e)) and time.monotonic() < deadline:
                         time.sleep(0.05)
                         continue
+                    if "decode to UTF-8" in str(e):
+                        return self._query_tolerant(sql, params)
                     raise _translate(e, self.events_path) from None
                 except sqlite3.DatabaseError as e:
                     raise _translate(e, self.events_path) from None
+                except UnicodeDecodeError:
+                    return self._query_tolerant(sql, params)
+                except (RecursionError, MemoryError, OverflowError, ValueError) as e:
+                    raise StoreError(f"cannot read {self.events_path}: {type(e).__name__} on a hostile row — restore the store from a copy") from None
+
+    def _query_tolerant(self, sql: str, params: Sequence) -> list[tuple]:
+        """The query again with a text factory that returns non-UTF-8 TEXT cells as
+        :class:`_Undecodable` bytes instead of failing the whole result (only paid when needed)."""
+        self._conn.text_factory = _tolerant_text
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise _translate(e, self.events_path) from None
+        except (RecursionError, MemoryError, OverflowError, ValueError) as e:
+            raise StoreError(f"cannot read {self.events_path}: {type(e).__name__} on a hostile row — restore the store from a copy") from None
+        finally:
+            self._conn.text_factory = str
 
     # -- sessions -------------------------------------------------------------------------------
 
@@ -304,7 +443,17 @@ class StoreReader:
         if limit is not None:
             sql += " LIMIT ?"
             params = (limit,)
-        return [SessionRow(*r) for r in self._query(sql, params)]
+        return self._session_rows(self._query(sql, params))
+
+    def _session_rows(self, rows: Iterable[tuple]) -> list[SessionRow]:
+        out = []
+        for r in rows:
+            row = _session_row(r)
+            if row is None:
+                self.skipped_rows += 1
+            else:
+                out.append(row)
+        return out
 
     def session_count(self) -> int:
         if not self.has_streams:
@@ -316,16 +465,18 @@ class StoreReader:
         rows = []
         if n is not None and self.has_streams:
             rows = self._query(self._session_select() + " WHERE n = ?", (n,))
-        if not rows:
+        found = self._session_rows(rows)
+        if not found:
             raise SessionNotFound(f"no session {session_id!r} in {self.dir} — list them with `flux sessions --store {self.dir}`")
-        return SessionRow(*rows[0])
+        return found[0]
 
     def latest_session(self) -> SessionRow:
         """The session with the highest ``n`` (flux's ``last``; not the most recently updated)."""
-        rows = self._query(self._session_select() + " ORDER BY n DESC LIMIT 1") if self.has_streams else []
-        if not rows:
+        rows = self._query(self._session_select() + " WHERE typeof(n) = 'integer' ORDER BY n DESC LIMIT 1") if self.has_streams else []
+        found = self._session_rows(rows)
+        if not found:
             raise SessionNotFound(f"{self.dir} has no sessions yet — record one with `flux demo --store {self.dir}`")
-        return SessionRow(*rows[0])
+        return found[0]
 
     def resolve_session(self, ref: str | None) -> SessionRow:
         """``s_<n>`` or ``last`` (default) to a registry row."""
@@ -337,7 +488,7 @@ class StoreReader:
         """Sessions whose ``correlation_id`` names this one: forks, what-ifs and sub-agents (§2.5)."""
         if "correlation_id" not in self.stream_columns:
             return []
-        return [SessionRow(*r) for r in self._query(self._session_select() + " WHERE correlation_id = ? ORDER BY n ASC", (session_id,))]
+        return self._session_rows(self._query(self._session_select() + " WHERE correlation_id = ? ORDER BY n ASC", (session_id,)))
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -347,12 +498,17 @@ class StoreReader:
         out = []
         skipped = 0
         for gs, stream, sseq, eid, kind, ts, turn_id, payload in rows:
+            if not isinstance(payload, str) or not isinstance(kind, str) or type(sseq) is not int \
+                    or type(gs) is not int or not isinstance(stream, str):
+                skipped += 1  # NULL, BLOB, non-UTF-8 text or a wrong type where the row needs its value
+                continue
             try:
                 body = decode_payload(kind, payload)
             except PayloadError:
                 skipped += 1
                 continue
-            out.append(StoredEvent(gs, stream, sseq, eid, kind, ts, turn_id, body))
+            out.append(StoredEvent(gs, stream, sseq, _as_text(eid) or "", kind, _as_int(ts),
+                                   turn_id if type(turn_id) is int else None, body))
         if skipped:
             self.skipped_rows += skipped
         return out

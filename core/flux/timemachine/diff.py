@@ -30,7 +30,7 @@ from ..canonical import canonical_json
 from ..errors import FluxError
 from ..lang.formatter import format_statement
 from ..lang.hashes import stmt_hash16
-from ..lang.parser import parse
+from ..model.stored_plan import parse_stored_plan
 from ..model.session import TRACE_KINDS, SessionDetail, StmtRow, diff_rows, load_session
 from ..store.store import StoreReader
 
@@ -110,7 +110,7 @@ def statement_texts(*sessions: SessionDetail, wanted: set[str] | None = None) ->
                     continue
                 seen_sources.add(src)
                 try:
-                    draft = parse(src)
+                    draft, _key = parse_stored_plan(src)
                 except FluxError:
                     continue
                 for node in draft.body:

@@ -43,9 +43,8 @@ from ..cassette.replay import ReplayHost, ReplayTape, ServeRecord, unconsumed_me
 from ..errors import FluxError, NotReplayable, SessionNotFound
 from ..lang import ast as A
 from ..lang.catalog import OpCatalog
-from ..lang.hashes import flow_key
 from ..lang.interpreter import Interpreter, ResumeLedger
-from ..lang.parser import parse
+from ..model.stored_plan import parse_stored_plan, stored_plan_key
 from ..model.session import TRACE_KINDS, SessionDetail, execution_keys, load_session
 from ..store.events import Run, decode_run
 from ..store.store import StoreReader, StoreWriter
@@ -219,14 +218,14 @@ def accepted_plans(detail: SessionDetail):
             if att.outcome != "accepted" or att.plan_source is None:
                 continue
             try:
-                draft = parse(att.plan_source)
+                draft, key = parse_stored_plan(att.plan_source)
             except FluxError as e:
                 raise _not_replayable(
                     detail.id,
                     f"the accepted plan of turn {t.number} (attempt step {att.step}, stream_seq {att.stream_seq}) "
                     f"no longer parses: {e} — the stored plan_source is damaged; replay cannot re-execute it",
                 ) from None
-            yield t, flow_key(draft.name, draft.body), draft
+            yield t, key, draft
 
 
 def _redacted_standins(detail: SessionDetail, exec_keys: list[str], plans: dict[str, A.DraftAst]) -> dict[str, A.DraftAst]:
@@ -245,8 +244,10 @@ def _redacted_standins(detail: SessionDetail, exec_keys: list[str], plans: dict[
         for att in t.plan_attempts:
             if att.outcome != "accepted" or att.plan_source is None or DEFAULT_MARKER not in att.plan_source:
                 continue
-            d = parse(att.plan_source)
-            k = flow_key(d.name, d.body)
+            try:
+                d, k = parse_stored_plan(att.plan_source)
+            except FluxError:
+                continue
             if k not in executed and k not in seen:
                 seen.add(k)
                 orphans.append(d)
@@ -268,11 +269,9 @@ def _turn_keys(detail: SessionDetail, turn: int) -> set[str]:
     for att in turns[idx].plan_attempts:
         if att.outcome != "accepted" or att.plan_source is None:
             continue
-        try:
-            d = parse(att.plan_source)
-        except FluxError:
-            continue
-        keys.add(flow_key(d.name, d.body))
+        key = stored_plan_key(att.plan_source)
+        if key is not None:
+            keys.add(key)
     return keys
 
 

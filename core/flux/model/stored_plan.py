@@ -1,0 +1,60 @@
+"""Parsing a plan a store holds: the one place that turns *any* failure into "does not parse".
+
+An accepted ``plan_source`` in a store is hostile input: deep nesting, a 5,000-digit integer or a
+lone surrogate can make the parser, the formatter or a hash raise something other than
+``ParseError`` (``RecursionError``, ``ValueError``, ``UnicodeError``, …). Every reader of stored
+plans — the interrupted check behind ``flux sessions``, replay, the diff, the timeline, the app —
+calls :func:`parse_stored_plan`, so one bad plan is one counted "plan does not parse" and never a
+failure of the whole store.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import FluxError
+
+if TYPE_CHECKING:
+    from ..lang import ast as A
+
+__all__ = ["StoredPlanError", "parse_stored_plan", "stored_plan_key"]
+
+# What parsing, formatting or hashing hostile text can raise besides the language's own errors.
+_HOSTILE = (RecursionError, ValueError, UnicodeError, OverflowError, MemoryError, TypeError, IndexError, KeyError,
+            AttributeError)
+
+
+class StoredPlanError(FluxError):
+    """A stored plan that cannot be parsed (or keyed); the message is one line."""
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    head = text[0] if text else ""
+    return f"{type(e).__name__}: {head[:160]}" if not isinstance(e, FluxError) else head[:240]
+
+
+def parse_stored_plan(source: str | None) -> "tuple[A.DraftAst, str]":
+    """``(draft, flow_key)`` of a stored plan; :class:`StoredPlanError` for any failure."""
+    from ..lang.hashes import flow_key
+    from ..lang.parser import parse
+
+    if not isinstance(source, str):
+        raise StoredPlanError("the plan_source is not text")
+    try:
+        draft = parse(source)
+        return draft, flow_key(draft.name, draft.body)
+    except StoredPlanError:
+        raise
+    except FluxError as e:
+        raise StoredPlanError(_one_line(e)) from None
+    except _HOSTILE as e:
+        raise StoredPlanError(f"the plan is hostile to the parser ({_one_line(e)})") from None
+
+
+def stored_plan_key(source: str | None) -> str | None:
+    """The plan's flow_key, or None when it does not parse."""
+    try:
+        return parse_stored_plan(source)[1]
+    except StoredPlanError:
+        return None
