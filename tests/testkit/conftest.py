@@ -51,6 +51,18 @@ def record(kind: str, dest: Path, replies: list | None = None, input_text: str =
     return dest
 
 
+def change_tool_input(model_jsonl: Path, call: int, **input_changes) -> None:
+    """Tamper with a recorded model answer: call ``call`` (1-based)'s tool_use input gets
+    ``input_changes`` (the model "answered differently")."""
+    lines = model_jsonl.read_text().splitlines()
+    rec = json.loads(lines[call - 1])
+    for ch in rec["chunks"]:
+        if ch["t"] == "block" and ch["c"].get("type") == "tool_use":
+            ch["c"]["input"].update(input_changes)
+    lines[call - 1] = json.dumps(rec)
+    model_jsonl.write_text("\n".join(lines) + "\n")
+
+
 @pytest.fixture(scope="session")
 def pristine(tmp_path_factory) -> dict[str, Path]:
     pytest.importorskip("openai")

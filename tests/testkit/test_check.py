@@ -14,6 +14,7 @@ from flux.testkit.errors import AssertionFailed
 from flux.testkit.runner import offline_client
 
 from tests.helpers import on_cell, rewrite
+from tests.testkit.conftest import change_tool_input
 
 
 def check(d, **kw):
@@ -68,13 +69,7 @@ def test_changed_tool_result_fails_at_the_call_that_sees_it(scenario_dir):
 
 
 def test_changed_model_answer_leaves_the_world_and_says_where(scenario_dir):
-    lines = (scenario_dir / "model.jsonl").read_text().splitlines()
-    first = json.loads(lines[0])
-    for ch in first["chunks"]:
-        if ch["t"] == "block" and ch["c"].get("type") == "tool_use":
-            ch["c"]["input"] = {"path": "OTHER.md"}
-    lines[0] = json.dumps(first)
-    (scenario_dir / "model.jsonl").write_text("\n".join(lines) + "\n")
+    change_tool_input(scenario_dir / "model.jsonl", 1, path="OTHER.md")
     rep = check(scenario_dir)
     assert rep.left_world and "≠ left the world" in rep.status()
     assert "op `read`" in rep.divergence and "no matching unconsumed recorded cell" in rep.divergence

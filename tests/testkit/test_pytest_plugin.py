@@ -7,9 +7,10 @@ missing cases together."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
+
+from tests.testkit.conftest import change_tool_input
 
 pytest_plugins = ["pytester"]
 # In-process runs: the SVG snapshot plugin keeps a process-wide temp dir the inner session would
@@ -29,23 +30,13 @@ def test_scenario(flux_scenario, flux_client):
 '''
 
 
-def _break_call_2(model) -> None:
-    lines = model.read_text().splitlines()
-    rec = json.loads(lines[1])
-    for ch in rec["chunks"]:
-        if ch["t"] == "block" and ch["c"].get("type") == "tool_use":
-            ch["c"]["input"]["path"] = "elsewhere.txt"
-    lines[1] = json.dumps(rec)
-    model.write_text("\n".join(lines) + "\n")
-
-
 def test_plugin_parametrizes_fails_loudly_and_shows_the_trajectory_diff(pytester, openai_dir):
     from importlib.metadata import entry_points
 
     assert any(ep.value == "flux.testkit.pytest_plugin" for ep in entry_points(group="pytest11"))
     shutil.copytree(openai_dir, pytester.path / "good" / "note")
     shutil.copytree(openai_dir, pytester.path / "broken" / "note")
-    _break_call_2(pytester.path / "broken" / "note" / "model.jsonl")
+    change_tool_input(pytester.path / "broken" / "note" / "model.jsonl", 2, path="elsewhere.txt")
     (pytester.path / "empty").mkdir()
     pytester.makepyfile(
         test_good=CHECK.format(where="good"),

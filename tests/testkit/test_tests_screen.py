@@ -4,7 +4,6 @@ scenarios recorded by the runtime (mock model), run offline."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from flux.agent.client import Client
 from flux.testkit import Scenario
 
 from tests.helpers import copy_store
+from tests.testkit.conftest import change_tool_input
 
 pytestmark = pytest.mark.anyio
 
@@ -32,14 +32,7 @@ def tests_dir(tmp_path: Path, fixture_store: Path) -> Path:
     with Client("mock", workspace=ws, auto_approve=True, env_secrets=False) as c:
         Scenario.record(c, "write a quick note", root / "note").close()
     shutil.copytree(root / "note", root / "broken")
-    model = root / "broken" / "model.jsonl"
-    lines = model.read_text().splitlines()
-    rec = json.loads(lines[1])
-    for ch in rec["chunks"]:
-        if ch["t"] == "block" and ch["c"].get("type") == "tool_use":
-            ch["c"]["input"]["path"] = "other.txt"
-    lines[1] = json.dumps(rec)
-    model.write_text("\n".join(lines) + "\n")
+    change_tool_input(root / "broken" / "model.jsonl", 2, path="other.txt")
     copy_store(fixture_store, root / "coding-agent-note")
     return root
 

@@ -179,20 +179,9 @@ def normalize(traj: dict) -> dict:
 
 def discover_volatile(a: dict, b: dict) -> set[str]:
     """Keys whose values differ between two exports of runs of the same scenario."""
-    found: set[str] = set()
+    from .surfaces import differing_keys
 
-    def walk(x: Any, y: Any, key: Optional[str]) -> None:
-        if isinstance(x, dict) and isinstance(y, dict):
-            for k in set(x) & set(y):
-                walk(x[k], y[k], k)
-        elif isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
-            for p, q in zip(x, y):
-                walk(p, q, key)
-        elif x != y and key is not None:
-            found.add(key)
-
-    walk(a, b, None)
-    return found
+    return differing_keys(a, b)
 
 
 @dataclass(frozen=True)

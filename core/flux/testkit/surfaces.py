@@ -29,7 +29,7 @@ from ..model.session import SessionDetail
 
 __all__ = [
     "VOLATILE_KEYS", "normalize", "event_log", "transcript", "cell_trajectory", "discover_volatile", "side_by_side",
-    "aligned_rows", "first_change",
+    "aligned_rows", "first_change", "differing_keys",
     "surface_diff",
 ]
 
@@ -121,9 +121,9 @@ def cell_trajectory(detail: SessionDetail) -> list[str]:
     return out
 
 
-def discover_volatile(a: Sequence[Any], b: Sequence[Any]) -> set[str]:
-    """Keys whose values differ between two runs of the same scenario (events paired by position
-    and kind). Used to derive :data:`VOLATILE_KEYS`."""
+def differing_keys(a: Any, b: Any) -> set[str]:
+    """Keys whose values differ between two JSON values of the same shape (lists paired by
+    position when their lengths agree)."""
     found: set[str] = set()
 
     def walk(x: Any, y: Any, key: str | None) -> None:
@@ -136,9 +136,17 @@ def discover_volatile(a: Sequence[Any], b: Sequence[Any]) -> set[str]:
         elif x != y and key is not None:
             found.add(key)
 
+    walk(a, b, None)
+    return found
+
+
+def discover_volatile(a: Sequence[Any], b: Sequence[Any]) -> set[str]:
+    """Keys whose values differ between two runs of the same scenario (events paired by position
+    and kind). Used to derive :data:`VOLATILE_KEYS`."""
+    found: set[str] = set()
     for ea, eb in zip(a, b):
         if ea.kind == eb.kind:
-            walk(_body(ea), _body(eb), None)
+            found |= differing_keys(_body(ea), _body(eb))
     return found
 
 
