@@ -637,3 +637,11 @@ def test_turn_list_shows_a_plan_count_even_when_zero():
     turn = Turn(number=1, turn_id=1, stream_seq=1, user_input="hi", model="m", started_at_ms=0)
     text = TurnList().render_row(turn, 0, 0, 40, False).plain
     assert " 0p " in text
+
+
+async def test_a_long_store_name_never_hides_the_session_id(make_app, demo):
+    app = make_app(demo, session="s_1", name="~/.cache/flux-tui/demo/with/a/long/path")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        top = screen_text(app).splitlines()[0]
+        assert "›  s_1" in top and top.lstrip().startswith("…"), top

@@ -42,6 +42,9 @@ class TopBar(Static):
         grid = Table.grid(expand=True, padding=(0, 1) if width else 0)
         if width and left.cell_len + right.cell_len + 1 > width:
             keep = min(left.cell_len, int(width * 0.6))
+            if left.cell_len > keep:
+                # Cut the start, not the end: "…/demo  ›  s_1" keeps where you are (the session id).
+                left = Text("…", style="dim") + left[len(left.plain) - (keep - 1):]
             grid.add_column(no_wrap=True, overflow="ellipsis", min_width=keep, max_width=keep)
             grid.add_column(justify="right", no_wrap=True, overflow="ellipsis", ratio=1)
         else:
