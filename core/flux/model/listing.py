@@ -105,6 +105,20 @@ def _usage(sums: Sequence, reported: float | None) -> Usage:
     return Usage(vals[0], vals[1], vals[2], vals[3], one_h, vals[5], vals[6], vals[7], reported)
 
 
+def _json_query(reader: StoreReader, sql: str, params: Sequence) -> list[tuple]:
+    """A ``json_extract`` aggregate. SQLite fails the whole query when one row's payload is
+    malformed JSON; then the query runs again over well-formed rows only (the bad row is one
+    corrupt row, never the whole listing). The guard costs nothing on a healthy store."""
+    from ..errors import StoreError
+
+    try:
+        return reader.query(sql, params)
+    except StoreError as e:
+        if "malformed JSON" not in str(e):
+            raise
+        return reader.query(sql.replace(" WHERE ", " WHERE json_valid(payload) AND ", 1), params)
+
+
 def summarize_sessions(reader: StoreReader, rows: Sequence[SessionRow], prices: PriceTable | None) -> list[SessionSummary]:
     """Fill turns, last outcome, interrupted flag, lineage and cost for the given registry rows.
 
@@ -121,7 +135,7 @@ def summarize_sessions(reader: StoreReader, rows: Sequence[SessionRow], prices: 
             newest_turn[stream] = tid
         # Spend per (turn, model), split by whether the provider reported its own cost.
         called: set[tuple[str, int | None]] = set()
-        for stream, tid, model, n_reported, reported, *sums in reader.query(
+        for stream, tid, model, n_reported, reported, *sums in _json_query(reader,
                 f"SELECT stream, turn_id, json_extract(payload, '$.data.model') AS m,"
                 f" json_type(payload, '$.data.usage.reported_cost_usd') IN ('integer', 'real') AS r,"
                 f" SUM({_REPORTED}), {_SUMS}"
@@ -129,7 +143,7 @@ def summarize_sessions(reader: StoreReader, rows: Sequence[SessionRow], prices: 
             called.add((stream, tid))
             out[stream].spend.add(model if isinstance(model, str) else "", _usage(sums, float(reported) if n_reported else None))
         ended: set[tuple[str, int]] = set()
-        for stream, tid, outcome, has_usage, reported, *sums in reader.query(
+        for stream, tid, outcome, has_usage, reported, *sums in _json_query(reader,
                 f"SELECT stream, turn_id, json_extract(payload, '$.data.outcome'),"
                 f" json_type(payload, '$.data.usage') = 'object', {_REPORTED}, {_SUMS.replace('SUM(', '(')}"
                 f" FROM events WHERE kind = 'turn_ended' AND stream IN ({marks})", chunk):
@@ -157,7 +171,7 @@ def summarize_sessions(reader: StoreReader, rows: Sequence[SessionRow], prices: 
 def _turn_model(reader: StoreReader, turn_id: int | None) -> str:
     if turn_id is None:
         return ""
-    rows = reader.query("SELECT json_extract(payload, '$.data.model') FROM events WHERE global_seq = ?", (turn_id,))
+    rows = _json_query(reader, "SELECT json_extract(payload, '$.data.model') FROM events WHERE global_seq = ?", (turn_id,))
     return rows[0][0] if rows and isinstance(rows[0][0], str) else ""
 
 
