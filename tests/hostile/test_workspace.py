@@ -64,6 +64,8 @@ PROBES = [
     ("read", {"path": "pipe"}),
     ("read", {"path": "inside.txt\x00../../outside/secret.txt"}),
     ("read", {"path": "x" * 5000}),
+    ("glob", {"pattern": "*", "path": "x" * 300}),  # found by benchmarks/fuzz.py workspace
+    ("grep", {"pattern": "x", "path": "x" * 300}),
     ("read", {"path": "\ud83d.txt"}),
     ("read_many", {"paths": ["inside.txt", "link-out.txt"]}),
     ("glob", {"pattern": "*", "path": ".."}),

@@ -68,7 +68,11 @@ class Workspace:
         if not self.contains(resolved):
             via = " (through a symlink)" if _lexically_inside(cand, self.root) else ""
             raise OpError(f"path {path!r} escapes the workspace {self.root}{via} — only paths inside it are allowed")
-        if must_exist and not resolved.exists():
+        try:
+            missing = must_exist and not resolved.exists()
+        except OSError as e:  # a name too long for the file system, …
+            raise OpError(f"path {path[:80]!r}… cannot be used ({e.strerror or e})") from None
+        if missing:
             raise OpError(f"{path}: no such file in the workspace")
         return resolved
 
