@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn
@@ -32,8 +33,13 @@ def open_reader(store: Path | None) -> StoreReader:
     return StoreReader(resolve_store_dir(store))
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+
+
 def fail(msg: str) -> NoReturn:
-    click.echo(f"error: {msg}", err=True)
+    """``error: <msg>`` on one line (control characters from a hostile store — a newline inside a
+    SQLite error's quoted token — are replaced by a space) and exit 1."""
+    click.echo(f"error: {_CONTROL.sub(' ', str(msg)).strip()}", err=True)
     sys.exit(1)
 
 
