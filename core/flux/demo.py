@@ -16,11 +16,15 @@ Sessions:
 * ``s_4`` — a secret redacted out of a cell (URL password, ``API_TOKEN=``) and a huge log
   truncated at a 4 KiB cassette cap.
 * ``s_5`` — an authored release flow with ``parallel`` branches and a ``saga``, run resumably.
-* ``s_6`` — a fork of ``s_1`` at statement 2 (``agent_id`` ``fork:s_1@2``): the conversation copied
-  up to the fork point, then a live re-planned turn that fixes the bug differently.
+* ``s_6`` — a fork of ``s_1`` at statement 3 (``agent_id`` ``fork:s_1@3``) made by ``fork_session``:
+  the prefix (task, read, the failing test run) from tape, then a live re-planned turn that tries a
+  wrong fix first — ``flux diff s_1 s_6`` shows ``=`` prefix rows, ``~`` and ``≠`` rows.
 * ``s_7`` — the offline ``mock`` agent writing a quick note, twice (the real fixture's shape).
 * ``s_8`` — killed mid-turn: an accepted ``publish`` plan dispatched, no cell, no ``turn_ended``.
 * ``s_9`` — an authored flow killed after two completed statements (a ledger to resume from).
+* ``s_10`` — a what-if of ``s_1`` made by ``run_what_if``: every ``run_tests`` returned "2 passed".
+* ``s_11`` — the ``s_9`` flow killed the same way and then resurrected by ``resurrect_session``
+  (beside ``s_9``, still interrupted).
 
 The two "killed" sessions are made in process: the op being dispatched raises an exception the
 runtime does not handle (:class:`_Killed`, a ``BaseException``), so recording stops exactly where
@@ -141,7 +145,7 @@ def _project(root: Path) -> None:
         p.write_text(text)
 
 
-def _demo_ops(ws: Path) -> list:
+def _demo_ops(ws: Path, publish_works: bool = False) -> list:
     """The coding ops plus two project ops the scripted agents use."""
     from .agent.builtin_ops import coding_ops
     from .agent.ops import OpError, op
@@ -162,6 +166,8 @@ def _demo_ops(ws: Path) -> list:
     @op(effect="network")
     def publish(repository: str) -> str:
         """Upload the built package to a package index."""
+        if publish_works:
+            return f"uploaded tokenizer-0.4.1 to {repository}"
         raise _Killed()
 
     return coding_ops(ws) + [run_tests, publish]
@@ -206,7 +212,9 @@ def _record(store: Path, ws: Path, now: int) -> None:
     from .agent.client import Client
     from .agent.ops import op
     from .agent.providers.scripted import ScriptedProvider
-    from .store.events import Compacted
+    from .timemachine.fork import fork_session
+    from .timemachine.resurrect import resurrect_session
+    from .timemachine.whatif import WhatIfSpec, run_what_if
 
     clock = _Clock(now - 3 * DAY)
     timer = _Timer()
@@ -295,23 +303,24 @@ def _record(store: Path, ws: Path, now: int) -> None:
         flows = client("mock", None)
         flows.session().run_flow_sync(RELEASE_FLOW)
 
-        # s_6 — a fork of s_1 at statement 2, re-planned live.
+        # s_6 — a fork of s_1 at statement 3 (the edit), re-planned live by fork_session: the prefix
+        # (task, read, the failing test run) comes from tape; the tail first tries a wrong fix.
         clock.at(now - 8 * HOUR)
-        src_msgs = s1.history[:5]  # the task and read exchanges, up to the fork point
         forker = client(SONNET, [
-            _turn(None, [("edit", {"path": "src/tokenizer.py", "old": "    first = text[0]\n",
-                                   "new": "    if not text:\n        return []\n    first = text[0]\n"})],
-                  _usage(3_100, 140, cache_read=13_248), "k1"),
+            _turn("Forking: this time I'll try trimming both ends.", [("edit", {
+                "path": "src/tokenizer.py", "old": "    if first.isspace():\n        text = text.lstrip()\n",
+                "new": "    if first.isspace():\n        text = text.strip()\n"})], _usage(3_100, 140, cache_read=13_248), "k1"),
             _turn(None, [("run_tests", {"path": "tests"})], _usage(3_400, 50, cache_read=13_248), "k2"),
+            _turn("Still failing: the index happens before any trimming. Guarding the empty case instead.", [
+                ("edit", {"path": "src/tokenizer.py", "old": "    first = text[0]\n",
+                          "new": "    if not text:\n        return []\n    first = text[0]\n"})],
+                  _usage(3_600, 120, cache_read=13_248), "k3"),
+            _turn(None, [("run_tests", {"path": "tests"})], _usage(3_800, 50, cache_read=13_248), "k4"),
             _turn("In the fork I guarded the empty case explicitly instead of always stripping; tests pass.", [],
-                  _usage(3_600, 70, cache_read=13_248), "k3"),
+                  _usage(3_900, 70, cache_read=13_248), "k5"),
         ])
         (ws / "src" / "tokenizer.py").write_text(TOKENIZER_BUGGY)  # the world as it was at the fork point
-        fork = forker.session(context={"correlation_id": s1.id, "agent_id": f"fork:{s1.id}@2"})
-        forker.writer.append(fork.id, Compacted(messages=[dict(m) for m in src_msgs]))
-        fork = forker.open_session(fork.id)
-        fork.send_sync("Continue from the current forked state. The original task was: "
-                       "the tokenizer test fails on empty input — fix it")
+        fork_session(forker, s1.id, 3)
 
         # s_7 — the offline mock agent, the fixture's shape, two turns.
         clock.at(now - 3 * HOUR)
@@ -341,6 +350,21 @@ def _record(store: Path, ws: Path, now: int) -> None:
             flows.session().run_flow_sync(PUBLISH_FLOW)
         except _Killed:
             pass
+
+        # s_10 — a what-if of s_1: every run_tests call returned "2 passed" (offline, hermetic).
+        clock.at(now - 6 * MINUTE)
+        run_what_if(flows, s1.id, WhatIfSpec(substitute={"run_tests": "2 passed in 0.03s"}))
+
+        # s_11 — the same publish flow killed the same way, then resurrected by resurrect_session:
+        # two statements fast-forwarded, the in-flight upload run again, the rest live.
+        clock.at(now - 4 * MINUTE)
+        try:
+            flows.session().run_flow_sync(PUBLISH_FLOW)
+        except _Killed:
+            pass
+        clock.at(now - 2 * MINUTE)
+        healed = client("mock", None, ops=_demo_ops(ws, publish_works=True))
+        resurrect_session(healed, healed.open_session("last").id)
     finally:
         for c in clients:
             c.close()

@@ -29,10 +29,12 @@ def test_demo_recorded_by_the_runtime_has_every_feature(tmp_path):
         details = {sid: load_session(r, sid) for sid in sessions}
         reports = {sid: replay_session(r, sid) for sid in sessions}
         rows_ = {s.id: s for s in r.list_sessions()}
-    assert len(sessions) == 9
+    assert len(sessions) == 11
     assert {sid for sid, s in sessions.items() if s.interrupted} == {"s_8", "s_9"}
     assert rows_["s_2"].agent_id == "subagent:explorer" and rows_["s_2"].correlation_id == "s_1"
-    assert rows_["s_6"].agent_id == "fork:s_1@2" and rows_["s_6"].correlation_id == "s_1"
+    assert rows_["s_6"].agent_id == "fork:s_1@3" and rows_["s_6"].correlation_id == "s_1"
+    assert rows_["s_10"].agent_id == "what_if:s_1@latest" and rows_["s_10"].correlation_id == "s_1"
+    assert [t.outcome for t in details["s_11"].turns] == ["resurrected"]
     assert sum(1 for dt in details.values() if len(dt.turns) >= 2) >= 3
     cells = [c.rec for dt in details.values() for c in dt.cells]
     assert any(c.is_error and not c.denied for c in cells)
@@ -41,7 +43,7 @@ def test_demo_recorded_by_the_runtime_has_every_feature(tmp_path):
     s5 = details["s_5"]
     assert "parallel" in s5.turns[0].accepted_plans[0].plan_source and "saga" in s5.turns[0].accepted_plans[0].plan_source
     # every complete session replays faithfully; the truncated one refuses loudly
-    for sid in ("s_1", "s_2", "s_3", "s_5", "s_6", "s_7"):
+    for sid in ("s_1", "s_2", "s_3", "s_5", "s_6", "s_7", "s_10", "s_11"):
         rep = reports[sid]
         assert rep.diverged is None and rep.cells_consumed == rep.cells_total, (sid, rep)
     assert "truncated at the capture cap" in reports["s_4"].diverged
@@ -70,3 +72,12 @@ def test_demo_refuses_an_existing_store_unless_overwrite(tmp_path):
         build_demo_store(d, now_ms=NOW)
     build_demo_store(d, now_ms=NOW + 1, overwrite=True)
     assert rows(d)[0][3] > NOW - 3 * 86_400_000
+
+
+def test_demo_fork_diff_shows_the_shared_prefix_then_plan_and_world_rows(tmp_path):
+    from flux.timemachine import run_diff
+
+    d = build_demo_store(tmp_path / "demo", now_ms=NOW)
+    with StoreReader(d) as r:
+        kinds = [row.kind for row in run_diff(r, "s_1", r, "s_6").rows]
+    assert kinds == ["same", "same", "same", "plan", "output", "plan", "plan"]

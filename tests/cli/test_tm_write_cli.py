@@ -47,12 +47,12 @@ def test_fork_inject_offline_prints_flux_lines(demo: Path, ws: Path) -> None:
     res = flux("fork", "s_1", "--at", 2, "--inject", '"2 passed"', "--store", demo, "--workspace", ws)
     assert res.exit_code == 0, res.output
     assert "offline: no model call, no side effect" in res.stderr
-    assert "fork · s_1 @ statement 2 → s_10 · prefix from tape" in res.stderr
-    assert res.stdout.strip() == "forked session: s_10  (replay it with `flux replay s_10`; compare with `flux diff s_1 s_10`)"
-    d = flux("diff", "s_1", "s_10", "--store", demo, "--json")
+    assert "fork · s_1 @ statement 2 → s_12 · prefix from tape" in res.stderr
+    assert res.stdout.strip() == "forked session: s_12  (replay it with `flux replay s_12`; compare with `flux diff s_1 s_12`)"
+    d = flux("diff", "s_1", "s_12", "--store", demo, "--json")
     rows = [r["kind"] for r in json.loads(d.stdout)["rows"]]
     assert rows[:2] == ["same", "same"] and "plan" in rows
-    rep = flux("replay", "s_10", "--store", demo)
+    rep = flux("replay", "s_12", "--store", demo)
     assert rep.exit_code == 0, rep.output
 
 
@@ -74,9 +74,9 @@ def test_fork_replan_with_a_model(demo: Path, ws: Path) -> None:
     res = flux("fork", "s_7", "--at", 0, "--replan", "--prompt", "write another note", "-m", "mock", "--store", demo,
                "--workspace", ws, "--yes")
     assert res.exit_code == 0, res.output
-    assert "model      network  mock" in res.stderr and "forked session: s_10" in res.stdout
+    assert "model      network  mock" in res.stderr and "forked session: s_12" in res.stdout
     with StoreReader(demo) as r:
-        row = r.get_session("s_10")
+        row = r.get_session("s_12")
         assert row.agent_id == "fork:s_7@0" and row.correlation_id == "s_7"
 
 

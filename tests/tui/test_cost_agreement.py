@@ -113,4 +113,4 @@ def test_all_surfaces_agree_on_unknown_models_missing_usage_and_reported_cost(tm
 
 def test_all_surfaces_agree_on_the_demo_store(tmp_path):
     got = _agree(build_demo_store(tmp_path / "demo", now_ms=NOW))
-    assert len(got) == 9 and any(c for c in got.values())
+    assert len(got) == 11 and any(c for c in got.values())

@@ -29,7 +29,7 @@ from ..store.store import StoreReader, StoreWriter
 __all__ = [
     "NotForkable", "Execution", "Position", "executions_of", "positions_of", "live_effect", "spec_of",
     "PredictedCall", "predict_calls", "binder_of", "conversation_before", "MemorySink", "flush_events",
-    "catalog_for",
+    "catalog_for", "writes_ledger",
 ]
 
 
@@ -75,6 +75,47 @@ class Position:
                 "stmt": self.stmt, "text": self.text, "binder": self.binder, "turn": self.turn, "op": self.op}
 
 
+def writes_ledger(detail: SessionDetail) -> bool:
+    """Did the source run its plans in resumable mode (statement rows)? A re-execution into a new
+    session follows the source: an adaptive session's host plans write no ledger (§2.6), and a
+    child that mixed ledger rows with ledger-less plans would replay only the former (§3.7)."""
+    from ..store.events import PlanHalted, StatementCompleted
+
+    return any(isinstance(e.body.event, (StatementCompleted, PlanHalted)) for e in detail.run_events)
+
+
+def executions_in_trace(run_events: Iterable[Any]) -> list[tuple[str, int]]:
+    """(flow_key, global_seq of its first row) per execution (§3.7), with one addition: a resumption
+    that fast-forwards (its first row is ``skipped``) a run of the same plan that was *killed* —
+    it ended with neither ``plan_halted`` nor its last statement — continues that execution
+    instead of starting a new one. A resurrected turn then replays as the one run it became
+    (flux would re-run the plan from the top, and diverge on the ops the first run already used)."""
+    from ..store.events import PlanHalted, StatementCompleted
+
+    out: list[tuple[str, int]] = []
+    cur: str | None = None
+    last = -1
+    halted = False
+    resuming = False
+    for ev in run_events:
+        r = ev.body.event if isinstance(ev.body, Run) else None
+        if isinstance(r, (StatementCompleted, PlanHalted)):
+            skipped = isinstance(r, StatementCompleted) and bool(r.skipped)
+            if r.plan != cur or r.node <= last:
+                if r.plan == cur and skipped and not halted and r.node == 0:
+                    resuming = True  # the killed run goes on: not a new execution
+                else:
+                    out.append((r.plan, ev.global_seq))
+                    resuming = False
+                cur = r.plan
+                halted = False
+            elif resuming and not skipped:
+                resuming = False
+            last = r.node
+            halted = isinstance(r, PlanHalted)
+    return out
+
+
 def _keyed_executions(detail: SessionDetail, run_events: Sequence[Any]) -> list[tuple[str, int | None]]:
     """(flow_key, turn number) per execution: from the ledger rows (§3.7), each placed in its turn
     by position; else the acceptance order with each acceptance's own turn."""
@@ -86,16 +127,9 @@ def _keyed_executions(detail: SessionDetail, run_events: Sequence[Any]) -> list[
 
     ids = [t.turn_id for t in detail.turns]
     out: list[tuple[str, int | None]] = []
-    cur: str | None = None
-    last = -1
-    for ev in run_events:
-        r = ev.body.event if isinstance(ev.body, Run) else None
-        if isinstance(r, (StatementCompleted, PlanHalted)):
-            if r.plan != cur or r.node <= last:
-                ti = bisect_right(ids, ev.global_seq) - 1
-                out.append((r.plan, detail.turns[ti].number if ti >= 0 else None))
-                cur = r.plan
-            last = r.node
+    for key, seq in executions_in_trace(run_events):
+        ti = bisect_right(ids, seq) - 1
+        out.append((key, detail.turns[ti].number if ti >= 0 else None))
     if out:
         return out
     for t in detail.turns:

@@ -45,7 +45,7 @@ from ..model.session import TRACE_KINDS, SessionDetail, load_session
 from ..store.events import Compacted, PlanAttempted, TurnEnded
 from ..store.store import StoreReader
 from .engine import (
-    Execution, MemorySink, NotForkable, Position, catalog_for, conversation_before, executions_of, flush_events,
+    writes_ledger, Execution, MemorySink, NotForkable, Position, catalog_for, conversation_before, executions_of, flush_events,
     live_effect, positions_of, predict_calls, simulate_serve,
 )
 from .gate import LiveOp, LivePreview
@@ -391,6 +391,7 @@ def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, ed
     interp = Interpreter(cat, RecordingHost(ReplayHost(tape), mem, client.redactor, client.cap, enabled=True), mem,
                          approver=lambda m, r: True, run_id=f"fork:{plan.source}@{at}")
     prefix_execs = plan.executions[:pos.execution]
+    resumable = writes_ledger(detail)
     total = len(prefix_execs) + (1 if pos.node else 0)
     halted_open = False
 
@@ -398,7 +399,7 @@ def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, ed
         nonlocal halted_open
         mark = len(mem.events)
         ledger = ResumeLedger.fold(mem.events) if halted_open else None
-        res = interp.run(draft, resumable=True, ledger=ledger)
+        res = interp.run(draft, resumable=resumable, ledger=ledger)
         halted_open = halted_open or res.halted is not None
         items.append(("attempt", draft))
         items.append(("run", mem.events[mark:]))
@@ -454,7 +455,7 @@ def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, ed
                 ledger = ResumeLedger.from_interrupted(mem.events, trunc_key)
             step += 1
             rec.append(_attempt(step, plan.tail_draft, red), turn_id=tid)
-            res = interp.run(plan.tail_draft, resumable=True, ledger=ledger)
+            res = interp.run(plan.tail_draft, resumable=resumable or ledger is not None, ledger=ledger)
             if res.halted is not None:
                 result.halted = res.halted.error
             answer = _result_text(res)
@@ -464,7 +465,7 @@ def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, ed
                 step += 1
                 rec.append(_attempt(step, ex.draft, red), turn_id=tid)
                 lg = ResumeLedger.fold(mem.events + tail_events) if halted_now else None
-                r = interp.run(ex.draft, resumable=True, ledger=lg)
+                r = interp.run(ex.draft, resumable=resumable, ledger=lg)
                 halted_now = halted_now or r.halted is not None
                 answer = _result_text(r) or answer
                 if on_progress is not None:

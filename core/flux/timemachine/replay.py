@@ -45,7 +45,7 @@ from ..lang import ast as A
 from ..lang.catalog import OpCatalog
 from ..lang.interpreter import Interpreter, ResumeLedger
 from ..model.stored_plan import parse_stored_plan, stored_plan_key
-from ..model.session import TRACE_KINDS, SessionDetail, execution_keys, load_session
+from ..model.session import TRACE_KINDS, SessionDetail, load_session
 from ..store.events import Run, decode_run
 from ..store.store import StoreReader, StoreWriter
 
@@ -348,7 +348,9 @@ def replay_detail(detail: SessionDetail, *, turn: int | None = None, catalog: Op
     if tape.total == 0:
         raise _not_replayable(sid, "no cassette cells recorded (pre-C-43 run, or FLUX_CASSETTE=0)")
     plans, accepted_order = plans_by_key(detail)
-    exec_keys = execution_keys(trace)
+    from .engine import executions_in_trace
+
+    exec_keys = [k for k, _ in executions_in_trace(trace)]
     if not exec_keys:
         exec_keys = list(accepted_order)
         if not exec_keys:

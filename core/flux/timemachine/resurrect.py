@@ -62,6 +62,7 @@ class ResurrectPlan:
     unanchored_cells: int  # flux's field: cells of a turn with no boundary at all
     in_flight: Optional[str]  # the op dispatched with no result and no cell
     preview: LivePreview
+    has_boundary: bool = True
 
 
 @dataclass
@@ -191,7 +192,7 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
                           tuple(notes), f"resurrect {sid} · turn {turn.number}",
                           {"turn": turn.number, "completed": it.completed, "in_flight": in_flight})
     return ResurrectPlan(detail, sid, turn.number, turn.turn_id, draft, key, it.completed, ledger, values, tail,
-                         unanchored, in_flight, preview)
+                         unanchored, in_flight, preview, has_boundary)
 
 
 def plan_resurrect(reader: StoreReader, session: str, **kw: Any) -> Optional[LivePreview]:
@@ -243,7 +244,9 @@ def resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePrevi
                              completed_before=plan.completed)
     outcome, answer = "resurrected", ""
     try:
-        res = interp.run(plan.draft, resumable=True, ledger=plan.ledger)
+        # a turn with no statement boundary (an adaptive turn's host plans) stays ledger-less, so the
+        # session still replays by its acceptance order (§3.7)
+        res = interp.run(plan.draft, resumable=plan.has_boundary or plan.ledger is not None, ledger=plan.ledger)
         if res.halted is not None and res.halted.kind == "awaiting":
             outcome, answer = "suspended", res.halted.error
         elif res.halted is not None:

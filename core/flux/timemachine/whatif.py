@@ -35,7 +35,7 @@ from ..model.session import TRACE_KINDS, SessionDetail, load_session
 from ..store.events import Compacted, OpRecorded, PlanHalted, Run, StatementCompleted, TurnEnded
 from ..store.store import StoreReader
 from .engine import (
-    MemorySink, NotForkable, catalog_for, conversation_before, executions_of, flush_events, live_effect, predict_calls,
+    writes_ledger, MemorySink, NotForkable, catalog_for, conversation_before, executions_of, flush_events, live_effect, predict_calls,
     simulate_serve,
 )
 from .gate import LiveOp, LivePreview
@@ -344,11 +344,12 @@ def run_what_if(client: Any, session: str, spec: WhatIfSpec, *, confirm: Callabl
             interp = Interpreter(cat, RecordingHost(frozen, sink, red, client.cap, enabled=True), sink,
                                  approver=lambda m, r: True, run_id=did)
             halted = False
+            resumable = writes_ledger(detail)
             for step, ex in enumerate(plan.executions, 1):
                 from .fork import _attempt
 
                 rec.append(_attempt(step, ex.draft, red), turn_id=tid)
-                res = interp.run(ex.draft, resumable=True, ledger=ResumeLedger.fold(events) if halted else None)
+                res = interp.run(ex.draft, resumable=resumable, ledger=ResumeLedger.fold(events) if halted else None)
                 halted = halted or res.halted is not None
             rec.append(TurnEnded(outcome="ok", iterations=len(plan.executions), answer=""), turn_id=tid)
         cf.session = did
@@ -397,9 +398,10 @@ def _replan(client: Any, plan: _Plan, frozen: FrozenHost, conv: list[dict], mode
                          RecordingHost(ReplayHost(prefix_tape), mem, red, client.cap, enabled=True), mem,
                          approver=lambda m, r: True, run_id=f"what_if:{sid}")
     items = []
+    resumable = writes_ledger(detail)
     for ex in plan.executions:
         mark = len(mem.events)
-        interp.run(ex.draft, resumable=True, ledger=ResumeLedger.fold(mem.events))
+        interp.run(ex.draft, resumable=resumable, ledger=ResumeLedger.fold(mem.events) if resumable else None)
         items.append((ex.draft, mem.events[mark:]))
         if prefix_tape.diverged is not None:
             raise FluxError(f"the what-if prefix of {sid} diverged from the recording: {prefix_tape.diverged}")
