@@ -335,7 +335,7 @@ async def test_80x24_sessions_list_and_diff_header(make_app, demo):
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         text = screen_text(app)
-        assert "claude-sonnet-4-5" in text and "⋔ fork ← s_1@2" in text
+        assert "claude-sonnet-4-5" in text and "⋔ fork ← s_1@3" in text
         assert "turn▼" not in text and "Help" in footer_text(app) and "Quit" in footer_text(app)
         app.push_screen(DiffScreen("s_6", "s_1"))
         await settle(pilot)
