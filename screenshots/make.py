@@ -140,6 +140,41 @@ async def shot_narrow(pilot) -> None:
 
 SIZES = {"narrow": (80, 24)}  # shots not at SIZE
 
+
+def _fixed_workspace() -> None:
+    """The write dialogs show the workspace: the same path on every machine."""
+    import flux_tui.writes
+
+    ws = Path(tempfile.gettempdir()) / "flux-tui-demo-workspace"
+    ws.mkdir(exist_ok=True)
+    flux_tui.writes.default_workspace = lambda: str(ws)
+
+
+async def until_checked(pilot) -> None:
+    for _ in range(200):
+        await settle(pilot)
+        screen = pilot.app.screen
+        if getattr(screen, "position", "") is not None and (screen.preview is not None or screen.problem is not None):
+            return
+        await pilot.pause(0.05)
+
+
+async def shot_fork(pilot) -> None:
+    _fixed_workspace()
+    await open_session(pilot, RELEASE, "f")
+    await until_checked(pilot)
+
+
+async def shot_gate(pilot) -> None:
+    await shot_fork(pilot)
+    await keys(pilot, "ctrl+r")
+
+
+async def shot_resurrect(pilot) -> None:
+    _fixed_workspace()
+    await open_session(pilot, RELEASE_KILLED, "R")
+
+
 SHOTS = {
     "sessions": shot_sessions,
     "filter": shot_filter,
@@ -153,6 +188,9 @@ SHOTS = {
     "replay": shot_replay,
     "diff": shot_diff,
     "narrow": shot_narrow,
+    "fork": shot_fork,
+    "gate": shot_gate,
+    "resurrect": shot_resurrect,
 }
 
 

@@ -22,18 +22,32 @@ SIZE = (120, 40)
 PLAN = 'flow\n  a = read({"path":"A"})\n  b = read({"path":"B"})\n'
 
 
+def _resumable(cells: list, plan: str = PLAN) -> list:
+    """A resumable run of ``plan``: each statement's cell, then its statement_completed row."""
+    from flux.lang import parse
+    from flux.lang.hashes import flow_key, stmt_hash16
+    from flux.store import Run, StatementCompleted
+
+    d = parse(plan)
+    key = flow_key(d.name, d.body)
+    out = []
+    for i, (node, c) in enumerate(zip(d.body, cells)):
+        out += [c, Run(event=StatementCompleted(plan=key, node=i, stmt=stmt_hash16(node)))]
+    return out
+
+
 def _family(path: Path) -> Path:
     """s_1 root; s_2 fork of s_1 (one world change at statement 1); s_3 sub-agent of s_1;
     s_4 fork of s_2 (identical to it)."""
     with StoreWriter(path) as w:
         s1 = w.create_session("mock")
-        write_turn(w, s1, "go", plan=PLAN, cells=[cell("read", {"path": "A"}, "a"), cell("read", {"path": "B"}, "b")])
+        write_turn(w, s1, "go", plan=PLAN, cells=_resumable([cell("read", {"path": "A"}, "a"), cell("read", {"path": "B"}, "b")]))
         s2 = w.create_session("mock", context={"agent_id": f"fork:{s1}@1", "correlation_id": s1})
-        write_turn(w, s2, "<fork>", plan=PLAN, cells=[cell("read", {"path": "A"}, "a"), cell("read", {"path": "B"}, "B!")])
+        write_turn(w, s2, "<fork>", plan=PLAN, cells=_resumable([cell("read", {"path": "A"}, "a"), cell("read", {"path": "B"}, "B!")]))
         s3 = w.create_session("mock", context={"agent_id": "subagent:explorer", "correlation_id": s1})
         write_turn(w, s3, "explore", cells=[cell("grep", {"p": "x"}, "hit")])
         s4 = w.create_session("mock", context={"agent_id": f"fork:{s2}@0", "correlation_id": s2})
-        write_turn(w, s4, "<fork>", plan=PLAN, cells=[cell("read", {"path": "A"}, "a"), cell("read", {"path": "B"}, "B!")])
+        write_turn(w, s4, "<fork>", plan=PLAN, cells=_resumable([cell("read", {"path": "A"}, "a"), cell("read", {"path": "B"}, "B!")]))
     return path
 
 
@@ -161,6 +175,334 @@ async def test_lineage_from_the_sessions_list_at_80x24(make_app, tmp_path):
         assert isinstance(app.screen, SessionsScreen)
 
 
+# -- fork ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def no_text_area_blink(monkeypatch):
+    """The editors' cursor blink races screenshots, like the Input's (conftest)."""
+    from textual.widgets import TextArea
+
+    monkeypatch.setattr(TextArea, "_toggle_cursor_blink_visible", lambda self: None)
+
+
+async def checked(pilot, timeout: float = 10.0) -> None:
+    """Wait until the fork dialog has checked what it shows (the debounced engine check)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await settle(pilot)
+        screen = pilot.app.screen
+        if getattr(screen, "position", "") is not None and (screen.preview is not None or screen.problem is not None):
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("the fork dialog never finished checking")
+
+
+def _registry(store: Path) -> list[tuple]:
+    import sqlite3
+
+    con = sqlite3.connect(store / "events.db")
+    try:
+        return con.execute("SELECT n, agent_id, correlation_id FROM streams ORDER BY n").fetchall()
+    finally:
+        con.close()
+
+
+async def _open_fork(app, pilot, session: str = "s_1"):
+    from flux_tui.screens.fork import ForkScreen
+
+    app.open_session(session)
+    await settle(pilot)
+    await pilot.press("f")
+    await settle(pilot)
+    await checked(pilot)
+    assert isinstance(app.screen, ForkScreen)
+    return app.screen
+
+
+async def test_fork_inject_offline_opens_the_child_one_key_from_its_diff(make_app, tmp_path, monkeypatch):
+    from flux_tui.screens.fork import ChildSessionScreen, ForkScreen
+    from flux_tui.widgets.editors import JsonTextArea
+
+    monkeypatch.chdir(tmp_path)
+    store = _family(tmp_path / "fam")
+    app = make_app(store)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        dialog = await _open_fork(app, pilot)
+        text = screen_text(app)
+        assert "Fork s_1 at statement 0" in text and "a = read({\"path\":\"A\"})" in text
+        assert "recorded   a" in text and '"a"' in text and "JSON ✓" in text  # prefilled with the recorded value
+        assert "offline: no model call, no side effect" in text
+        assert "tail    2 statement(s): 1 dispatch(es) served from tape" in text
+        assert str(dialog.query_one("#fork-run").label) == "Fork"
+        # invalid JSON: said at once, the fork is disabled
+        editor = dialog.query_one("#inject-value", JsonTextArea)
+        editor.load_text('{"broken": ')
+        await settle(pilot)
+        assert "JSON ✗" in screen_text(app) and "not JSON" in screen_text(app)
+        assert dialog.query_one("#fork-run").disabled
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert isinstance(app.screen, ForkScreen) and len(_registry(store)) == 4  # nothing written
+        editor.load_text('"A, injected"')
+        await settle(pilot)
+        await checked(pilot)
+        assert not dialog.query_one("#fork-run").disabled
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert isinstance(app.screen, ChildSessionScreen) and app.screen.session_id == "s_5"
+        assert _registry(store)[-1] == (5, "fork:s_1@0", "s_1")
+        toasts = [n.message for n in app._notifications]
+        assert "forked s_5 ← s_1@0 · d diffs against the source" in toasts
+        await pilot.press("d")  # one key: the diff against the source
+        await settle(pilot)
+        assert isinstance(app.screen, DiffScreen) and (app.screen.a, app.screen.b) == ("s_1", "s_5")
+        diff = app.screen.diff
+        assert [r.kind for r in diff.rows] == ["plan", "same"]  # the injected bind, then the tail from tape
+
+
+async def test_fork_edit_is_validated_as_you_type(make_app, tmp_path, monkeypatch):
+    from flux_tui.widgets.editors import FluxTextArea
+
+    monkeypatch.chdir(tmp_path)
+    store = _family(tmp_path / "fam")
+    app = make_app(store)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press()  # noqa
+        dialog = await _open_fork(app, pilot)
+        await pilot.press("f2")  # edit plan
+        await settle(pilot)
+        editor = dialog.query_one("#edit-plan", FluxTextArea)
+        assert editor.has_focus and editor.text.startswith("flow\n  a = read(")
+
+        async def typed(text: str) -> str:
+            editor.load_text(text)
+            await settle(pilot)
+            await checked(pilot)
+            return screen_text(app)
+
+        out = await typed("flow\n  a = read({\"path\":\"A\"}\n")
+        assert "does not parse" in out and dialog.query_one("#fork-run").disabled
+        out = await typed('flow\n  a = frobnicate({"x":1})\n')
+        assert "fails analysis: unknown op `frobnicate`" in out and dialog.query_one("#fork-run").disabled
+        out = await typed('flow\n  a = read({"path":"A"})\n  c = read({"path": $zzz})\n')
+        assert "symbol `zzz` is not bound" in out and dialog.query_one("#fork-run").disabled
+        out = await typed('flow\n  a = read({"path":"A"})\n  b = read({"path":"B"})\n')
+        assert "✓ parses and passes analysis" in out and "offline: no model call, no side effect" in out
+        assert not dialog.query_one("#fork-run").disabled
+    assert len(_registry(store)) == 4  # validating never writes
+
+
+async def test_fork_that_goes_live_passes_the_gate(make_app, tmp_path, monkeypatch):
+    from flux_tui.screens.fork import ChildSessionScreen, ForkScreen
+    from flux_tui.screens.gate import GateScreen
+    from flux_tui.widgets.editors import FluxTextArea
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    monkeypatch.chdir(ws)
+    store = _family(tmp_path / "fam")
+    before = tree_digest(store)
+    app = make_app(store)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        dialog = await _open_fork(app, pilot)
+        await pilot.press("f2")
+        dialog.query_one("#edit-plan", FluxTextArea).load_text(
+            'flow\n  a = read({"path":"A"})\n  note = write({"path":"note.txt","content":"forked"})\n')
+        await settle(pilot)
+        await checked(pilot)
+        text = screen_text(app)
+        assert "runs live: write (write)" in text and f"workspace {ws}" in text
+        assert "you confirm at the gate first" in text
+        assert str(dialog.query_one("#fork-run").label) == "Fork and run live…"
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert isinstance(app.screen, GateScreen)
+        gate = screen_text(app)
+        assert "Going live" in gate and "This will dispatch, for real:" in gate
+        assert "write" in gate and "note.txt" in gate and str(ws) in gate
+        await pilot.press("n")  # cancel: nothing ran, nothing was written
+        await settle(pilot)
+        assert isinstance(app.screen, ForkScreen)
+        assert tree_digest(store) == before and not (ws / "note.txt").exists()
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        await pilot.press("y")
+        await settle(pilot)
+        assert isinstance(app.screen, ChildSessionScreen)
+        assert (ws / "note.txt").read_text() == "forked"
+        assert _registry(store)[-1] == (5, "fork:s_1@0", "s_1")
+
+
+
+# -- resurrect -------------------------------------------------------------------------------------
+
+KILLED = 'flow\n  a = read({"path":"A"})\n  b = read({"path":"B"})\n  c = write({"path":"out.txt","content":"done"})\n'
+
+
+def _killed(path: Path, *, c_recorded: bool) -> Path:
+    """s_1: statement 0 completed, statement 1's cell recorded, then the process died (no
+    turn_ended) — with or without statement 2's cell (the write) on tape."""
+    from flux.store import Message, PlanAttempted
+
+    cells = [cell("read", {"path": "A"}, "a"), cell("read", {"path": "B"}, "b")]
+    with StoreWriter(path) as w:
+        sid = w.create_session("mock")
+        w.append(sid, Message.text("user", "<flow run>"))
+        tid = w.begin_turn(sid, "<flow run>", "mock")
+        w.append(sid, PlanAttempted(step=1, outcome="accepted", plan_source=KILLED), turn_id=tid)
+        for ev in _resumable(cells, KILLED)[:3]:  # a, its ledger row, b (killed before b's ledger row)
+            w.append(sid, ev)
+        if c_recorded:
+            w.append(sid, cell("write", {"path": "out.txt", "content": "done"}, "wrote 4 bytes"))
+    return path
+
+
+def _turn_ended(store: Path) -> int:
+    import sqlite3
+
+    con = sqlite3.connect(store / "events.db")
+    try:
+        return con.execute("SELECT COUNT(*) FROM events WHERE kind = 'turn_ended'").fetchone()[0]
+    finally:
+        con.close()
+
+
+async def test_resurrect_offline_then_the_report_and_markers(make_app, tmp_path, monkeypatch):
+    from flux_tui.screens.resurrect import ResurrectScreen
+
+    monkeypatch.chdir(tmp_path)
+    store = _killed(tmp_path / "k", c_recorded=True)
+    app = make_app(store)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.open_session("s_1")
+        await settle(pilot)
+        assert "⚠ interrupted" in screen_text(app).splitlines()[0]
+        await pilot.press("R")
+        await settle(pilot)
+        assert isinstance(app.screen, ResurrectScreen)
+        text = screen_text(app)
+        assert "Resurrect s_1 · turn 1" in text and "interrupted after statement 1 of 3" in text
+        assert "offline: no model call, no side effect" in text
+        assert _turn_ended(store) == 0  # nothing written before y
+        await pilot.press("y")
+        await settle(pilot)
+        text = screen_text(app)
+        assert "Resurrected s_1 · turn 1" in text and "resurrected · session s_1 · turn 1" in text
+        assert "✓ 1 statement(s) fast-forwarded" in text and "✓ 2 op(s) served from the cassette" in text
+        assert "· 0 op(s) run live" in text
+        assert _turn_ended(store) == 1 and not (tmp_path / "out.txt").exists()  # the write came from tape
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, SessionScreen)
+        assert "⚠ interrupted" not in screen_text(app).splitlines()[0]  # the markers updated in place
+        assert app.screen.check.interrupted is None
+
+
+async def test_resurrect_that_runs_an_op_again_passes_the_gate(make_app, tmp_path, monkeypatch):
+    from flux_tui.screens.gate import GateScreen
+    from flux_tui.screens.resurrect import ResurrectScreen
+
+    monkeypatch.chdir(tmp_path)
+    store = _killed(tmp_path / "k", c_recorded=False)
+    app = make_app(store)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.open_session("s_1")
+        await settle(pilot)
+        await pilot.press("R")
+        await settle(pilot)
+        text = screen_text(app)
+        assert "↻ write (write) has no cell → runs again" in text and "runs live: write (write)" in text
+        await pilot.press("y")
+        await settle(pilot)
+        assert isinstance(app.screen, GateScreen) and "out.txt" in screen_text(app)
+        await pilot.press("n")
+        await settle(pilot)
+        assert isinstance(app.screen, ResurrectScreen) and _turn_ended(store) == 0
+        assert not (tmp_path / "out.txt").exists()
+        await pilot.press("y", "y")
+        await settle(pilot)
+        assert "↻ 1 op(s) run live: write" in screen_text(app)
+        assert (tmp_path / "out.txt").read_text() == "done" and _turn_ended(store) == 1
+
+
+async def test_resurrect_key_only_on_an_interrupted_session(make_app, tmp_path):
+    app = make_app(_family(tmp_path / "fam"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.open_session("s_1")
+        await settle(pilot)
+        assert "Resurrect" not in screen_text(app).splitlines()[-1]
+        await pilot.press("R")
+        await settle(pilot)
+        assert isinstance(app.screen, SessionScreen)
+
+
+# -- keys: ids, tooltips, F1, the palette -------------------------------------------------------------
+
+
+def test_every_write_side_binding_has_an_id_and_a_tooltip():
+    from textual.binding import Binding
+
+    from flux_tui.screens.fork import ChildSessionScreen, ForkScreen
+    from flux_tui.screens.gate import GateScreen
+    from flux_tui.screens.lineage import LineageTree
+    from flux_tui.screens.resurrect import ResurrectScreen
+
+    ids = []
+    for cls in (ForkScreen, GateScreen, ResurrectScreen, LineageScreen, LineageTree, ChildSessionScreen):
+        for b in cls.__dict__.get("BINDINGS", []):
+            assert isinstance(b, Binding) and b.id and b.tooltip and b.description, f"{cls.__name__}.{b}"
+            ids.append(b.id)
+    session_ids = {b.id for b in SessionScreen.BINDINGS}
+    assert {"session.fork", "session.resurrect"} <= session_ids
+    assert len(ids) == len(set(ids)) and not set(ids) & session_ids
+
+
+def _help_text(help_screen) -> str:
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))
+    console.print(help_screen._body)
+    return console.export_text()
+
+
+async def test_write_keys_show_in_help_and_the_palette(make_app, tmp_path, monkeypatch):
+    from flux_tui.commands import screen_commands
+    from flux_tui.screens.help import HelpScreen
+
+    monkeypatch.chdir(tmp_path)
+    app = make_app(_killed(tmp_path / "k", c_recorded=True))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.open_session("s_1")
+        await settle(pilot)
+        titles = {t for t, *_ in screen_commands(app.screen)}
+        assert {"Fork", "Resurrect"} <= titles
+        await pilot.press("f1")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        text = _help_text(app.screen)
+        assert "session.fork" in text and "session.resurrect" in text
+        await pilot.press("escape", "f")
+        await settle(pilot)
+        await checked(pilot)
+        titles = {t for t, *_ in screen_commands(app.screen)}
+        assert {"Fork", "Next mode", "Cancel"} <= titles
+        await pilot.press("f1")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen) and app.screen.topic == "fork"
+        text = _help_text(app.screen)
+        assert "fork.run" in text and "fork.next_mode" in text and "side-effect gate" in text
+
+
 # -- snapshots -----------------------------------------------------------------------------------
 
 
@@ -174,8 +516,12 @@ def _run(*steps):
     async def run_before(pilot) -> None:
         await settle(pilot)
         for step in steps:
-            if step.startswith("open:"):
+            if callable(step):
+                step(pilot.app)
+            elif step.startswith("open:"):
                 pilot.app.open_session(step[5:])
+            elif step == "checked":
+                await checked(pilot)
             else:
                 await pilot.press(step)
             await settle(pilot)
@@ -183,7 +529,55 @@ def _run(*steps):
     return run_before
 
 
+@pytest.fixture
+def fixed_workspace(monkeypatch):
+    """Snapshots show the workspace: make it the same path on every run."""
+    import tempfile
+
+    ws = Path(tempfile.gettempdir()) / "flux-tui-snapshot-ws"
+    ws.mkdir(exist_ok=True)
+    monkeypatch.setattr("flux_tui.writes.default_workspace", lambda: str(ws))
+    return ws
+
+
+def _edit_plan(text: str):
+    def step(app) -> None:
+        from flux_tui.widgets.editors import FluxTextArea
+
+        app.screen.query_one("#edit-plan", FluxTextArea).load_text(text)
+
+    return step
+
+
 class TestSnapshots:
     def test_lineage_tree(self, snap_compare, tmp_path):
         app = _snap_app(_family(tmp_path / "fam"), "fam")
         assert snap_compare(app, terminal_size=SIZE, run_before=_run("open:s_2", "l"))
+
+    def test_fork_dialog(self, snap_compare, tmp_path, fixed_workspace):
+        app = _snap_app(_family(tmp_path / "fam"), "fam")
+        assert snap_compare(app, terminal_size=SIZE, run_before=_run("open:s_1", "f", "checked"))
+
+    def test_fork_edit_invalid(self, snap_compare, tmp_path, fixed_workspace):
+        app = _snap_app(_family(tmp_path / "fam"), "fam")
+        bad = _edit_plan('flow\n  a = read({"path":"A"})\n  b = frobnicate({"path":"B"})\n')
+        assert snap_compare(app, terminal_size=SIZE, run_before=_run("open:s_1", "f", "checked", "f2", bad, "checked"))
+
+    def test_gate(self, snap_compare, tmp_path, fixed_workspace):
+        app = _snap_app(_family(tmp_path / "fam"), "fam")
+        live = _edit_plan('flow\n  a = read({"path":"A"})\n  note = write({"path":"note.txt","content":"forked"})\n'
+                          '  out = bash({"command":"pytest -q"})\n')
+        assert snap_compare(app, terminal_size=SIZE,
+                            run_before=_run("open:s_1", "f", "checked", "f2", live, "checked", "ctrl+r"))
+
+    def test_resurrect_plan(self, snap_compare, tmp_path, fixed_workspace):
+        app = _snap_app(_killed(tmp_path / "k", c_recorded=False), "killed")
+        assert snap_compare(app, terminal_size=SIZE, run_before=_run("open:s_1", "R"))
+
+    def test_resurrect_report(self, snap_compare, tmp_path, fixed_workspace):
+        app = _snap_app(_killed(tmp_path / "k", c_recorded=True), "killed")
+        assert snap_compare(app, terminal_size=SIZE, run_before=_run("open:s_1", "R", "y"))
+
+    def test_fork_dialog_80x24(self, snap_compare, tmp_path, fixed_workspace):
+        app = _snap_app(_family(tmp_path / "fam"), "fam")
+        assert snap_compare(app, terminal_size=(80, 24), run_before=_run("open:s_1", "f", "checked", "f2", "checked"))

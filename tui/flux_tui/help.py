@@ -42,7 +42,8 @@ the turn never ended), ✗ halted or has an error cell, · not run. Cell flags: 
 redacted, truncated. The inspector (below, or beside the tabs on a wide terminal) shows the item
 under the cursor. r replays the
 session from tape and marks the first column ✓ served / ✗ diverged / ○ unconsumed (Esc clears).
-d diffs it against another session."""),
+d diffs it against another session. f forks the session at the statement under the cursor; R
+resurrects an interrupted turn."""),
     "replay": ("Replay report", """The last hermetic replay of this session: faithful or not, how many recorded cells were served
 (C/T), each replayed plan by flow_key (✓ ran, ✗ halted — reproduced or diverged), the divergence
 message, plans without a stored source and the cells left unconsumed. A replay never writes the
@@ -82,6 +83,28 @@ registry's correlation_id. Each fork, what-if and check says how it differs from
 run diff, computed in the background and cached): = same, ~ plan, ≠ world rows, and the statement
 where it first diverges. Enter opens the highlighted session; d opens its diff against its parent;
 u opens its parent."""),
+    "fork": ("Fork", """\
+Branch this session at the statement under the cursor into a new session linked to it (⋔). The
+statements before it are replayed from the recording — no model call, no side effect — and the
+fork diverges here in one of three modes (F2 cycles): Inject puts a JSON value in this statement's
+binder (prefilled with the recorded result; JSON is checked as you type); Edit plan replaces the
+plan from this statement on (Flux-Lang, parsed and checked against the ops as you type; Fork stays
+disabled while it fails); Re-plan runs a new agent turn with the prompt and the model. Every change
+is checked without writing anything, and the lines below say what will happen: "offline: no model
+call, no side effect" forks at once; anything that would run live goes through the side-effect gate
+first. Ctrl+R forks; then the fork opens and d diffs it against its source."""),
+    "gate": ("Going live", """\
+The side-effect gate. Everything listed here would be dispatched for real: each op with its
+declared effect (write, exec, network; an op that declares none counts as write), its input, and
+why it runs (the fork's tail, the op that was in flight when the process died, a re-plan), in the
+workspace shown; a model call is network. y runs it live and records every dispatch as a cassette
+cell; n or Esc goes back — nothing runs and nothing is written."""),
+    "resurrect": ("Resurrect", """\
+Finish the interrupted turn of this session from where the process died, on the same session, with
+no model call: statements the ledger shows completed fast-forward, cells recorded before the kill
+are served from tape exactly once, and only an op that has no cell runs again (the gate lists it
+first). y resurrects; afterwards this panel is the report — fast-forwarded, served from the
+cassette, run live, and any divergence — and the turn's markers update."""),
     "notice": ("Store notice", """\
 The store could not be opened or holds no session yet. The message says why and what to do:
 point --store at a directory that holds events.db, or run `flux-tui --demo` to explore a demo

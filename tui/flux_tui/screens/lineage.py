@@ -182,6 +182,7 @@ class LineageScreen(ModalScreen[str | None]):
         Binding("d", "diff", "Diff vs parent", id="lineage.diff",
                 tooltip="Diff the highlighted session against its parent, side by side"),
         Binding("u", "source", "Parent", id="lineage.source", tooltip="Open the session the highlighted one was derived from"),
+        Binding("f1", "app.help", "Help", id="lineage.help", tooltip="Explain this dialog and list its keys"),
     ]
 
     def __init__(self, session_id: str) -> None:

@@ -96,6 +96,10 @@ class SessionScreen(Screen):
                 tooltip="Move the split right: a wider turns column"),
         Binding("z", "zoom", "Zoom", show=False, id="session.zoom",
                 tooltip="Maximise the focused panel (z again restores the layout)"),
+        Binding("f", "fork", "Fork", show=False, id="session.fork",
+                tooltip="Fork the session at the statement under the plan cursor (inject, edit or re-plan)"),
+        Binding("R", "resurrect", "Resurrect", id="session.resurrect",
+                tooltip="Finish the interrupted turn from the crash point, from tape (the gate first if anything runs live)"),
         Binding("1", "focus_panel('turns')", "Focus turns", show=False, id="session.focus_turns", tooltip="Focus the turn list"),
         Binding("2", "focus_panel('timeline')", "Focus plan", show=False, id="session.focus_timeline",
                 tooltip="Focus the plan / cell stepper"),
@@ -846,6 +850,17 @@ class SessionScreen(Screen):
 
         ask_and_diff(self.app, self.detail.row.id, self.detail.row.correlation_id)
 
+    def action_fork(self) -> None:
+        from .fork import start_fork
+
+        start_fork(self)
+
+    def action_resurrect(self) -> None:
+        from .resurrect import ResurrectScreen
+
+        if self.detail is not None:
+            self.app.push_screen(ResurrectScreen(self.detail.row.id, self.turn.number if self.turn else None))
+
     def _step_turn(self, delta: int) -> None:
         tl = self.turns_list
         if tl.row_count:
@@ -959,7 +974,7 @@ class SessionScreen(Screen):
         pane = {"tab-conversation": "#conversation", "tab-observations": "#observations", "tab-unknown": "#unknown"}
         self.query_one(pane.get(tabs.active or "tab-conversation", "#conversation")).focus()
 
-    _DYNAMIC_ACTIONS = ("source", "next_error", "prev_error", "replay", "diff")
+    _DYNAMIC_ACTIONS = ("source", "next_error", "prev_error", "replay", "diff", "fork", "resurrect")
 
     def footer_hidden(self, action: str) -> bool:
         """Keys the footer leaves out although they work (they only say why they cannot act)."""
@@ -986,4 +1001,8 @@ class SessionScreen(Screen):
             return self.timeline is not None
         if action in ("replay", "diff"):
             return self.detail is not None and self.replay_running is None
+        if action == "fork":
+            return self.timeline is not None
+        if action == "resurrect":
+            return self.check.interrupted is not None
         return True

@@ -1,0 +1,37 @@
+"""From a browser's cursor to the time machine's coordinates.
+
+The app's plan cursor stands on a statement of one of a turn's accepted plans (its ``flow_key``
+and top-level ``node``); fork and what-if name a *position* (:func:`~flux.timemachine.fork_points`,
+flat over the session's executions). :func:`position_at` maps the one to the other, and
+:func:`tail_text` is the edit mode's starting text: the plan from that statement on.
+"""
+
+from __future__ import annotations
+
+from ..lang import ast as A
+from ..lang.formatter import format_flow
+from ..model.session import SessionDetail
+from .engine import NotForkable, Position, executions_of
+from .fork import fork_points
+
+__all__ = ["position_at", "tail_text"]
+
+
+def position_at(detail: SessionDetail, turn: int, flow_key: str | None, node: int) -> Position:
+    """The fork position of statement ``node`` of the plan ``flow_key`` accepted in ``turn``.
+    Raises :class:`NotForkable` (one line) when that plan never ran or cannot be re-executed."""
+    if flow_key is None:
+        raise NotForkable(f"this plan does not parse, so session {detail.id} cannot be forked at it")
+    points = fork_points(detail)
+    same = [p for p in points if p.flow_key == flow_key and p.node == node]
+    if not same:
+        raise NotForkable(f"statement {node} of this plan was never executed in session {detail.id} — "
+                          "fork at a statement that ran")
+    return next((p for p in same if p.turn == turn), same[0])
+
+
+def tail_text(detail: SessionDetail, position: Position) -> str:
+    """The execution holding ``position``, from that statement on, as canonical Flux-Lang."""
+    ex = executions_of(detail)[position.execution]
+    d = ex.draft
+    return format_flow(A.DraftAst(name=d.name, params=d.params, returns=d.returns, body=tuple(d.body[position.node:])))

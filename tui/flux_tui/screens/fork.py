@@ -1,0 +1,538 @@
+"""Fork at the statement under the plan cursor (``f``): choose → see what will happen → confirm →
+watch progress → land on the child, one key (``d``) from its diff against the source.
+
+Three modes (spec §4.5): **inject** a JSON value at a ``bind`` (prefilled with the recorded
+result), **edit** the plan from this statement on (a Flux-Lang editor, parsed and statically
+analysed as you type; the fork button stays disabled while it fails), **re-plan** with a prompt
+(flux's default) and a model. Every change re-plans the fork in a worker
+(:func:`flux.timemachine.prepare_fork` — nothing is written) and shows the side-effect preview:
+an offline fork runs at once; one that would go live passes the gate (:mod:`.gate`) first. The
+store is opened for writing only while the confirmed fork runs (:mod:`flux_tui.writes`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.timer import Timer
+from textual.widgets import Button, Input, Label, Static, TabbedContent, TabPane, TextArea
+from textual.worker import get_current_worker
+
+from flux.errors import FluxError, StoreError
+
+from ..widgets.editors import FluxTextArea, JsonTextArea
+from .gate import GateScreen, preview_text
+from .session import SessionScreen
+
+__all__ = ["ForkScreen", "ForkTarget", "ChildSessionScreen", "start_fork", "open_child", "json_problem", "flux_problem"]
+
+MODES = ("inject", "edit", "replan")
+MODE_LABELS = {"inject": "Inject", "edit": "Edit plan", "replan": "Re-plan"}
+DEBOUNCE_S = 0.25
+
+
+@dataclass(frozen=True)
+class ForkTarget:
+    """The statement under the cursor, as the session screen shows it."""
+
+    session: str
+    turn: int
+    flow_key: str | None
+    node: int
+    text: str  # the statement, one line
+    recorded: str | None  # the first cell's content (None: the statement dispatched nothing)
+
+
+def start_fork(screen) -> None:
+    """``f`` on a session screen: the fork dialog for the statement (or the cell's statement) under
+    the plan cursor."""
+    row = screen.timeline_view.current if screen.timeline is not None else None
+    stmt = getattr(row, "statement", None)
+    plan = getattr(row, "plan", None)
+    if screen.detail is None or screen.turn is None or stmt is None or plan is None:
+        screen.notify("put the plan cursor on a statement to fork there", severity="warning", timeout=4)
+        return
+    recorded = stmt.cells[0].rec.content if stmt.cells else None
+    target = ForkTarget(screen.detail.row.id, screen.turn.number, plan.flow_key, stmt.node,
+                        " ⏎ ".join(line.strip() for line in stmt.text.splitlines() if line.strip()), recorded)
+    screen.app.push_screen(ForkScreen(target))
+
+
+def json_problem(text: str) -> str | None:
+    """``None`` when ``text`` is one JSON value, else the parser's complaint with its line/column."""
+    try:
+        json.loads(text)
+    except ValueError as e:
+        msg = getattr(e, "msg", str(e))
+        line, col = getattr(e, "lineno", None), getattr(e, "colno", None)
+        return f"{msg} (line {line}, column {col})" if line else msg
+    return None
+
+
+def flux_problem(text: str) -> str | None:
+    """``None`` when ``text`` parses as Flux-Lang, else the parse error (one line)."""
+    from flux.lang.parser import parse
+
+    try:
+        parse(text)
+    except FluxError as e:
+        return str(e).splitlines()[0]
+    except RecursionError:
+        return "the plan nests too deeply to parse"
+    return None
+
+
+def recorded_json(content: str | None) -> str:
+    """The recorded result as the JSON value an inject puts back (a string stays a string)."""
+    return json.dumps(content if content is not None else "", ensure_ascii=False)
+
+
+# -- messages from the workers --------------------------------------------------------------------
+
+
+class _Setup(Message):
+    def __init__(self, position=None, tail: str = "", task: str | None = None, model: str = "", prompt: str = "",
+                 error: str | None = None) -> None:
+        super().__init__()
+        self.position, self.tail, self.task, self.model, self.prompt, self.error = position, tail, task, model, prompt, error
+
+
+class _Planned(Message):
+    def __init__(self, serial: int, preview=None, error: str | None = None) -> None:
+        super().__init__()
+        self.serial, self.preview, self.error = serial, preview, error
+
+
+class _Progress(Message):
+    def __init__(self, stage: str, done: int, total: int) -> None:
+        super().__init__()
+        self.stage, self.done, self.total = stage, done, total
+
+
+class _Done(Message):
+    def __init__(self, result=None, error: str | None = None) -> None:
+        super().__init__()
+        self.result, self.error = result, error
+
+
+class ForkScreen(ModalScreen[str | None]):
+    """The fork dialog; dismisses with the child's id once the fork has been written."""
+
+    HELP_TOPIC = "fork"
+    CSS_PATH = "timemachine.tcss"
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="fork.cancel", tooltip="Close the dialog: nothing is written"),
+        Binding("ctrl+r", "run", "Fork", id="fork.run",
+                tooltip="Fork now (through the side-effect gate when something would run live)"),
+        Binding("f2", "next_mode", "Next mode", id="fork.next_mode", tooltip="Cycle the mode: inject, edit plan, re-plan"),
+        Binding("f1", "app.help", "Help", id="fork.help", tooltip="Explain this dialog and list its keys"),
+    ]
+
+    def __init__(self, target: ForkTarget) -> None:
+        super().__init__()
+        self.target = target
+        self.position = None
+        self.preview = None
+        self.problem: str | None = "reading the session…"
+        self.running: tuple[str, int, int] | None = None
+        self._serial = 0
+        self._timer: Timer | None = None
+        self._ready = False
+
+    # -- layout ---------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        t = self.target
+        with Vertical(id="fork-box", classes="tm-box"):
+            yield Static(id="fork-where")
+            with TabbedContent(id="fork-modes", initial="mode-inject"):
+                with TabPane(MODE_LABELS["inject"], id="mode-inject"):
+                    yield Static(id="inject-recorded")
+                    yield Label("inject value (JSON)", classes="tm-label")
+                    yield JsonTextArea(recorded_json(t.recorded), id="inject-value", compact=True)
+                    yield Static(id="inject-status", classes="tm-status")
+                with TabPane(MODE_LABELS["edit"], id="mode-edit"):
+                    yield Label("the plan from this statement on (Flux-Lang)", classes="tm-label")
+                    yield FluxTextArea("", id="edit-plan", compact=True)
+                    yield Static(id="edit-status", classes="tm-status")
+                with TabPane(MODE_LABELS["replan"], id="mode-replan"):
+                    yield Label("prompt for the re-planned turn", classes="tm-label")
+                    yield TextArea("", id="replan-prompt", soft_wrap=True, tab_behavior="focus", compact=True)
+                    with Horizontal(classes="tm-row"):
+                        yield Label("model ", classes="tm-label")
+                        yield Input("", id="replan-model", placeholder="provider:model, e.g. mock", compact=True)
+            with Horizontal(classes="tm-row"):
+                yield Label("workspace ", classes="tm-label")
+                yield Input(self._workspace_default(), id="fork-workspace", placeholder="directory live ops act on", compact=True)
+            yield Static(id="fork-preview")
+            yield Static(id="fork-progress")
+            with Horizontal(classes="tm-buttons"):
+                yield Button("Fork", id="fork-run", variant="primary", disabled=True, compact=True)
+                yield Button("Cancel", id="fork-cancel", compact=True)
+
+    def _workspace_default(self) -> str:
+        from ..writes import default_workspace
+
+        return default_workspace()
+
+    def on_mount(self) -> None:
+        t = self.target
+        self.query_one("#fork-box").border_title = f"Fork {t.session} at this statement"
+        self.query_one("#fork-box").border_subtitle = "F2 mode · Ctrl+R fork · Esc cancel"
+        where = Text()
+        where.append("statement  ", style="dim")
+        where.append(t.text[:200], style="bold")
+        where.append(f"\nturn {t.turn} · node {t.node}", style="dim")
+        self.query_one("#fork-where", Static).update(where)
+        rec = Text()
+        rec.append("recorded   ", style="dim")
+        rec.append((t.recorded if t.recorded is not None else "(no recorded result)").replace("\n", " ⏎ ")[:300])
+        self.query_one("#inject-recorded", Static).update(rec)
+        self.query_one("#fork-progress", Static).display = False
+        self._paint_status()
+        self._setup()
+
+    def on_resize(self, event) -> None:
+        """Editors give up lines first on a short terminal, so the buttons stay on screen."""
+        spare = self.size.height - 22
+        self.query_one("#edit-plan").styles.height = max(3, min(12, spare + 3))
+        self.query_one("#inject-value").styles.height = max(2, min(4, spare + 2))
+        self.query_one("#replan-prompt").styles.height = max(2, min(4, spare + 2))
+
+    # -- setup: the position, the edit text, the defaults ---------------------------------------
+
+    @work(thread=True, exclusive=True, group="fork-setup", exit_on_error=False, description="Reading the session to fork")
+    def _setup(self) -> None:
+        from flux.model.session import TRACE_KINDS, load_session
+        from flux.timemachine import default_prompt
+        from flux.timemachine.cursor import position_at, tail_text
+
+        t = self.target
+        try:
+            reader = self.app.ensure_reader()
+            detail = load_session(reader, t.session, kinds=TRACE_KINDS)
+            if not detail.cells:
+                raise FluxError(f"session {detail.id} is not forkable: no cassette cells recorded — the prefix "
+                                "could not come from tape")
+            pos = position_at(detail, t.turn, t.flow_key, t.node)
+            tail = tail_text(detail, pos)
+            task = detail.turns[pos.turn - 1].user_input if pos.turn and pos.turn <= len(detail.turns) else None
+            model = detail.row.model or "mock"
+        except (StoreError, FluxError) as e:
+            self.post_message(_Setup(error=self.app.mask_path(str(e))))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(_Setup(pos, tail, task, model, default_prompt(task)))
+
+    @on(_Setup)
+    def _on_setup(self, message: _Setup) -> None:
+        if message.error is not None:
+            self.problem = message.error
+            self._paint_preview(None, message.error)
+            self._paint_status()
+            return
+        self.position = message.position
+        pos = message.position
+        self.query_one("#fork-box").border_title = f"Fork {self.target.session} at statement {pos.index}"
+        self.query_one("#edit-plan", FluxTextArea).load_text(message.tail)
+        self.query_one("#replan-prompt", TextArea).load_text(message.prompt)
+        self.query_one("#replan-model", Input).value = message.model
+        where = Text()
+        where.append(f"statement {pos.index}  ", style="dim")
+        where.append(pos.text[:200], style="bold")
+        where.append(f"\nturn {pos.turn} · execution {pos.execution + 1} · node {pos.node}", style="dim")
+        if pos.binder is None:
+            where.append(" · not a bind: inject needs `name = …`", style="yellow")
+        self.query_one("#fork-where", Static).update(where)
+        # inject where it can, else edit (flux's default is re-plan: one Tab away)
+        self.mode = "inject" if pos.binder is not None else "edit"
+        self.query_one("#fork-modes", TabbedContent).active = f"mode-{self.mode}"
+        self._ready = True
+        self._focus_editor()
+        self._changed()
+
+    # -- mode, validation and preview ----------------------------------------------------------
+
+    mode = "inject"
+
+    @on(TabbedContent.TabActivated, "#fork-modes")
+    def _on_mode(self, event: TabbedContent.TabActivated) -> None:
+        pane = event.pane.id or "mode-inject"
+        self.mode = pane.removeprefix("mode-")
+        self._changed()
+
+    def action_next_mode(self) -> None:
+        i = MODES.index(self.mode)
+        self.mode = MODES[(i + 1) % len(MODES)]
+        self.query_one("#fork-modes", TabbedContent).active = f"mode-{self.mode}"
+        self._focus_editor()
+        self._changed()
+
+    def _focus_editor(self) -> None:
+        target = {"inject": "#inject-value", "edit": "#edit-plan", "replan": "#replan-prompt"}[self.mode]
+        self.query_one(target).focus()
+
+    @on(TextArea.Changed)
+    @on(Input.Changed)
+    def _on_edit(self, event) -> None:
+        self._changed()
+
+    def _local_problem(self) -> str | None:
+        """What the dialog can say at once, before the engine's check: JSON / parse errors."""
+        if self.position is None:
+            return self.problem
+        if self.mode == "inject":
+            if self.position.binder is None:
+                return (f"statement {self.position.index} is not a bind (name = …): inject puts a value in a binder — "
+                        "use Edit plan to change any other statement")
+            p = json_problem(self.query_one("#inject-value", JsonTextArea).text)
+            return f"not JSON: {p}" if p else None
+        if self.mode == "edit":
+            text = self.query_one("#edit-plan", FluxTextArea).text
+            if not text.strip():
+                return "the plan is empty — write the statements to run from the fork point"
+            p = flux_problem(text)
+            return f"does not parse: {p}" if p else None
+        if not self.query_one("#replan-model", Input).value.strip():
+            return "type the model the re-planned turn calls (e.g. mock)"
+        return None
+
+    def _changed(self) -> None:
+        if not self._ready or self.running is not None:
+            return
+        self._serial += 1
+        self.preview = None
+        self.problem = self._local_problem()
+        self._paint_status()
+        if self.problem is not None:
+            self._paint_preview(None, self.problem)
+            return
+        self._paint_preview(None, None)
+        if self._timer is not None:
+            self._timer.stop()
+        serial = self._serial
+        self._timer = self.set_timer(DEBOUNCE_S, lambda: self._plan(serial, *self._request()))
+
+    def _request(self) -> tuple[str, Any, str, str]:
+        ws = self.query_one("#fork-workspace", Input).value.strip()
+        model = self.query_one("#replan-model", Input).value.strip()
+        if self.mode == "inject":
+            return "inject", json.loads(self.query_one("#inject-value", JsonTextArea).text), ws, model
+        if self.mode == "edit":
+            return "edit", self.query_one("#edit-plan", FluxTextArea).text, ws, model
+        return "replan", self.query_one("#replan-prompt", TextArea).text, ws, model
+
+    @work(thread=True, exclusive=True, group="fork-plan", exit_on_error=False, description="Checking the fork")
+    def _plan(self, serial: int, mode: str, payload: Any, workspace: str, model: str) -> None:
+        from flux.timemachine import plan_fork
+
+        from ..writes import op_catalog
+
+        try:
+            reader = self.app.ensure_reader()
+            kw = {"inject": payload} if mode == "inject" else ({"edit": payload} if mode == "edit" else {"prompt": payload})
+            preview = plan_fork(reader, self.target.session, self.position.index, mode=mode, catalog=op_catalog(workspace),
+                                model=model or None, workspace=workspace, **kw)
+        except (StoreError, FluxError) as e:
+            self.post_message(_Planned(serial, error=self.app.mask_path(str(e))))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(_Planned(serial, preview))
+
+    @on(_Planned)
+    def _on_planned(self, message: _Planned) -> None:
+        if message.serial != self._serial:
+            return  # an older text's answer
+        self.preview = message.preview
+        self.problem = message.error
+        self._paint_preview(message.preview, message.error)
+        self._paint_status()
+
+    def _paint_status(self) -> None:
+        ok = self.problem is None
+        checking = ok and self.preview is None
+        status = Text()
+        if self.mode == "inject":
+            status.append("JSON ✓" if ok or not (self.problem or "").startswith("not JSON") else "JSON ✗",
+                          style="green" if ok else "bold red")
+        elif self.mode == "edit":
+            if ok and not checking:
+                status.append("✓ parses and passes analysis", style="green")
+            elif checking:
+                status.append("✓ parses · checking against the catalog…", style="dim")
+            else:
+                status.append("✗ ", style="bold red")
+        if self.problem is not None and self.mode in ("inject", "edit"):
+            status.append("  " + self.problem, style="red")
+        target = "#inject-status" if self.mode == "inject" else "#edit-status"
+        if self.mode in ("inject", "edit"):
+            self.query_one(target, Static).update(status)
+        btn = self.query_one("#fork-run", Button)
+        btn.disabled = not ok or checking or self.running is not None
+        btn.label = "Fork and run live…" if (self.preview is not None and not self.preview.offline) else "Fork"
+        self.refresh_bindings()
+
+    def _paint_preview(self, preview, error: str | None) -> None:
+        panel = self.query_one("#fork-preview", Static)
+        if error is not None:
+            if self.mode in ("inject", "edit"):  # the mode's status line above says what is wrong
+                panel.update(Text("✗ nothing can be written until the problem above is fixed", style="red"))
+            else:
+                panel.update(Text.assemble(("✗ ", "bold red"), (error, "red"),
+                                           ("\nnothing can be written until this is fixed", "dim")))
+            return
+        if preview is None:
+            panel.update(Text("checking what the fork would do…", style="dim italic"))
+            return
+        body = preview_text(preview)
+        if not preview.offline:
+            effects = ", ".join(e for e in preview.effects if e != "none") or "network"
+            body.append(f"\n⚠ the live part may {effects} — you confirm at the gate first", style="bold yellow")
+        panel.update(body)
+
+    # -- running --------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "run":
+            return self.problem is None and self.preview is not None and self.running is None
+        if action == "next_mode":
+            return self.running is None
+        return True
+
+    @on(Button.Pressed, "#fork-run")
+    def _run_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_run()
+
+    @on(Button.Pressed, "#fork-cancel")
+    def _cancel_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_cancel()
+
+    def action_run(self) -> None:
+        if not self.check_action("run", ()):
+            return
+        preview = self.preview
+        request = self._request()
+        if preview.offline:
+            self._start(preview, request, live=False)
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._start(preview, request, live=True)
+            else:
+                self.notify("not forked: nothing ran, nothing was written", timeout=3)
+
+        self.app.push_screen(GateScreen(preview, recorded_in="the new fork session"), answered)
+
+    def _start(self, preview, request, *, live: bool) -> None:
+        self.running = ("prefix", 0, 0)
+        self._paint_status()
+        progress = self.query_one("#fork-progress", Static)
+        progress.display = True
+        progress.update(Text("writing the fork…", style="bold cyan"))
+        self._run(preview, request, live)
+
+    @work(thread=True, exclusive=True, group="fork-run", exit_on_error=False, description="Forking the session")
+    def _run(self, confirmed, request, live: bool) -> None:
+        from flux.timemachine import fork_session
+
+        from ..writes import write_client
+
+        mode, payload, workspace, model = request
+        kw = {"inject": payload} if mode == "inject" else ({"edit": payload} if mode == "edit" else {"prompt": payload})
+
+        def guard(now) -> bool:
+            # The run re-plans the fork; it may only go live within what the user confirmed.
+            if not live:
+                return False
+            seen = {(o.op, o.effect) for o in confirmed.ops}
+            return all((o.op, o.effect) in seen for o in now.ops) and (now.model is None or now.model == confirmed.model)
+
+        def progress(stage: str, done: int, total: int) -> None:
+            self.post_message(_Progress(stage, done, total))
+
+        client = None
+        try:
+            client = write_client(self.app.store_dir, workspace=workspace, live=live,
+                                  model=model if mode == "replan" else None)
+            result = fork_session(client, self.target.session, self.position.index, mode=mode, confirm=guard,
+                                  on_progress=progress, **kw)
+        except (StoreError, FluxError) as e:
+            self.post_message(_Done(error=self.app.mask_path(str(e))))
+            return
+        finally:
+            if client is not None:
+                client.close()
+        reader = self.app.reader
+        if reader is not None:
+            try:
+                reader.refresh()
+            except StoreError:
+                pass
+        self.post_message(_Done(result))
+
+    @on(_Progress)
+    def _on_progress(self, message: _Progress) -> None:
+        self.running = (message.stage, message.done, message.total)
+        what = "replaying prefix" if message.stage == "prefix" else "running tail"
+        self.query_one("#fork-progress", Static).update(Text(f"{what} {message.done}/{message.total}…", style="bold cyan"))
+
+    @on(_Done)
+    def _on_done(self, message: _Done) -> None:
+        self.running = None
+        if message.error is not None:
+            self.problem = None
+            self.query_one("#fork-progress", Static).update(
+                Text.assemble(("✗ not forked: ", "bold red"), (message.error, "red")))
+            self._paint_status()
+            return
+        r = message.result
+        self.dismiss(r.session)
+        self.app.check_store_now()
+        open_child(self.app, r.session, r.source,
+                   f"forked {r.session} ← {r.source}@{r.at} · d diffs against the source"
+                   + ("" if r.halted is None else f" · the tail halted: {r.halted}"),
+                   warning=r.halted is not None)
+
+    def action_cancel(self) -> None:
+        if self.running is not None:
+            self.notify("the fork is being written — wait for it to finish", severity="warning", timeout=3)
+            return
+        self.dismiss(None)
+
+
+def open_child(app, child: str, source: str, toast: str, *, warning: bool = False) -> None:
+    """Open the child session with ``d`` one key from its diff against ``source``."""
+    app.push_screen(ChildSessionScreen(child, source))
+    app.notify(toast, severity="warning" if warning else "information", timeout=8)
+
+
+class ChildSessionScreen(SessionScreen):
+    """A session the time machine just wrote: ``d`` diffs it against its source at once."""
+
+    BINDINGS = [
+        Binding("d", "diff_source", "Diff vs source", id="child.diff_source",
+                tooltip="Diff this session against the session it was made from, side by side"),
+    ]
+
+    def __init__(self, session_id: str, source: str) -> None:
+        super().__init__(session_id)
+        self.source_session = source
+
+    def action_diff_source(self) -> None:
+        from .diff import DiffScreen
+
+        self.app.last_diffed = self.source_session
+        self.app.push_screen(DiffScreen(self.source_session, self.session_id))

@@ -1,0 +1,264 @@
+"""Resurrect the interrupted turn (``R``), spec §4.7: the plan first — where the turn stopped, what
+fast-forwards, which cells the crash tail serves, which op (if any) has no cell and runs again —
+then ``y`` (through the side-effect gate when something would run live), then the same panel
+becomes the report (outcome, fast-forwarded / served / live counts, divergence) and the session's
+markers update in place. Resurrect writes to the same session; nothing is written before ``y``.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Static
+from textual.worker import get_current_worker
+
+from flux.errors import FluxError, StoreError
+
+from .gate import GateScreen, live_summary
+
+__all__ = ["ResurrectScreen", "report_text", "plan_text"]
+
+
+class _Planned(Message):
+    def __init__(self, plan=None, error: str | None = None, nothing: bool = False) -> None:
+        super().__init__()
+        self.plan, self.error, self.nothing = plan, error, nothing
+
+
+class _Done(Message):
+    def __init__(self, report=None, error: str | None = None) -> None:
+        super().__init__()
+        self.report, self.error = report, error
+
+
+def plan_text(plan) -> Text:
+    """What a resurrect will do, from the engine's plan and preview."""
+    p = plan.preview
+    t = Text()
+    for note in p.notes:
+        style = "green" if note.startswith("✓") else ("bold yellow" if note.startswith("↻") else
+                                                      ("dim" if note.startswith("·") else ""))
+        t.append(note + "\n", style=style)
+    if plan.unanchored_cells:
+        t.append(f"the turn wrote no statement boundary: {plan.unanchored_cells} cell(s) are matched to the resumed "
+                 "dispatches by step and input\n", style="dim")
+    t.append_text(live_summary(p))
+    return t
+
+
+def report_text(report) -> Text:
+    """The report the resurrect returned (flux's fields, plus the unanchored cells served)."""
+    t = Text()
+    ok = report.outcome == "resurrected" and not report.diverged
+    t.append(f"{report.outcome}", style="bold green" if ok else "bold red")
+    t.append(f" · session {report.session} · turn {report.turn}\n", style="")
+    t.append(f"✓ {report.statements_fast_forwarded} statement(s) fast-forwarded\n", style="green")
+    t.append(f"✓ {report.ops_served_from_cassette} op(s) served from the cassette", style="green")
+    if report.unanchored_served:
+        t.append(f" ({report.unanchored_served} unanchored)", style="green")
+    t.append("\n")
+    live = report.ops_run_live
+    t.append(f"{'↻' if live else '·'} {live} op(s) run live" + (f": {', '.join(report.live_ops)}" if report.live_ops else "")
+             + "\n", style="bold yellow" if live else "dim")
+    t.append("· no model call\n", style="dim")
+    if report.diverged:
+        t.append("diverged: ", style="bold red")
+        t.append(report.diverged + "\n", style="red")
+    if report.halt:
+        t.append(f"halted: {report.halt.get('error', '')}\n", style="red")
+    if report.answer:
+        t.append("answer  ", style="dim")
+        t.append(report.answer.strip()[:400])
+    return t
+
+
+class ResurrectScreen(ModalScreen[object]):
+    """The resurrect plan, then (after ``y``) its report."""
+
+    HELP_TOPIC = "resurrect"
+    CSS_PATH = "timemachine.tcss"
+
+    BINDINGS = [
+        Binding("y", "confirm", "Resurrect", id="resurrect.confirm",
+                tooltip="Finish the interrupted turn now (through the side-effect gate if anything runs live)"),
+        Binding("n,escape", "close", "Close", id="resurrect.close", tooltip="Close: before y nothing is written"),
+        Binding("f1", "app.help", "Help", id="resurrect.help", tooltip="Explain this dialog and list its keys"),
+    ]
+
+    def __init__(self, session_id: str, turn: int | None = None) -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.cursor_turn = turn
+        self.plan = None
+        self.report = None
+        self.running = False
+        self.error: str | None = None
+
+    def compose(self) -> ComposeResult:
+        from ..writes import default_workspace
+
+        with Vertical(id="resurrect-box", classes="tm-box"):
+            yield Static(Text("reading the interrupted turn…", style="dim italic"), id="resurrect-body")
+            with Horizontal(classes="tm-row", id="resurrect-ws-row"):
+                yield Label("workspace ", classes="tm-label")
+                yield Input(default_workspace(), id="resurrect-workspace", compact=True,
+                            placeholder="directory an op that runs again acts on")
+            with Horizontal(classes="tm-buttons"):
+                yield Button("y  Resurrect", id="resurrect-yes", variant="primary", compact=True, disabled=True)
+                yield Button("n  Cancel", id="resurrect-no", compact=True)
+
+    def on_mount(self) -> None:
+        box = self.query_one("#resurrect-box")
+        box.border_title = f"Resurrect {self.session_id}"
+        box.border_subtitle = "y resurrect · n/Esc cancel · Tab workspace"
+        self.query_one("#resurrect-no", Button).focus()
+        self._plan(self.query_one("#resurrect-workspace", Input).value)
+
+    @on(Input.Submitted, "#resurrect-workspace")
+    def _workspace(self, event: Input.Submitted) -> None:
+        if self.report is None and not self.running:
+            self._plan(event.value)
+
+    @work(thread=True, exclusive=True, group="resurrect-plan", exit_on_error=False, description="Reading the interrupted turn")
+    def _plan(self, workspace: str) -> None:
+        from flux.timemachine import prepare_resurrect
+
+        from ..writes import op_catalog
+
+        try:
+            reader = self.app.ensure_reader()
+            plan = prepare_resurrect(reader, self.session_id, catalog=op_catalog(workspace), workspace=workspace)
+        except (StoreError, FluxError) as e:
+            self.post_message(_Planned(error=self.app.mask_path(str(e))))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(_Planned(plan, nothing=plan is None))
+
+    @on(_Planned)
+    def _on_planned(self, message: _Planned) -> None:
+        body = self.query_one("#resurrect-body", Static)
+        yes = self.query_one("#resurrect-yes", Button)
+        self.plan = message.plan
+        self.error = message.error
+        if message.error is not None:
+            body.update(Text.assemble(("✗ ", "bold red"), (message.error, "red")))
+            yes.disabled = True
+        elif message.nothing:
+            body.update(Text(f"nothing to resurrect: no turn of {self.session_id} is interrupted", style="dim"))
+            yes.disabled = True
+        else:
+            p = message.plan
+            box = self.query_one("#resurrect-box")
+            box.border_title = f"Resurrect {p.session} · turn {p.turn}"
+            t = Text()
+            if self.cursor_turn is not None and self.cursor_turn != p.turn:
+                t.append(f"(turn {p.turn} is the interrupted one; the cursor is on turn {self.cursor_turn})\n", style="dim")
+            t.append_text(plan_text(p))
+            t.append("\nwrites to ", style="dim")
+            t.append(p.session, style="bold")
+            t.append(": the turn's remaining events, turn_ended and the answer", style="dim")
+            body.update(t)
+            yes.disabled = False
+            yes.label = "y  Resurrect" if p.preview.offline else "y  Resurrect (runs live)…"
+            yes.refresh(layout=True)
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "confirm":
+            return self.plan is not None and self.report is None and not self.running
+        return True
+
+    @on(Button.Pressed, "#resurrect-yes")
+    def _yes(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_confirm()
+
+    @on(Button.Pressed, "#resurrect-no")
+    def _no(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_close()
+
+    def action_confirm(self) -> None:
+        if not self.check_action("confirm", ()):
+            return
+        preview = self.plan.preview
+        workspace = self.query_one("#resurrect-workspace", Input).value
+        if preview.offline:
+            self._start(preview, workspace, live=False)
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._start(preview, workspace, live=True)
+
+        self.app.push_screen(GateScreen(preview, recorded_in=self.session_id), answered)
+
+    def _start(self, preview, workspace: str, *, live: bool) -> None:
+        self.running = True
+        self.query_one("#resurrect-yes", Button).disabled = True
+        self.query_one("#resurrect-body", Static).update(Text("resurrecting…", style="bold cyan"))
+        self.refresh_bindings()
+        self._run(preview, workspace, live)
+
+    @work(thread=True, exclusive=True, group="resurrect-run", exit_on_error=False, description="Resurrecting the turn")
+    def _run(self, confirmed, workspace: str, live: bool) -> None:
+        from flux.timemachine import resurrect_session
+
+        from ..writes import write_client
+
+        def guard(now) -> bool:
+            if not live:
+                return False
+            seen = {(o.op, o.effect) for o in confirmed.ops}
+            return all((o.op, o.effect) in seen for o in now.ops)
+
+        client = None
+        try:
+            client = write_client(self.app.store_dir, workspace=workspace, live=live)
+            report = resurrect_session(client, self.session_id, confirm=guard)
+        except (StoreError, FluxError) as e:
+            self.post_message(_Done(error=self.app.mask_path(str(e))))
+            return
+        finally:
+            if client is not None:
+                client.close()
+        reader = self.app.reader
+        if reader is not None:
+            try:
+                reader.refresh()
+            except StoreError:
+                pass
+        self.post_message(_Done(report))
+
+    @on(_Done)
+    def _on_done(self, message: _Done) -> None:
+        self.running = False
+        body = self.query_one("#resurrect-body", Static)
+        self.query_one("#resurrect-ws-row").display = False
+        yes = self.query_one("#resurrect-yes", Button)
+        yes.display = False
+        no = self.query_one("#resurrect-no", Button)
+        no.label = "Close"
+        no.focus()
+        self.query_one("#resurrect-box").border_subtitle = "Esc closes"
+        if message.error is not None:
+            body.update(Text.assemble(("✗ not resurrected: ", "bold red"), (message.error, "red")))
+        elif message.report is None:
+            body.update(Text("nothing was interrupted any more (another process finished the turn)", style="dim"))
+        else:
+            self.report = message.report
+            self.query_one("#resurrect-box").border_title = f"Resurrected {message.report.session} · turn {message.report.turn}"
+            body.update(report_text(message.report))
+            self.app.check_store_now()  # the session screen re-reads: the turn's markers update
+        self.refresh_bindings()
+
+    def action_close(self) -> None:
+        if self.running:
+            self.notify("the turn is being resurrected — wait for it to finish", severity="warning", timeout=3)
+            return
+        self.dismiss(self.report)

@@ -1,0 +1,48 @@
+"""How the app writes: the store is opened for writing only for the one action the user confirmed,
+through a :class:`flux.agent.Client` built for it and closed right after.
+
+* ``live=False`` (an offline path the preview proved needs no live dispatch): the approver denies
+  everything, so a dispatch the preview did not foresee is refused and recorded as denied — it never
+  acts on the workspace;
+* ``live=True`` (the user said ``y`` at the side-effect gate): the listed ops are approved.
+
+The model is only resolved when the action calls one (a re-plan); otherwise the offline ``mock``
+provider stands in, so an inject or edit fork works without any API key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flux.errors import FluxError
+
+__all__ = ["write_client", "op_catalog", "default_workspace"]
+
+
+def default_workspace() -> str:
+    """Where live ops act unless the user says otherwise: the directory flux-tui was started in."""
+    return str(Path.cwd())
+
+
+def op_catalog(workspace: str):
+    """The op signatures a write would run with (the built-in coding ops), for the preview and
+    for static analysis — without opening anything for writing."""
+    from flux.agent.builtin_ops import coding_ops
+    from flux.agent.ops import Toolbox
+
+    ws = Path(workspace).expanduser()
+    if not ws.is_dir():
+        raise FluxError(f"workspace {ws} is not a directory — type an existing directory")
+    return Toolbox.of(coding_ops(ws.resolve())).catalog()
+
+
+def write_client(store_dir, *, workspace: str, live: bool, model: str | None = None):
+    """A client on ``store_dir`` (opens it for writing). Close it when the action ends."""
+    from flux.agent import Client
+    from flux.agent.approver import AutoApprove, DenyAll
+
+    ws = Path(workspace).expanduser()
+    if not ws.is_dir():
+        raise FluxError(f"workspace {ws} is not a directory — type an existing directory")
+    approver = AutoApprove() if live else DenyAll()
+    return Client(model or "mock", workspace=ws, store=store_dir, approver=approver, auto_resurrect=False)
