@@ -235,3 +235,23 @@ def test_cell_row_payloads_are_json_on_both_sides(tmp_path):
     assert json.loads(pa) == {"op": "read", "input": {"path": "README.md"}, "content": "hello"}
     assert json.loads(pb) == {"op": "read", "input": {"path": "NOTES.md"}, "content": "hello"}
     assert what == "cell (op, input, content)"
+
+
+# -- item 17: the first diff a new user opens teaches all three markers -------------------------
+
+
+def test_the_demo_fork_diff_shows_same_plan_and_world_rows(demo):
+    """The demo's fork s_6 of s_1 is made by the fork engine: a shared prefix (`=`), then both a
+    plan divergence (`~`) and a world divergence (`≠`) — and the text names each marker."""
+    r = run("diff", "s_1", "s_6", "--store", str(demo), "--json")
+    assert r.exit_code == 1, r.output
+    report = json.loads(r.output)
+    kinds = [row["kind"] for row in report["rows"]]
+    assert kinds[0] == "same", kinds
+    assert {"same", "plan", "output"} <= set(kinds), kinds  # flux calls a world divergence "output"
+    # the shared prefix runs up to the fork point, unbroken
+    first_other = next(i for i, k in enumerate(kinds) if k != "same")
+    assert first_other >= 1 and all(k == "same" for k in kinds[:first_other])
+    text = run("diff", "s_1", "s_6", "--store", str(demo)).output
+    for marker in ("  = op", "  ~ plan diverges", "  ≠ same statement, different world"):
+        assert marker in text, text
