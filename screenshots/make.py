@@ -10,6 +10,8 @@ the output only changes when the app or the demo store changes.
 from __future__ import annotations
 
 import asyncio
+import html
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -212,8 +214,32 @@ async def take(name: str, store: Path, out: Path) -> Path:
         await settle(pilot)
         svg = app.export_screenshot(title=f"flux-tui · {name}")
     path = out / f"{name}.svg"
-    path.write_text(svg)
+    path.write_text(pin_leading_spaces(svg))
     return path
+
+
+_SPAN = re.compile(r'(<text [^>]*?x=")([0-9.]+)("[^>]*?textLength=")([0-9.]+)("[^>]*>)((?:&#160;)+)([^<]*</text>)')
+
+
+def pin_leading_spaces(svg: str) -> str:
+    """Move a text span's leading spaces into its x position.
+
+    Textual writes a span that starts with spaces as ``&#160;&#160;word`` at the span's first
+    cell; some SVG renderers (librsvg, some browsers) drop that leading run, so two styled spans
+    read run together (``sourceanthropic``). Starting the span at its first visible cell shows
+    the same picture everywhere.
+    """
+
+    def fix(m: "re.Match[str]") -> str:
+        lead = m.group(6).count("&#160;")
+        rest = m.group(7)[: -len("</text>")]
+        cells = lead + len(html.unescape(rest))
+        width = float(m.group(4)) / cells if cells else 0.0
+        x = float(m.group(2)) + lead * width
+        length = float(m.group(4)) - lead * width
+        return f"{m.group(1)}{x:g}{m.group(3)}{length:g}{m.group(5)}{m.group(7)}"
+
+    return _SPAN.sub(fix, svg)
 
 
 def main(argv: list[str]) -> int:
