@@ -9,6 +9,7 @@ import time
 import pytest
 
 from flux.cassette.record import RecordingHost
+from flux.errors import NotReplayable
 from flux.cassette.redactor import Redactor
 from flux.lang import parse
 from flux.lang.clock import ManualClock
@@ -135,5 +136,8 @@ def test_every_behaviour_case_replays_faithfully(case, tmp_path, monkeypatch):
     store, sid, results, recorded, world = record(tmp_path, case["sources"], ManualClock(),
                                                   case.get("denied", ()), case.get("approve", True))
     if not any(e["event"] == "op_recorded" for e in recorded):
-        pytest.skip("the case dispatches nothing: there is no tape to replay")
+        # Nothing was dispatched, so there is no tape: replay must refuse loudly, never pass.
+        with pytest.raises(NotReplayable, match="no cassette cells"):
+            replay_session(StoreReader(store), sid, catalog=CATALOG, scratch_dir=tmp_path / "scratch")
+        return
     replay_checked(store, sid, results, recorded, monkeypatch, tmp_path)
