@@ -16,7 +16,7 @@ from pathlib import Path
 
 from flux.errors import FluxError
 
-__all__ = ["write_client", "op_catalog", "default_workspace"]
+__all__ = ["write_client", "run_write", "within_gate", "op_catalog", "default_workspace"]
 
 
 def default_workspace() -> str:
@@ -46,3 +46,28 @@ def write_client(store_dir, *, workspace: str, live: bool, model: str | None = N
         raise FluxError(f"workspace {ws} is not a directory — type an existing directory")
     approver = AutoApprove() if live else DenyAll()
     return Client(model or "mock", workspace=ws, store=store_dir, approver=approver, auto_resurrect=False)
+
+
+def within_gate(confirmed, live: bool):
+    """The engine's ``confirm=`` callback for a write the user saw at the gate: offline never goes
+    live; live goes only as far as the confirmed preview covers."""
+    return lambda now: live and confirmed.covers(now)
+
+
+def run_write(app, action, *, workspace: str, live: bool, model: str | None = None):
+    """Open the store for writing, run ``action(client)``, close it, and refresh the app's reader so
+    the screens see what was written. Errors (``StoreError``/``FluxError``) propagate to the caller."""
+    from flux.errors import StoreError
+
+    client = write_client(app.store_dir, workspace=workspace, live=live, model=model)
+    try:
+        result = action(client)
+    finally:
+        client.close()
+    reader = app.reader
+    if reader is not None:
+        try:
+            reader.refresh()
+        except StoreError:
+            pass
+    return result

@@ -83,6 +83,12 @@ class LivePreview:
             ops.append(o if d.allowed else replace(o, denied=d.reason or "denied by policy"))
         return replace(self, ops=tuple(ops))
 
+    def covers(self, run: "LivePreview") -> bool:
+        """Whether what was confirmed at the gate (``self``) covers what an action is about to do
+        (``run``): every live op with its effect was listed, and any model call is the one shown."""
+        seen = {(o.op, o.effect) for o in self.ops}
+        return all((o.op, o.effect) in seen for o in run.ops) and (run.model is None or run.model == self.model)
+
     def tail_line(self) -> str:
         if self.offline:
             return "offline: no model call, no side effect"
@@ -115,7 +121,7 @@ class LivePreview:
         out.append("This will dispatch, for real:")
         for o in self.ops:
             where = f"   (workspace {o.workspace})" if o.workspace else ""
-            deny = f"   denied by policy" if o.denied else ""
+            deny = "   denied by policy" if o.denied else ""
             out.append(f"  {o.op:<10} {o.effect:<8} {o.detail}{where}{deny}")
         if self.model:
             out.append(f"  {'model':<10} {'network':<8} {self.model}")

@@ -448,39 +448,25 @@ class ForkScreen(ModalScreen[str | None]):
     def _run(self, confirmed, request, live: bool) -> None:
         from flux.timemachine import fork_session
 
-        from ..writes import write_client
+        from ..writes import run_write, within_gate
 
         mode, payload, workspace, model = request
         kw = {"inject": payload} if mode == "inject" else ({"edit": payload} if mode == "edit" else {"prompt": payload})
 
-        def guard(now) -> bool:
-            # The run re-plans the fork; it may only go live within what the user confirmed.
-            if not live:
-                return False
-            seen = {(o.op, o.effect) for o in confirmed.ops}
-            return all((o.op, o.effect) in seen for o in now.ops) and (now.model is None or now.model == confirmed.model)
-
         def progress(stage: str, done: int, total: int) -> None:
             self.post_message(_Progress(stage, done, total))
 
-        client = None
+        def fork(client):
+            # The run re-plans the fork; it may only go live within what the user confirmed.
+            return fork_session(client, self.target.session, self.position.index, mode=mode,
+                                confirm=within_gate(confirmed, live), on_progress=progress, **kw)
+
         try:
-            client = write_client(self.app.store_dir, workspace=workspace, live=live,
-                                  model=model if mode == "replan" else None)
-            result = fork_session(client, self.target.session, self.position.index, mode=mode, confirm=guard,
-                                  on_progress=progress, **kw)
+            result = run_write(self.app, fork, workspace=workspace, live=live,
+                               model=model if mode == "replan" else None)
         except (StoreError, FluxError) as e:
             self.post_message(_Done(error=self.app.mask_path(str(e))))
             return
-        finally:
-            if client is not None:
-                client.close()
-        reader = self.app.reader
-        if reader is not None:
-            try:
-                reader.refresh()
-            except StoreError:
-                pass
         self.post_message(_Done(result))
 
     @on(_Progress)

@@ -209,30 +209,16 @@ class ResurrectScreen(ModalScreen[object]):
     def _run(self, confirmed, workspace: str, live: bool) -> None:
         from flux.timemachine import resurrect_session
 
-        from ..writes import write_client
+        from ..writes import run_write, within_gate
 
-        def guard(now) -> bool:
-            if not live:
-                return False
-            seen = {(o.op, o.effect) for o in confirmed.ops}
-            return all((o.op, o.effect) in seen for o in now.ops)
+        def resurrect(client):
+            return resurrect_session(client, self.session_id, confirm=within_gate(confirmed, live))
 
-        client = None
         try:
-            client = write_client(self.app.store_dir, workspace=workspace, live=live)
-            report = resurrect_session(client, self.session_id, confirm=guard)
+            report = run_write(self.app, resurrect, workspace=workspace, live=live)
         except (StoreError, FluxError) as e:
             self.post_message(_Done(error=self.app.mask_path(str(e))))
             return
-        finally:
-            if client is not None:
-                client.close()
-        reader = self.app.reader
-        if reader is not None:
-            try:
-                reader.refresh()
-            except StoreError:
-                pass
         self.post_message(_Done(report))
 
     @on(_Done)
