@@ -13,3 +13,30 @@ from tests.helpers import copy_fixture
 def fixture_store(tmp_path: Path) -> Path:
     """A writable copy of the real flux fixture (a missing fixture fails the test with what to do)."""
     return copy_fixture(tmp_path / "coding-agent-note")
+
+
+DEMO_NOW = 1_764_000_000_000  # the demo store's fixed "now" in tests
+
+
+@pytest.fixture(scope="module")
+def demo_master(tmp_path_factory) -> Path:
+    """The demo store, built once per module; tests that write use :func:`demo`, a copy."""
+    from flux.demo import build_demo_store
+
+    return build_demo_store(tmp_path_factory.mktemp("demo") / "store", now_ms=DEMO_NOW)
+
+
+@pytest.fixture
+def demo(demo_master: Path, tmp_path: Path) -> Path:
+    """A writable copy of the demo store."""
+    import shutil
+
+    return Path(shutil.copytree(demo_master, tmp_path / "demo"))
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    """An empty workspace directory (tests/agent has its own, seeded one)."""
+    d = tmp_path / "ws"
+    d.mkdir()
+    return d

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -20,16 +19,6 @@ from tests.helpers import tree_digest
 NOW = 1_764_000_000_000
 
 
-@pytest.fixture(scope="session")
-def demo_master(tmp_path_factory) -> Path:
-    from flux.demo import build_demo_store
-
-    return build_demo_store(tmp_path_factory.mktemp("demo") / "store", now_ms=NOW)
-
-
-@pytest.fixture
-def demo(demo_master: Path, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(demo_master, tmp_path / "demo"))
 
 
 def _client(store: Path, ws: Path, **kw) -> Client:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -20,23 +19,7 @@ from tests.helpers import HOST_PLAN, cell, tree_digest, write_turn
 NOW = 1_764_000_000_000
 
 
-@pytest.fixture(scope="module")
-def demo_master(tmp_path_factory) -> Path:
-    from flux.demo import build_demo_store
 
-    return build_demo_store(tmp_path_factory.mktemp("demo") / "store", now_ms=NOW)
-
-
-@pytest.fixture
-def demo(demo_master: Path, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(demo_master, tmp_path / "demo"))
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    d = tmp_path / "ws"
-    d.mkdir()
-    return d
 
 
 def offline(store: Path, ws: Path, **kw) -> Client:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from flux.demo import build_demo_store
 from flux_tui.screens.diff import DiffScreen
 from flux_tui.screens.help import HelpScreen
 from flux_tui.screens.session import SessionScreen
@@ -20,16 +19,6 @@ SIZE = (120, 40)
 NOW = 1_764_000_000_000
 
 
-@pytest.fixture(scope="module")
-def demo_master(tmp_path_factory) -> Path:
-    return build_demo_store(tmp_path_factory.mktemp("demo") / "store", now_ms=NOW)
-
-
-@pytest.fixture
-def demo(demo_master, tmp_path) -> Path:
-    import shutil
-
-    return Path(shutil.copytree(demo_master, tmp_path / "demo"))
 
 
 def flat(text: str) -> str:
