@@ -35,8 +35,6 @@ from flux.model.session import load_session  # noqa: E402
 from flux.model.timeline import build_timeline  # noqa: E402
 from flux.store import StoreReader  # noqa: E402
 
-BARE_SQL = ("SELECT n, model, created_at, updated_at, msg_count, account, agent_id, agent_version, correlation_id "
-            "FROM streams ORDER BY updated_at DESC, n DESC LIMIT ?")
 
 
 def median_ms(fn, repeat: int) -> float:
@@ -49,46 +47,74 @@ def median_ms(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
+def interleaved_ms(fns: dict, repeat: int) -> dict:
+    """Medians of the given callables, run alternately (one warm-up each), so load hits all alike."""
+    for fn in fns.values():
+        fn()
+    times = {k: [] for k in fns}
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[k].append((time.perf_counter() - t) * 1000)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
 def row(label: str, ms: float, base: float | None = None) -> None:
-    ratio = f"  ({ms / base:.2f}× bare)" if base else ""
-    print(f"  {label:<58} {ms:9.2f} ms{ratio}")
+    ratio = f"  ({ms / base:.2f}× floor)" if base else ""
+    print(f"  {label:<62} {ms:9.2f} ms{ratio}")
+
+
+def _floor_in_process(store: Path, limit: int) -> str:
+    import contextlib
+    import io
+
+    import floor_sessions
+
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        floor_sessions.main(["floor", str(store), "--limit", str(limit), "--json"])
+    return out.getvalue()
+
+
+def _ours_in_process(store: Path, limit: int) -> str:
+    r = StoreReader(store)
+    prices = load_price_table(None, r.dir)
+    doc = {"store": str(r.dir), "sessions": [s.to_json() for s in list_sessions(r, limit=limit, prices=prices)],
+           "skipped_rows": r.skipped_rows}
+    r.close()
+    return json.dumps(doc, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
 
 
 def bench_listing(store: Path, repeat: int) -> None:
-    import sqlite3
-
-    print("listing, in-process (median)")
+    """``flux sessions`` against ``floor_sessions.py`` (the same facts and output from bare SQL)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
     reader = StoreReader(store)
-    prices = load_price_table()
     total = reader.session_count()
-    for limit in (30, total):
-        def bare():
-            con = sqlite3.connect(f"file:{store / 'events.db'}?immutable=1", uri=True)
-            rows = con.execute(BARE_SQL, (limit,)).fetchall()
-            json.dumps(rows)
-            con.close()
-
-        def ours():
-            r = StoreReader(store)
-            json.dumps([s.to_json() for s in list_sessions(r, limit=limit, prices=prices)])
-            r.close()
-
-        b = median_ms(bare, repeat)
-        row(f"bare SQL, {limit} rows", b)
-        row(f"list_sessions + JSON, {limit} rows", median_ms(ours, repeat), b)
     reader.close()
-
-    print("listing, as commands (median wall clock)")
-    flux = str(Path(sys.executable).parent / "flux")
+    print("listing, in-process: list_sessions + the --json document vs the floor's (median, interleaved)")
     for limit in (30, total):
-        bare_cmd = [sys.executable, "-c",
-                    "import sqlite3, json, sys; con = sqlite3.connect(sys.argv[1], uri=True); "
-                    f"print(json.dumps(con.execute({BARE_SQL!r}, (int(sys.argv[2]),)).fetchall()))",
-                    f"file:{store / 'events.db'}?immutable=1", str(limit)]
-        ours_cmd = [flux, "sessions", "--json", "--store", str(store), "--limit", str(limit)]
-        b = median_ms(lambda: subprocess.run(bare_cmd, capture_output=True, check=True), repeat)
-        row(f"python3 -c <bare sqlite3 query>, {limit} rows", b)
-        row(f"flux sessions --json --limit {limit}", median_ms(lambda: subprocess.run(ours_cmd, capture_output=True, check=True), repeat), b)
+        if _floor_in_process(store, limit) != _ours_in_process(store, limit):
+            sys.exit(f"error: the floor and list_sessions disagree for {limit} rows — the floor is not the same work")
+        m = interleaved_ms({"floor": lambda: _floor_in_process(store, limit),
+                            "ours": lambda: _ours_in_process(store, limit)}, repeat)
+        row(f"floor: bare SQL facts + JSON, {limit} rows", m["floor"])
+        row(f"list_sessions + JSON, {limit} rows", m["ours"], m["floor"])
+
+    print("listing, as commands (median wall clock, interleaved)")
+    flux = str(Path(sys.executable).parent / "flux")
+    floor = [sys.executable, str(ROOT / "benchmarks" / "floor_sessions.py"), str(store)]
+    for limit, extra in ((30, []), (30, ["--json"]), (total, ["--json"])):
+        floor_cmd = floor + ["--limit", str(limit), *extra]
+        ours_cmd = [flux, "sessions", "--store", str(store), "--limit", str(limit), *extra]
+        a = subprocess.run(floor_cmd, capture_output=True, text=True, check=True)
+        b = subprocess.run(ours_cmd, capture_output=True, text=True, check=True)
+        if (a.stdout, a.stderr) != (b.stdout, b.stderr):
+            sys.exit(f"error: floor_sessions.py and flux sessions print different things for {' '.join(extra + [str(limit)])}")
+        m = interleaved_ms({"floor": lambda: subprocess.run(floor_cmd, capture_output=True, check=True),
+                            "ours": lambda: subprocess.run(ours_cmd, capture_output=True, check=True)}, repeat)
+        what = " ".join(["--limit", str(limit), *extra])
+        row(f"python3 floor_sessions.py {what}", m["floor"])
+        row(f"flux sessions {what}", m["ours"], m["floor"])
 
 
 def biggest_session(store: Path) -> str:

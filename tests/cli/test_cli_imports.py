@@ -37,6 +37,9 @@ def test_flux_sessions_does_not_load_the_interpreter_even_with_interrupted_turns
     assert "flux.cli.browse" in mods and "flux.model.listing" in mods  # it did list
     assert "flux.lang.parser" in mods  # the interrupted check parses the open turn's plan …
     assert "flux.lang.interpreter" not in mods  # … but never runs anything
+    # plain rows are read as JSON: no event decoder, no session model (their ~90 dataclasses cost
+    # more start-up than the whole listing); the decoder is only for rows that need it
+    assert not mods & {"flux.store.events", "flux.model.session", "flux.model.ledger"}
     assert not {m for m in mods if m.split(".")[0] in ("deepdiff", "rich", "textual")}
     assert not {m for m in mods if m.startswith(("flux.agent", "flux.timemachine", "flux.cassette"))}
 
@@ -44,6 +47,7 @@ def test_flux_sessions_does_not_load_the_interpreter_even_with_interrupted_turns
 def test_flux_sessions_on_a_closed_store_loads_no_language_at_all(fixture_store):
     mods = loaded_by("sessions", "--store", str(fixture_store))
     assert "flux.model.listing" in mods and not {m for m in mods if m.startswith("flux.lang")}
+    assert not mods & {"flux.store.events", "flux.model.session"}
 
 
 def test_flux_help_imports_no_verb():

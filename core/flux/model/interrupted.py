@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # the check imports the language lazily: listing sessions mus
     from ..store.store import StoredEvent
     from .session import Turn
 
-__all__ = ["InterruptedTurn", "InterruptCheck", "check_interrupted"]
+__all__ = ["InterruptedTurn", "InterruptCheck", "OpenTurn", "check_interrupted", "check_open_newest_turn"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,25 +44,51 @@ def check_interrupted(turns: "Sequence[Turn]", turn_run_trace: "Callable[[Turn],
     if open_turn is not newest:
         return InterruptCheck(reason=(f"turn {open_turn.number} is interrupted, but turn {newest.number} ran and closed after it"
                                       " — needs manual recovery"), open_turn=open_turn.number)
-    accepted = [p for p in open_turn.plan_attempts if p.outcome == "accepted"]
+
+    def trace_bodies() -> list[dict]:
+        from .ledger import run_bodies
+
+        return run_bodies(turn_run_trace(open_turn))
+
+    return check_open_newest_turn(OpenTurn(open_turn.number, open_turn.turn_id, open_turn.started_at_ms, open_turn.user_input,
+                                           tuple((p.outcome, p.plan_source) for p in open_turn.plan_attempts)),
+                                  trace_bodies)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTurn:
+    """The facts of a session's newest turn when it has no ``turn_ended`` — all steps 3-5 of §3.8
+    read. The session list gathers them with a few SQL reads, the session model from its turns."""
+
+    number: int
+    turn_id: int
+    started_at_ms: int
+    user_input: str
+    plans: tuple[tuple[str, str | None], ...]  # (outcome, plan_source) of each plan attempt, in order
+
+
+def check_open_newest_turn(turn: OpenTurn, trace_bodies: "Callable[[], list[dict]]") -> InterruptCheck:
+    """§3.8 steps 3-5 for an open newest turn; ``trace_bodies`` gives the turn's ``run`` event bodies
+    (asked for only when a plan parses)."""
+    accepted = [src for outcome, src in turn.plans if outcome == "accepted"]
     if not accepted:
-        return InterruptCheck(reason=f"turn {open_turn.number} crashed before any plan was accepted — nothing to resume",
-                              open_turn=open_turn.number)
-    plan = accepted[-1]
-    if plan.plan_source is None:
-        return InterruptCheck(reason=f"turn {open_turn.number}'s last accepted plan has no plan_source — not resumable",
-                              open_turn=open_turn.number)
-    from .ledger import ledger_from_interrupted
+        return InterruptCheck(reason=f"turn {turn.number} crashed before any plan was accepted — nothing to resume",
+                              open_turn=turn.number)
+    plan_source = accepted[-1]
+    if plan_source is None:
+        return InterruptCheck(reason=f"turn {turn.number}'s last accepted plan has no plan_source — not resumable",
+                              open_turn=turn.number)
+    from ..lang.ledger import ResumeLedger
     from .stored_plan import parse_stored_plan
 
     try:
-        _draft, key = parse_stored_plan(plan.plan_source)
+        _draft, key = parse_stored_plan(plan_source)
     except FluxError as e:  # StoredPlanError: any failure of a hostile plan, one line
-        return InterruptCheck(reason=f"turn {open_turn.number}'s last accepted plan does not parse ({e}) — not resumable",
-                              open_turn=open_turn.number)
-    ledger = ledger_from_interrupted(turn_run_trace(open_turn), key)
+        return InterruptCheck(reason=f"turn {turn.number}'s last accepted plan does not parse ({e}) — not resumable",
+                              open_turn=turn.number)
+    ledger = ResumeLedger.from_interrupted(trace_bodies(), key)
     return InterruptCheck(
-        interrupted=InterruptedTurn(open_turn.number, open_turn.turn_id, open_turn.started_at_ms, open_turn.user_input,
-                                    plan.plan_source, key, len(ledger.completed) if ledger else 0),
-        open_turn=open_turn.number,
+        interrupted=InterruptedTurn(turn.number, turn.turn_id, turn.started_at_ms, turn.user_input,
+                                    plan_source, key, len(ledger.completed) if ledger else 0),
+        open_turn=turn.number,
     )

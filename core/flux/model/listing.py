@@ -12,21 +12,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from typing import TYPE_CHECKING
-
+from ..errors import StoreError
 from ..store.store import SessionRow, StoreReader
 from ..store.usage import Usage
+from .interrupted import InterruptCheck  # cheap: the §3.8 check loads the language only when it runs
 from .lineage import Lineage, lineage_of
 from .pricing import PriceTable, Spend
 
-if TYPE_CHECKING:
-    from .interrupted import InterruptCheck
-
-
-def _no_interrupt() -> "InterruptCheck":
-    from .interrupted import InterruptCheck
-
-    return InterruptCheck()
+_NOT_INTERRUPTED = InterruptCheck()
 
 __all__ = ["SessionSummary", "summarize_sessions", "list_sessions", "session_matches_query"]
 
@@ -38,7 +31,7 @@ class SessionSummary:
     row: SessionRow
     turns: int = 0
     last_outcome: str | None = None  # None when the session has no turn
-    interrupt: "InterruptCheck" = field(default_factory=_no_interrupt)
+    interrupt: InterruptCheck = _NOT_INTERRUPTED
     lineage: Lineage | None = None
     spend: Spend = field(default_factory=lambda: Spend(None))  # priced by flux.model.pricing's rules
 
@@ -100,7 +93,7 @@ _SUMS = ", ".join(f"SUM(json_extract(payload, '$.data.usage.{f}'))" for f in _US
 
 
 def _usage(sums: Sequence, reported: float | None) -> Usage:
-    vals = [int(v) if isinstance(v, (int, float)) else 0 for v in sums]
+    vals = [v if type(v) is int else int(v) if isinstance(v, (int, float)) else 0 for v in sums]
     one_h = vals[4] or None
     return Usage(vals[0], vals[1], vals[2], vals[3], one_h, vals[5], vals[6], vals[7], reported)
 
@@ -122,50 +115,63 @@ def _json_query(reader: StoreReader, sql: str, params: Sequence) -> list[tuple]:
 def summarize_sessions(reader: StoreReader, rows: Sequence[SessionRow], prices: PriceTable | None) -> list[SessionSummary]:
     """Fill turns, last outcome, interrupted flag, lineage and cost for the given registry rows.
 
-    Aggregates run in SQLite (``json_extract``, index searches by ``(stream, kind)``): Python sees
-    one row per turn, not one per event.
+    Aggregates run in SQLite (``json_extract``): Python sees one row per turn, not one per event.
+    A page of the list searches the ``(stream, kind)`` index per listed session (in chunks); most of
+    the registry reads each fact group in one scan of the ``kind`` index instead — one query per
+    fact group, never one per session.
     """
     out = {r.id: SessionSummary(row=r, lineage=lineage_of(r), spend=Spend(prices)) for r in rows}
-    for chunk in _chunks([r.id for r in rows]):
-        marks = ",".join("?" * len(chunk))
-        newest_turn: dict[str, int] = {}
-        for stream, count, tid in reader.query(
-                f"SELECT stream, COUNT(*), MAX(global_seq) FROM events WHERE kind = 'turn_started' AND stream IN ({marks}) GROUP BY stream", chunk):
-            out[stream].turns = count
-            newest_turn[stream] = tid
-        # Spend per (turn, model), split by whether the provider reported its own cost.
-        called: set[tuple[str, int | None]] = set()
-        for stream, tid, model, n_reported, reported, *sums in _json_query(reader,
-                f"SELECT stream, turn_id, json_extract(payload, '$.data.model') AS m,"
-                f" json_type(payload, '$.data.usage.reported_cost_usd') IN ('integer', 'real') AS r,"
-                f" SUM({_REPORTED}), {_SUMS}"
-                f" FROM events WHERE kind = 'call_usage' AND stream IN ({marks}) GROUP BY stream, turn_id, m, r", chunk):
-            called.add((stream, tid))
-            out[stream].spend.add(model if isinstance(model, str) else "", _usage(sums, float(reported) if n_reported else None))
-        ended: set[tuple[str, int]] = set()
-        for stream, tid, outcome, has_usage, reported, *sums in _json_query(reader,
-                f"SELECT stream, turn_id, json_extract(payload, '$.data.outcome'),"
-                f" json_type(payload, '$.data.usage') = 'object', {_REPORTED}, {_SUMS.replace('SUM(', '(')}"
-                f" FROM events WHERE kind = 'turn_ended' AND stream IN ({marks})", chunk):
-            ended.add((stream, tid))
-            s = out[stream]
-            if newest_turn.get(stream) == tid:
-                s.last_outcome = outcome if isinstance(outcome, str) else ""
-            if has_usage and (stream, tid) not in called:  # Turn.effective_usage: ended usage only without calls
-                model = _turn_model(reader, tid) or s.row.model
-                s.spend.add(model, _usage(sums, reported))
-        ended_count: dict[str, int] = {}
-        for stream, _tid in ended:
-            ended_count[stream] = ended_count.get(stream, 0) + 1
-        for stream, tid in newest_turn.items():
-            s = out[stream]
-            if (stream, tid) in ended:
-                if ended_count.get(stream, 0) < s.turns:  # an older turn never ended
-                    s.interrupt = _older_open_turn(reader, stream, {t for (st, t) in ended if st == stream})
-                continue
-            s.last_outcome = "pending"
-            s.interrupt = _check_open_newest_turn(reader, stream, tid, s.turns)
+    if out and 2 * len(out) >= reader.session_count():
+        _summarize(reader, out, (), "")
+    else:
+        for chunk in _chunks(list(out)):
+            _summarize(reader, out, chunk, f" AND stream IN ({','.join('?' * len(chunk))})")
     return [out[r.id] for r in rows]
+
+
+def _summarize(reader: StoreReader, out: dict[str, SessionSummary], params: Sequence[str], where: str) -> None:
+    """One pass of each fact group over the sessions ``where`` selects (rows of other sessions skipped)."""
+    newest_turn: dict[str, int] = {}
+    for stream, count, tid in reader.query(
+            f"SELECT stream, COUNT(*), MAX(global_seq) FROM events WHERE kind = 'turn_started'{where} GROUP BY stream", params):
+        s = out.get(stream)
+        if s is not None:
+            s.turns = count
+            newest_turn[stream] = tid
+    # Spend per (turn, model), split by whether the provider reported its own cost.
+    called: set[int | None] = set()
+    for stream, tid, model, n_reported, reported, *sums in _json_query(reader,
+            f"SELECT stream, turn_id, json_extract(payload, '$.data.model') AS m,"
+            f" json_type(payload, '$.data.usage.reported_cost_usd') IN ('integer', 'real') AS r,"
+            f" SUM({_REPORTED}), {_SUMS}"
+            f" FROM events WHERE kind = 'call_usage'{where} GROUP BY stream, turn_id, m, r", params):
+        s = out.get(stream)
+        if s is not None:
+            called.add(tid)  # a turn_id is a global_seq: unique across streams
+            s.spend.add(model if isinstance(model, str) else "", _usage(sums, float(reported) if n_reported else None))
+    ended: dict[str, set[int]] = {}
+    for stream, tid, outcome, has_usage, reported, *sums in _json_query(reader,
+            f"SELECT stream, turn_id, json_extract(payload, '$.data.outcome'),"
+            f" json_type(payload, '$.data.usage') = 'object', {_REPORTED}, {_SUMS.replace('SUM(', '(')}"
+            f" FROM events WHERE kind = 'turn_ended'{where}", params):
+        s = out.get(stream)
+        if s is None:
+            continue
+        ended.setdefault(stream, set()).add(tid)
+        if newest_turn.get(stream) == tid:
+            s.last_outcome = outcome if isinstance(outcome, str) else ""
+        if has_usage and tid not in called:  # Turn.effective_usage: ended usage only without calls
+            model = _turn_model(reader, tid) or s.row.model
+            s.spend.add(model, _usage(sums, reported))
+    for stream, tid in newest_turn.items():
+        s = out[stream]
+        closed = ended.get(stream, ())
+        if tid in closed:
+            if len(closed) < s.turns:  # an older turn never ended
+                s.interrupt = _older_open_turn(reader, stream, closed)
+            continue
+        s.last_outcome = "pending"
+        s.interrupt = _check_open_newest_turn(reader, stream, tid, s.turns)
 
 
 def _turn_model(reader: StoreReader, turn_id: int | None) -> str:
@@ -175,10 +181,8 @@ def _turn_model(reader: StoreReader, turn_id: int | None) -> str:
     return rows[0][0] if rows and isinstance(rows[0][0], str) else ""
 
 
-def _older_open_turn(reader: StoreReader, stream: str, ended_ids: set[int]) -> "InterruptCheck":
+def _older_open_turn(reader: StoreReader, stream: str, ended_ids: set[int]) -> InterruptCheck:
     """The newest turn closed but an older one never did: flux does not flag it (§3.8 step 2)."""
-    from .interrupted import InterruptCheck
-
     starts = [gs for (gs,) in reader.query("SELECT global_seq FROM events WHERE stream = ? AND kind = 'turn_started' ORDER BY global_seq", (stream,))]
     open_numbers = [i + 1 for i, gs in enumerate(starts) if gs not in ended_ids]
     if not open_numbers:
@@ -187,9 +191,24 @@ def _older_open_turn(reader: StoreReader, stream: str, ended_ids: set[int]) -> "
     return InterruptCheck(reason=f"turn {x} is interrupted, but turn {y} ran and closed after it — needs manual recovery", open_turn=x)
 
 
-def _check_open_newest_turn(reader: StoreReader, stream: str, turn_id: int, number: int) -> "InterruptCheck":
-    """§3.8 for a session whose newest turn is open: read only that turn's rows."""
-    from .interrupted import InterruptCheck, check_interrupted
+def _check_open_newest_turn(reader: StoreReader, stream: str, turn_id: int, number: int) -> InterruptCheck:
+    """§3.8 for a session whose newest turn is open: read only that turn's rows.
+
+    The rows are read as plain JSON; only when one of them is not exactly what a flux writer writes
+    (wrong types, a missing field, an escaped surrogate, a payload whose kind disagrees with its
+    column) does the event decoder read the turn instead — it alone knows how such rows coerce,
+    and loading it costs the session list more than the whole check."""
+    from .interrupted import check_open_newest_turn
+
+    facts = _open_turn_facts(reader, stream, turn_id, number)
+    if facts is None:
+        return _check_open_newest_turn_decoded(reader, stream, turn_id, number)
+    turn, bodies = facts
+    return check_open_newest_turn(turn, lambda: bodies)
+
+
+def _check_open_newest_turn_decoded(reader: StoreReader, stream: str, turn_id: int, number: int) -> InterruptCheck:
+    from .interrupted import check_interrupted
     from .session import fold_turns
 
     started = reader.events(stream, kinds=("turn_started",), min_global_seq=turn_id, max_global_seq=turn_id + 1)
@@ -200,6 +219,63 @@ def _check_open_newest_turn(reader: StoreReader, stream: str, turn_id: int, numb
     turns[0].number = number
     run_window = reader.events(stream, kinds=("run",), min_global_seq=turn_id)
     return check_interrupted(turns, lambda _t: run_window)
+
+
+_LEDGER_EVENTS = {  # the run events §3.8's ledger reads, and the fields it reads (with their types)
+    "statement_completed": (("plan", str), ("node", int), ("stmt", str)),
+    "plan_resumed": (("prior", str),),
+    "checkpoint_reached": (("flow_key", str), ("node", int)),
+}
+
+
+def _plain_data(kind: str, payload: object) -> dict | None:
+    """``payload``'s ``data`` object when the row is plain (see :func:`_check_open_newest_turn`), else None."""
+    if not isinstance(payload, str) or "\\u" in payload:
+        return None
+    try:
+        obj = json.loads(payload)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict) or obj.get("kind") != kind or not isinstance(obj.get("data"), dict):
+        return None
+    return obj["data"]
+
+
+def _open_turn_facts(reader: StoreReader, stream: str, turn_id: int, number: int):
+    """``(OpenTurn, run bodies)`` from plain rows, or None when a row needs the decoder."""
+    from .interrupted import OpenTurn
+
+    started = reader.query("SELECT ts, payload FROM events WHERE global_seq = ? AND stream = ? AND kind = 'turn_started'",
+                           (turn_id, stream))
+    if len(started) != 1 or type(started[0][0]) is not int:
+        return None
+    data = _plain_data("turn_started", started[0][1])
+    if data is None or type(data.get("user_input")) is not str:
+        return None
+    plans = []
+    for (payload,) in reader.query("SELECT payload FROM events WHERE stream = ? AND turn_id = ? AND kind = 'plan_attempted'"
+                                   " ORDER BY stream_seq", (stream, turn_id)):
+        p = _plain_data("plan_attempted", payload)
+        if p is None or type(p.get("outcome")) is not str or not (p.get("plan_source") is None or type(p["plan_source"]) is str):
+            return None
+        plans.append((p["outcome"], p.get("plan_source")))
+    bodies = []
+    try:
+        rows = reader.query(
+            "SELECT payload FROM events WHERE stream = ? AND kind = 'run' AND global_seq >= ?"
+            " AND json_extract(payload, '$.data.event') IN ('statement_completed', 'plan_resumed', 'checkpoint_reached')"
+            " ORDER BY stream_seq", (stream, turn_id))
+    except StoreError:  # a malformed payload in the window: the decoder skips and counts it
+        return None
+    for (payload,) in rows:
+        b = _plain_data("run", payload)
+        if b is None:
+            return None
+        want = _LEDGER_EVENTS.get(b.get("event"))  # duplicate keys: SQLite and Python may read different ones
+        if want is None or any(type(b.get(k)) is not t for k, t in want) or not (b.get("value") is None or type(b["value"]) is str):
+            return None
+        bodies.append(b)
+    return OpenTurn(number, turn_id, started[0][0], data["user_input"], tuple(plans)), bodies
 
 
 def session_matches_query(reader: StoreReader, session_id: str, query: str) -> bool:
@@ -242,7 +318,7 @@ def list_sessions(reader: StoreReader, *, limit: int | None = 30, query: str | N
     return summarize_sessions(reader, rows, prices)
 
 
-def interrupted_sessions(reader: StoreReader) -> dict[str, "InterruptCheck"]:
+def interrupted_sessions(reader: StoreReader) -> dict[str, InterruptCheck]:
     """Every session ``flux sessions`` would flag, across the whole store, without summarizing
     every session: one indexed pass over ``turn_started`` rows finds sessions whose newest turn has
     no ``turn_ended``; only those get the full §3.8 check."""

@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import sqlite3
 import stat
-import tempfile
 import threading
 import time
 import weakref
@@ -221,6 +219,8 @@ def _session_row(r: tuple) -> SessionRow | None:
 
 
 def _remove_tree(path: str) -> None:
+    import shutil  # lazy: only a snapshot (a store with a live WAL) needs it
+
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -299,6 +299,9 @@ class StoreReader:
         """Copy ``events.db`` and its ``-wal`` into a private temp dir; a writer that restarted its
         WAL while the database was being copied (a checkpoint) makes the pair inconsistent, so the
         copy is repeated until the WAL is the same before and after."""
+        import shutil  # lazy, like tempfile: a reader of a quiet store never snapshots
+        import tempfile
+
         self._drop_snapshot()
         tmp = tempfile.mkdtemp(prefix="flux-snapshot-")
         self._snapshot_dir = tmp

@@ -39,21 +39,18 @@ class Usage:
                    n("audio_output_tokens"), float(cost) if type(cost) in (int, float) else None)
 
     def __add__(self, other: "Usage") -> "Usage":
-        def opt_sum(a, b):
-            if a is None and b is None:
-                return None
-            return (a or 0) + (b or 0)
-
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_creation_input_tokens=self.cache_creation_input_tokens + other.cache_creation_input_tokens,
-            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
-            cache_creation_1h_input_tokens=opt_sum(self.cache_creation_1h_input_tokens, other.cache_creation_1h_input_tokens),
-            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
-            audio_input_tokens=self.audio_input_tokens + other.audio_input_tokens,
-            audio_output_tokens=self.audio_output_tokens + other.audio_output_tokens,
-            reported_cost_usd=opt_sum(self.reported_cost_usd, other.reported_cost_usd),
+        a1, b1 = self.cache_creation_1h_input_tokens, other.cache_creation_1h_input_tokens
+        a2, b2 = self.reported_cost_usd, other.reported_cost_usd
+        return Usage(  # positional, declared order: a session list adds one per (turn, model)
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+            self.cache_read_input_tokens + other.cache_read_input_tokens,
+            None if a1 is None and b1 is None else (a1 or 0) + (b1 or 0),
+            self.reasoning_tokens + other.reasoning_tokens,
+            self.audio_input_tokens + other.audio_input_tokens,
+            self.audio_output_tokens + other.audio_output_tokens,
+            None if a2 is None and b2 is None else (a2 or 0) + (b2 or 0),
         )
 
     @property
