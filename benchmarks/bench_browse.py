@@ -1,13 +1,15 @@
-"""Browse benchmarks (issue 2 §9), run by hand on a store from gen_store.py:
+"""Browse benchmarks (issues 2 and 10), run by hand on a store from gen_store.py:
 
     python benchmarks/gen_store.py /tmp/bigstore          # once: 10,000 sessions, ~1M events
-    python benchmarks/bench_browse.py /tmp/bigstore [--repeat 7]
+    python benchmarks/bench_browse.py /tmp/bigstore [--repeat 7] [--only listing|open|app]
 
-Measures, reporting medians (and ratios against the bare SQL baseline):
+Measures, reporting medians (the measured side and its floor run alternately):
 
-1. listing in-process: the bare registry query vs ``list_sessions`` + JSON, for 30 rows and all rows;
-2. listing as commands: ``flux sessions --json`` vs a bare ``python3 -c`` sqlite3 script printing
-   the same rows as JSON (both pay interpreter start-up);
+1. listing in-process: ``list_sessions`` + the ``--json`` document vs ``floor_sessions.py``'s (bare
+   SQL, the same facts and the same document), for 30 rows and all rows;
+2. listing as commands: ``flux sessions [--json]`` vs ``python3 benchmarks/floor_sessions.py``
+   printing the same text / JSON (both pay interpreter start-up); outputs are checked identical
+   before timing;
 3. opening the 100,000-event session: ``load_session`` + the newest turn's timeline;
 4. the app: first paint of the sessions screen and of the big session, and one cursor step
    (pilot key press until the screen has refreshed), through Textual's headless driver.
@@ -179,12 +181,17 @@ def main() -> None:
     ap.add_argument("store", type=Path)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--skip-app", action="store_true")
+    ap.add_argument("--only", choices=("listing", "open", "app"), default=None, help="Run one part only.")
     a = ap.parse_args()
-    print(f"store {a.store}: {os.path.getsize(a.store / 'events.db') / 1e6:.0f} MB events.db, {os.cpu_count()} cores")
-    bench_listing(a.store, a.repeat)
-    bench_open(a.store, a.repeat)
-    if not a.skip_app:
+    print(f"store {a.store}: {os.path.getsize(a.store / 'events.db') / 1e6:.0f} MB events.db, {os.cpu_count()} cores,"
+          f" load average {os.getloadavg()[0]:.1f}")
+    if a.only in (None, "listing"):
+        bench_listing(a.store, a.repeat)
+    if a.only in (None, "open"):
+        bench_open(a.store, a.repeat)
+    if a.only == "app" or (a.only is None and not a.skip_app):
         asyncio.run(_app_paints(a.store, max(3, a.repeat // 2)))
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
