@@ -144,6 +144,36 @@ def test_shipped_program_parses_to_flux_pinned_hash(path):
         round_trips(draft)
 
 
+# cst_agreement.rs LEGACY_FIXTURES: the nine files flux pins an AST hash for.
+FLUX_PINNED = {
+    "crates/flux-app/examples/hello.flux", "crates/flux-app/examples/support-bot.flux",
+    "crates/flux-flow/assets/agent-loop.flux", "examples/advanced-code-review.flux",
+    "examples/channels-app.flux", "examples/data-transforms.flux", "examples/god-review.flux",
+    "examples/multi-perspective.flux", "examples/strict_review.flux",
+}
+
+
+def test_every_flux_pin_has_a_fixture_in_its_pinned_version():
+    matched = {m.get("flux_path", p) for p, m in MANIFEST.items()
+               if m.get("pinned_version") or m.get("program")}
+    assert matched == FLUX_PINNED
+
+
+def test_the_json_escape_version_differs_from_the_pinned_one_only_where_its_json_does():
+    """advanced-code-review's @json version wrote the confirm's observe argument as a literal object;
+    with that one node put back as the native text's template, its AST is the pinned one."""
+    pinned = parse((DATA / "flux" / "pinned/examples/advanced-code-review.flux").read_text("utf-8"))
+    escaped = parse((DATA / "flux" / "versions/examples/advanced-code-review.63244057418.flux")
+                    .read_text("utf-8"))
+    assert flux_ast_sha256(escaped) != flux_ast_sha256(pinned)
+    observe = escaped.body[10].cases[2].body[1].body[0]
+    assert observe.args == (A.Lit({"kind": "escalation.approved"}),)
+    fixed = json.loads(json.dumps(draft_to_json(escaped)))
+    fixed["body"][10]["cases"][2]["body"][1]["body"][0]["args"] = [
+        {"kind": "obj", "fields": {"kind": {"kind": "lit", "value": "escalation.approved"}}}]
+    assert fixed == draft_to_json(pinned)
+
+
 @pytest.mark.parametrize("path", FLOW_FILES)
 def test_a_lone_flow_file_is_a_flow_module(path):
     assert parse_program((DATA / "flux" / path).read_text(encoding="utf-8")) == \
