@@ -478,9 +478,11 @@ class ConstructsMixin:
                       "no default")
 
     def _thing(self, node: A.Thing) -> Any:
-        """Resolve a thing reference with flux's deterministic resolver and write
-        ``thing_resolved``. Only self-identifying selectors resolve: a resolution by name or
-        query needs a host lookup, which flux does not record, so no replay could reproduce it."""
+        """Resolve a thing reference with flux's deterministic resolver (``default_resolve_thing``,
+        crates/flux-lang/src/host.rs) and write ``thing_resolved``. Only self-identifying selectors
+        resolve. A `name`/`query` selector fails with flux's own error: flux's ``OpHost`` lets a
+        host override ``resolve_thing``, but its production host (flux-flow's ``ExecutorHost``)
+        does not, so flux itself halts there too — and records nothing a replay could serve."""
         t = node.thing
         ident: Optional[str] = None
         if t.selector in ("id", "key"):
@@ -490,10 +492,11 @@ class ConstructsMixin:
         elif not t.custom and t.kind == "url" and t.selector in ("path", "name"):
             ident = t.value
         if ident is None:
-            kind = f"custom `{t.kind}`" if t.custom else f"`{t.kind}`"
-            raise I._Halt(f"`thing`: no deterministic resolution for a {kind} by `{t.selector}` — "
-                          "a name/query selector needs a host resolver, which replay cannot "
-                          "reproduce")
+            kind = (f"Custom({I.rust_debug_str(t.kind)})" if t.custom
+                    else "".join(part.title() for part in t.kind.split("_")))
+            selector = f"{t.selector.title()}({I.rust_debug_str(t.value)})"
+            raise I._Halt(f"no deterministic resolution for a {kind} by {selector} — a Name/Query "
+                          "selector needs a host resolver")
         ref = _thing_to_json(t)
         resolved = {"id": ident, "kind": ref["kind"], "display": ident,
                     "source": "deterministic", "confidence": 1.0}

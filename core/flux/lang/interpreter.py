@@ -33,6 +33,11 @@ from .hashes import input_hash, memo_symbol, once_key, step_id, stmt_hash16
 from .ledger import LedgerEntry, ResumeLedger
 from .parser import ParseError, formula_tree
 
+# Rust's `str::parse::<f64>` / `::<i64>` grammars, which flux's `parse(v, as: …)` uses.
+_RUST_F64 = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf|infinity|nan))",
+                       re.ASCII)
+_RUST_I64 = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
 __all__ = [
     "OpOutcome", "OpHost", "EventSink", "ListSink", "PlanHalt", "RunResult", "Interpreter",
     "ResumeLedger", "LedgerEntry", "ResumeError", "interpolate", "deny_all",
@@ -203,6 +208,29 @@ def _interpolate_json(v: Any, symbols: dict[str, Any]) -> Any:
     if isinstance(v, dict):
         return {k: _interpolate_json(x, symbols) for k, x in v.items()}
     return v
+
+
+def rust_debug_str(s: str) -> str:
+    """``format!("{:?}", s)`` of a Rust ``String``: how flux quotes a value inside an error."""
+    out = ['"']
+    for ch in s:
+        code = ord(ch)
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\0":
+            out.append("\\0")
+        elif code < 0x20 or 0x7F <= code < 0xA0 or ch in "\u00ad\u200b\u200c\u200d\u2028\u2029\ufeff":
+            out.append(f"\\u{{{code:x}}}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
 
 
 def _structured(v: Any) -> Any:
@@ -705,24 +733,35 @@ class Interpreter(ConstructsMixin):
 
     @staticmethod
     def _parse_value(v: Any, as_type: str) -> Any:
+        """flux's ``coerce_parse`` (crates/flux-lang/src/runtime.rs): the value as text (a string is
+        itself, anything else its compact JSON); ``f64``/``i64`` read the trimmed text with Rust's
+        number grammar, ``bool`` is true exactly for ``true``/``1`` (never an error), ``json`` must
+        parse; every other target (``string``, ``form``, any other word) passes the text through
+        unchanged. A non-finite f64 is flux's text for it (``inf``, ``-inf``, ``NaN``)."""
         text = v if isinstance(v, str) else compact_json(v)
-        try:
-            if as_type == "f64":
-                return float(text.strip())
+        if as_type in ("f64", "i64"):
+            word = text.strip()
+            if not (_RUST_F64 if as_type == "f64" else _RUST_I64).fullmatch(word):
+                raise _Halt(f"parse: cannot coerce {rust_debug_str(text)} to {as_type}")
             if as_type == "i64":
-                return int(text.strip())
-            if as_type == "bool":
-                low = text.strip().lower()
-                if low not in ("true", "false"):
-                    raise ValueError(low)
-                return low == "true"
-            if as_type == "json":
+                number = int(word)
+                if not -(2 ** 63) <= number < 2 ** 63:
+                    raise _Halt(f"parse: cannot coerce {rust_debug_str(text)} to i64")
+                return number
+            value = float(word)
+            if value != value:
+                return "NaN"
+            if value in (float("inf"), float("-inf")):
+                return "inf" if value > 0 else "-inf"
+            return value
+        if as_type == "bool":
+            return text.strip() in ("true", "1")
+        if as_type == "json":
+            try:
                 return json.loads(text)
-            if as_type == "string":
-                return text
-        except ValueError:
-            raise _Halt(f"cannot parse {compact_json(text)} as {as_type}") from None
-        raise _Halt(f"not supported: parse as {as_type}")
+            except ValueError as exc:
+                raise _Halt(f"parse: invalid JSON: {exc}") from None
+        return text
 
     # ------------------------------------------------------------------ dispatch
     def _dispatch(self, op: str, values: list[Any]) -> Any:
