@@ -387,7 +387,12 @@ class _Parser:
     def json_node(self) -> A.Node:
         start = self.pos
         self.expect("@json")
-        v = self.json_value()
+        try:
+            v = self.json_value()
+        except ParseError as exc:  # flux: "invalid `@json` …" — the error names the escape
+            if getattr(exc, "final", False) or exc.what.startswith("invalid `@json`"):
+                raise
+            raise ParseError(exc.line, exc.col, f"invalid `@json` value: {exc.what}") from None
         try:
             return node_from_json(v)
         except AstJsonError as exc:
@@ -1426,6 +1431,9 @@ class _Parser:
                 raise self.error("unexpected indentation in declaration body", pk[1])
             self.pos = pk[1]
             m = _DECL_NAME.match(self.src, self.pos)
+            if not m and allowed is not None:  # e.g. `$x = …`: an op's body starts here
+                self.pos = line_start
+                return out
             if not m:
                 raise self.error("expected a `key value` attribute")
             key = m.group(0)
@@ -1497,21 +1505,34 @@ class _Parser:
                                 self._str_list(value.get("deny", []), "deny", pos))
 
     def _decl_permissions(self, prog: "P.Program") -> None:
+        start = self.pos
+        if prog.permissions is not None:
+            raise self.error("`permissions` may be declared only once", start)
         self.eol()
-        attrs = dict((k, (v, pos)) for k, v, pos in self._attrs(0))
-        bad = set(attrs) - {"allow", "deny"}
-        if bad:
-            raise self.error(f"unknown permissions attribute `{sorted(bad)[0]}`")
-        prog.permissions = P.PermissionDecl(
-            self._str_list(attrs["allow"][0], "allow", attrs["allow"][1]) if "allow" in attrs else None,
-            self._str_list(attrs["deny"][0], "deny", attrs["deny"][1]) if "deny" in attrs else [])
+        allow, deny = self._allow_deny(self._attrs(0), "permissions")
+        prog.permissions = P.PermissionDecl(allow, deny)
+
+    def _allow_deny(self, attrs: list, where: str) -> tuple:
+        """``allow``/``deny`` lines of a `permissions` or `agent` body: each at most once; an absent
+        ``allow`` inherits (None), an explicit ``allow []`` denies everything."""
+        seen: dict = {}
+        for key, value, pos in attrs:
+            if key not in ("allow", "deny"):
+                raise self.error(f"unknown permissions attribute `{key}`", pos)
+            if key in seen:
+                raise self.error(f"duplicate {where} attribute `{key}`", pos)
+            seen[key] = self._str_list(value, key, pos)
+        return seen.get("allow"), seen.get("deny", [])
 
     def _decl_agent(self, prog: "P.Program") -> None:
         decl = P.AgentDecl(self._decl_name("agent"))
         self.eol()
         settings: dict = {}
+        access: list = []  # `allow [..]` / `deny [..]` lines narrow the app's permissions
         for key, value, pos in self._attrs(0):
-            if key == "model":
+            if key in ("allow", "deny"):
+                access.append((key, value, pos))
+            elif key == "model":
                 decl.model = self._str_setting(value, key, pos)
             elif key in ("tools", "datasources"):
                 setattr(decl, key, self._str_list(value, key, pos))
@@ -1523,6 +1544,11 @@ class _Parser:
                 decl.permissions = self._permissions(value, pos)
             else:
                 settings[key] = value
+        if access:
+            if decl.permissions is not None:
+                raise self.error("an `agent` takes either `permissions` or `allow`/`deny` lines",
+                                 access[0][2])
+            decl.permissions = P.PermissionDecl(*self._allow_deny(access, "agent"))
         decl.settings = settings or None
         prog.agents.append(decl)
 
@@ -1569,7 +1595,7 @@ class _Parser:
         if "on" not in got:
             raise self.error("a `trigger` needs an `on` event label", start)
         if "run" not in got and "agent" not in got:
-            raise self.error("a `trigger` needs a `run` journey/flow name", start)
+            raise self.error("a `trigger` needs a `run` journey/flow name or an `agent`", start)
         prog.triggers.append(P.TriggerDecl(name, got["on"], got.get("run", ""), got.get("agent")))
 
     def _decl_journey(self, prog: "P.Program") -> None:
