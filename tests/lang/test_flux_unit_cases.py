@@ -67,6 +67,11 @@ def check_text(text: str, case: dict) -> None:
         assert unwanted not in text, text
     if "native" in case:
         assert ("@json" not in text) == case["native"], text
+    if "starts_with" in case:
+        assert text.startswith(case["starts_with"]), text
+    if case.get("json_line_single_line"):
+        line = next(ln for ln in text.splitlines() if ln.lstrip().startswith("@json "))
+        assert '"""' not in line and "\\n" in line, line
     if "json_statement_lines_at_least" in case:
         lines = [ln for ln in text.splitlines() if ln.lstrip().startswith("@json ")]
         assert len(lines) >= case["json_statement_lines_at_least"], text

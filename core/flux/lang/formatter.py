@@ -262,6 +262,11 @@ class _Out:
             _stmt(n, level, self)
 
 
+def _call_like(node: A.Node) -> bool:
+    """A `verify` operand flux spells natively: not a formula, and not itself an `@json` escape."""
+    return not isinstance(node, A.Expr) and not expr(node).startswith("@json ")
+
+
 def _stmt(node: A.Node, level: int, out: _Out) -> None:  # noqa: C901 - one arm per node kind
     """Write one statement (and its nested blocks) at ``level``."""
     L = out.line
@@ -277,9 +282,13 @@ def _stmt(node: A.Node, level: int, out: _Out) -> None:  # noqa: C901 - one arm 
         L(level, f"{_sym(node.ctx)} +={tail}")
         return
     if isinstance(node, A.Call) and _OPNAME.match(node.op):
-        if node.op in RESERVED:
-            args = ", ".join(expr(a) for a in node.args)
-            L(level, f"do {node.op}" + (" " + args if args else ""))
+        if node.op in RESERVED:  # flux's fmt_legacy_call_args: `$` on symbols, no `@json` arg
+            parts = ["$" + a.name if isinstance(a, A.Var) and is_identifier(a.name) else expr(a)
+                     for a in node.args]
+            if any(p.startswith("@json ") for p in parts):
+                L(level, _json_escape(node))
+                return
+            L(level, f"do {node.op}" + (" " + ", ".join(parts) if parts else ""))
         else:
             L(level, f"{node.op}({_call_args(node.args)})")
         return
@@ -289,10 +298,8 @@ def _stmt(node: A.Node, level: int, out: _Out) -> None:  # noqa: C901 - one arm 
     if isinstance(node, A.Var) and is_symbol(node.name):
         L(level, _sym(node.name))
         return
-    if isinstance(node, (A.Peek, A.Fmt, A.Jq, A.Thing, A.Parse, A.Obj, A.ListExpr, A.Expr)):
-        # an expression standing as a statement: its inline spelling (or `@json`)
-        L(level, expr(node))
-        return
+    # Any other expression standing as a statement (peek, fmt, field access, thing, parse,
+    # templates, formulas) has no statement marker in flux's formatter (fmt_stmt): `@json`, below.
     if isinstance(node, A.Lit):
         L(level, compact_value(node.value))
         return
@@ -407,12 +414,12 @@ def _stmt(node: A.Node, level: int, out: _Out) -> None:  # noqa: C901 - one arm 
     if isinstance(node, A.Try) and _syms_ok(node.catch):
         L(level, "try")
         out.body(node.body, level + 1)
-        if node.catch is not None or node.handler:
-            L(level, "catch" + (" " + _sym(node.catch) if node.catch is not None else ""))
-            out.body(node.handler, level + 1)
+        L(level, "catch" + (" " + _sym(node.catch) if node.catch is not None else ""))
+        out.body(node.handler, level + 1)
         return
     if isinstance(node, A.Scope) and _syms_ok(node.bind) and \
-            not (node.bind is not None and node.acquire is None):
+            (node.bind is None) == (node.acquire is None) and \
+            (node.acquire is None or not expr(node.acquire).startswith("@json ")):
         head = "scope"
         if node.acquire is not None:
             head += " " + (f"{_sym(node.bind)} = " if node.bind is not None else "") + \
@@ -447,7 +454,7 @@ def _stmt(node: A.Node, level: int, out: _Out) -> None:  # noqa: C901 - one arm 
         L(level, f"debounce {_str(node.name)}, wait: {format_duration(node.wait_ms)}")
         out.body(node.body, level + 1)
         return
-    if isinstance(node, A.Verify):
+    if isinstance(node, A.Verify) and _call_like(node.cmd) and _call_like(node.expect):
         msg = f": {_str(node.message)}" if node.message is not None else ""
         L(level, f"verify {expr(node.cmd)} contains {expr(node.expect)}{msg}")
         return
