@@ -15,7 +15,7 @@ import pytest
 
 from flux.canonical import compact_json
 from flux.lang import ast as A
-from flux.lang.astjson import draft_json_text, draft_to_json, node_to_json
+from flux.lang.astjson import draft_from_json, draft_json_text, draft_to_json, node_to_json
 from flux.lang.formatter import format_flow, native_path
 from flux.lang.parser import ParseError, parse, parse_program
 from flux.lang.program import Program, program_to_json
@@ -25,8 +25,9 @@ CST = json.loads((DATA / "cst_agreement.json").read_text(encoding="utf-8"))
 HEADERS = json.loads((DATA / "named_option_headers.json").read_text(encoding="utf-8"))
 JQ = json.loads((DATA / "jq_paths.json").read_text(encoding="utf-8"))
 MANIFEST = json.loads((DATA / "flux" / "MANIFEST.json").read_text(encoding="utf-8"))["files"]
-FLOW_FILES = sorted(p for p, m in MANIFEST.items() if not m.get("program"))
+FLOW_FILES = sorted(p for p, m in MANIFEST.items() if not m.get("program") and not m.get("draft_json"))
 PROGRAM_FILES = sorted(p for p, m in MANIFEST.items() if m.get("program"))
+DRAFT_JSON_FILES = sorted(p for p, m in MANIFEST.items() if m.get("draft_json"))
 
 
 EXPRESSION_KINDS = {"peek", "fmt", "jq", "thing", "parse", "obj", "list", "expr"}
@@ -134,6 +135,16 @@ def test_shipped_flux_file_parses_and_round_trips(path):
     meta = MANIFEST[path]
     if meta.get("pinned_version"):
         assert flux_ast_sha256(draft) == meta["flux_ast_sha256"]
+    if "same_ast_as" in meta:  # the text and the JSON DraftAst spellings of one file
+        other = json.loads((DATA / "flux" / meta["same_ast_as"]).read_text(encoding="utf-8"))
+        assert draft == draft_from_json(other)
+        if meta.get("formatted_by_flux"):  # the file is flux's own formatter output of that AST
+            assert format_flow(draft_from_json(other)) == (DATA / "flux" / path).read_text("utf-8")
+
+
+@pytest.mark.parametrize("path", DRAFT_JSON_FILES)
+def test_json_draft_ast_files_load_and_round_trip_through_text(path):
+    round_trips(draft_from_json(json.loads((DATA / "flux" / path).read_text(encoding="utf-8"))))
 
 
 @pytest.mark.parametrize("path", PROGRAM_FILES)
@@ -142,7 +153,8 @@ def test_shipped_program_parses_to_flux_pinned_hash(path):
     assert isinstance(module, Program)
     text = compact_json(program_to_json(module))
     meta = MANIFEST[path]
-    assert hashlib.sha256(b"program\0" + text.encode("utf-8")).hexdigest() == meta["flux_ast_sha256"]
+    if meta["flux_ast_sha256"] is not None:
+        assert hashlib.sha256(b"program\0" + text.encode("utf-8")).hexdigest() == meta["flux_ast_sha256"]
     flows = module.flow_asts()
     assert len(flows) == meta["formatted_asts"]  # flux's census of executable ASTs
     for draft in flows:
@@ -160,7 +172,7 @@ FLUX_PINNED = {
 
 def test_every_flux_pin_has_a_fixture_in_its_pinned_version():
     matched = {m.get("flux_path", p) for p, m in MANIFEST.items()
-               if m.get("pinned_version") or m.get("program")}
+               if m.get("pinned_version") or (m.get("program") and m["flux_ast_sha256"])}
     assert matched == FLUX_PINNED
 
 
