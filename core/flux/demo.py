@@ -225,6 +225,7 @@ def _record(store: Path, ws: Path, now: int) -> None:
         provider: Any = ScriptedProvider(responses=responses, model=model) if responses is not None else "mock"
         c = Client(provider, model=model if responses is not None else None, store=store, workspace=ws,
                    ops=kw.pop("ops", ops), env_secrets=False, clock=clock, timer=timer, cassette=True,
+                   concurrent_ops=False,  # a reproducible recording: op completions in dispatch order
                    **({"auto_approve": True} if "approver" not in kw and "policy" not in kw else {}), **kw)
         clients.append(c)
         return c

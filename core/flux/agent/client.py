@@ -104,6 +104,7 @@ class Client:
         prices: Any = None,
         retry: Optional[RetryPolicy] = None,
         sleep: Optional[Callable[[float], Any]] = None,
+        concurrent_ops: bool = True,
         on_event: Optional[Callable[[dict], None]] = None,
         context: Optional[dict[str, str | None]] = None,
         auto_resurrect: bool = True,
@@ -140,6 +141,9 @@ class Client:
         self.retry = retry or (RetryPolicy(attempts=1) if own_retries else RetryPolicy())
         self._sleep = sleep or asyncio.sleep
         self._timer = timer or (lambda: time.perf_counter_ns() // 1000)
+        # `parallel`/`race` branches' ops run in worker threads at the same time (False: one at a
+        # time, in dispatch order — a recording whose event order does not depend on thread timing)
+        self.concurrent_ops = concurrent_ops
         self.on_event = on_event
         self.context = context
         # An interrupted turn is finished (no model call) before the next turn on its session (§4.7).
@@ -223,6 +227,7 @@ class Client:
             redactor=self.redactor, cap=self.cap, cassette=self.cassette, instructions=self.instructions,
             max_iter=self.max_iter, max_tokens=self.max_tokens, temperature=self.temperature, prices=self.prices,
             retry=self.retry, sleep=self._sleep, timer=self._timer, on_event=on_event or self.on_event,
+            concurrent_ops=self.concurrent_ops,
         )
 
     def close(self) -> None:

@@ -47,7 +47,7 @@ from ..errors import FluxError
 from ..lang import ast as A
 from ..lang.formatter import format_flow
 from ..lang.hashes import fingerprint, flow_key
-from ..lang.interpreter import Interpreter, OpOutcome
+from ..lang.interpreter import Interpreter, OpOutcome, completed_work
 from ..store.events import (
     CallUsage, Message, Observation, OpRecorded, PlanAttempted, Run, TurnEnded, Usage, decode_run,
 )
@@ -270,32 +270,44 @@ class _LiveHost:
     """Dispatches to the toolbox after asking the approver; a refusal is a denied outcome."""
 
     def __init__(self, toolbox: Toolbox, approver: Approver, timer: Callable[[], int],
-                 before_dispatch: Callable[[str], None] = lambda op: None):
+                 before_dispatch: Callable[[str], None] = lambda op: None, *, concurrent: bool = True):
         self.toolbox, self.approver, self.timer = toolbox, approver, timer
         self.before_dispatch = before_dispatch
+        self.concurrent = concurrent
         self.last: Optional[OpOutcome] = None
         self.last_exec_us = 0
         self.dispatches = 0
         self.log: list[tuple[str, Any, str, int, int]] = []  # op, input, status, started_us, exec_us
 
     def dispatch(self, op: str, input: Any, input_json: str) -> OpOutcome:
+        return self.begin(op, input, input_json)()
+
+    def begin(self, op: str, input: Any, input_json: str) -> Callable[[], OpOutcome]:
+        """Start a dispatch on the interpreter's thread (durability flush, approval — one prompt
+        at a time) and return the tool call, which may run in a worker thread while other
+        `parallel`/`race` branches go on (see flux.lang.scheduler)."""
         self.before_dispatch(op)
         self.dispatches += 1
         started = self.timer()
         o = self.toolbox.get(op)
+        refusal: Optional[OpOutcome] = None
         if o is None:
-            out = OpOutcome(content=f"unknown op `{op}`", is_error=True)
+            refusal = OpOutcome(content=f"unknown op `{op}`", is_error=True)
         else:
             d = self.approver.decide(ApprovalRequest(op=op, effect=o.effect, input=input))
             if not d.allowed:
-                out = OpOutcome(content=d.reason or f"denied: `{op}`", is_error=True, denied=True)
-            else:
-                out = scrub_outcome(o.call(input if isinstance(input, dict) else {}))
-        self.last_exec_us = max(0, self.timer() - started)
-        status = "denied" if out.denied else ("error" if out.is_error else "ok")
-        self.log.append((op, input, status, started, self.last_exec_us))
-        self.last = out
-        return out
+                refusal = OpOutcome(content=d.reason or f"denied: `{op}`", is_error=True, denied=True)
+
+        def work() -> OpOutcome:
+            out = refusal if refusal is not None else \
+                scrub_outcome(o.call(input if isinstance(input, dict) else {}))
+            exec_us = max(0, self.timer() - started)
+            self.last_exec_us = exec_us
+            status = "denied" if out.denied else ("error" if out.is_error else "ok")
+            self.log.append((op, input, status, started, exec_us))
+            self.last = out
+            return out
+        return work if self.concurrent else completed_work(work())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,6 +338,8 @@ class TurnConfig:
     on_event: Optional[Callable[[dict], None]] = None
     # Wraps the live host (approver + toolbox) — what-if re-plans pin the world with a Frozen tape.
     host_wrap: Optional[Callable[[Any], Any]] = None
+    # Ops of concurrent `parallel`/`race` branches run in worker threads (False: inline, in order).
+    concurrent_ops: bool = True
 
 
 class _LastOutcome:
@@ -338,6 +352,10 @@ class _LastOutcome:
         out = self.inner.dispatch(op, input, input_json)
         self.live.last = out
         return out
+
+    def settle(self, op: str, input_json: str, outcome: OpOutcome) -> OpOutcome:
+        self.live.last = outcome
+        return outcome
 
 
 class TurnRunner:
@@ -353,7 +371,8 @@ class TurnRunner:
     def _recorder(self) -> tuple[_Recorder, _LiveHost]:
         cfg = self.cfg
         rec = _Recorder(cfg.writer, cfg.session, cfg.redactor, cfg.cap, self._durable)
-        return rec, _LiveHost(cfg.toolbox, cfg.approver, cfg.timer, rec.before_dispatch)
+        return rec, _LiveHost(cfg.toolbox, cfg.approver, cfg.timer, rec.before_dispatch,
+                              concurrent=cfg.concurrent_ops)
 
     def _notify(self, kind: str, **data: Any) -> None:
         if self.cfg.on_event is not None:

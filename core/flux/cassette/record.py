@@ -194,7 +194,29 @@ class RecordingHost:
     def dispatch(self, op: str, input: Any, input_json: str | None = None) -> Any:
         if input_json is None:
             input_json = canonical_json(input)
-        outcome = scrub_outcome(self.inner.dispatch(op, input, input_json))
+        return self.settle(op, input_json, self.begin(op, input, input_json)())
+
+    # The two phases of a dispatch, for the interpreter's scheduler (flux.lang.interpreter._phases):
+    # ``begin`` starts the op and returns the work, which may run in a worker thread while other
+    # branches go on (if ``inner`` has a ``begin`` of its own; otherwise ``inner.dispatch`` runs
+    # right here); ``settle`` writes the cell on the interpreter's thread, in completion order, and
+    # only for an op whose result the run takes — a cancelled op gets none (flux's RecordScope
+    # records after the dispatch returns, and a dropped future never returns).
+    def begin(self, op: str, input: Any, input_json: str) -> Callable[[], Any]:
+        from ..lang.interpreter import completed_work
+
+        inner_begin = getattr(self.inner, "begin", None)
+        if inner_begin is None:
+            return completed_work(scrub_outcome(self.inner.dispatch(op, input, input_json)))
+        work = inner_begin(op, input, input_json)
+        if getattr(work, "completed", False):
+            return completed_work(scrub_outcome(work()))
+        return lambda: scrub_outcome(work())
+
+    def settle(self, op: str, input_json: str, outcome: Any) -> Any:
+        inner_settle = getattr(self.inner, "settle", None)
+        if inner_settle is not None:
+            outcome = inner_settle(op, input_json, outcome)
         if self.enabled:
             self.record(op, input_json, outcome)
         return outcome

@@ -4,25 +4,22 @@ One method per construct, mixed into :class:`flux.lang.interpreter.Interpreter` 
 its dispatch through :data:`ConstructsMixin.CONSTRUCTS`. Semantics follow the Rust flux runtime
 (``flux_lang::runtime::exec_body``); error messages are worded as flux words them.
 
-Scheduling. flux runs ``parallel`` and ``race`` branches as concurrent futures. This interpreter is
-synchronous and runs branches with a deterministic scheduler, in declaration order:
+Scheduling. ``parallel`` and ``race`` branches run concurrently, as flux's futures do, on the
+interpreter's :class:`~flux.lang.scheduler.Scheduler` (see its module doc for the recording order):
 
 - ``parallel``: every branch runs to completion (flux's ``join_all``: a failing sibling does not stop
-  the others); each branch binds its value to its name; the first error in declaration order is
-  raised afterwards. Run events are written branch after branch, which is one of the orders flux can
-  record (replay matches cells by ``(op, input_hash)`` scanning forward, so any order replays).
-- ``race``: branches start in declaration order and the first *success* wins; later branches never
-  start (flux cancels the losers; here they are cancelled before they begin). So the winner is the
-  first successful branch in declaration order, not the fastest one.
+  the others); after the join each branch binds its value to its name, in declaration order, and the
+  first error in declaration order is raised.
+- ``race``: every branch starts; the first *success* wins and the others are cancelled (their
+  in-flight ops abandoned: no cell, no step result); failures are joined in completion order.
+- ``timeout``: the body runs under a deadline that cancels it, op in flight included.
 
-Time. Every deadline and sleep goes through the interpreter's :class:`~flux.lang.clock.Clock`.
-Deadlines (``timeout``, ``race``) are enforced at op-dispatch boundaries: an op that would start
-after the deadline does not start and the construct fails with flux's message; an op already
-running when the deadline passes is allowed to finish (flux would drop its future mid-flight).
-Under replay (:class:`~flux.lang.clock.ReplayClock`) those decisions are read back from the tape:
-an op the live run never dispatched has no cell, so
+Time. Every deadline and sleep goes through the interpreter's :class:`~flux.lang.clock.Clock` and
+scheduler. Under replay (:class:`~flux.lang.clock.ReplayClock`) decisions that depended on time live
+are read back from the tape: an op the live run never finished has no cell, so
 
-- a dispatch inside a ``timeout``/``race`` that has no cell is where the deadline struck;
+- a dispatch with no cell stays pending until a ``race`` winner cancels it or the deadline above it
+  strikes (the scheduler strikes a deadline once every branch under it waits on such a dispatch);
 - a ``loop`` iteration (after the first) whose first dispatch has no cell never ran live: the loop
   ended there by its deadline. The iteration's pure prefix is rolled back (symbols, minted values and
   any buffered run events) — see :class:`_Gate`;
@@ -40,6 +37,7 @@ from flux.canonical import compact_json
 from . import ast as A
 from . import interpreter as I  # noqa: N812 - the module that mixes this in (imported lazily)
 from .astjson import _thing_to_json
+from .scheduler import DeadlineExceeded, Scheduler
 
 __all__ = ["ConstructsMixin"]
 
@@ -49,16 +47,12 @@ __all__ = ["ConstructsMixin"]
 # must not catch a deadline or a replay gate — flux cancels the whole body future)
 # ---------------------------------------------------------------------------------------------
 
-@dataclass(eq=False)
-class _Deadline:
-    at_ms: float
-    what: str  # "timeout" | "race"
+class _BranchFailed(I._Halt):
+    """A race branch's failure, carrying the branch name for flux's joined error."""
 
-
-class _Expired(Exception):
-    def __init__(self, deadline: _Deadline):
-        super().__init__(deadline.what)
-        self.deadline = deadline
+    def __init__(self, name: str, halt: "I._Halt"):
+        super().__init__(halt.error, halt.op)
+        self.name, self.halt = name, halt
 
 
 @dataclass(eq=False)
@@ -98,27 +92,35 @@ class ConstructsMixin:
     # ------------------------------------------------------------------ state
     def _init_constructs(self, clock: Any, throttle: Optional[dict], debounce: Optional[dict]) -> None:
         self.clock = clock
-        self.steps = 0  # op dispatches so far (what `budget` and `throttle` count)
+        self._sched: Optional[Scheduler] = None  # set while a plan runs (Interpreter.run)
+        self._steps_base = 0  # op dispatches of the runs so far
         self.throttle_buckets: dict[str, list[float]] = throttle if throttle is not None else {}
         self.debounce_tokens: dict[str, str] = debounce if debounce is not None else {}
         self._debounce_seq = 0
-        self._deadlines: list[_Deadline] = []
-        self._cap_scopes: list[frozenset] = []
         self._gate: Optional[_Gate] = None
 
-    def _construct(self, node: A.Node) -> Any:
+    @property
+    def steps(self) -> int:
+        """Op dispatches that returned — of the running branch while a plan runs (flux counts per
+        branch and merges every branch's count, losers' included, at the join), else of all runs."""
+        if self._sched is not None and self._sched.current is not None:
+            return self._sched.current.steps
+        return self._steps_base
+
+    async def _construct(self, node: A.Node) -> Any:
         """Run ``node`` if it is one of this module's constructs; ``NotImplemented`` otherwise."""
         name = self.CONSTRUCTS.get(type(node))
         if name is None:
             return NotImplemented
-        return getattr(self, name)(node)
+        return await getattr(self, name)(node)
 
     # ------------------------------------------------------------------ the dispatch hook
     def _before_dispatch(self, op: str, input_json: str) -> Optional[str]:
         """Checks made before an op starts. Returns a denial message (capability scope) or None;
-        raises :class:`_GateClosed` / :class:`_Expired` when the op must not start."""
-        if self._cap_scopes and op not in self._cap_scopes[-1]:
-            allowed = ", ".join(sorted(self._cap_scopes[-1])) or "nothing"
+        raises :class:`_GateClosed` when the op must not start (a replay gate closed)."""
+        scopes = self._sched.current.cap_scopes
+        if scopes and op not in scopes[-1]:
+            allowed = ", ".join(sorted(scopes[-1])) or "nothing"
             return f"op `{op}` is outside the `with_tools` capability scope (allowed: {allowed})"
         recorded = None
         if self._gate is not None:
@@ -126,17 +128,6 @@ class ConstructsMixin:
             if recorded is False:
                 raise _GateClosed(self._gate)
             self._pass_gate()
-        if self._deadlines:
-            if self.clock.replaying:
-                if recorded is None:
-                    recorded = self.clock.recorded(op, input_json)
-                if recorded is False:
-                    raise _Expired(self._deadlines[-1])
-            else:
-                now = self.clock.now_ms()
-                for d in self._deadlines:
-                    if now >= d.at_ms:
-                        raise _Expired(d)
         return None
 
     # ------------------------------------------------------------------ replay gates
@@ -172,18 +163,18 @@ class ConstructsMixin:
             self.symbols[name] = value
 
     # ------------------------------------------------------------------ conditions
-    def _cond(self, node: A.Node) -> bool:
+    async def _cond(self, node: A.Node) -> bool:
         """A `when`/`unless`/`until`/`assert` condition (flux's ``eval_cond``): a call whose op
         fails reads as false — the op ran and said no — but a denial stays fatal."""
         if isinstance(node, A.Call):
             try:
-                return I._truthy(self._eval(node))
+                return I._truthy(await self._eval(node))
             except I._OpFailed:
                 return False
-        return I._truthy(self._eval(node))
+        return I._truthy(await self._eval(node))
 
     # ------------------------------------------------------------------ loop
-    def _loop(self, node: A.Loop) -> Any:
+    async def _loop(self, node: A.Loop) -> Any:
         """``loop for D[, every: E][, until: c]``: iterate until the deadline or ``until``."""
         clock = self.clock
         deadline = clock.now_ms() + node.for_ms
@@ -194,12 +185,12 @@ class ConstructsMixin:
             first = False
             try:
                 try:
-                    v = self._block(node.body)
+                    v = await self._block(node.body)
                 except I._FATAL:
                     raise
                 except I._Halt as h:
                     raise I._Halt(f"`loop` body failed: {h.error}", h.op) from None
-                stop = node.until is not None and self._cond(node.until)
+                stop = node.until is not None and await self._cond(node.until)
             except _GateClosed as closed:
                 if closed.gate is not gate:
                     raise
@@ -212,117 +203,102 @@ class ConstructsMixin:
             if stop:
                 break
             if node.every_ms > 0:
-                clock.sleep_ms(node.every_ms)
+                await self._sched.sleep(node.every_ms)
             elif not isinstance(clock, I.RealClock):
                 clock.advance(1)  # virtual time must move, or a pure `every 0` loop never ends
         self._bind_result(node.bind, value)
         return value
 
-    # ------------------------------------------------------------------ deadlines
-    def _push_deadline(self, ms: int, what: str) -> _Deadline:
-        d = _Deadline(self.clock.now_ms() + ms, what)
-        self._deadlines.append(d)
-        return d
-
-    def _pop_deadline(self, d: _Deadline) -> None:
-        if self._deadlines and self._deadlines[-1] is d:
-            self._deadlines.pop()
-        elif d in self._deadlines:
-            self._deadlines.remove(d)
-
-    def _timeout(self, node: A.Timeout) -> Any:
+    # ------------------------------------------------------------------ deadlines and branches
+    async def _timeout(self, node: A.Timeout) -> Any:
+        """The body runs under a deadline; when it strikes, the body (and the op in flight) is
+        cancelled — flux drops the future — and the statement fails."""
         if node.ms == 0:
             raise I._Halt("`timeout` of 0ms cannot complete any work")
-        d = self._push_deadline(node.ms, "timeout")
         try:
-            value = self._block(node.body)
-        except _Expired as e:
-            if e.deadline is not d:
-                raise
+            value = await self._sched.within(self._block(node.body), node.ms)
+        except DeadlineExceeded:
             raise I._Halt(f"`timeout` exceeded {node.ms}ms") from None
-        finally:
-            self._pop_deadline(d)
         self._bind_result(node.bind, value)
         return value
 
-    def _race(self, node: A.Race) -> Any:
+    async def _race(self, node: A.Race) -> Any:
+        """Every branch starts; the first to *succeed* wins and the others are cancelled (their
+        in-flight ops abandoned). All failing is a joined error; none succeeding in time a timeout."""
         timed_out = f"`race` timed out after {node.timeout_ms}ms with no successful branch"
         if node.timeout_ms == 0:
             raise I._Halt(timed_out)
-        d = self._push_deadline(node.timeout_ms, "race")
-        errors: list[str] = []
-        try:
-            for br in node.branches:
-                try:
-                    value = self._block(br.body)
-                except _Expired as e:
-                    if e.deadline is not d:
-                        raise
-                    raise I._Halt(timed_out) from None
-                except I._Halt as h:
-                    errors.append(f"`{br.name}`: {h.error}")
-                    continue
-                self._bind_result(node.bind, value)
-                return value
-        finally:
-            self._pop_deadline(d)
-        if node.branches and len(errors) == len(node.branches):
-            raise I._Halt(f"`race` failed: all {len(node.branches)} branch(es) errored: "
-                          + "; ".join(errors))
-        raise I._Halt(timed_out)
+        win, value, errors, _expired = await self._sched.first(
+            [self._branch(br) for br in node.branches], node.timeout_ms)
+        if win is None:
+            if node.branches and len(errors) == len(node.branches):
+                by_name = [f"`{e.name}`: {e.error}" for e in errors]
+                raise I._Halt(f"`race` failed: all {len(node.branches)} branch(es) errored: "
+                              + "; ".join(by_name))
+            raise I._Halt(timed_out)
+        if isinstance(value, I._Return):
+            raise value  # a `return` inside the winning branch returns from the flow
+        self._bind_result(node.bind, value)
+        return value
 
-    # ------------------------------------------------------------------ parallel
-    def _parallel(self, node: A.Parallel) -> Any:
-        outcomes: list[tuple[A.Branch, Any, Optional[BaseException]]] = []
-        for br in node.branches:
-            try:
-                outcomes.append((br, self._block(br.body), None))
-            except I._Return as ret:
-                outcomes.append((br, None, ret))
-            except I._Halt as h:
-                outcomes.append((br, None, h))
+    async def _branch(self, br: A.Branch) -> Any:
+        """One race branch: its value, a `return` (as a value: it wins), or its named failure."""
+        try:
+            return await self._block(br.body)
+        except I._Return as ret:
+            return ret
+        except I._Halt as h:
+            raise _BranchFailed(br.name, h) from None
+
+    async def _parallel(self, node: A.Parallel) -> Any:
+        """Every branch runs concurrently to completion (flux's ``join_all``: a failing sibling does
+        not stop the others); after the join, branches bind their values to their names in
+        declaration order, and the first error in declaration order is raised."""
+        outcomes = await self._sched.gather([self._block(br.body) for br in node.branches])
         last = None
-        first_error: Optional[I._Halt] = None
-        for br, value, err in outcomes:
-            if isinstance(err, I._Return):
+        first_error: Optional[BaseException] = None
+        for br, out in zip(node.branches, outcomes):
+            if isinstance(out.error, I._Return):
                 raise I._Halt("`return` is not allowed inside a `parallel` branch")
-            if err is not None:
-                first_error = first_error or err
+            if out.error is not None:
+                first_error = first_error or out.error
                 continue
-            if value is not None:
-                self.symbols[br.name] = value
-                last = value
+            if out.value is not None:
+                self.symbols[br.name] = out.value
+                last = out.value
         if first_error is not None:
             raise first_error
         return last
 
     # ------------------------------------------------------------------ reliability
-    def _budget(self, node: A.Budget) -> Any:
+    async def _budget(self, node: A.Budget) -> Any:
         start, value = self.steps, None
         for stmt in node.body:
             if self.steps - start >= node.limit:
                 raise I._Halt(f"`budget` exceeded: at most {node.limit} op dispatch(es) allowed "
                               "in this scope")
-            v = self._block((stmt,))
+            v = await self._block((stmt,))
             if v is not None:
                 value = v
         self._bind_result(node.bind, value)
         return value
 
-    def _cap_scope(self, node: A.CapScope) -> Any:
+    async def _cap_scope(self, node: A.CapScope) -> Any:
         """``with_tools [..]``: only the listed ops may dispatch inside; nested scopes only narrow."""
+        task = self._sched.current
+        saved = task.cap_scopes
         tools = frozenset(node.tools)
-        if self._cap_scopes:
-            tools &= self._cap_scopes[-1]
-        self._cap_scopes.append(tools)
+        if saved:
+            tools &= saved[-1]
+        task.cap_scopes = saved + (tools,)  # per branch: spawned branches inherit the scope
         try:
-            value = self._block(node.body)
+            value = await self._block(node.body)
         finally:
-            self._cap_scopes.pop()
+            task.cap_scopes = saved
         self._bind_result(node.bind, value)
         return value
 
-    def _throttle(self, node: A.Throttle) -> Any:
+    async def _throttle(self, node: A.Throttle) -> Any:
         """At most ``max`` op dispatches per sliding ``per`` window, checked before each statement;
         the bucket is keyed by name and lives as long as the caller keeps ``throttle_buckets``."""
         bucket = self.throttle_buckets.setdefault(node.name, [])
@@ -336,7 +312,7 @@ class ConstructsMixin:
                 raise I._Halt(refused)
             start = self.steps
             try:
-                v = self._block((stmt,))
+                v = await self._block((stmt,))
             except _GateClosed as closed:
                 if closed.gate is not gate:
                     raise
@@ -351,28 +327,28 @@ class ConstructsMixin:
                 value = v
         return value
 
-    def _debounce(self, node: A.Debounce) -> Any:
+    async def _debounce(self, node: A.Debounce) -> Any:
         """Record a trigger, wait, and run the body only if no newer trigger of the same name came
-        meanwhile (with the sequential scheduler none can within one run)."""
+        meanwhile — e.g. the same debounce in a concurrent branch; the older trigger coalesces."""
         self._debounce_seq += 1
         token = f"{int(self.clock.now_ms())}:{self._debounce_seq}"
         self.debounce_tokens[node.name] = token
         if node.wait_ms > 0:
-            self.clock.sleep_ms(node.wait_ms)
+            await self._sched.sleep(node.wait_ms)
         if self.debounce_tokens.get(node.name) != token:
             return None  # coalesced into the newer trigger
-        return self._block(node.body)
+        return await self._block(node.body)
 
-    def _verify(self, node: A.Verify) -> Any:
+    async def _verify(self, node: A.Verify) -> Any:
         cmd = node.cmd
         if isinstance(cmd, (A.Call, A.Var, A.Lit, A.Obj, A.ListExpr)):
-            text = self._eval(cmd)
+            text = await self._eval(cmd)
             if isinstance(cmd, A.Lit) and cmd.value is None:
                 text = ""
         else:
             raise I._Halt(f"unsupported return expression `{cmd.kind}`")
         text = _label_text(text)
-        expect = self._eval(node.expect)
+        expect = await self._eval(node.expect)
         pattern = _label_text(expect)
         if pattern not in text:
             detail = node.message if node.message is not None else \
@@ -380,37 +356,37 @@ class ConstructsMixin:
             raise I._Halt(f"verify failed: {detail}")
         return None
 
-    def _scope(self, node: A.Scope) -> Any:
+    async def _scope(self, node: A.Scope) -> Any:
         """acquire → body → ``finally`` always (unless acquire failed); the body's error wins."""
         if node.acquire is not None:
-            acquired = self._exec(node.acquire)
+            acquired = await self._exec(node.acquire)
             self._bind_result(node.bind, acquired)
         try:
-            value = self._block(node.body)
+            value = await self._block(node.body)
         except I._Halt:
             try:
-                self._block(node.finally_)
+                await self._block(node.finally_)
             except I._Halt:
                 pass  # cleanup is best-effort when the body already failed: its error wins
             raise
         except I._Return:
-            self._block(node.finally_)  # a `return` still cleans up; a cleanup failure wins
+            await self._block(node.finally_)  # a `return` still cleans up; a cleanup failure wins
             raise
-        self._block(node.finally_)
+        await self._block(node.finally_)
         return value
 
-    def _saga(self, node: A.Saga) -> Any:
+    async def _saga(self, node: A.Saga) -> Any:
         """Steps in order; on a failure, the undo blocks of completed steps run in reverse,
         best-effort, and the failure propagates. A ``return`` in a step is a successful exit."""
         undos: list[tuple] = []
         value = None
         for step in node.steps:
             try:
-                v = self._block(step.body)
+                v = await self._block(step.body)
             except I._Halt:
                 for undo in reversed(undos):
                     try:
-                        self._block(undo)
+                        await self._block(undo)
                     except I._Halt:
                         pass
                 raise
@@ -447,11 +423,11 @@ class ConstructsMixin:
         self.symbols[name] = pack
         return pack
 
-    def _ctx(self, node: A.Ctx) -> Any:
+    async def _ctx(self, node: A.Ctx) -> Any:
         members = [s for s in node.include if s not in node.exclude]
         return self._pack(node.name, node.purpose, members, node.budget)
 
-    def _ctx_append(self, node: A.CtxAppend) -> Any:
+    async def _ctx_append(self, node: A.CtxAppend) -> Any:
         pack = self.symbols.get(node.ctx)
         if pack is None:
             raise I._Halt(f"ctx_append: unknown context pack `{node.ctx}`")
@@ -463,21 +439,21 @@ class ConstructsMixin:
         return self._pack(node.ctx, pack.get("purpose"), members,
                           int(budget) if isinstance(budget, (int, float)) else None)
 
-    def _route(self, node: A.Route) -> Any:
+    async def _route(self, node: A.Route) -> Any:
         sel = node.selector
         if isinstance(sel, A.Call):
-            label = _label_text(self._eval(sel)).strip()
+            label = _label_text(await self._eval(sel)).strip()
         else:
-            label = _label_text(self._eval(sel))
+            label = _label_text(await self._eval(sel))
         for case in node.cases:
             if case.label == label:
-                return self._block(case.body)
+                return await self._block(case.body)
         if node.default:
-            return self._block(node.default)
+            return await self._block(node.default)
         raise I._Halt(f"`route` selector returned `{label}`, which matches no case and there is "
                       "no default")
 
-    def _thing(self, node: A.Thing) -> Any:
+    async def _thing(self, node: A.Thing) -> Any:
         """Resolve a thing reference with flux's deterministic resolver (``default_resolve_thing``,
         crates/flux-lang/src/host.rs) and write ``thing_resolved``. Only self-identifying selectors
         resolve. A `name`/`query` selector fails with flux's own error: flux's ``OpHost`` lets a

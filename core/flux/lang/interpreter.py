@@ -5,9 +5,10 @@ exactly as the Rust runtime hashes it (§4.2) and handed to an :class:`OpHost` (
 during replay), and the resulting ``step_*``/``statement_completed``/``plan_halted`` rows can be
 lined up against the recorded ones.
 
-What it does not do: it never writes ``op_recorded`` (that is the host's cassette), and it has no
-scheduler — ``parallel`` branches run one after another, which replay tolerates because cells are
-matched by ``(op, input_hash)``, not by order.
+It never writes ``op_recorded`` (that is the host's cassette). The plan runs as a tree of
+coroutines driven by :class:`flux.lang.scheduler.Scheduler` — ``parallel``/``race`` branches run
+concurrently and deadlines cancel the op in flight — while :meth:`Interpreter.run` stays
+synchronous for its callers.
 
 Values are natural JSON Python values. An op's result is its ``content`` string; field access,
 ``each`` and ``parse`` decode JSON text when they need structure.
@@ -32,6 +33,7 @@ from .hashes import flow_key as compute_flow_key
 from .hashes import input_hash, memo_symbol, once_key, step_id, stmt_hash16
 from .ledger import LedgerEntry, ResumeLedger
 from .parser import ParseError, formula_tree
+from .scheduler import Scheduler
 
 # Rust's `str::parse::<f64>` / `::<i64>` grammars, which flux's `parse(v, as: …)` uses.
 _RUST_F64 = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf|infinity|nan))",
@@ -40,7 +42,7 @@ _RUST_I64 = re.compile(r"[+-]?[0-9]+", re.ASCII)
 
 __all__ = [
     "OpOutcome", "OpHost", "EventSink", "ListSink", "PlanHalt", "RunResult", "Interpreter",
-    "ResumeLedger", "LedgerEntry", "ResumeError", "interpolate", "deny_all",
+    "ResumeLedger", "LedgerEntry", "ResumeError", "interpolate", "deny_all", "completed_work",
 ]
 
 
@@ -156,6 +158,50 @@ class _Return(Exception):
 
 
 from .constructs import ConstructsMixin  # noqa: E402 - needs the signals above
+
+
+def _is_flux_error(e: BaseException) -> bool:
+    """A branch's result (a Flux failure or a `return`), as opposed to an error that aborts."""
+    return isinstance(e, (_Halt, _Return))
+
+
+def _same(outcome: Any) -> Any:
+    return outcome
+
+
+def _phases(host: Any, op: str, input_obj: Any, input_json: str) -> tuple:
+    """A dispatch as the scheduler runs it: ``start()`` (on the interpreter's thread) returns the
+    work; ``settle(outcome)`` is the bookkeeping once the run takes the result.
+
+    A host opts into concurrent dispatch with ``begin(op, input, input_json) -> work`` (the work
+    must be safe to run in a worker thread) and ``settle(op, input_json, outcome) -> outcome``. A
+    host with only ``dispatch`` runs inline on the interpreter's thread: nothing is assumed
+    thread-safe that did not say so."""
+    begin = getattr(host, "begin", None)
+    if begin is not None:
+        def start() -> Callable[[], Any]:
+            return begin(op, input_obj, input_json)
+    else:
+        def start() -> Callable[[], Any]:
+            return completed_work(host.dispatch(op, input_obj, input_json))
+    settle_host = getattr(host, "settle", None)
+    if settle_host is None:
+        return start, _same
+    return start, lambda outcome: settle_host(op, input_json, outcome)
+
+
+class completed_work:  # noqa: N801 - used like a function: `return completed_work(outcome)`
+    """Work that is already done (an inline dispatch, a refusal): the scheduler completes it in
+    dispatch order without a worker thread."""
+
+    completed = True
+    __slots__ = ("outcome",)
+
+    def __init__(self, outcome: Any):
+        self.outcome = outcome
+
+    def __call__(self) -> Any:
+        return self.outcome
 
 
 def _clock_for(host: Any, sleep: Callable[[float], None]) -> Clock:
@@ -347,7 +393,27 @@ class Interpreter(ConstructsMixin):
     # ------------------------------------------------------------------ top level
     def run(self, draft: A.DraftAst, resumable: bool = True,
             ledger: Optional[ResumeLedger] = None, flow_key: Optional[str] = None) -> RunResult:
-        """Run ``draft``; ``flow_key`` may pass its already computed key (replay keys every plan first)."""
+        """Run ``draft``; ``flow_key`` may pass its already computed key (replay keys every plan first).
+
+        Synchronous for callers; inside, the plan is a coroutine driven by a fresh
+        :class:`~flux.lang.scheduler.Scheduler` (concurrent ``parallel``/``race`` branches,
+        cancelling deadlines)."""
+        self._sched = Scheduler(self.clock, _is_flux_error)
+        try:
+            return self._sched.run(self._run(draft, resumable, ledger, flow_key))
+        finally:
+            self._sched = None
+
+    async def _run(self, draft: A.DraftAst, resumable: bool, ledger: Optional[ResumeLedger],
+                   flow_key: Optional[str]) -> RunResult:
+        self._sched.current.steps = self._steps_base
+        try:
+            return await self._run_body(draft, resumable, ledger, flow_key)
+        finally:
+            self._steps_base = self._sched.current.steps
+
+    async def _run_body(self, draft: A.DraftAst, resumable: bool, ledger: Optional[ResumeLedger],
+                        flow_key: Optional[str]) -> RunResult:
         key = flow_key or compute_flow_key(draft.name, draft.body)
         body = draft.body
         start = 0
@@ -371,7 +437,7 @@ class Interpreter(ConstructsMixin):
                 break
             self._last_vid = None
             try:
-                value, vid = self._statement(node)
+                value, vid = await self._statement(node)
             except _Return as ret:
                 if resumable:
                     self._completed(key, i, stmt, ret.vid)
@@ -452,9 +518,9 @@ class Interpreter(ConstructsMixin):
         return None
 
     # ------------------------------------------------------------------ statements
-    def _statement(self, node: A.Node) -> tuple[Any, Optional[str]]:
+    async def _statement(self, node: A.Node) -> tuple[Any, Optional[str]]:
         """Run one statement; returns its value and that value's id (if it has one)."""
-        value = self._exec(node)
+        value = await self._exec(node)
         binder = self._binder(node)
         if isinstance(node, (A.Bind, A.Memo)) or isinstance(node, A.Call):
             vid = self._last_vid if self._last_vid is not None and \
@@ -466,16 +532,16 @@ class Interpreter(ConstructsMixin):
             return value, self._mint(self.symbols[binder])
         return value, None
 
-    def _block(self, body: Iterable[A.Node]) -> Any:
+    async def _block(self, body: Iterable[A.Node]) -> Any:
         """Run a nested body; its value is the last statement's value."""
         last = None
         for node in body:
             if isinstance(node, (A.Await, A.Checkpoint)):
                 raise _Halt(f"`{node.kind}` is only allowed at the top level of a flow")
-            last = self._exec(node)
+            last = await self._exec(node)
         return last
 
-    def _exec(self, node: A.Node) -> Any:  # noqa: C901 - one arm per construct
+    async def _exec(self, node: A.Node) -> Any:  # noqa: C901 - one arm per construct
         S = self.symbols
         if isinstance(node, (A.Bind, A.Memo)):
             if isinstance(node, A.Memo):
@@ -484,56 +550,56 @@ class Interpreter(ConstructsMixin):
                 if mkey in self.memo:
                     S[node.name] = self.memo[mkey]
                     return S[node.name]
-                value = self._eval(node.value)
+                value = await self._eval(node.value)
                 self.memo[mkey] = value
             else:
-                value = self._eval(node.value)
+                value = await self._eval(node.value)
             S[node.name] = value
             return value
         if isinstance(node, A.Return):
             self._last_vid = None
-            value = self._eval(node.value)
+            value = await self._eval(node.value)
             vid = self._last_vid if isinstance(node.value, A.Call) and self._last_vid else \
                 self._mint(value)
             raise _Return(value, vid)
         if isinstance(node, A.When):
-            return self._block(node.then if self._cond(node.cond) else node.otherwise)
+            return await self._block(node.then if await self._cond(node.cond) else node.otherwise)
         if isinstance(node, A.Unless):
-            return None if self._cond(node.cond) else self._block(node.body)
+            return None if await self._cond(node.cond) else await self._block(node.body)
         if isinstance(node, A.Each):
-            return self._each(node)
+            return await self._each(node)
         if isinstance(node, A.Repeat):
             results = []
             for _ in range(node.max):
-                results.append(self._block(node.body))
-                if node.until is not None and self._cond(node.until):
+                results.append(await self._block(node.body))
+                if node.until is not None and await self._cond(node.until):
                     break
             if node.collect is not None:
                 S[node.collect] = results
             return results[-1] if results else None
         if isinstance(node, A.Seq):
-            value = self._block(node.body)
+            value = await self._block(node.body)
             if node.bind is not None:
                 S[node.bind] = value
             return value
         if isinstance(node, A.Pipe):
-            return self._pipe(node)
+            return await self._pipe(node)
         if isinstance(node, A.Try):
             try:
-                return self._block(node.body)
+                return await self._block(node.body)
             except _FATAL:
                 raise
             except _Halt as h:
                 if node.catch is not None:
                     S[node.catch] = h.error
-                return self._block(node.handler)
+                return await self._block(node.handler)
         if isinstance(node, A.Retry):
-            return self._retry(node)
+            return await self._retry(node)
         if isinstance(node, A.Fallback):
             last_error: Optional[_Halt] = None
             for br in node.branches:
                 try:
-                    value = self._block(br.body)
+                    value = await self._block(br.body)
                 except _FATAL:
                     raise
                 except _Halt as h:
@@ -544,28 +610,28 @@ class Interpreter(ConstructsMixin):
                 return value
             raise last_error or _Halt("fallback has no branches")
         if isinstance(node, A.Match):
-            subject = _structured(self._eval(node.subject))
+            subject = _structured(await self._eval(node.subject))
             for case in node.cases:
-                cv = _structured(self._eval(case.value))
+                cv = _structured(await self._eval(case.value))
                 if A.json_key(cv) == A.json_key(subject):
-                    return self._block(case.body)
+                    return await self._block(case.body)
             if not node.default:
                 raise _Halt(f"`match` had no case for `{compact_json(subject)}` and no default")
-            return self._block(node.default)
+            return await self._block(node.default)
         if isinstance(node, A.Assert):
-            if not self._cond(node.cond):
+            if not await self._cond(node.cond):
                 raise _AssertFailed(node.message or "assertion failed")
             return None
         if isinstance(node, A.Confirm):
             if not self.approver(node.message, node.risk or "medium"):
                 raise _ConfirmDenied(f"confirmation denied: {node.message}")
-            return self._block(node.body)
+            return await self._block(node.body)
         if isinstance(node, A.Once):
             key = once_key(node.label, node.body)
             if key in self.once_done:
                 value = self.once_done[key]
             else:
-                value = self._block(node.body)
+                value = await self._block(node.body)
                 self.once_done[key] = value
                 ev: dict[str, Any] = {"event": "once_completed", "label": key}
                 if value is not None:
@@ -579,20 +645,20 @@ class Interpreter(ConstructsMixin):
             raise _Halt(f"`{node.kind}` is only allowed at the top level of a flow")
         if isinstance(node, (A.Call, A.Var, A.Lit, A.Fmt, A.Jq, A.Expr, A.Obj, A.ListExpr,
                              A.Peek, A.Parse)):
-            return self._eval(node)
-        value = self._construct(node)  # constructs.py: loop, race, parallel, timeout, …
+            return await self._eval(node)
+        value = await self._construct(node)  # constructs.py: loop, race, parallel, timeout, …
         if value is not NotImplemented:
             return value
         raise _Halt(f"not supported: {node.kind}")
 
-    def _each(self, node: A.Each) -> Any:
-        items = _structured(self._eval(node.source))
+    async def _each(self, node: A.Each) -> Any:
+        items = _structured(await self._eval(node.source))
         if not isinstance(items, list):
             raise _Halt(f"`each` needs a list, got {compact_json(items)}")
         results = []
         for item in items:
             self.symbols[node.item] = item
-            results.append(self._block(node.body))
+            results.append(await self._block(node.body))
         if node.collect is not None:
             if node.flat:
                 flat: list = []
@@ -605,21 +671,21 @@ class Interpreter(ConstructsMixin):
             self.symbols[node.collect] = results
         return results
 
-    def _pipe(self, node: A.Pipe) -> Any:
+    async def _pipe(self, node: A.Pipe) -> Any:
         """Each step is a call; the previous step's output is prepended as its first argument."""
         value: Any = None
         for i, step in enumerate(node.steps):
             if not isinstance(step, A.Call):
                 raise _Halt("every `pipe` step must be an op call")
-            args = [self._eval(a) for a in step.args]
+            args = [await self._eval(a) for a in step.args]
             if i > 0:
                 args.insert(0, value)
-            value = self._dispatch(step.op, args)
+            value = await self._dispatch(step.op, args)
         if node.bind is not None:
             self.symbols[node.bind] = value
         return value
 
-    def _retry(self, node: A.Retry) -> Any:
+    async def _retry(self, node: A.Retry) -> Any:
         """flux's retry: up to ``max`` attempts; before attempt k>0 wait ``delay`` (default 500 ms),
         ×k when linear, ×2^(k-1) when exponential; fatal failures are never retried."""
         base = node.delay_ms if node.delay_ms is not None else 500
@@ -632,9 +698,9 @@ class Interpreter(ConstructsMixin):
                 elif node.backoff == "exponential":
                     wait = base * 2 ** min(attempt - 1, 10)
                 if wait > 0:
-                    self.clock.sleep_ms(wait)
+                    await self._sched.sleep(wait)
             try:
-                value = self._block(node.body)
+                value = await self._block(node.body)
             except _FATAL:
                 raise
             except _Halt as h:
@@ -646,7 +712,7 @@ class Interpreter(ConstructsMixin):
         raise _Halt(f"`retry` exhausted {node.max} attempt(s): {last_error}")
 
     # ------------------------------------------------------------------ expressions
-    def _eval(self, node: A.Node) -> Any:
+    async def _eval(self, node: A.Node) -> Any:
         S = self.symbols
         if isinstance(node, A.Lit):
             return _interpolate_json(node.value, S)
@@ -655,15 +721,15 @@ class Interpreter(ConstructsMixin):
                 raise _Halt(f"unbound symbol `{node.name}`")
             return S[node.name]
         if isinstance(node, A.Call):
-            return self._dispatch(node.op, [self._eval(a) for a in node.args])
+            return await self._dispatch(node.op, [await self._eval(a) for a in node.args])
         if isinstance(node, A.Fmt):
             return interpolate(node.template, S)
         if isinstance(node, A.Obj):
-            return {k: self._eval(v) for k, v in node.fields}
+            return {k: await self._eval(v) for k, v in node.fields}
         if isinstance(node, A.ListExpr):
-            return [self._eval(v) for v in node.items]
+            return [await self._eval(v) for v in node.items]
         if isinstance(node, A.Jq):
-            return _walk(self._eval(node.input), node.path, node.optional)
+            return _walk(await self._eval(node.input), node.path, node.optional)
         if isinstance(node, A.Peek):
             return S.get(node.name)
         if isinstance(node, A.Expr):
@@ -671,29 +737,29 @@ class Interpreter(ConstructsMixin):
                 tree = formula_tree(node.formula)
             except ParseError as exc:
                 raise _Halt(f"bad formula `{node.formula}`: {exc.what}") from None
-            return self._formula(tree, dict(node.vars))
+            return await self._formula(tree, dict(node.vars))
         if isinstance(node, A.Parse):
-            return self._parse_value(self._eval(node.value), node.as_type)
+            return self._parse_value(await self._eval(node.value), node.as_type)
         if isinstance(node, A.Thing):
-            return self._thing(node)
+            return await self._thing(node)
         raise _Halt(f"not supported: {node.kind}")
 
-    def _formula(self, t: Any, vars_: dict[str, A.Node]) -> Any:
+    async def _formula(self, t: Any, vars_: dict[str, A.Node]) -> Any:
         if isinstance(t, A.Var):
-            return _structured(self._eval(vars_.get(t.name, t)))
+            return _structured(await self._eval(vars_.get(t.name, t)))
         if isinstance(t, A.Jq) and isinstance(t.input, A.Var):
-            base = self._eval(vars_.get(t.input.name, t.input))
+            base = await self._eval(vars_.get(t.input.name, t.input))
             return _walk(base, t.path, t.optional)
         if isinstance(t, A.Lit):
             return t.value
         op, args = t.op, t.args
         if op == "&&":
-            return _truthy(self._formula(args[0], vars_)) and \
-                _truthy(self._formula(args[1], vars_))
+            return _truthy(await self._formula(args[0], vars_)) and \
+                _truthy(await self._formula(args[1], vars_))
         if op == "||":
-            return _truthy(self._formula(args[0], vars_)) or \
-                _truthy(self._formula(args[1], vars_))
-        vals = [self._formula(a, vars_) for a in args]
+            return _truthy(await self._formula(args[0], vars_)) or \
+                _truthy(await self._formula(args[1], vars_))
+        vals = [await self._formula(a, vars_) for a in args]
         if op == "!":
             return not _truthy(vals[0])
         if op == "neg":
@@ -764,7 +830,7 @@ class Interpreter(ConstructsMixin):
         return text
 
     # ------------------------------------------------------------------ dispatch
-    def _dispatch(self, op: str, values: list[Any]) -> Any:
+    async def _dispatch(self, op: str, values: list[Any]) -> Any:
         """One op call: map, hash, ``step_started``, host dispatch, ``step_succeeded|failed``."""
         spec = self.catalog.get(op)
         if spec is None:
@@ -776,14 +842,14 @@ class Interpreter(ConstructsMixin):
         ih = input_hash(input_obj)
         sid = step_id(op, ih)
         input_json = canonical_json(input_obj)
-        denial = self._before_dispatch(op, input_json)  # scope, deadlines, replay gates
+        denial = self._before_dispatch(op, input_json)  # capability scope, replay gates
         self._emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
-        self.steps += 1
         if denial is not None:
             outcome = OpOutcome(denial, denied=True)
         else:
-            outcome = self.host.dispatch(op, input_obj, input_json)
-            self.clock.dispatched()
+            outcome = await self._sched.dispatch(*_phases(self.host, op, input_obj, input_json),
+                                                 op, input_json)
+        self._sched.current.steps += 1  # counted once it returned (a cancelled op never does)
         if outcome.denied or outcome.is_error:
             self._emit({"event": "step_failed", "step": sid, "error": outcome.content})
             raise (_Denied if outcome.denied else _OpFailed)(outcome.content, op)

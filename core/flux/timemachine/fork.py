@@ -441,7 +441,8 @@ def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, ed
     rec = _Recorder(w, fid, red, client.cap)
     tail_events: list[dict] = []
     sink = _Tee(rec, tail_events)
-    live = _LiveHost(client.toolbox, client.approver, client._timer)
+    live = _LiveHost(client.toolbox, client.approver, client._timer,
+                     concurrent=getattr(client, "concurrent_ops", True))
     tail_host = TapeFirstHost(tape, live)
     interp.host = RecordingHost(tail_host, sink, red, client.cap, enabled=client.cassette)
     interp.sink = sink

@@ -234,7 +234,8 @@ def resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePrevi
     rec = _Recorder(w, plan.session, red, client.cap)
     tee = _Tee(rec)
     tape = ReplayTape(plan.tail)
-    live = _LiveHost(client.toolbox, client.approver, client._timer)
+    live = _LiveHost(client.toolbox, client.approver, client._timer,
+                     concurrent=getattr(client, "concurrent_ops", True))
     host = TapeFirstHost(tape, live)
     interp = Interpreter(catalog_for(client.toolbox.catalog()), RecordingHost(host, tee, red, client.cap,
                                                                              enabled=client.cassette),

@@ -328,7 +328,8 @@ def run_what_if(client: Any, session: str, spec: WhatIfSpec, *, confirm: Callabl
     w, red = client.writer, client.redactor
     cat = catalog_for(client.toolbox.catalog())
     tape = ReplayTape(detail.cells)
-    live = _LiveHost(client.toolbox, client.approver, client._timer)
+    live = _LiveHost(client.toolbox, client.approver, client._timer,
+                     concurrent=getattr(client, "concurrent_ops", True))
     frozen = FrozenHost(tape, by_index=plan.by_index, by_op=spec.substitute, off_tape=spec.off_tape,
                         live=live if spec.off_tape == "live" else None, authorize=_authorizer(spec, client.toolbox.catalog()))
     at = f"{spec.turn}" if spec.turn else "latest"

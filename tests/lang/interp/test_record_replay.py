@@ -85,12 +85,24 @@ PLANS = {
                            '  loop for 1m, every: 1s, until: done\n    done = pick("yes")\n'],
     "loop with a slow body": ['flow\n  loop for 1s, every: 200ms\n    x = echo("pre")\n    slow()\n'
                               '  echo("after the loop")\n'],
-    "timeout strikes between ops": ['flow\n  timeout 20ms\n    slow()\n    echo("after")\n'],
+    "timeout cancels the op in flight": ['flow\n  timeout 20ms\n    echo("before")\n    slow()\n'
+                                         '    echo("after")\n'],
     "timeout that holds": ['flow\n  timeout 1s -> t\n    echo("a")\n    echo("b")\n  echo(t)\n'],
     "race": ['flow\n  race 5s -> w\n    branch a\n      boom()\n    branch b\n      echo("fast")\n'
              '  race 100ms\n    branch c\n      slow()\n      echo("x")\n'],
     "parallel": ['flow\n  parallel\n    branch left\n      echo("l")\n      echo("l2")\n'
                  '    branch right\n      echo("r")\n  echo("{left}+{right}")\n'],
+    "parallel: completion order": ['flow\n  parallel\n    branch a\n      nap()\n      echo("a2")\n'
+                                   '    branch b\n      slow()\n      echo("b2")\n  echo("{a}+{b}")\n'],
+    "parallel: a sleeper wakes between completions": [
+        'flow\n  parallel\n    branch a\n      debounce "x", wait: 100ms\n        echo("late")\n'
+        '    branch b\n      slow()\n      echo("b")\n'],
+    "race: the fastest wins, the loser is cancelled": [
+        'flow\n  race 1s -> w\n    branch a\n      nap()\n    branch b\n      slow()\n      echo("b")\n'
+        '  echo(w)\n'],
+    "timeout cancels a branch of a parallel": [
+        'flow\n  try\n    parallel\n      branch a\n        timeout 200ms\n          echo("a1")\n'
+        '          nap()\n      branch b\n        slow()\n  catch e\n    echo("caught")\n'],
     "budget and with_tools": ['flow\n  budget 5 -> b\n    echo("one")\n    echo("two")\n'
                               '  with_tools ["echo"] -> c\n    echo("scoped")\n  budget 1\n'
                               '    echo("x")\n    echo("y")\n'],
