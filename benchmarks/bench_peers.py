@@ -16,8 +16,11 @@ offline, in this process, interleaved round by round (so machine noise hits ever
 
 Floors do exactly the work of the measured path, nothing more:
 
-* write floor — the same rows (bytes as recorded), same schema and pragmas, raw ``sqlite3``, one
-  commit per op (the cell's commit), the registry row updated per commit;
+* write floor — the same rows (bytes as recorded), same schema and pragmas, raw ``sqlite3``, in the
+  same transactions as the measured run (one per op: an effectful op's ``step_started`` ends a
+  transaction, which also holds the previous op's cell — plus the turn's few), each one
+  ``executemany`` and one registry ``UPDATE``; the boundaries are read from the measured run's own
+  ``COMMIT``s (``sqlite3`` trace callback, in the warm-up round only);
 * read floor — the same rows of the session (every column) read with raw ``sqlite3`` and each
   payload ``json.loads``-ed.
 
@@ -74,12 +77,33 @@ def _files(d: Path) -> int:
     return sum(1 for p in d.rglob("*") if p.is_file())
 
 
+def _event_rows(store: Path) -> int:
+    with sqlite3.connect(f"file:{store / 'events.db'}?mode=ro", uri=True) as c:
+        return c.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+
+
+def _payload_bytes(store: Path) -> int:
+    with sqlite3.connect(f"file:{store / 'events.db'}?mode=ro", uri=True) as c:
+        return c.execute("SELECT SUM(LENGTH(CAST(payload AS BLOB))) FROM events").fetchone()[0]
+
+
 # -- flux-tui -------------------------------------------------------------------------------------
 
-def flux_record(d: Path, calls: int, ops) -> float:
+def flux_record(d: Path, calls: int, ops, commits: list[int] | None = None) -> float:
+    """Record the run; ``commits`` (if given) receives, per COMMIT, how many event rows were inserted
+    before it (a trace callback — only in the untimed warm-up round)."""
     client = Client(ScriptedProvider(responses=_responses(calls)), model="scripted", ops=ops, store=d / "store",
                     workspace=d, env_secrets=False)
     session = client.session()
+    if commits is not None:
+        inserted = [client.writer.conn.execute("SELECT COUNT(*) FROM events").fetchone()[0]]
+
+        def trace(sql: str) -> None:
+            if sql.startswith("INSERT INTO events"):
+                inserted[0] += 1
+            elif sql == "COMMIT":
+                commits.append(inserted[0])
+        client.writer.conn.set_trace_callback(trace)
     t0 = time.perf_counter()
     out = session.send_sync(f"call echo {calls} times")
     elapsed = time.perf_counter() - t0
@@ -97,12 +121,13 @@ def flux_replay(store: Path, calls: int) -> float:
     return elapsed
 
 
-def write_floor(src: Path, d: Path) -> float:
-    """The recorded rows re-inserted with raw sqlite3, one commit per op (at each cell), same schema."""
+def write_floor(src: Path, d: Path, commits: list[int]) -> float:
+    """The recorded rows re-inserted with raw sqlite3 in the measured run's transactions (``commits``:
+    the row count at each COMMIT), same schema and pragmas, one registry UPDATE per transaction."""
     with sqlite3.connect(f"file:{src / 'events.db'}?mode=ro", uri=True) as c:
         rows = c.execute("SELECT stream, stream_seq, id, kind, schema_version, ts, payload, turn_id FROM events"
                          " ORDER BY global_seq").fetchall()
-    cut = {i for i, r in enumerate(rows) if r[3] == "run" and '"event":"op_recorded"' in r[6]}
+    cuts = sorted({n for n in commits if 0 < n <= len(rows)} | {len(rows)})
     d.mkdir()
     con = sqlite3.connect(str(d / "events.db"), isolation_level=None)
     con.execute("PRAGMA journal_mode = WAL")
@@ -114,14 +139,14 @@ def write_floor(src: Path, d: Path) -> float:
     insert = ("INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload, turn_id)"
               " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
     t0 = time.perf_counter()
-    con.execute("BEGIN IMMEDIATE")
-    for i, r in enumerate(rows):
-        con.execute(insert, r)
-        if i in cut or i == len(rows) - 1:
-            con.execute("UPDATE streams SET updated_at = ?, last_seq = ? WHERE n = 1", (r[5], r[1]))
-            con.execute("COMMIT")
-            if i != len(rows) - 1:
-                con.execute("BEGIN IMMEDIATE")
+    start = 0
+    for end in cuts:
+        con.execute("BEGIN IMMEDIATE")
+        con.executemany(insert, rows[start:end])
+        last = rows[end - 1]
+        con.execute("UPDATE streams SET updated_at = ?, last_seq = ? WHERE n = 1", (last[5], last[1]))
+        con.execute("COMMIT")
+        start = end
     elapsed = time.perf_counter() - t0
     con.close()
     return elapsed
@@ -208,12 +233,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--no-timewarp", action="store_true", help="skip timewarp-llm (file-system bound: seconds a round)")
     args = ap.parse_args()
     n = args.calls
     t: dict[str, list[float]] = {k: [] for k in (
         "flux record pure", "flux record write", "write floor", "rewind record", "timewarp record",
         "flux replay", "read floor", "rewind replay", "timewarp replay")}
+    if args.no_timewarp:
+        del t["timewarp record"], t["timewarp replay"]
     size: dict[str, str] = {}
+    commits: list[int] = []  # the write run's COMMIT boundaries (rows before each), from round 0
     for rnd in range(args.repeat + 1):  # round 0 warms imports and caches, not counted
         with tempfile.TemporaryDirectory(prefix="flux-peers-") as tmp:
             base = Path(tmp)
@@ -222,34 +251,46 @@ def main() -> None:
             (base / "fp").mkdir()
             res["flux record pure"] = flux_record(base / "fp", n, [echo])
             (base / "fw").mkdir()
-            res["flux record write"] = flux_record(base / "fw", n, [echo_write])
-            res["write floor"] = write_floor(base / "fw" / "store", base / "floor")
+            if not rnd:
+                commits.clear()
+            res["flux record write"] = flux_record(base / "fw", n, [echo_write], commits if not rnd else None)
+            res["write floor"] = write_floor(base / "fw" / "store", base / "floor", commits)
             res["rewind record"] = rewind_run(base / "rw.jsonl", n, True)
-            (base / "tw").mkdir()
-            res["timewarp record"], run_id = timewarp_record(base / "tw", n)
+            if not args.no_timewarp:
+                (base / "tw").mkdir()
+                res["timewarp record"], run_id = timewarp_record(base / "tw", n)
             res["flux replay"] = flux_replay(base / "fp" / "store", n)
             res["read floor"] = read_floor(base / "fp" / "store")
             res["rewind replay"] = rewind_run(base / "rw.jsonl", n, False)
-            res["timewarp replay"] = timewarp_replay(base / "tw", run_id, n)
+            if not args.no_timewarp:
+                res["timewarp replay"] = timewarp_replay(base / "tw", run_id, n)
             if rnd:
                 for k, v in res.items():
                     t[k].append(v)
             else:
                 size = {"flux (pure)": f"{_bytes(base / 'fp' / 'store') / 1e6:.2f} MB in {_files(base / 'fp' / 'store')} files",
-                        "rewind": f"{_bytes(base) and (base / 'rw.jsonl').stat().st_size / 1e6:.2f} MB in 1 file",
-                        "timewarp": f"{_bytes(base / 'tw') / 1e6:.2f} MB in {_files(base / 'tw')} files"}
+                        "flux (write)": f"{_bytes(base / 'fw' / 'store') / 1e6:.2f} MB",
+                        "rewind": f"{(base / 'rw.jsonl').stat().st_size / 1e6:.2f} MB in 1 file"}
+                if not args.no_timewarp:
+                    size["timewarp"] = f"{_bytes(base / 'tw') / 1e6:.2f} MB in {_files(base / 'tw')} files"
+                rows = _event_rows(base / "fp" / "store")
+                payload = _payload_bytes(base / "fp" / "store")
+                size["per call"] = f"{rows / n:.2f} rows, {payload / n:.0f} payload bytes"
     m = {k: statistics.median(v) * 1000 for k, v in t.items()}
     print(f"one run of {n} tool calls + 2 model calls, in-process, median of {args.repeat} interleaved rounds "
           f"({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
     for k, v in m.items():
         print(f"  {k:<18} {v:9.1f} ms")
     print("bytes on disk: " + " · ".join(f"{k} {v}" for k, v in size.items()))
+    print(f"write run: {len(commits)} commits for {n} write-effect calls")
     print("ratios (target in brackets):")
     print(f"  record pure vs rewind        {m['flux record pure'] / m['rewind record']:6.2f}×  (≤ 2×)")
-    print(f"  record pure vs timewarp      {m['flux record pure'] / m['timewarp record']:6.2f}×")
+    if not args.no_timewarp:
+        print(f"  record pure vs timewarp      {m['flux record pure'] / m['timewarp record']:6.2f}×")
     print(f"  record write vs commit floor {m['flux record write'] / m['write floor']:6.2f}×  (≤ 1.3×)")
     print(f"  replay vs rewind             {m['flux replay'] / m['rewind replay']:6.2f}×  (≤ 2×)")
-    print(f"  replay vs timewarp           {m['flux replay'] / m['timewarp replay']:6.2f}×")
+    if not args.no_timewarp:
+        print(f"  replay vs timewarp           {m['flux replay'] / m['timewarp replay']:6.2f}×")
     print(f"  replay vs read floor         {m['flux replay'] / m['read floor']:6.2f}×  (≤ 2×)")
 
 

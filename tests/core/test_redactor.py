@@ -194,3 +194,86 @@ def test_text_without_secrets_unchanged(text):
     assert Redactor().redact(text) == text
     # Registered secrets that do not occur leave it alone too.
     assert Redactor(["ZZZZ-not-in-text"]).redact(text) == text
+
+
+# The fast path (memo + the passes-2-4 prefilter) must redact exactly what the plain four passes do.
+case_twins = st.sampled_from([
+    "KEY", "Key", "kEy", "\u212aey", "SECRET", "sEcReT", "TOKEN", "Passwd", "PASSWORD", "passw", "BEARER ", "bEaReR\t",
+    "PRIVATE KEY-----", "-----END PRIVATE KEY-----", "gho_", "ghs_", "github_pat_", "xoxp-", "glpat-", "AIza", "sk-ant-",
+    "api_key=", "db.password: ", "'", "\\\"", "\\n", "=", ":", "\u017f", "\u0130",
+])
+# Short lists, so that texts holding a single trigger (which the prefilter alone must catch) are common.
+triggers = st.one_of(tricky, case_twins, st.sampled_from(["https://u:p@h/", "ftp://a:b@c", "bearer x", "Token=1", "client_secret=v1", "Passwd: x1", "api_key=\"v\""]))
+fast_text = st.lists(st.one_of(triggers, triggers, st.text(max_size=12), secret_values, _token_strategy()),
+                     min_size=1, max_size=5).map("".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(texts=st.lists(fast_text, min_size=1, max_size=4), secrets=st.lists(secret_values, max_size=3),
+       marker=st.sampled_from([M, "<SECRET>", "***"]))
+def test_fast_path_equals_all_passes(texts, secrets, marker):
+    r = Redactor(secrets, marker=marker)
+    for text in texts + texts:  # the second round is served by the memo
+        assert r.redact(text) == r._redact_all_passes(text)
+
+
+@pytest.mark.parametrize("fragment", [
+    "https://u:p@h/", "sk-abcdefghijklmnop1234", "sk-ant-api03-AbCdEf_123", "gho_ABCDEFGHIJKLMNOP1234",
+    "github_pat_11ABCDEFG0123456789_ab", "xoxb-1234-5678-abcdefgh", "AKIAIOSFODNN7EXAMPLE", "glpat-abcdefghij0123456789",
+    "AIzaSyA1234567890abcdefghijklmnopqrstuv", "bEaReR abc", "KEY=v", "Secret: v", "tOkEn='v'", "PassWd=v",
+    "-----BEGIN PRIVATE KEY-----\nMIIabc",
+])
+def test_fast_path_catches_each_trigger_alone(fragment):
+    r = Redactor(["hunter22"])
+    for text in (fragment, f"a {fragment} b", f"x hunter22 {fragment}"):
+        assert r.redact(text) == r._redact_all_passes(text) != text
+
+
+def test_memo_forgets_on_register():
+    r = Redactor()
+    assert r.redact("the value hunter22 here") == "the value hunter22 here"
+    r.register("hunter22")
+    assert r.redact("the value hunter22 here") == f"the value {M} here"
+    assert r.redact_value({"note": "hunter22"}) == {"note": M}
+
+
+def _reference_redact_value(r: Redactor, value):
+    """The node-by-node scrub as first written, over the plain four passes."""
+    if isinstance(value, str):
+        return r._redact_all_passes(value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        text = str(value)
+        red = r._redact_all_passes(text)
+        return value if red == text else red
+    if isinstance(value, list):
+        return [_reference_redact_value(r, v) for v in value]
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            rk = r._redact_all_passes(str(k))
+            if secret_name(str(k)) and not isinstance(v, (dict, list, bool)) and v is not None:
+                out[rk] = r.marker
+            else:
+                out[rk] = _reference_redact_value(r, v)
+        return out
+    return value
+
+
+json_keys = st.one_of(fast_text, st.sampled_from(["password", "api_key", "tokens", "secretKey", "path", "db.passwd"]))
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.sampled_from([1234, -91234, 123456789, 1234.5]), fast_text),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(json_keys, inner, max_size=4)),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=json_values, secrets=st.lists(st.one_of(secret_values, st.sampled_from(["1234", "12345678", "0.5e"])), max_size=2))
+def test_redact_value_fast_path_equals_the_reference(value, secrets):
+    r = Redactor(secrets)
+    expected = _reference_redact_value(r, value)
+    got = r.redact_value(value)
+    assert repr(got) == repr(expected)  # repr: type-strict (1 vs True vs 1.0), nan-safe
+    assert repr(r.redact_value(value)) == repr(expected)  # memoized

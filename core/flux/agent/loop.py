@@ -20,10 +20,11 @@ One adaptive turn writes, in this order:
 
 Durability by effect (``docs/store-format.md``): the recorder group-commits. Rows are buffered and
 written in one transaction before every dispatch of an op with an effect (write / delete / network /
-exec, or undeclared) — so its plan and ``step_started`` are on disk while it runs — and again right
-after its cell, before anything else happens; before every model call; and at the turn's end. Rows of
-``pure``/``read`` ops (re-runnable) may sit in the buffer (at most 512 rows or 50 ms) and are lost
-if the process dies first.
+exec, or undeclared) — so its plan and ``step_started`` are on disk while it runs; its cell is then
+owed and rides with the next commit, which comes before the next dispatch of any op, an approval
+prompt, a sleep, a model call or the turn's end (one commit per effectful op); before every model
+call; and at the turn's end. Rows of ``pure``/``read`` ops (re-runnable) may sit in the buffer (at
+most 512 rows or 50 ms) and are lost if the process dies first.
 
 Everything written passes the redactor first (cells by the recording host; plan text, messages,
 answers, step errors and observations here). The model itself sees the unredacted tool results.
@@ -226,8 +227,13 @@ RERUNNABLE_EFFECTS = frozenset({"pure", "read"})  # safe to run again: their row
 class _Recorder:
     """Appends the turn's events to the store, redacting every free-text field first.
 
-    ``durable(op)`` says whether ``op`` has an effect (or an unknown one): its rows are flushed
-    before it dispatches and its cell right after it is appended."""
+    ``durable(op)`` says whether ``op`` has an effect (or an unknown one). Such an op costs one
+    commit: everything buffered (with its plan and ``step_started``) is written before it
+    dispatches, so the store shows it in flight; its cell is then *owed* and rides with the next
+    commit, which :meth:`settle` forces before anything else dispatches (an op of any effect), waits
+    (an approval prompt, a sleep) or calls the model, and the turn's end writes it too. A kill
+    meanwhile finds that op in flight without its cell — the one op resurrect runs at least once,
+    as it would had the kill come while its cell was being written."""
 
     def __init__(self, writer: StoreWriter, sid: str, redactor: Redactor, cap: int,
                  durable: Callable[[str], bool] = lambda op: True):
@@ -235,10 +241,36 @@ class _Recorder:
         self.durable = durable
         self.appended = 0
         self.cells: list[OpRecorded] = []
+        self.owed: Optional[OpRecorded] = None  # an effectful op's cell not yet committed
 
     def before_dispatch(self, op: str) -> None:
-        if self.durable(op):
+        if self.owed is not None:
+            self.settle()
+        elif self.durable(op):
             self.w.flush()
+
+    def settle(self) -> None:
+        """Commit an owed effectful cell (and everything buffered with it) now; a failure is the
+        loud failure of that op's cell (:class:`CassetteWriteError`)."""
+        cell, self.owed = self.owed, None
+        if cell is None:
+            return
+        try:
+            self.w.flush()
+        except Exception as e:
+            if self.cells and self.cells[-1] is cell:
+                self.cells.pop()
+            raise CassetteWriteError(cell.op, e) from e
+
+    def sleep(self, seconds: float) -> None:
+        self.settle()
+        time.sleep(seconds)
+
+    def confirming(self, confirm: Callable[[str, str], bool]) -> Callable[[str, str], bool]:
+        def ask(message: str, risk: str) -> bool:
+            self.settle()
+            return confirm(message, risk)
+        return ask
 
     def emit(self, ev: dict) -> None:
         """The interpreter's and the cassette's sink: one ``run`` row per event."""
@@ -256,7 +288,7 @@ class _Recorder:
         if isinstance(body, OpRecorded):
             self.cells.append(body)
             if self.durable(body.op):
-                self.w.flush()  # acknowledged: on disk before the run goes on
+                self.owed = body  # committed before anything else dispatches, waits or calls the model
 
     def append(self, body: Any, *, turn_id: Optional[int] = None, ts: Optional[int] = None) -> Any:
         self.appended += 1
@@ -452,7 +484,7 @@ class TurnRunner:
         turn_msgs: list[dict] = []  # assistant/user exchanges of this turn (unredacted)
         inner = _LastOutcome(cfg.host_wrap(live), live) if cfg.host_wrap is not None else live
         host = RecordingHost(inner, rec, cfg.redactor, cfg.cap, enabled=cfg.cassette)
-        interp = Interpreter(cfg.toolbox.catalog(), host, rec, run_id=cfg.session)
+        interp = Interpreter(cfg.toolbox.catalog(), host, rec, run_id=cfg.session, sleep=rec.sleep)
         base = provider_history(history + [user_msg])
         answer = ""
         outcome = "ok"
@@ -465,6 +497,7 @@ class TurnRunner:
                 request = ModelRequest(model=cfg.request_model, messages=base + turn_msgs, system=cfg.instructions,
                                        tools=tools, max_tokens=cfg.max_tokens, temperature=cfg.temperature)
                 self._notify("model_call", round=round_)
+                rec.settle()  # an owed cell is on disk before the model sees its result
                 try:
                     chunks = await self._call_model(request, round_, observations, turn_id, usages)
                 except ProviderError as e:
@@ -533,10 +566,11 @@ class TurnRunner:
             fp = fingerprint(draft)
             rec.append(PlanAttempted(step=out_step, outcome="accepted", fingerprint=fp, phase=phase, plan_source=src),
                        turn_id=turn_id)
-            out.plans.append(PlanRecord(out_step, phase, fp, flow_key(None, draft.body), src))
+            key = flow_key(None, draft.body)
+            out.plans.append(PlanRecord(out_step, phase, fp, key, src))
             live.last = None
             interp.symbols = {}
-            interp.run(draft, resumable=False)
+            interp.run(draft, resumable=False, flow_key=key)
             res = live.last
             plan_step = out_step
             if res is None:  # halted before dispatch (cannot happen for a validated single call)
@@ -576,6 +610,17 @@ class TurnRunner:
             msgs.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
         return msgs
 
+    def _observation_flush(self, rec: _Recorder, observations: list, turn_id: int) -> None:
+        """The observation flush (§2.4): one batch stamped with the flush time, written in one
+        transaction together with whatever is buffered before it."""
+        cfg = self.cfg
+        flush = cfg.writer.now()
+        redact = cfg.redactor.redact_value
+        with cfg.writer.grouped(max_rows=1 << 62, max_ms=float("inf")):  # no partial flush inside the batch
+            for ob in observations:
+                rec.append(Observation(ob.kind, ob.phase, redact(ob.data)), turn_id=turn_id, ts=flush)
+        cfg.writer.flush()
+
     def _finish(self, rec: _Recorder, out: TurnOutput, interp: Interpreter, observations: list, usages: list[Usage],
                 turn_msgs: list[dict], live: _LiveHost) -> None:
         cfg = self.cfg
@@ -593,10 +638,7 @@ class TurnRunner:
             out.cost = Spend(cfg.prices).add_all((cfg.model_name, u) for u in usages).usd
         rec.append(TurnEnded(outcome=out.outcome, iterations=out.iterations, answer=cfg.redactor.redact(out.answer),
                              usage=total), turn_id=tid)
-        flush = cfg.writer.now()
-        with cfg.writer.transaction():  # the observation flush is one batch (§2.4)
-            for ob in observations:
-                rec.append(Observation(ob.kind, ob.phase, cfg.redactor.redact_value(ob.data)), turn_id=tid, ts=flush)
+        self._observation_flush(rec, observations, tid)
         for m in self._closing_messages(turn_msgs, out.outcome, out.answer):
             rec.message(m["role"], m["content"])
 
@@ -618,7 +660,8 @@ class TurnRunner:
         rec.append(PlanAttempted(step=1, outcome="accepted", fingerprint=fp, plan_source=src), turn_id=turn_id)
         out.plans.append(PlanRecord(1, None, fp, flow_key(draft.name, draft.body), src))
         host = RecordingHost(live, rec, cfg.redactor, cfg.cap, enabled=cfg.cassette)
-        interp = Interpreter(cfg.toolbox.catalog(), host, rec, approver=confirm, run_id=cfg.session)
+        interp = Interpreter(cfg.toolbox.catalog(), host, rec, approver=rec.confirming(confirm), run_id=cfg.session,
+                             sleep=rec.sleep)
         cancelled = False
         cassette_error: CassetteWriteError | None = None
         try:
@@ -652,10 +695,7 @@ class TurnRunner:
         out.iterations = steps
         out.cells = list(rec.cells)
         rec.append(TurnEnded(outcome=out.outcome, iterations=steps, answer=cfg.redactor.redact(out.answer)), turn_id=turn_id)
-        flush = cfg.writer.now()
-        with cfg.writer.transaction():
-            for ob in observations:
-                rec.append(Observation(ob.kind, ob.phase, cfg.redactor.redact_value(ob.data)), turn_id=turn_id, ts=flush)
+        self._observation_flush(rec, observations, turn_id)
         answer_msg = {"role": "assistant", "content": [{"type": "text", "text": out.answer}]}
         rec.message("assistant", answer_msg["content"])
         if cancelled:

@@ -664,11 +664,11 @@ class StoreWriter:
         """Group several appends into one ``BEGIN IMMEDIATE`` transaction (all or nothing)."""
         with self._lock:
             if self._tx_depth == 0:
-                if self._pending:
-                    self.flush()
                 self._begin()
             self._tx_depth += 1
             try:
+                if self._pending:
+                    self._write_pending()  # buffered rows come first, in the same transaction
                 yield
             except BaseException:
                 self._tx_depth -= 1
@@ -715,28 +715,48 @@ class StoreWriter:
         with self._lock:
             if not self._pending:
                 return
-            pending, self._pending = self._pending, []
-            from .events import Compacted, Message, ModelChanged, SessionStarted
+            with self.transaction():  # writes the pending rows first
+                pass
 
-            # The registry row ends as the per-row updates would leave it, in one UPDATE per stream.
-            reg: dict[str, list] = {}  # stream -> [ts, seq, model, msg base (None: keep), messages added]
-            with self.transaction():
-                for stream, body, turn_id, ts in pending:
-                    ev = self._insert(stream, body, turn_id, ts, None, update_registry=False)
-                    r = reg.setdefault(stream, [ts, 0, None, None, 0])
-                    r[0], r[1] = ts, ev.stream_seq
-                    if isinstance(body, (SessionStarted, ModelChanged)):
-                        r[2] = body.model
-                    if isinstance(body, Message):
-                        r[4] += 1
-                    elif isinstance(body, Compacted):
-                        r[3], r[4] = len(body.messages), 0
-                for stream, (ts, seq, model, base, added) in reg.items():
-                    n = session_number(stream)
-                    if n is not None:
-                        msg = f"msg_count + {added}" if base is None else str(base + added)
-                        self.conn.execute(f"UPDATE streams SET updated_at = ?, last_seq = ?, model = COALESCE(?, model),"
-                                          f" msg_count = {msg} WHERE n = ?", (ts, seq, model, n))
+    _INSERT = ("INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload, turn_id)"
+               " VALUES (?, ?, ?, ?, 1, ?, ?, ?)")
+
+    def _write_pending(self) -> None:
+        """Insert the buffered appends (inside the open transaction), then bring each registry row
+        to where the per-row updates would leave it, in one UPDATE per stream."""
+        from .events import Compacted, Message, ModelChanged, SessionStarted, encode_payload
+
+        pending, self._pending = self._pending, []
+        next_seq = self._next_seq
+        rows = []
+        reg: dict[str, list] = {}  # stream -> [ts, seq, model, msg base (None: keep), messages added]
+        for stream, body, turn_id, ts in pending:
+            seq = next_seq.get(stream)
+            if seq is None:
+                seq = self._max_seq(stream)
+            next_seq[stream] = seq + 1  # forgotten by transaction() if this transaction rolls back
+            # Lone surrogates cannot be stored as UTF-8: the one rule (flux.canonical.scrub_text).
+            rows.append((stream, seq, new_ulid(ts), body.KIND, ts, scrub_text(encode_payload(body)), turn_id))
+            r = reg.get(stream)
+            if r is None:
+                r = reg[stream] = [ts, 0, None, None, 0]
+            r[0], r[1] = ts, seq
+            if isinstance(body, Message):
+                r[4] += 1
+            elif isinstance(body, (SessionStarted, ModelChanged)):
+                r[2] = body.model
+            elif isinstance(body, Compacted):
+                r[3], r[4] = len(body.messages), 0
+        self.conn.executemany(self._INSERT, rows)
+        for stream, (ts, seq, model, base, added) in reg.items():
+            n = session_number(stream)
+            if n is not None:
+                msg = f"msg_count + {added}" if base is None else str(base + added)
+                self.conn.execute(f"UPDATE streams SET updated_at = ?, last_seq = ?, model = COALESCE(?, model),"
+                                  f" msg_count = {msg} WHERE n = ?", (ts, seq, model, n))
+
+    def _max_seq(self, stream: str) -> int:
+        return self.conn.execute("SELECT COALESCE(MAX(stream_seq), -1) + 1 FROM events WHERE stream = ?", (stream,)).fetchone()[0]
 
     def create_session(self, model: str, *, context: dict[str, str | None] | None = None,
                        ts: int | None = None) -> str:
@@ -801,14 +821,11 @@ class StoreWriter:
         c = self.conn
         seq = self._next_seq.get(stream)
         if seq is None:
-            seq = c.execute("SELECT COALESCE(MAX(stream_seq), -1) + 1 FROM events WHERE stream = ?", (stream,)).fetchone()[0]
+            seq = self._max_seq(stream)
         eid = event_id or new_ulid(ts)
         # Lone surrogates cannot be stored as UTF-8: the one rule (flux.canonical.scrub_text).
         payload = scrub_text(encode_payload(body))
-        cur = c.execute(
-            "INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload, turn_id) VALUES (?, ?, ?, ?, 1, ?, ?, ?)",
-            (stream, seq, eid, body.KIND, ts, payload, turn_id),
-        )
+        cur = c.execute(self._INSERT, (stream, seq, eid, body.KIND, ts, payload, turn_id))
         self._next_seq[stream] = seq + 1
         if update_registry and session_number(stream) is not None:
             model = body.model if isinstance(body, (SessionStarted, ModelChanged)) else None
