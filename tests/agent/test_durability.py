@@ -175,3 +175,33 @@ def test_an_owed_cell_that_cannot_be_committed_fails_its_op_loudly(make_client, 
     with StoreReader(store) as r:
         d = load_session(r, "last")
     assert d.cells == [] and d.turns[0].outcome == "error"
+
+
+def test_in_a_flow_with_branches_an_effectful_cell_is_committed_while_the_other_branch_runs(make_client, store, ws):
+    from flux.agent.builtin_ops import coding_ops
+    from flux.agent.loop import runs_one_branch
+    from flux.agent.ops import op
+    from flux.lang.parser import parse
+
+    @op(effect="read")
+    def watch(path: str) -> str:
+        """Wait (up to 10 s) until the store holds a cell of `write`."""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with StoreReader(store) as r:
+                if any(c.op == "write" for c in load_session(r, "last").cells):
+                    return "seen"
+            time.sleep(0.02)
+        return "not seen"
+
+    src = ('flow\n  parallel\n    branch a\n      w = write({"path":"a.txt","content":"1"})\n'
+           '    branch b\n      seen = watch({"path":"a.txt"})\n  return $seen\n')
+    assert not runs_one_branch(parse(src))
+    assert runs_one_branch(parse('flow\n  a = write({"path":"a.txt","content":"1"})\n'))
+    c = make_client("mock", auto_approve=True, ops=coding_ops(ws) + [watch])
+    out = c.session().run_flow_sync(src)
+    assert out.outcome == "completed", out.answer
+    with StoreReader(store) as r:
+        d = load_session(r, "last")
+    [watched] = [cell for cell in d.cells if cell.op == "watch"]
+    assert watched.rec.content == "seen"  # the write's cell reached the disk while `watch` still ran

@@ -227,40 +227,42 @@ RERUNNABLE_EFFECTS = frozenset({"pure", "read"})  # safe to run again: their row
 class _Recorder:
     """Appends the turn's events to the store, redacting every free-text field first.
 
-    ``durable(op)`` says whether ``op`` has an effect (or an unknown one). Such an op costs one
-    commit: everything buffered (with its plan and ``step_started``) is written before it
-    dispatches, so the store shows it in flight; its cell is then *owed* and rides with the next
-    commit, which :meth:`settle` forces before anything else dispatches (an op of any effect), waits
-    (an approval prompt, a sleep) or calls the model, and the turn's end writes it too. A kill
-    meanwhile finds that op in flight without its cell — the one op resurrect runs at least once,
-    as it would had the kill come while its cell was being written."""
+    ``durable(op)`` says whether ``op`` has an effect (or an unknown one): everything buffered
+    (with its plan and ``step_started``) is written before it dispatches, so the store shows it in
+    flight. Its cell is then written right away — or, with ``defer_cells`` (a run that never has
+    two branches at once: the runner checks the plan), *owed*: it rides with the next commit, which
+    :meth:`settle` forces before anything else dispatches (an op of any effect), waits (an approval
+    prompt, a sleep) or calls the model, and the turn's end writes it too — one commit per
+    effectful op. A kill meanwhile finds that op in flight without its cell — the one op resurrect
+    runs at least once, as it would had the kill come while its cell was being written."""
 
     def __init__(self, writer: StoreWriter, sid: str, redactor: Redactor, cap: int,
-                 durable: Callable[[str], bool] = lambda op: True):
+                 durable: Callable[[str], bool] = lambda op: True, *, defer_cells: bool = False):
         self.w, self.sid, self.redactor, self.cap = writer, sid, redactor, cap
         self.durable = durable
+        self.defer_cells = defer_cells
         self.appended = 0
         self.cells: list[OpRecorded] = []
-        self.owed: Optional[OpRecorded] = None  # an effectful op's cell not yet committed
+        self.owed: list[OpRecorded] = []  # effectful ops' cells not yet committed (defer_cells)
 
     def before_dispatch(self, op: str) -> None:
-        if self.owed is not None:
+        if self.owed:
             self.settle()
         elif self.durable(op):
             self.w.flush()
 
     def settle(self) -> None:
-        """Commit an owed effectful cell (and everything buffered with it) now; a failure is the
-        loud failure of that op's cell (:class:`CassetteWriteError`)."""
-        cell, self.owed = self.owed, None
-        if cell is None:
+        """Commit the owed effectful cells (and everything buffered with them) now; a failure is
+        the loud failure of the first one's op (:class:`CassetteWriteError`)."""
+        owed, self.owed = self.owed, []
+        if not owed:
             return
         try:
             self.w.flush()
         except Exception as e:
-            if self.cells and self.cells[-1] is cell:
-                self.cells.pop()
-            raise CassetteWriteError(cell.op, e) from e
+            lost = {id(c) for c in owed}
+            self.cells = [c for c in self.cells if id(c) not in lost]
+            raise CassetteWriteError(owed[0].op, e) from e
 
     def sleep(self, seconds: float) -> None:
         self.settle()
@@ -288,7 +290,10 @@ class _Recorder:
         if isinstance(body, OpRecorded):
             self.cells.append(body)
             if self.durable(body.op):
-                self.owed = body  # committed before anything else dispatches, waits or calls the model
+                if self.defer_cells:
+                    self.owed.append(body)  # committed before anything else dispatches, waits or calls the model
+                else:
+                    self.w.flush()  # acknowledged: on disk before the run goes on
 
     def append(self, body: Any, *, turn_id: Optional[int] = None, ts: Optional[int] = None) -> Any:
         self.appended += 1
@@ -400,9 +405,9 @@ class TurnRunner:
         o = self.cfg.toolbox.get(op)
         return o is None or o.effect not in RERUNNABLE_EFFECTS
 
-    def _recorder(self) -> tuple[_Recorder, _LiveHost]:
+    def _recorder(self, *, defer_cells: bool) -> tuple[_Recorder, _LiveHost]:
         cfg = self.cfg
-        rec = _Recorder(cfg.writer, cfg.session, cfg.redactor, cfg.cap, self._durable)
+        rec = _Recorder(cfg.writer, cfg.session, cfg.redactor, cfg.cap, self._durable, defer_cells=defer_cells)
         return rec, _LiveHost(cfg.toolbox, cfg.approver, cfg.timer, rec.before_dispatch,
                               concurrent=cfg.concurrent_ops)
 
@@ -471,7 +476,7 @@ class TurnRunner:
 
     async def _run_turn(self, history: list[dict], user_input: str) -> tuple[TurnOutput, list[dict]]:
         cfg = self.cfg
-        rec, live = self._recorder()
+        rec, live = self._recorder(defer_cells=True)  # a host plan is one call: never two branches
         user_input = scrub_text(user_input)
         user_msg = {"role": "user", "content": [{"type": "text", "text": user_input}]}
         rec.message("user", user_msg["content"])
@@ -650,7 +655,7 @@ class TurnRunner:
 
     def _run_flow(self, draft: A.DraftAst, confirm: Callable[[str, str], bool]) -> tuple[TurnOutput, list[dict]]:
         cfg = self.cfg
-        rec, live = self._recorder()
+        rec, live = self._recorder(defer_cells=runs_one_branch(draft))
         user_input = "<flow run>"
         rec.message("user", [{"type": "text", "text": user_input}])
         turn_id = cfg.writer.begin_turn(cfg.session, user_input, cfg.model_name)
@@ -703,22 +708,37 @@ class TurnRunner:
         return out, [{"role": "user", "content": [{"type": "text", "text": user_input}]}, answer_msg]
 
 
-def flow_ops(draft: A.DraftAst) -> list[str]:
-    """Every op name a flow calls (to refuse unknown ops before anything is written)."""
-    found: list[str] = []
+def _nodes(draft: A.DraftAst) -> list[Any]:
+    """Every AST node of a flow, nested ones included."""
+    found: list[Any] = []
 
     def walk(x: Any) -> None:
-        if isinstance(x, A.Call):
-            found.append(x.op)
         if isinstance(x, (list, tuple)):
             for y in x:
                 walk(y)
         elif hasattr(x, "__dataclass_fields__"):
+            found.append(x)
             for f in x.__dataclass_fields__:
                 walk(getattr(x, f))
 
     walk(draft.body)
     return found
+
+
+def flow_ops(draft: A.DraftAst) -> list[str]:
+    """Every op name a flow calls (to refuse unknown ops before anything is written)."""
+    return [x.op for x in _nodes(draft) if isinstance(x, A.Call)]
+
+
+# The constructs that give the interpreter's scheduler more than one branch (or a deadline) at a
+# time: while they run, ops may complete while others are in flight and sleeps wait in the
+# scheduler, so an effectful cell is written at once rather than owed (see _Recorder).
+_BRANCHING = (A.Parallel, A.Race, A.Timeout)
+
+
+def runs_one_branch(draft: A.DraftAst) -> bool:
+    """Whether ``draft`` can never have two branches (or a deadline) at once."""
+    return not any(isinstance(x, _BRANCHING) for x in _nodes(draft))
 
 
 def check_flow(draft: A.DraftAst, toolbox: Toolbox) -> None:
