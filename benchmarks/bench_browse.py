@@ -142,8 +142,15 @@ def bench_open(store: Path, repeat: int) -> None:
         d = load_session(reader, sid, turn=-1)
         build_timeline(d, d.turns[-1])
 
+    from flux_tui.screens.session import FIRST_ROWS  # what the app reads before its first paint
+
+    def load_first():  # what the app paints first: the newest turn's first rows
+        d = load_session(reader, sid, turn=-1, max_rows=FIRST_ROWS)
+        build_timeline(d, d.turns[-1])
+
     row("load_session (all events) + newest turn's timeline", median_ms(load_full, repeat))
     row("load_session(turn=-1) + newest turn's timeline", median_ms(load_turn, repeat))
+    row(f"load_session(turn=-1, max_rows={FIRST_ROWS}) + its timeline (first paint's data)", median_ms(load_first, repeat))
     reader.close()
 
 
@@ -157,7 +164,7 @@ async def _app_paints(store: Path, repeat: int) -> None:
 
     sid = biggest_session(store)
     print("the app (headless, median)")
-    lists, opens, steps = [], [], []
+    lists, opens, rests, steps = [], [], [], []
     for _ in range(repeat):
         app = FluxApp(store)
         async with app.run_test(size=(120, 40)) as pilot:
@@ -165,14 +172,17 @@ async def _app_paints(store: Path, repeat: int) -> None:
             await bench_hooks.wait_sessions_painted(app, pilot)
             lists.append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
-            await bench_hooks.open_session(app, pilot, sid)
+            await bench_hooks.open_session(app, pilot, sid)  # app.open_session → the timeline's rows painted
             opens.append((time.perf_counter() - t) * 1000)
+            await bench_hooks.wait_turn_read(app, pilot)  # … and the rest of the turn read and painted
+            rests.append((time.perf_counter() - t) * 1000)
             for _ in range(20):
                 t = time.perf_counter()
                 await bench_hooks.cursor_step(app, pilot)
                 steps.append((time.perf_counter() - t) * 1000)
     row("sessions screen first paint (app start → rows on screen)", statistics.median(lists))
     row(f"open {sid} → first paint of its timeline", statistics.median(opens))
+    row(f"open {sid} → the whole turn read and painted", statistics.median(rests))
     row("one cursor step (key → screen refreshed)", statistics.median(steps))
 
 

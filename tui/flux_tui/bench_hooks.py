@@ -13,7 +13,7 @@ import asyncio
 
 from textual import events
 
-__all__ = ["wait_sessions_painted", "open_session", "cursor_step", "wait_until", "paint"]
+__all__ = ["wait_sessions_painted", "open_session", "wait_turn_read", "cursor_step", "wait_until", "paint"]
 
 
 async def wait_until(pilot, predicate, timeout: float = 120.0, step: float = 0.002) -> None:
@@ -65,6 +65,19 @@ async def open_session(app, pilot, session_id: str) -> None:
     def ready() -> bool:
         screen = app.screen
         return isinstance(screen, SessionScreen) and (screen.timeline is not None or screen._error is not None)
+
+    await wait_until(pilot, ready)
+    await paint(app)
+
+
+async def wait_turn_read(app, pilot) -> None:
+    """After :func:`open_session` of a big session (its turn's first rows painted): the rest of the
+    turn is read and painted."""
+    screen = app.screen
+
+    def ready() -> bool:
+        d = screen.turn_detail
+        return screen._error is not None or (d is not None and not d.truncated)
 
     await wait_until(pilot, ready)
     await paint(app)

@@ -252,6 +252,9 @@ class SessionDetail:
     # global_seq window [start, end) whose events are all present; outside it only the turn
     # headers (turn_started/turn_ended/call_usage/plan_attempted of that turn) and messages are.
     window: tuple[int, int | None] | None = None
+    # Set when ``load_session(..., max_rows=N)`` read only the first rows of the turn: ``window``
+    # then ends where reading stopped, and the turn's later rows are still to be read.
+    truncated: bool = False
 
     @property
     def partial(self) -> bool:
@@ -336,7 +339,7 @@ _HEADER_KINDS = ("session_started", "model_changed", "message", "compacted", "tu
 
 
 def load_session(reader: StoreReader, ref: str | None, *, turn: int | None = None,
-                 kinds: Sequence[str] | None = None) -> SessionDetail:
+                 kinds: Sequence[str] | None = None, max_rows: int | None = None) -> SessionDetail:
     """Resolve ``s_<n>``/``last`` and fold the session.
 
     ``turn=None`` reads every event. ``turn=N`` (1-based; ``-1`` for the newest) reads what a
@@ -347,9 +350,14 @@ def load_session(reader: StoreReader, ref: str | None, *, turn: int | None = Non
 
     ``kinds`` (whole-session loads only) restricts the rows read, for consumers that need only some
     (replay reads turns, plan attempts and run rows, never observations or messages).
+
+    ``max_rows`` (with ``turn``) reads only the turn's first ``max_rows`` rows — what a viewer paints
+    first; the detail is then ``truncated`` and its ``window`` ends where reading stopped. The turn
+    headers (turn list, usage, cost) and the tape positions of its cells are exact all the same.
     """
     row = reader.resolve_session(ref)
     before = reader.skipped_rows
+    truncated = False
     if turn is None:
         events = reader.events(row.id, kinds=kinds)
         window = None
@@ -361,9 +369,17 @@ def load_session(reader: StoreReader, ref: str | None, *, turn: int | None = Non
         else:
             i = len(starts) - 1 if turn == -1 else max(0, min(turn, len(starts)) - 1)
             window = (starts[i], starts[i + 1] if i + 1 < len(starts) else None)
+            if max_rows is not None:
+                cut = reader.query(  # the global_seq of the first row not read (rows of one stream: append order)
+                    "SELECT global_seq FROM events WHERE stream = ? AND global_seq >= ?" + (" AND global_seq < ?" if window[1] is not None else "")
+                    + " ORDER BY global_seq LIMIT 1 OFFSET ?", (row.id, window[0], *((window[1],) if window[1] is not None else ()), max_rows))
+                if cut:
+                    window, truncated = (window[0], cut[0][0]), True
             inside = reader.events(row.id, min_global_seq=window[0], max_global_seq=window[1], lean=True)
             seen = {e.global_seq for e in inside}
-            scoped = [e for e in reader.turn_events(row.id, window[0]) if e.global_seq not in seen]
+            # Turn-scoped rows outside the window (a writer that appended them late); a truncated
+            # read leaves them to the full one.
+            scoped = [] if truncated else [e for e in reader.turn_events(row.id, window[0]) if e.global_seq not in seen]
             events = sorted([e for e in header if e.global_seq not in seen] + inside + scoped, key=lambda e: e.stream_seq)
     skipped = reader.skipped_rows - before
     turns = fold_turns(events)
@@ -373,4 +389,5 @@ def load_session(reader: StoreReader, ref: str | None, *, turn: int | None = Non
             "SELECT COUNT(*) FROM events WHERE stream = ? AND kind = 'run' AND global_seq < ?"
             " AND json_extract(payload, '$.data.event') = 'op_recorded'", (row.id, window[0]))[0][0]
     return SessionDetail(row=row, events=events, turns=turns, conversation=fold_conversation(events),
-                         cells=collect_cells(events, turns, offset), skipped_rows=skipped, window=window)
+                         cells=collect_cells(events, turns, offset), skipped_rows=skipped, window=window,
+                         truncated=truncated)

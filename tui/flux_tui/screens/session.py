@@ -22,7 +22,7 @@ from flux.model.session import TRACE_KINDS, SessionDetail, Turn, load_session
 from flux.model.timeline import TurnTimeline
 
 from ..agent_loop_view import AgentLoopCache, render_agent_loop
-from ..compat import safe_build_timeline, safe_check_interrupted
+from ..compat import safe_build_timeline, safe_check_interrupted, safe_summarize
 from ..fmt import lineage_mark
 from ..messages import (
     LoadFailed, ReplayFailed, ReplayFinished, ReplayProgress, SessionLoaded, StoreChanged, TimelineReady,
@@ -44,6 +44,8 @@ __all__ = ["SessionScreen"]
 # A session with more events than this opens one turn at a time (the newest first); the others load
 # when the turn list moves to them. Smaller sessions load whole, once.
 PARTIAL_OVER = 20_000
+_KEEP_CURSOR = object()  # TimelineReady.restore: keep whatever the cursor is on when the rows arrive
+FIRST_ROWS = 400  # rows of a big session's turn read before the first paint (a screenful of statements and cells)
 TURN_CACHE = 4
 
 _TURN_GROUP = Binding.Group("Turn", compact=True)
@@ -190,12 +192,18 @@ class SessionScreen(Screen):
                     return  # another session changed; this one did not
             row = reader.resolve_session(self.session_id)
             if row.last_seq > PARTIAL_OVER:
-                # Big session: its messages and turn headers, and the rows of one turn only.
-                number = self.turn.number if (reload and self.turn is not None) else -1
-                detail = load_session(reader, row.id, turn=number)
+                # Big session: its messages and turn headers, and the rows of one turn only — on
+                # opening, only the first rows of that turn (what the screen shows); the rest is
+                # read by the timeline worker once they are painted. The interrupted check is the
+                # session list's: it reads just the open turn, not the one on screen.
+                check, degraded = safe_summarize(reader, [row], None)[0].interrupt, None
+                if reload and self.turn is not None:
+                    detail = load_session(reader, row.id, turn=self.turn.number)
+                else:
+                    detail = load_session(reader, row.id, turn=check.open_turn or -1, max_rows=FIRST_ROWS)
             else:
                 detail = load_session(reader, row.id)
-            check, degraded = safe_check_interrupted(detail)
+                check, degraded = safe_check_interrupted(detail)
             messages: dict = {}
             initial = None
             unknown = detail.unknown_events
@@ -306,6 +314,8 @@ class SessionScreen(Screen):
 
     def _remember(self, detail: SessionDetail) -> None:
         """Keep a loaded detail for the turn(s) it holds in full (a few one-turn windows at most)."""
+        if detail.truncated:
+            return  # the first rows of a turn only: the timeline worker reads the whole turn
         if not detail.partial:
             self._turn_details = {t.number: detail for t in detail.turns}
             return
@@ -346,6 +356,8 @@ class SessionScreen(Screen):
 
     def _apply_timeline(self, message: TimelineReady) -> None:
         rows, restore, detail = message.restore
+        if restore is _KEEP_CURSOR:  # the rest of a turn whose first rows are on screen
+            restore = self.timeline_view.current.key if self.timeline_view.current is not None else None
         self._remember(detail)
         self.turn_detail = detail
         self.timeline = message.timeline
@@ -367,6 +379,9 @@ class SessionScreen(Screen):
         self._show_item(tv.current)
         self._paint_topbar()
         self._refresh_bindings()
+        if detail.truncated:  # the turn's first rows: once they are painted, read all of it, keeping the cursor
+            turn = self.turn
+            self.call_after_refresh(lambda: self.turn is turn and self._build_timeline(turn, _KEEP_CURSOR))
 
     def worker_failed(self, worker, error: BaseException) -> None:
         """Called by the App when one of this screen's workers raised: say so where the data would be."""
@@ -491,6 +506,8 @@ class SessionScreen(Screen):
         if self.turn is None:
             return
         title = f"Plan & cells · turn {self.turn.number}"
+        if self.turn_detail is not None and self.turn_detail.truncated:
+            title += " · reading the rest of the turn…"
         if self._search is not None:
             query, matches, pos = self._search
             title += f" · /{query} {pos + 1}/{len(matches)}"
