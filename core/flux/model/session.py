@@ -338,6 +338,21 @@ TRACE_KINDS = ("turn_started", "turn_ended", "plan_attempted", "run")
 _HEADER_KINDS = ("session_started", "model_changed", "message", "compacted", "turn_started", "turn_ended", "call_usage")
 
 
+def _cells_before(reader: StoreReader, stream: str, global_seq: int, stream_seq: int | None) -> int:
+    """How many cells (``op_recorded`` rows) the stream holds before ``global_seq`` — a row at
+    ``stream_seq`` of it. Every run row before it is read either way; the question is how. A stream
+    written without other streams in between (its rows' global_seqs nearly contiguous) is read as
+    one range of the table; an interleaved one through the ``(stream, kind, stream_seq)`` index.
+    Never the ``kind`` index alone, which walks every stream's run rows before ``global_seq``."""
+    cond = "json_extract(payload, '$.data.event') = 'op_recorded'"
+    first = reader.query("SELECT global_seq FROM events WHERE stream = ? ORDER BY stream_seq LIMIT 1", (stream,))
+    if stream_seq is not None and first and type(first[0][0]) is int and global_seq - first[0][0] <= 2 * stream_seq + 64:
+        sql = f"SELECT COUNT(*) FROM events WHERE global_seq >= ? AND global_seq < ? AND +stream = ? AND +kind = 'run' AND {cond}"
+        return reader.query(sql, (first[0][0], global_seq, stream))[0][0]
+    return reader.query(f"SELECT COUNT(*) FROM events WHERE stream = ? AND kind = 'run' AND +global_seq < ? AND {cond}",
+                        (stream, global_seq))[0][0]
+
+
 def load_session(reader: StoreReader, ref: str | None, *, turn: int | None = None,
                  kinds: Sequence[str] | None = None, max_rows: int | None = None) -> SessionDetail:
     """Resolve ``s_<n>``/``last`` and fold the session.
@@ -362,20 +377,27 @@ def load_session(reader: StoreReader, ref: str | None, *, turn: int | None = Non
         events = reader.events(row.id, kinds=kinds)
         window = None
     else:
-        header = reader.events(row.id, kinds=_HEADER_KINDS)
+        header = reader.events(row.id, kinds=_HEADER_KINDS, sparse=True)
         starts = [e.global_seq for e in header if isinstance(e.body, TurnStarted)]
         if not starts:
             events, window = header, None
         else:
             i = len(starts) - 1 if turn == -1 else max(0, min(turn, len(starts)) - 1)
             window = (starts[i], starts[i + 1] if i + 1 < len(starts) else None)
+            inside = None
             if max_rows is not None:
-                cut = reader.query(  # the global_seq of the first row not read (rows of one stream: append order)
-                    "SELECT global_seq FROM events WHERE stream = ? AND global_seq >= ?" + (" AND global_seq < ?" if window[1] is not None else "")
-                    + " ORDER BY global_seq LIMIT 1 OFFSET ?", (row.id, window[0], *((window[1],) if window[1] is not None else ()), max_rows))
-                if cut:
+                # The turn's first max_rows rows by stream position (an index range), and the
+                # global_seq of the first row left out: where the truncated window ends.
+                first_ss = next(e.stream_seq for e in header if e.global_seq == window[0])
+                cut_ss = first_ss + max_rows
+                cut = reader.query("SELECT global_seq FROM events WHERE stream = ? AND stream_seq >= ? ORDER BY stream_seq LIMIT 1",
+                                   (row.id, cut_ss))
+                if cut and type(cut[0][0]) is int and (window[1] is None or cut[0][0] < window[1]):
                     window, truncated = (window[0], cut[0][0]), True
-            inside = reader.events(row.id, min_global_seq=window[0], max_global_seq=window[1], lean=True)
+                    inside = [e for e in reader.events(row.id, min_stream_seq=first_ss, max_stream_seq=cut_ss, lean=True)
+                              if window[0] <= e.global_seq < window[1]]
+            if inside is None:
+                inside = reader.events(row.id, min_global_seq=window[0], max_global_seq=window[1], lean=True)
             seen = {e.global_seq for e in inside}
             # Turn-scoped rows outside the window (a writer that appended them late); a truncated
             # read leaves them to the full one.
@@ -385,9 +407,8 @@ def load_session(reader: StoreReader, ref: str | None, *, turn: int | None = Non
     turns = fold_turns(events)
     offset = 0
     if window is not None:  # cells before the window still count for tape positions
-        offset = reader.query(
-            "SELECT COUNT(*) FROM events WHERE stream = ? AND kind = 'run' AND global_seq < ?"
-            " AND json_extract(payload, '$.data.event') = 'op_recorded'", (row.id, window[0]))[0][0]
+        start = next((e for e in events if e.global_seq == window[0]), None)
+        offset = _cells_before(reader, row.id, window[0], start.stream_seq if start is not None else None)
     return SessionDetail(row=row, events=events, turns=turns, conversation=fold_conversation(events),
                          cells=collect_cells(events, turns, offset), skipped_rows=skipped, window=window,
                          truncated=truncated)

@@ -517,10 +517,16 @@ class StoreReader:
         return out
 
     def events(self, stream: str, *, kinds: Sequence[str] | None = None, min_global_seq: int | None = None,
-               max_global_seq: int | None = None, lean: bool = False) -> list[StoredEvent]:
+               max_global_seq: int | None = None, lean: bool = False, sparse: bool = False,
+               min_stream_seq: int | None = None, max_stream_seq: int | None = None) -> list[StoredEvent]:
         """A stream's events in ``stream_seq`` order, optionally only some kinds or a global window.
 
-        ``lean`` leaves out the ``step_started``/``step_succeeded`` run rows (filtered in SQLite)."""
+        ``lean`` leaves out the ``step_started``/``step_succeeded`` run rows (filtered in SQLite).
+        ``sparse``: the ``kinds`` are a small share of the stream (its messages and turn headers):
+        search them in the ``(stream, kind)`` index and sort the few found, rather than let SQLite
+        walk the whole stream in order (70 ms instead of 0.1 ms on a 100,000-event session).
+        ``min_stream_seq``/``max_stream_seq`` bound the window by position in the stream, ``[min, max)``
+        — an index range, where a ``global_seq`` window is checked row by row along the stream."""
         sql = f"SELECT {_EVENT_COLUMNS} FROM events WHERE stream = ?"
         params: list = [stream]
         if kinds:
@@ -532,9 +538,15 @@ class StoreReader:
         if max_global_seq is not None:
             sql += " AND global_seq < ?"
             params.append(max_global_seq)
+        if min_stream_seq is not None:
+            sql += " AND stream_seq >= ?"
+            params.append(min_stream_seq)
+        if max_stream_seq is not None:
+            sql += " AND stream_seq < ?"
+            params.append(max_stream_seq)
         if lean:
             sql += " AND (kind != 'run' OR json_extract(payload, '$.data.event') NOT IN ('step_started', 'step_succeeded'))"
-        sql += " ORDER BY stream_seq"
+        sql += " ORDER BY +stream_seq" if sparse and kinds else " ORDER BY stream_seq"
         return self._decode_rows(self._query(sql, params))
 
     def raw_events(self, stream: str) -> list[tuple]:

@@ -68,12 +68,53 @@ class KeyFooter(Footer):
             shown = None
         if shown is not None and shown == self._shown:
             return
+        if self._only_enabled_changed(shown):
+            self._shown = shown
+            return
         self._shown = shown
-        super().bindings_changed(screen)
+        self._bindings_ready = True  # Footer.bindings_changed, with one recompose however many arrive
+        if not screen.app.app_focus:
+            return
+        if self.is_attached and screen is self.screen:
+            self._schedule_recompose()
+
+    _recompose_pending = False
+
+    def _schedule_recompose(self) -> None:
+        """One recompose after the next refresh, however many updates (bindings, a resize) ask for it
+        meanwhile — opening a screen asks three times."""
+        if self._recompose_pending:
+            return
+        self._recompose_pending = True
+
+        async def run() -> None:
+            self._recompose_pending = False
+            await self.recompose()
+
+        self.call_after_refresh(run)
+
+    def _only_enabled_changed(self, shown: tuple | None) -> bool:
+        """Same keys, only some enabled or disabled (a session finished loading): flip them in place
+        instead of recomposing the footer (a recompose is ~20 widgets through the CSS engine)."""
+        old = self._shown
+        if shown is None or old is None or len(shown) != len(old) or not self._bindings_ready or not self.is_attached:
+            return False
+        if any(a[:3] + a[4:] != b[:3] + b[4:] for a, b in zip(shown, old)):
+            return False
+        enabled = {key: en for key, _desc, _action, en, _tip, _group in shown}
+        keys = [k for k in self.query(FooterKey) if k.key in enabled]
+        if len(keys) != len({k.key for k in keys}) or not keys:
+            return False
+        for k in keys:
+            off = not enabled[k.key]
+            if k._disabled != off:
+                k._disabled = off
+                k.set_class(off, "-disabled")
+        return True
 
     def on_resize(self) -> None:
         if self.size.width != self._fitted_width and self._bindings_ready:
-            self.call_after_refresh(self.recompose)
+            self._schedule_recompose()
 
     def compose(self) -> ComposeResult:
         if not self._bindings_ready:
@@ -85,7 +126,7 @@ class KeyFooter(Footer):
             if binding.show and not hidden(binding.action):
                 by_action[binding.action].append((binding, enabled, tooltip))
         width = self.size.width or self.app.size.width
-        self._fitted_width = self.size.width
+        self._fitted_width = width  # the width the keys were fitted to (not 0 before the first layout)
         # (action, cost) in footer order, a compact group costing its share per key
         groups = [(group, list(entries)) for group, entries in
                   groupby(by_action.values(), lambda entries: entries[0][0].group)]
