@@ -44,6 +44,7 @@ from ..errors import FluxError, NotReplayable, SessionNotFound
 from ..lang import ast as A
 from ..lang.catalog import OpCatalog
 from ..lang.interpreter import Interpreter, ResumeLedger
+from ..lang.ledger import LedgerEntry
 from ..model.stored_plan import parse_stored_plan, stored_plan_key
 from ..model.session import TRACE_KINDS, SessionDetail, load_session
 from ..store.events import Run, decode_run
@@ -298,26 +299,45 @@ class _ScratchSink:
         self.results: list[StatementResult] = []
         self.execution = 0
         self._log_mark = 0
-        # Halted plans not yet named `prior` by a plan_resumed: folding the halt latch is only
-        # needed while one is open (keeps a many-plan replay linear).
-        self._open_halts: list[str] = []
+        # The halt latch of ResumeLedger.fold, kept as the events arrive instead of re-folded over
+        # the whole scratch trace before every plan (that made a replay with many halted plans
+        # quadratic): the halted plans not yet named `prior` by a later plan_resumed, in order
+        # (the latch is the last), and per plan its statement_completed entries and its last
+        # checkpoint — exactly what fold reads.
+        self._open_halts: list[Any] = []
+        self._completed: dict[Any, list[tuple[int, str, Any]]] = {}  # (node, stmt, value), as LedgerEntry holds them
+        self._checkpoints: dict[Any, int] = {}
+        self._ledger: ResumeLedger | None = None  # the last one handed out, reused while unchanged
 
     def ledger(self) -> ResumeLedger | None:
         """The scratch session's open halt latch (§3.8 ``ResumeLedger::fold``)."""
         if not self._open_halts:
             return None
-        return ResumeLedger.fold(self.events)
+        plan = self._open_halts[-1]
+        rows = self._completed.get(plan, [])
+        cp = self._checkpoints.get(plan)
+        last = self._ledger
+        if last is not None and last.plan == plan and len(last.completed) == len(rows) and last.checkpoint == cp:
+            return last
+        self._ledger = ResumeLedger(plan, [LedgerEntry(*r) for r in rows], cp)
+        return self._ledger
 
     def emit(self, ev: dict) -> None:
         self.events.append(ev)
         if self.writer is not None:
             self.writer.append(self.session, Run(decode_run(ev)))
         kind = ev.get("event")
-        if kind == "plan_halted":
-            self._open_halts.append(ev.get("plan", ""))
+        if kind == "statement_completed":
+            self._completed.setdefault(ev.get("plan"), []).append(
+                (int(ev.get("node", 0)), str(ev.get("stmt", "")), ev.get("value")))
+        elif kind == "checkpoint_reached":
+            self._checkpoints[ev.get("flow_key")] = int(ev.get("node", 0))
+        elif kind == "plan_halted":
+            self._open_halts.append(ev.get("plan"))
         elif kind == "plan_resumed":
             prior = ev.get("prior")
-            self._open_halts = [p for p in self._open_halts if p != prior]
+            if prior in self._open_halts:
+                self._open_halts = [p for p in self._open_halts if p != prior]
         if kind in ("statement_completed", "plan_halted"):
             reqs = tuple(self.tape.log[self._log_mark:])
             self._log_mark = len(self.tape.log)
