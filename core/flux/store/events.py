@@ -490,12 +490,15 @@ _TYPE_DEFAULTS = {int: 0, str: "", bool: False}
 _TYPES: dict[type, tuple[tuple[str, str], ...]] = {}
 
 
+def _coerce_types(cls: type) -> tuple[tuple[str, str], ...]:
+    typed = tuple((f.name, f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")) for f in fields(cls))
+    _TYPES[cls] = typed
+    return typed
+
+
 def _coerce(cls: type, obj: Any) -> Any:
     """Replace wrongly-typed scalar fields with their defaults (tolerant decoding of odd writers)."""
-    typed = _TYPES.get(cls)
-    if typed is None:
-        typed = tuple((f.name, f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")) for f in fields(cls))
-        _TYPES[cls] = typed
+    typed = _TYPES.get(cls) or _coerce_types(cls)
     changes = None
     for name, t in typed:
         v = getattr(obj, name)
@@ -539,8 +542,9 @@ def decode_body(kind: str, data: Any) -> EventBody:
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 
 
-def decode_payload(kind_column: str, payload: str) -> EventBody:
-    """Decode one ``payload`` column. Raises :class:`PayloadError` only for non-JSON payloads."""
+def load_payload(payload: str) -> dict:
+    """The JSON object of one ``payload`` column, with the surrogate rule applied; :class:`PayloadError`
+    for a payload that is not a JSON object (the first half of :func:`decode_payload`)."""
     try:
         obj = json.loads(payload)
     except (ValueError, TypeError) as e:  # not JSON, not UTF-8, an integer over Python's digit limit
@@ -553,14 +557,64 @@ def decode_payload(kind_column: str, payload: str) -> EventBody:
         # JSON text can spell a lone surrogate ("\ud83d"); the one rule (flux.canonical) applies on
         # read as on write, so nothing downstream meets a string it cannot encode.
         obj = scrub_value(obj)
+    return obj
+
+
+def payload_kind(kind_column: str, obj: dict) -> str:
+    """The kind a loaded payload decodes as: its own ``kind`` when that is text, else the column's."""
     kind = obj.get("kind", kind_column)
-    if not isinstance(kind, str):
-        kind = kind_column
+    return kind if isinstance(kind, str) else kind_column
+
+
+# What decoding a loaded payload's fields can raise on a hostile shape (the row is then skipped).
+DECODE_ERRORS = (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError, RecursionError)
+
+
+def decode_object(kind_column: str, obj: dict) -> EventBody:
+    """The second half of :func:`decode_payload`: a loaded payload object to its typed body."""
+    kind = payload_kind(kind_column, obj)
     try:
         return decode_body(kind, obj.get("data"))
-    except (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError, RecursionError) as e:
+    except DECODE_ERRORS as e:
         # A hostile payload whose fields have types no flux version writes: skipped and counted.
         raise PayloadError(f"payload fields have the wrong shape for {kind!r}: {type(e).__name__}") from None
+
+
+def decode_payload(kind_column: str, payload: str) -> EventBody:
+    """Decode one ``payload`` column. Raises :class:`PayloadError` only for non-JSON payloads."""
+    return decode_object(kind_column, load_payload(payload))
+
+
+_EXACT: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def run_fields_exact(cls: type[RunEvent], d: dict) -> bool:
+    """Whether :func:`decode_run` takes ``d`` (a body tagged ``cls.TAG``) field for field as it is:
+    every field present already has its declared type, so nothing is coerced and nothing can
+    raise — the decoded event is ``cls(**fields)``. Lets a reader that needs only a few variants
+    skip building the others while skipping and counting exactly the rows decoding would."""
+    checks = _EXACT.get(cls)
+    if checks is None:
+        types = dict(_TYPES.get(cls) or _coerce_types(cls))
+        checks = tuple((key, types.get(name, "")) for name, key, _sub in _field_plan(cls)
+                       if types.get(name, "") in ("int", "str", "bool", "str | None"))
+        _EXACT[cls] = checks
+    for key, t in checks:
+        if key not in d:
+            continue
+        v = d[key]
+        if t == "str":
+            if type(v) is not str:
+                return False
+        elif t == "int":
+            if type(v) is not int:
+                return False
+        elif t == "bool":
+            if type(v) is not bool:
+                return False
+        elif v is not None and type(v) is not str:
+            return False
+    return True
 
 
 def encode_payload_reference(body: EventBody) -> str:

@@ -177,6 +177,23 @@ def _wal_stamp(p: Path) -> tuple:
         return (None,)
 
 
+def stored_event(gs: int, stream: str, sseq: int, eid: object, kind: str, ts: object, turn_id: object,
+                 body: "EventBody") -> StoredEvent:
+    """A decoded ``events`` row, its loose columns coerced as every read coerces them."""
+    return StoredEvent(gs, stream, sseq, _as_text(eid) or "", kind, _as_int(ts), turn_id if type(turn_id) is int else None, body)
+
+
+def valid_event_row(gs: object, stream: object, sseq: object, kind: object, payload: object) -> bool:
+    """Whether a row has the values decoding needs (else it is skipped and counted): a text
+    payload and kind, integer sequence numbers, a text stream."""
+    return isinstance(payload, str) and isinstance(kind, str) and type(sseq) is int and type(gs) is int \
+        and isinstance(stream, str)
+
+
+class NotUTF8(StoreError):
+    """:meth:`StoreReader.scan` met a TEXT cell that is not UTF-8: scan again with ``tolerant=True``."""
+
+
 class _Undecodable(bytes):
     """A TEXT cell whose bytes are not UTF-8 (what the tolerant text factory returns for it)."""
 
@@ -418,6 +435,49 @@ class StoreReader:
                 except (RecursionError, MemoryError, OverflowError, ValueError) as e:
                     raise StoreError(f"cannot read {self.events_path}: {type(e).__name__} on a hostile row — restore the store from a copy") from None
 
+    def scan(self, sql: str, params: Sequence = (), *, tolerant: bool = False, batch: int = 4096) -> Iterator[tuple]:
+        """The rows of a read query streamed in batches, so a caller that folds them as they come
+        holds one batch, not the whole result. The reader is locked until the iterator is done
+        (or closed). A TEXT cell that is not UTF-8 raises :class:`NotUTF8` unless ``tolerant``
+        (then it comes back as bytes, as :meth:`query` returns it): the caller scans again
+        tolerantly from the start — rows already seen are not replayed."""
+        with self._lock:
+            if self._conn is None:
+                raise StoreError("the store was closed")
+            if tolerant:
+                self._conn.text_factory = _tolerant_text
+            try:
+                deadline = time.monotonic() + self._busy_timeout_s
+                while True:
+                    try:
+                        cur = self._conn.execute(sql, params)
+                        break
+                    except sqlite3.OperationalError as e:
+                        if ("locked" in str(e) or "busy" in str(e)) and time.monotonic() < deadline:
+                            time.sleep(0.05)
+                            continue
+                        raise
+                while True:
+                    rows = cur.fetchmany(batch)
+                    if not rows:
+                        return
+                    yield from rows
+            except sqlite3.OperationalError as e:
+                if "decode to UTF-8" in str(e) and not tolerant:
+                    raise NotUTF8(f"{self.events_path} has a TEXT cell that is not UTF-8") from None
+                raise _translate(e, self.events_path) from None
+            except sqlite3.DatabaseError as e:
+                raise _translate(e, self.events_path) from None
+            except UnicodeDecodeError:
+                if tolerant:
+                    raise StoreError(f"cannot read {self.events_path}: a TEXT cell is not UTF-8") from None
+                raise NotUTF8(f"{self.events_path} has a TEXT cell that is not UTF-8") from None
+            except (RecursionError, MemoryError, OverflowError, ValueError) as e:
+                raise StoreError(f"cannot read {self.events_path}: {type(e).__name__} on a hostile row — restore the store from a copy") from None
+            finally:
+                if tolerant:
+                    self._conn.text_factory = str
+
     def _query_tolerant(self, sql: str, params: Sequence) -> list[tuple]:
         """The query again with a text factory that returns non-UTF-8 TEXT cells as
         :class:`_Undecodable` bytes instead of failing the whole result (only paid when needed)."""
@@ -501,8 +561,7 @@ class StoreReader:
         out = []
         skipped = 0
         for gs, stream, sseq, eid, kind, ts, turn_id, payload in rows:
-            if not isinstance(payload, str) or not isinstance(kind, str) or type(sseq) is not int \
-                    or type(gs) is not int or not isinstance(stream, str):
+            if not valid_event_row(gs, stream, sseq, kind, payload):
                 skipped += 1  # NULL, BLOB, non-UTF-8 text or a wrong type where the row needs its value
                 continue
             try:
@@ -510,8 +569,7 @@ class StoreReader:
             except PayloadError:
                 skipped += 1
                 continue
-            out.append(StoredEvent(gs, stream, sseq, _as_text(eid) or "", kind, _as_int(ts),
-                                   turn_id if type(turn_id) is int else None, body))
+            out.append(stored_event(gs, stream, sseq, eid, kind, ts, turn_id, body))
         if skipped:
             self.skipped_rows += skipped
         return out

@@ -92,27 +92,38 @@ def executions_in_trace(run_events: Iterable[Any]) -> list[tuple[str, int]]:
     (flux would re-run the plan from the top, and diverge on the ops the first run already used)."""
     from ..store.events import PlanHalted, StatementCompleted
 
+    def rows():
+        for ev in run_events:
+            r = ev.body.event if isinstance(ev.body, Run) else None
+            if isinstance(r, StatementCompleted):
+                yield r.plan, r.node, bool(r.skipped), False, ev.global_seq
+            elif isinstance(r, PlanHalted):
+                yield r.plan, r.node, False, True, ev.global_seq
+
+    return executions_from_rows(rows())
+
+
+def executions_from_rows(rows: Iterable[tuple[str, int, bool, bool, int]]) -> list[tuple[str, int]]:
+    """:func:`executions_in_trace` over the ledger rows alone: ``(plan, node, skipped, halted,
+    global_seq)`` per ``statement_completed`` (halted False) or ``plan_halted`` (skipped False)."""
     out: list[tuple[str, int]] = []
     cur: str | None = None
     last = -1
     halted = False
     resuming = False
-    for ev in run_events:
-        r = ev.body.event if isinstance(ev.body, Run) else None
-        if isinstance(r, (StatementCompleted, PlanHalted)):
-            skipped = isinstance(r, StatementCompleted) and bool(r.skipped)
-            if r.plan != cur or r.node <= last:
-                if r.plan == cur and skipped and not halted and r.node == 0:
-                    resuming = True  # the killed run goes on: not a new execution
-                else:
-                    out.append((r.plan, ev.global_seq))
-                    resuming = False
-                cur = r.plan
-                halted = False
-            elif resuming and not skipped:
+    for plan, node, skipped, is_halt, global_seq in rows:
+        if plan != cur or node <= last:
+            if plan == cur and skipped and not halted and node == 0:
+                resuming = True  # the killed run goes on: not a new execution
+            else:
+                out.append((plan, global_seq))
                 resuming = False
-            last = r.node
-            halted = isinstance(r, PlanHalted)
+            cur = plan
+            halted = False
+        elif resuming and not skipped:
+            resuming = False
+        last = node
+        halted = is_halt
     return out
 
 

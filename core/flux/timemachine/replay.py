@@ -32,7 +32,10 @@ count an execution as a missing source because its plan text was redacted before
 
 from __future__ import annotations
 
+import gc
 import os
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -46,9 +49,10 @@ from ..lang.catalog import OpCatalog
 from ..lang.interpreter import Interpreter, ResumeLedger
 from ..lang.ledger import LedgerEntry
 from ..model.stored_plan import parse_stored_plan, stored_plan_key
-from ..model.session import TRACE_KINDS, SessionDetail, load_session
+from ..model.session import SessionDetail
 from ..store.events import Run, decode_run
 from ..store.store import StoreReader, StoreWriter
+from .replay_input import ReplayInput, read_replay_input
 
 __all__ = [
     "ReplayReport", "ReplayedPlan", "StatementResult", "TapeEnd", "ChildReplay", "ReplayTree", "replay_session",
@@ -360,17 +364,48 @@ def replay_detail(detail: SessionDetail, *, turn: int | None = None, catalog: Op
                   on_progress: ProgressFn | None = None, scratch_dir: str | os.PathLike[str] | None = None,
                   recorded_dir: Path | None = None) -> ReplayReport:
     """Replay an already-loaded session (see :func:`replay_session`)."""
+    with _gc_paused():
+        return _replay(ReplayInput.of_detail(detail), turn=turn, catalog=catalog, on_progress=on_progress,
+                       scratch_dir=scratch_dir, recorded_dir=recorded_dir)
+
+
+_gc_lock = threading.Lock()
+_gc_holds = 0  # replays running with the cyclic collector paused
+_gc_resume = False  # whether the collector was on when the first of them paused it
+
+
+@contextmanager
+def _gc_paused():
+    """Pause Python's cyclic garbage collector for one replay. Replay allocates a few containers
+    per cell (events, values, serve records) and keeps most of them, so the collector ran over an
+    ever larger heap at every threshold — the part of a long replay that grew faster than its
+    length. What replay builds is reference-counted and acyclic; anything cyclic it leaves is
+    collected once the collector is back on (when the last concurrent replay ends)."""
+    global _gc_holds, _gc_resume
+    with _gc_lock:
+        if _gc_holds == 0:
+            _gc_resume = gc.isenabled()
+            gc.disable()
+        _gc_holds += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holds -= 1
+            if _gc_holds == 0 and _gc_resume:
+                gc.enable()
+
+
+def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None, on_progress: ProgressFn | None,
+            scratch_dir: str | os.PathLike[str] | None, recorded_dir: Path | None) -> ReplayReport:
     sid = detail.id
-    trace = detail.run_events
-    if not trace:
+    if not detail.has_trace:
         raise _not_replayable(sid, "no run trace recorded")
     tape = ReplayTape(detail.cells)
     if tape.total == 0:
         raise _not_replayable(sid, "no cassette cells recorded (pre-C-43 run, or FLUX_CASSETTE=0)")
     plans, accepted_order = plans_by_key(detail)
-    from .engine import executions_in_trace
-
-    exec_keys = [k for k, _ in executions_in_trace(trace)]
+    exec_keys = [k for k, _ in detail.executions]
     if not exec_keys:
         exec_keys = list(accepted_order)
         if not exec_keys:
@@ -455,7 +490,7 @@ def replay_detail(detail: SessionDetail, *, turn: int | None = None, catalog: Op
     return report
 
 
-def _tape_end(detail: SessionDetail, tape: ReplayTape, report: ReplayReport) -> TapeEnd | None:
+def _tape_end(detail: ReplayInput, tape: ReplayTape, report: ReplayReport) -> TapeEnd | None:
     """A "divergence" that is only the end of an interrupted recording: the one failed request is
     the last one, a miss after every recorded cell was served, in a plan of the newest turn, which
     never ended."""
@@ -482,9 +517,9 @@ def replay_session(reader: StoreReader, session_ref: str | None, turn: int | Non
     :class:`~flux.errors.NotReplayable` (one line, what to do) when there is nothing to replay.
     Divergence is not an exception: it is ``report.diverged``.
     """
-    detail = load_session(reader, session_ref, kinds=TRACE_KINDS)
-    return replay_detail(detail, turn=turn, catalog=catalog, on_progress=on_progress, scratch_dir=scratch_dir,
-                         recorded_dir=reader.dir)
+    with _gc_paused():
+        return _replay(read_replay_input(reader, session_ref), turn=turn, catalog=catalog, on_progress=on_progress,
+                       scratch_dir=scratch_dir, recorded_dir=reader.dir)
 
 
 @dataclass
