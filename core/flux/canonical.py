@@ -168,7 +168,10 @@ def sha256_hex(text: str | bytes) -> str:
     """sha256 of the UTF-8 bytes; a str is scrubbed first (:func:`scrub_text`), so a lone surrogate
     hashes the same on record and on replay instead of failing to encode."""
     if isinstance(text, str):
-        text = scrub_text(text).encode("utf-8")
+        try:
+            text = text.encode("utf-8")  # fails exactly when the text holds a surrogate
+        except UnicodeEncodeError:
+            text = scrub_text(text).encode("utf-8")
     return hashlib.sha256(text).hexdigest()
 
 

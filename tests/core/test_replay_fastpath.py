@@ -34,3 +34,147 @@ def test_the_incremental_halt_latch_is_the_fold_of_the_trace(events):
     for ev in events:
         sink.emit(ev)
         assert _as_tuple(sink.ledger()) == _as_tuple(ResumeLedger.fold(sink.events))
+
+
+# ------------------------------------------------------------------------------------------------
+# The streamed replay read equals the full decode, row for row, on corrupted stores.
+
+import json  # noqa: E402
+import shutil  # noqa: E402
+import sqlite3  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck  # noqa: E402
+
+from flux.canonical import canonical_json, sha256_hex  # noqa: E402
+from flux.errors import FluxError  # noqa: E402
+from flux.lang.hashes import flow_key, stmt_hash16  # noqa: E402
+from flux.lang.parser import parse  # noqa: E402
+from flux.model.session import TRACE_KINDS, load_session  # noqa: E402
+from flux.store import PlanAttempted, Run, StatementCompleted, StepStarted, StepSucceeded, StoreReader, StoreWriter  # noqa: E402
+from flux.store.events import PlanHalted  # noqa: E402
+from flux.timemachine.replay import replay_detail, replay_session  # noqa: E402
+from flux.timemachine.replay_input import ReplayInput, read_replay_input  # noqa: E402
+from tests.helpers import cell, write_turn  # noqa: E402
+
+
+def _ledgered(w: StoreWriter, sid: str, tid: int, paths: list[str], *, halt_last: bool = False) -> None:
+    body = "".join(f'  s{k} = write({{"path":"{p}","body":"x"}})\n' for k, p in enumerate(paths))
+    draft = parse("flow\n" + body)
+    key = flow_key(draft.name, draft.body)
+    w.append(sid, PlanAttempted(step=2, outcome="accepted", plan_source="flow\n" + body), turn_id=tid)
+    for k, (node, p) in enumerate(zip(draft.body, paths)):
+        inp = {"body": "x", "path": p}
+        ih = sha256_hex(canonical_json(inp))
+        w.append(sid, Run(StepStarted(step=f"step_write_{ih[:16]}", op="write", input_hash=ih)))
+        last = halt_last and k == len(paths) - 1
+        w.append(sid, cell("write", inp, "boom" if last else "ok", is_error=last))
+        if last:
+            w.append(sid, Run(PlanHalted(plan=key, node=k, stmt=stmt_hash16(node), op="write", kind="runtime",
+                                         error="boom")))
+        else:
+            w.append(sid, Run(StepSucceeded(step=f"step_write_{ih[:16]}", output=f"v_{k}")))
+            w.append(sid, Run(StatementCompleted(plan=key, node=k, stmt=stmt_hash16(node), value=f"v_{k}")))
+
+
+@pytest.fixture(scope="module")
+def replay_base(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("replay-diff") / "store"
+    with StoreWriter(d) as w:
+        sid = w.create_session("mock")
+        host = 'flow\n  adaptive_gather_1 = read({"path":"a.txt"})\n'
+        tid = write_turn(w, sid, "one", plan=host, cells=[cell("read", {"path": "a.txt"}, "A")], end=None)
+        _ledgered(w, sid, tid, ["b", "c", "d"])
+        w.append(sid, Run(StepSucceeded(step="x", output="v_9")))
+        from flux.store import TurnEnded
+        w.append(sid, TurnEnded(outcome="ok", answer="done"), turn_id=tid)
+        tid = write_turn(w, sid, "two", cells=[], end=None)
+        _ledgered(w, sid, tid, ["e", "f"], halt_last=True)
+    return d
+
+
+# Values a hostile writer can put in a run body's field: wrong types, numbers decoding cannot
+# coerce (inf, nan), nesting, and the right type.
+_FIELD_VALUES = st.sampled_from([None, True, False, 0, -1, 2 ** 70, 1.5, float("inf"), float("nan"), "", "x", [],
+                                 {}, [1, [2]], {"k": "v"}, "op_recorded", "statement_completed"])
+_PAYLOAD_TEXTS = st.sampled_from([
+    "", "{", "[]", "null", '{"kind":1}', '{"kind":"run"}', '{"kind":"run","data":[]}',
+    '{"kind":"run","data":{"event":7}}', '{"kind":"run","data":{"event":"nope"}}',
+    '{"kind":"run","data":{"event":"op_recorded"}}', '{"kind":"run","data":{"event":"op_recorded","seq":1e999}}',
+    '{"kind":"run","data":{"event":"statement_completed","node":NaN}}',
+    '{"kind":"run","data":{"event":"step_started"},"kind":"turn_started"}',
+    '{"kind":"run","data":{"event":"plan_halted","plan":"\\ud83d","node":0}}',
+    '{"kind":"message","data":{"role":"user","content":[]}}', '{"kind":"turn_ended","data":{"iterations":1e999}}',
+    '{"kind":"run","data":' + "[" * 5000 + "]" * 5000 + "}", '{"kind":"run","data":{"event":"op_recorded","seq":' + "9" * 5000 + "}}",
+])
+
+
+def _mutate(store: Path, data) -> None:
+    con = sqlite3.connect(store / "events.db", isolation_level=None)
+    try:
+        rows = con.execute("SELECT global_seq, kind, payload FROM events ORDER BY global_seq").fetchall()
+        for _ in range(data.draw(st.integers(1, 3), label="mutations")):
+            gs, kind, payload = data.draw(st.sampled_from(rows), label="row")
+            how = data.draw(st.sampled_from(["field", "text", "kind", "utf8", "blob"]), label="how")
+            if how == "field":
+                obj = json.loads(payload)
+                d = obj.get("data")
+                if not isinstance(d, dict) or not d:
+                    continue
+                d[data.draw(st.sampled_from(sorted(d)), label="field")] = data.draw(_FIELD_VALUES, label="value")
+                con.execute("UPDATE events SET payload = ? WHERE global_seq = ?", (json.dumps(obj), gs))
+            elif how == "text":
+                con.execute("UPDATE events SET payload = ? WHERE global_seq = ?", (data.draw(_PAYLOAD_TEXTS), gs))
+            elif how == "kind":
+                con.execute("UPDATE events SET kind = ? WHERE global_seq = ?",
+                            (data.draw(st.sampled_from(["run", "turn_started", "plan_attempted", "message", "weird"])), gs))
+            elif how == "utf8":
+                con.execute("UPDATE events SET payload = CAST(? AS TEXT) WHERE global_seq = ?",
+                            (payload.encode()[:20] + b"\xff\xfe" + payload.encode()[20:], gs))
+            else:
+                con.execute("UPDATE events SET payload = ? WHERE global_seq = ?", (payload.encode(), gs))
+    finally:
+        con.close()
+
+
+def _outcome(fn):
+    try:
+        rep = fn()
+    except FluxError as e:
+        return ("error", type(e).__name__, str(e))
+    return ("report", rep.to_json(), rep.summary_lines(), rep.served, rep.cell_status, rep.statement_results,
+            rep.requests, rep.scratch_events, rep.plans, rep.redacted_standins, rep.tape_end)
+
+
+def _same_input(a: ReplayInput, b: ReplayInput) -> None:
+    assert (a.id, a.turns, a.executions, a.has_trace) == (b.id, b.turns, b.executions, b.has_trace)
+    assert [getattr(c, "rec", c) for c in a.cells] == [getattr(c, "rec", c) for c in b.cells]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_the_streamed_replay_read_equals_the_full_decode_on_corrupted_rows(replay_base, tmp_path_factory, data):
+    store = tmp_path_factory.mktemp("v") / "store"
+    shutil.copytree(replay_base, store)
+    _mutate(store, data)
+    full, fast = StoreReader(store), StoreReader(store)
+    try:
+        detail = load_session(full, "s_1", kinds=TRACE_KINDS)
+        _same_input(read_replay_input(fast, "s_1"), ReplayInput.of_detail(detail))
+        assert fast.skipped_rows == full.skipped_rows
+        fast.skipped_rows = full.skipped_rows = 0
+        assert _outcome(lambda: replay_session(fast, "s_1")) == \
+            _outcome(lambda: replay_detail(load_session(full, "s_1", kinds=TRACE_KINDS)))
+        assert fast.skipped_rows == full.skipped_rows
+    finally:
+        full.close()
+        fast.close()
+
+
+def test_the_base_store_replays_and_the_mutations_reach_both_halves(replay_base):
+    with StoreReader(replay_base) as r:
+        rep = replay_session(r, "s_1")
+        inp = read_replay_input(r, "s_1")
+    assert rep.cells_total == 6 and rep.cells_consumed == 5 and len(inp.executions) == 2 and inp.has_trace
+    assert rep.diverged is None and rep.plans[-1].halt_kind == "runtime"

@@ -146,12 +146,18 @@ class Node:
     kind: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if f.name in ("fields", "vars") and not isinstance(self, Lit):
-                object.__setattr__(self, f.name, _sorted_pairs(v))
+        names = _FIELD_NAMES.get(type(self))
+        if names is None:  # dataclasses.fields() per construction was a third of parsing a host plan
+            names = _FIELD_NAMES[type(self)] = tuple(f.name for f in fields(self))
+        for name in names:
+            v = getattr(self, name)
+            if name in ("fields", "vars") and not isinstance(self, Lit):
+                object.__setattr__(self, name, _sorted_pairs(v))
             elif isinstance(v, list):
-                object.__setattr__(self, f.name, tuple(v))
+                object.__setattr__(self, name, tuple(v))
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from types import MappingProxyType
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
 
-from flux.canonical import canonical_json, compact_json
+from flux.canonical import canonical_json, compact_json, sha256_hex
 from flux.errors import FluxError
 
 from . import ast as A
@@ -235,6 +235,9 @@ def _text_of(v: Any) -> str:
 
 def interpolate(s: str, symbols: dict[str, Any]) -> str:
     """``{name}`` → the bound symbol's text; ``{{``/``}}`` → braces; unbound stays literal."""
+    if "{" not in s and "}" not in s:  # nothing to substitute (most literal strings)
+        return s
+
     def sub(m: re.Match) -> str:
         tok = m.group(0)
         if tok == "{{":
@@ -839,9 +842,9 @@ class Interpreter(ConstructsMixin):
             input_obj = map_args_to_input(spec, values)
         except OpArgError as exc:
             raise _Halt(str(exc), op) from None
-        ih = input_hash(input_obj)
-        sid = step_id(op, ih)
         input_json = canonical_json(input_obj)
+        ih = sha256_hex(input_json)  # = input_hash(input_obj), without serializing the input twice
+        sid = step_id(op, ih)
         denial = self._before_dispatch(op, input_json)  # capability scope, replay gates
         self._emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
         if denial is not None:
