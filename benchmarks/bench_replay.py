@@ -1,0 +1,153 @@
+"""Replay at the read floor (issue 10 item 2), run by hand:
+
+    python benchmarks/bench_replay.py [--cells 1000,10000,100000] [--repeat 5] [--stores DIR]
+
+For each size it writes (once, with ``gen_store.py --sessions 1``; kept under ``--stores`` when
+given) a store whose one session has that many cassette cells: 10 turns of one-op host-derived
+plans, each plan with its step rows and its cell (~4 rows per cell, every 37th op an error that
+halts its plan). Then, in this process, interleaved round by round:
+
+* **replay** — ``replay_session(reader, "last")``: opens the store, reads the session and
+  re-executes every plan against the tape;
+* **read floor** — the same rows replay reads (the session's ``turn_started``, ``turn_ended``,
+  ``plan_attempted`` and ``run`` rows, all eight columns, in ``stream_seq`` order, with the same
+  ``last`` lookup) read with raw ``sqlite3`` and every payload ``json.loads``-ed: replay json-loads
+  each of those rows too (that is how it finds the corrupt ones), and nothing less can tell what
+  the rows hold. No more, no less.
+
+Reports medians of wall time and of process CPU time (CPU is what to compare when the machine is
+loaded), their ratios, and the peak RSS (``VmHWM``) of a fresh interpreter that replays the
+session once, next to the same interpreter's peak before the replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "core"))
+
+from flux.model.session import TRACE_KINDS  # noqa: E402
+from flux.store.store import StoreReader  # noqa: E402
+from flux.timemachine.replay import replay_session  # noqa: E402
+
+_ROWS = ("SELECT global_seq, stream, stream_seq, id, kind, ts, turn_id, payload FROM events"
+         " WHERE stream = ? AND kind IN (" + ",".join("?" * len(TRACE_KINDS)) + ") ORDER BY stream_seq")
+
+
+def make_store(dest: Path, cells: int) -> Path:
+    """A one-session store with ``cells`` cells (gen_store's big session: 10 turns × cells/10 plans)."""
+    if not (dest / "events.db").exists():
+        big = 4 * cells + 111  # gen_store: tools per turn = ((big - 1) // 10 - 11) // 4
+        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gen_store.py"), str(dest), "--sessions", "1",
+                        "--big", str(big)], check=True, stderr=subprocess.DEVNULL)
+    return dest
+
+
+def replay(store: Path) -> int:
+    with StoreReader(store) as r:
+        rep = replay_session(r, "last")
+    assert rep.diverged is None and rep.cells_consumed == rep.cells_total, rep.unfaithful_reason
+    return rep.cells_total
+
+
+def read_floor(store: Path) -> int:
+    con = sqlite3.connect(f"file:{store / 'events.db'}?immutable=1", uri=True)
+    try:
+        (n,) = con.execute("SELECT n FROM streams WHERE typeof(n) = 'integer' ORDER BY n DESC LIMIT 1").fetchone()
+        loads = json.loads
+        count = 0
+        for row in con.execute(_ROWS, (f"s_{n}", *TRACE_KINDS)):
+            loads(row[7])
+            count += 1
+        return count
+    finally:
+        con.close()
+
+
+_RSS_SCRIPT = """
+import json, sys
+sys.path.insert(0, {core!r})
+from pathlib import Path
+from flux.store.store import StoreReader
+from flux.timemachine.replay import replay_session
+
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+
+before = hwm()
+with StoreReader(Path({store!r})) as r:
+    rep = replay_session(r, "last")
+print(json.dumps({{"before_kb": before, "peak_kb": hwm(), "cells": rep.cells_consumed}}))
+"""
+
+
+def peak_rss(store: Path) -> dict:
+    out = subprocess.run([sys.executable, "-c", _RSS_SCRIPT.format(core=str(ROOT / "core"), store=str(store))],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def timed(fn, store: Path) -> tuple[float, float]:
+    w, c = time.perf_counter(), time.process_time()
+    fn(store)
+    return time.perf_counter() - w, time.process_time() - c
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cells", default="1000,10000,100000", help="comma-separated session sizes (cassette cells)")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--stores", type=Path, default=None, help="keep the generated stores here (reused next time)")
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.cells.split(",")]
+    tmp = None
+    base = args.stores
+    if base is None:
+        tmp = tempfile.TemporaryDirectory(prefix="flux-bench-replay-")
+        base = Path(tmp.name)
+    base.mkdir(parents=True, exist_ok=True)
+    print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at start")
+    rss: dict[int, dict] = {}
+    try:
+        for n in sizes:
+            store = make_store(base / f"cells-{n}", n)
+            rows = read_floor(store)
+            replay(store)  # warm: imports, page cache
+            repeat = args.repeat if n < 100_000 else max(1, min(args.repeat, 3))
+            t: dict[str, list[tuple[float, float]]] = {"replay": [], "floor": []}
+            for _ in range(repeat):  # interleaved: each round runs both
+                t["replay"].append(timed(replay, store))
+                t["floor"].append(timed(read_floor, store))
+            med = {k: (statistics.median(x[0] for x in v) * 1000, statistics.median(x[1] for x in v) * 1000)
+                   for k, v in t.items()}
+            rss[n] = peak_rss(store)
+            (rw, rc), (fw, fc) = med["replay"], med["floor"]
+            print(f"{n:>7} cells ({rows} rows), median of {repeat}, load {os.getloadavg()[0]:.1f}:")
+            print(f"    replay      wall {rw:9.1f} ms   cpu {rc:9.1f} ms")
+            print(f"    read floor  wall {fw:9.1f} ms   cpu {fc:9.1f} ms")
+            print(f"    ratio       wall {rw / fw:9.2f} ×    cpu {rc / fc:9.2f} ×   (target ≤ 2×, flat)")
+            r = rss[n]
+            print(f"    peak RSS {r['peak_kb'] / 1024:.0f} MB (the interpreter before the replay: {r['before_kb'] / 1024:.0f} MB)")
+        if 10_000 in rss and 100_000 in rss:
+            a, b = rss[10_000], rss[100_000]
+            print(f"peak RSS 100k / 10k: {b['peak_kb'] / a['peak_kb']:.2f}×  (target ≤ 2×); above the interpreter: "
+                  f"{(b['peak_kb'] - b['before_kb']) / max(1, a['peak_kb'] - a['before_kb']):.1f}×")
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()
