@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flux.cassette.replay import ReplayTape
+from flux.cassette.replay import ReplayTape, TapeCell
 from flux.lang.interpreter import ResumeLedger
 from flux.timemachine.replay import _ScratchSink
 
@@ -149,7 +149,7 @@ def _outcome(fn):
 
 def _same_input(a: ReplayInput, b: ReplayInput) -> None:
     assert (a.id, a.turns, a.executions, a.has_trace) == (b.id, b.turns, b.executions, b.has_trace)
-    assert [getattr(c, "rec", c) for c in a.cells] == [getattr(c, "rec", c) for c in b.cells]
+    assert [TapeCell.of(getattr(c, "rec", c)) for c in a.cells] == [TapeCell.of(getattr(c, "rec", c)) for c in b.cells]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -16,12 +16,12 @@ auto-allow (``auto_approve`` / :meth:`ReplayHost.approve`), so the approver is n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from ..canonical import canonical_json, sha256_hex
 from ..store.events import OpRecorded
 
-__all__ = ["ReplayTape", "ReplayHost", "TapeFirstHost", "FrozenHost", "ServeRecord", "make_outcome",
+__all__ = ["TapeCell", "ReplayTape", "ReplayHost", "TapeFirstHost", "FrozenHost", "ServeRecord", "make_outcome",
            "truncated_message", "miss_message", "off_tape_message", "unconsumed_message"]
 
 
@@ -62,11 +62,31 @@ class ServeRecord:
     message: str | None = None
 
 
+class TapeCell(NamedTuple):
+    """What the tape reads of a cell (an ``op_recorded`` row), and nothing else: the matcher's keys
+    and the recorded outcome. Replay builds these straight from the rows; every ``OpRecorded``
+    has the same attributes, so the tape takes either."""
+
+    op: str = ""
+    input_hash: str = ""
+    input_hash_redacted: str | None = None
+    content: str = ""
+    view: str | None = None
+    is_error: bool = False
+    denied: bool = False
+    truncated: bool = False
+
+    @classmethod
+    def of(cls, rec: Any) -> "TapeCell":
+        return cls(rec.op, rec.input_hash, rec.input_hash_redacted, rec.content, rec.view, rec.is_error, rec.denied,
+                   rec.truncated)
+
+
 class ReplayTape:
     """The cells of a recording and which of them a replay has consumed."""
 
     def __init__(self, cells: Iterable[Any]):
-        self.cells: list[OpRecorded] = [getattr(c, "rec", c) for c in cells]
+        self.cells: list[OpRecorded | TapeCell] = [getattr(c, "rec", c) for c in cells]
         self._consumed = [False] * len(self.cells)
         self.served: list[int] = []  # tape indices in the order they were served
         self.log: list[ServeRecord] = []
@@ -137,7 +157,7 @@ class ReplayTape:
         self.log.append(ServeRecord(op, h, i, "truncated", msg))
         return make_outcome(f"replay diverged: {msg}", is_error=True)
 
-    def take(self, op: str, h: str, i: int) -> OpRecorded:
+    def take(self, op: str, h: str, i: int) -> OpRecorded | TapeCell:
         """Consume cell ``i`` (found by :meth:`find`) and log the serve."""
         self._consumed[i] = True
         self.served.append(i)

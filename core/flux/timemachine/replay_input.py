@@ -10,8 +10,9 @@ run rows through a cursor (one batch in memory, not the session) and keeps only 
   decoded in full — so a corrupt row is skipped and counted in ``reader.skipped_rows`` exactly as
   before;
 * a run row whose fields already have their types (:func:`~flux.store.events.run_fields_exact`,
-  every row flux writes) is not turned into objects unless replay uses it: a cell becomes its
-  ``OpRecorded``, a ledger row a tuple, a ``step_*`` row nothing.
+  every row flux writes) is not turned into objects unless replay uses it: a cell becomes a
+  :class:`~flux.cassette.replay.TapeCell` (the eight fields the tape reads), a ledger row a
+  tuple, a ``step_*`` row nothing.
 
 :meth:`ReplayInput.of_detail` gives the same four things from an already-loaded
 :class:`~flux.model.session.SessionDetail` (the app's path); a differential test proves both agree
@@ -23,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..cassette.replay import TapeCell
 from ..model.session import TRACE_KINDS, SessionDetail, Turn, fold_turns
 from ..store.events import (
     DECODE_ERRORS, RUN_VARIANTS, OpRecorded, PayloadError, PlanHalted, StatementCompleted, decode_object, decode_run,
@@ -43,7 +45,7 @@ class ReplayInput:
 
     id: str
     turns: list[Turn]
-    cells: list[Any]  # the tape: OpRecorded (or model Cells), in stream order
+    cells: list[Any]  # the tape: TapeCells (or model Cells), in stream order
     executions: list[tuple[str, int]]  # (flow_key, global_seq) per execution (§3.7)
     has_trace: bool  # any run row decoded
 
@@ -90,8 +92,10 @@ def _read(reader: StoreReader, sid: str, *, tolerant: bool) -> ReplayInput:
         cls = RUN_VARIANTS.get(tag) if type(tag) is str else None
         if cls is not None and run_fields_exact(cls, d):
             has_trace = True
-            if cls is OpRecorded:
-                cells.append(OpRecorded.from_body(d))
+            if cls is OpRecorded:  # OpRecorded's defaults where a field is absent
+                cells.append(TapeCell(d.get("op", ""), d.get("input_hash", ""), d.get("input_hash_redacted"),
+                                      d.get("content", ""), d.get("view"), d.get("is_error", False),
+                                      d.get("denied", False), d.get("truncated", False)))
             elif cls is StatementCompleted:
                 ledger.append((d.get("plan", ""), d.get("node", 0), d.get("skipped", False), False, gs))
             elif cls is PlanHalted:
@@ -104,7 +108,7 @@ def _read(reader: StoreReader, sid: str, *, tolerant: bool) -> ReplayInput:
             continue
         has_trace = True
         if isinstance(ev, OpRecorded):
-            cells.append(ev)
+            cells.append(TapeCell.of(ev))
         elif isinstance(ev, StatementCompleted):
             ledger.append((ev.plan, ev.node, bool(ev.skipped), False, gs))
         elif isinstance(ev, PlanHalted):
