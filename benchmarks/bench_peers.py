@@ -21,8 +21,10 @@ Floors do exactly the work of the measured path, nothing more:
   transaction, which also holds the previous op's cell — plus the turn's few), each one
   ``executemany`` and one registry ``UPDATE``; the boundaries are read from the measured run's own
   ``COMMIT``s (``sqlite3`` trace callback, in the warm-up round only);
-* read floor — the same rows of the session (every column) read with raw ``sqlite3`` and each
-  payload ``json.loads``-ed.
+* read floor — the rows replay reads (the session's turn, plan-attempt and run rows, all eight
+  columns, after the same ``last`` lookup) with raw ``sqlite3``, each payload ``json.loads``-ed:
+  replay json-loads every one of those rows too (``benchmarks/bench_replay.py`` has the 10k and
+  100k sizes and peak RSS).
 
 Prints medians (ms), bytes on disk and the ratios of the issue's target table.
 """
@@ -49,6 +51,9 @@ from flux.agent.providers.scripted import ScriptedProvider  # noqa: E402
 from flux.store import schema  # noqa: E402
 from flux.store.store import StoreReader  # noqa: E402
 from flux.timemachine.replay import replay_session  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_replay  # noqa: E402
 
 
 @op(effect="pure")
@@ -153,14 +158,11 @@ def write_floor(src: Path, d: Path, commits: list[int]) -> float:
 
 
 def read_floor(store: Path) -> float:
+    """What replay cannot do without: the same rows it reads, json-loaded (as bench_replay.py's floor)."""
     t0 = time.perf_counter()
-    con = sqlite3.connect(f"file:{store / 'events.db'}?immutable=1", uri=True)
-    rows = con.execute("SELECT global_seq, stream, stream_seq, id, kind, ts, turn_id, payload FROM events"
-                       " WHERE stream = (SELECT stream FROM events ORDER BY global_seq DESC LIMIT 1) ORDER BY stream_seq").fetchall()
-    decoded = [json.loads(r[7]) for r in rows]
-    con.close()
+    count = bench_replay.read_floor(store)
     elapsed = time.perf_counter() - t0
-    assert len(decoded) == len(rows)
+    assert count > 0
     return elapsed
 
 
@@ -229,13 +231,45 @@ def timewarp_replay(d: Path, run_id: str, calls: int) -> float:
 
 # -- the harness --------------------------------------------------------------------------------
 
+def replay_only(n: int, repeat: int) -> None:
+    """Replay side only: one recording per tool, then replays interleaved round by round."""
+    t: dict[str, list[tuple[float, float]]] = {"flux replay": [], "read floor": [], "rewind replay": []}
+    with tempfile.TemporaryDirectory(prefix="flux-peers-") as tmp:
+        base = Path(tmp)
+        (base / "fp").mkdir()
+        flux_record(base / "fp", n, [echo])
+        rewind_run(base / "rw.jsonl", n, True)
+        fns = {"flux replay": lambda: flux_replay(base / "fp" / "store", n),
+               "read floor": lambda: read_floor(base / "fp" / "store"),
+               "rewind replay": lambda: rewind_run(base / "rw.jsonl", n, False)}
+        for rnd in range(repeat + 1):  # round 0 warms imports and caches, not counted
+            for k, fn in fns.items():
+                c = time.process_time()
+                w = fn()
+                if rnd:
+                    t[k].append((w, time.process_time() - c))
+    m = {k: (statistics.median(x[0] for x in v) * 1000, statistics.median(x[1] for x in v) * 1000) for k, v in t.items()}
+    print(f"replay of one run of {n} tool calls + 2 model calls, in-process, median of {repeat} interleaved rounds "
+          f"({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
+    for k, (w, c) in m.items():
+        print(f"  {k:<14} wall {w:8.1f} ms   cpu {c:8.1f} ms")
+    for other in ("rewind replay", "read floor"):
+        print(f"  flux replay vs {other:<14} wall {m['flux replay'][0] / m[other][0]:5.2f}×   "
+              f"cpu {m['flux replay'][1] / m[other][1]:5.2f}×   (≤ 2×)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--no-timewarp", action="store_true", help="skip timewarp-llm (file-system bound: seconds a round)")
+    ap.add_argument("--replay-only", action="store_true",
+                    help="record once (flux-tui pure, rewind-llm), then time only the replays and the read floor")
     args = ap.parse_args()
     n = args.calls
+    if args.replay_only:
+        replay_only(n, args.repeat)
+        return
     t: dict[str, list[float]] = {k: [] for k in (
         "flux record pure", "flux record write", "write floor", "rewind record", "timewarp record",
         "flux replay", "read floor", "rewind replay", "timewarp replay")}
