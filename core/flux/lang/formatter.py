@@ -202,14 +202,16 @@ def expr(node: A.Node) -> str:
         return _json_escape(node)
     if isinstance(node, A.Peek) and is_symbol(node.name):
         return "peek " + _sym(node.name)
-    if isinstance(node, A.Parse):
-        return f"parse({expr(node.value)}, as: {json_string(node.as_type)})"
-    if isinstance(node, A.Thing):
+    if isinstance(node, A.Parse):  # flux: native unless the value itself needs `@json`
+        value = expr(node.value)
+        if value.startswith("@json "):
+            return _json_escape(node)
+        return f"parse({value}, as: {_str(node.as_type)})"
+    if isinstance(node, A.Thing):  # flux's spelling: `thing custom "<kind>" …` for a custom kind
         t = node.thing
-        kind_ok = (t.kind in A.ThingRef.KINDS) if not t.custom else \
-            (is_identifier(t.kind) and t.kind not in A.ThingRef.KINDS)
-        if kind_ok and t.selector in A.ThingRef.SELECTORS:
-            return f"thing {t.kind} {t.selector} {json_string(t.value)}"
+        if (t.custom or t.kind in A.ThingRef.KINDS) and t.selector in A.ThingRef.SELECTORS:
+            kind = f"custom {_str(t.kind)}" if t.custom else t.kind
+            return f"thing {kind} {t.selector} {_str(t.value)}"
         return _json_escape(node)
     return _json_escape(node)
 
