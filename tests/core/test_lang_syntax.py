@@ -78,7 +78,7 @@ SAMPLES = {
     "expr": "flow\n  ok = $a > 3 && !$b || ($c + 1) * 2 == $d\n",
     "fmt_peek_parse_thing": (
         'flow\n  a = fmt("hi {name}")\n  b = peek c\n  d = parse(e, as: "f64")\n'
-        '  f = thing ticket id "FLUX-42"\n  g = thing widget name "w"\n'
+        '  f = thing ticket id "FLUX-42"\n  g = thing custom "widget" name "w"\n'
     ),
     "when": "flow\n  when a\n    x = f()\n  else\n    y = g()\n",
     "unless": "flow\n  unless a\n    f()\n",

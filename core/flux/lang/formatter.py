@@ -118,17 +118,21 @@ def _op_inline_ok(op: str) -> bool:
     return bool(_OPNAME.match(op)) and op not in RESERVED
 
 
-def _call_args(args: tuple) -> str:
-    if len(args) == 1 and isinstance(args[0], A.Obj) and args[0].fields and \
-            all(is_identifier(k) for k, _ in args[0].fields):
+def _pun(key: str, value: A.Node) -> bool:
+    """``{ key }`` for ``{ key: key }``: the value is the symbol of the same, bare-spellable name."""
+    return isinstance(value, A.Var) and value.name == key and is_identifier(key) and \
+        key not in RESERVED
+
+
+def _call_args(args: tuple) -> Optional[str]:
+    """flux's fmt_call_args; None when a single object argument has a key that is no label (the
+    call then has no native spelling)."""
+    if len(args) == 1 and isinstance(args[0], A.Obj) and args[0].fields:
         fields = args[0].fields
-        parts = []
-        for k, v in fields:
-            if len(fields) >= 2 and isinstance(v, A.Var) and v.name == k and k not in RESERVED:
-                parts.append(k)
-            else:
-                parts.append(f"{k}: {expr(v)}")
-        return ", ".join(parts)
+        if not all(is_identifier(k) for k, _ in fields):  # flux's is_ident_key
+            return None
+        return ", ".join(k if len(fields) >= 2 and _pun(k, v) else f"{k}: {expr(v)}"
+                         for k, v in fields)
     if len(args) >= 2 and all(isinstance(a, A.Var) and is_symbol(a.name) for a in args):
         return ", ".join("$" + a.name for a in args)
     return ", ".join(expr(a) for a in args)
@@ -156,7 +160,8 @@ def _formula_with_sigils(formula: str, names: set[str]) -> str:
         if m:
             word = m.group(0)
             prev = formula[i - 1] if i else ""
-            if word in names and prev != "." and prev != "$":
+            nxt = formula[m.end()] if m.end() < n else ""
+            if word in names and prev != "." and prev != "$" and nxt != ".":
                 out.append("$" + word)
             else:
                 out.append(word)
@@ -174,9 +179,8 @@ def expr(node: A.Node) -> str:
     if isinstance(node, A.Lit):
         return compact_value(node.value)
     if isinstance(node, A.Call):
-        if _op_inline_ok(node.op):
-            return f"{node.op}({_call_args(node.args)})"
-        return _json_escape(node)
+        args = _call_args(node.args) if _op_inline_ok(node.op) else None
+        return f"{node.op}({args})" if args is not None else _json_escape(node)
     if isinstance(node, A.Fmt):
         return f"fmt({_str(node.template)})"
     if isinstance(node, A.Jq):
@@ -185,7 +189,7 @@ def expr(node: A.Node) -> str:
             return _sym(node.input.name) + native + ("?" if node.optional else "")
         return _json_escape(node)
     if isinstance(node, A.Obj) and _is_dynamic(node):
-        parts = [f"{k if is_identifier(k) else json_string(k)}: {expr(v)}"
+        parts = [k if _pun(k, v) else f"{k if is_identifier(k) else json_string(k)}: {expr(v)}"
                  for k, v in node.fields]
         return "{ " + ", ".join(parts) + " }"
     if isinstance(node, A.ListExpr) and _is_dynamic(node):
@@ -292,7 +296,8 @@ def _stmt(node: A.Node, level: int, out: _Out) -> None:  # noqa: C901 - one arm 
                 return
             L(level, f"do {node.op}" + (" " + ", ".join(parts) if parts else ""))
         else:
-            L(level, f"{node.op}({_call_args(node.args)})")
+            args = _call_args(node.args)
+            L(level, f"{node.op}({args})" if args is not None else _json_escape(node))
         return
     if isinstance(node, A.Return):
         L(level, "return " + expr(node.value))
