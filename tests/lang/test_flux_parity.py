@@ -314,3 +314,28 @@ def test_type_labels_are_exact_case_as_in_flux():
 def test_syntax_flux_does_not_implement_is_a_clean_parse_error(src):
     with pytest.raises(ParseError):
         parse(src)
+
+
+# ---------------------------------------------- format.rs fmt_stmt / fmt_expr / fmt_call_args
+
+_V = {"kind": "var", "name": "x"}
+
+
+@pytest.mark.parametrize("node,text", [
+    ({"kind": "bind", "name": "t", "value": {"kind": "thing", "thing": {
+        "kind": {"custom": "widget"}, "selector": {"key": "w-1"}}}}, 't = thing custom "widget" key "w-1"'),
+    ({"kind": "return", "value": {"kind": "obj", "fields": {"a": {"kind": "var", "name": "a"}, "b": _V}}},
+     "return { a, b: x }"),
+    ({"kind": "call", "op": "write", "args": [{"kind": "obj", "fields": {"a-b": _V}}]},
+     '@json {"kind":"call","op":"write","args":[{"kind":"obj","fields":{"a-b":{"kind":"var","name":"x"}}}]}'),
+    ({"kind": "when", "cond": {"kind": "expr", "formula": "issue.state == 'opened'",
+                               "vars": {"issue": {"kind": "var", "name": "issue"}}}, "then": []},
+     "when issue.state == 'opened'"),
+    ({"kind": "peek", "name": "x"}, '@json {"kind":"peek","name":"x"}'),
+    ({"kind": "try", "body": [], "handler": []}, "try\ncatch"),
+    ({"kind": "call", "op": "when", "args": [_V, {"kind": "lit", "value": 1}]}, "do when $x, 1"),
+])
+def test_formatter_spells_nodes_as_flux_formatter_does(node, text):
+    draft = draft_from_json({"body": [node]})
+    assert format_flow(draft) == "flow\n" + "".join("  " + ln + "\n" for ln in text.split("\n"))
+    assert parse(format_flow(draft)) == draft
