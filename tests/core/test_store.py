@@ -247,3 +247,107 @@ def test_grouped_appends_write_the_same_rows_and_registry_as_one_by_one(tmp_path
         return rows, reg
 
     assert write(tmp_path / "grouped", True) == write(tmp_path / "single", False)
+
+
+def test_ulid_digits_equal_base32_of_the_value():
+    import base64
+
+    from flux.store import ulid
+
+    crockford = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", ulid._ALPHABET.encode())
+
+    def reference(value: int) -> str:  # RFC 4648 base32 of the value left-aligned in 17 bytes, Crockford digits
+        return base64.b32encode((value << 6).to_bytes(17, "big"))[:26].translate(crockford).decode()
+
+    for value in (0, 1, (1 << 128) - 1, 0x0123456789ABCDEF0123456789ABCDEF, 1_700_000_000_000 << 80,
+                  (7 << 80) | ((1 << 40) - 1), (7 << 80) | (1 << 40)):
+        assert ulid._encode(value) == reference(value)
+
+
+def test_append_many_writes_the_rows_and_registry_append_writes_one_by_one(tmp_path):
+    bodies = [Message.text("user", "hi")] + [Run(event=StepStarted(step=f"s{i}", op="read", input_hash="x"))
+                                            for i in range(5)]
+    bodies += [Compacted(messages=[Message.text("user", "sum").to_body()]), Message.text("assistant", "ok")]
+
+    def write(d, bulk):
+        with StoreWriter(d, clock=lambda: 1_000) as w:
+            sid = w.create_session("mock")
+            w.append(sid, Message.text("user", "before"), ts=1_000)
+            if bulk:
+                assert w.append_many(sid, bodies, ts=1_001) == len(bodies)
+                assert w.append_many(sid, [], ts=1_001) == 0
+            else:
+                for b in bodies:
+                    w.append(sid, b, ts=1_001)
+            w.append(sid, Message.text("user", "after"), ts=1_002)
+        con = sqlite3.connect(d / "events.db")
+        rows = con.execute("SELECT global_seq, stream, stream_seq, kind, ts, turn_id, payload FROM events ORDER BY global_seq").fetchall()
+        reg = con.execute("SELECT model, created_at, updated_at, last_seq, msg_count FROM streams").fetchall()
+        con.close()
+        return rows, reg
+
+    assert write(tmp_path / "bulk", True) == write(tmp_path / "single", False)
+    with StoreWriter(tmp_path / "bulk") as w, pytest.raises(ValueError):
+        w.append_many("s_1", [Message.text("user", "x")], turn_id=3)  # messages never carry a turn_id
+
+
+def _run_body_strategy():
+    from dataclasses import fields as dc_fields
+
+    from hypothesis import strategies as st
+
+    from flux.store.events import RUN_VARIANTS
+
+    values = st.one_of(st.text(max_size=8), st.integers(-3, 3), st.booleans(), st.none(), st.floats(allow_nan=False),
+                       st.lists(st.integers(), max_size=2))
+
+    @st.composite
+    def body(draw):
+        tag = draw(st.sampled_from(sorted(RUN_VARIANTS) + ["no_such_event"]))
+        keys = [f.name.rstrip("_") for f in dc_fields(RUN_VARIANTS[tag])] if tag in RUN_VARIANTS else ["x"]
+        d = {"event": tag}
+        for k in keys + ["extra"]:
+            if draw(st.booleans()):
+                d[k] = draw(values)
+        return d
+    return body()
+
+
+def test_encode_run_body_is_the_decode_then_encode_path():
+    from hypothesis import given, settings
+
+    from flux.store.events import decode_run, encode_payload, encode_run_body
+
+    @settings(max_examples=300, deadline=None)
+    @given(_run_body_strategy())
+    def check(d):
+        assert encode_run_body(d) == encode_payload(Run(event=decode_run(d)))
+    check()
+    cell = {"event": "op_recorded", "seq": 3, "step": "step_read_ab", "op": "read", "input_hash": "ab",
+            "content": "x", "is_error": False}
+    assert encode_run_body(cell) == encode_payload(Run(event=decode_run(cell)))
+
+
+def test_append_runs_writes_what_append_of_each_decoded_body_writes(tmp_path):
+    from flux.store.events import decode_run
+
+    bodies = [{"event": "step_started", "step": "s", "op": "read", "input_hash": "h"},
+              {"event": "op_recorded", "seq": 0, "step": "s", "op": "read", "input_hash": "h", "content": "c\ud800"},
+              {"event": "statement_completed", "plan": "p", "node": 0, "stmt": "x", "value": None},
+              {"event": "thing_resolved", "thing": {"a": 1}, "resolved": [1]}]
+
+    def write(d, bulk):
+        with StoreWriter(d, clock=lambda: 1_000) as w:
+            sid = w.create_session("mock")
+            if bulk:
+                w.append_runs(sid, bodies, ts=1_001)
+            else:
+                for b in bodies:
+                    w.append(sid, Run(event=decode_run(b)), ts=1_001)
+        con = sqlite3.connect(d / "events.db")
+        rows = con.execute("SELECT global_seq, stream, stream_seq, kind, ts, turn_id, payload FROM events ORDER BY global_seq").fetchall()
+        reg = con.execute("SELECT model, created_at, updated_at, last_seq, msg_count FROM streams").fetchall()
+        con.close()
+        return rows, reg
+
+    assert write(tmp_path / "bulk", True) == write(tmp_path / "single", False)

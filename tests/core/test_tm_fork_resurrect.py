@@ -196,3 +196,45 @@ def test_resurrect_refuses_a_turn_flux_does_not_flag(fixture_store: Path, tmp_pa
     r = StoreReader(fixture_store)
     assert plan_resurrect(r, "s_1") is None  # closed turn: nothing to do
     r.close()
+
+
+def test_resurrect_serves_unanchored_cells_once_and_the_session_replays_faithfully(tmp_path: Path) -> None:
+    """A killed turn with no statement rows: the recorded cells are served (not recorded a second
+    time — flux's Resume scope records only misses), the op in flight with no cell runs live and is
+    recorded, and the healed session replays with every cell consumed exactly once."""
+    from flux.canonical import canonical_json, sha256_hex
+    from flux.lang.formatter import format_flow
+    from flux.lang.parser import parse
+    from flux.store import Message, OpRecorded, PlanAttempted, Run, StepStarted, StepSucceeded, StoreWriter
+
+    store = tmp_path / "store"
+    inputs = [{"content": f"step {k}", "path": f"out/{k}.txt"} for k in range(4)]
+    with StoreWriter(store) as w:
+        sid = w.create_session("mock")
+        w.append(sid, Message.text("user", "build"))
+        tid = w.begin_turn(sid, "build", "mock")
+        body = "".join(f"  s{k} = write({canonical_json(i)})\n" for k, i in enumerate(inputs))
+        w.append(sid, PlanAttempted(step=1, outcome="accepted", plan_source=format_flow(parse(f"flow\n{body}"))),
+                 turn_id=tid)
+        for k, i in enumerate(inputs):
+            ij = canonical_json(i)
+            h = sha256_hex(ij)
+            w.append(sid, Run(StepStarted(step=f"step_write_{h[:16]}", op="write", input_hash=h)))
+            if k == 3:
+                break  # killed mid-dispatch: the last write has no cell
+            w.append(sid, Run(OpRecorded(seq=k, step=f"step_write_{h[:16]}", op="write", input_hash=h,
+                                         input_view=ij, content=f"wrote {k}")))
+            w.append(sid, Run(StepSucceeded(step=f"step_write_{h[:16]}", output=f"v_{k}")))
+    c = _client(store, tmp_path / "ws", auto_approve=True)
+    rep = resurrect_session(c, sid)
+    c.close()
+    assert rep is not None and rep.outcome == "resurrected", rep.halt
+    assert (rep.ops_served_from_cassette, rep.ops_run_live, rep.unanchored_served) == (3, 1, 3)
+    assert sorted(p.name for p in (tmp_path / "ws" / "out").iterdir()) == ["3.txt"]  # only the in-flight op ran
+    r = StoreReader(store)
+    d = load_session(r, sid)
+    assert [c.op for c in d.cells] == ["write"] * 4 and len({c.rec.input_hash for c in d.cells}) == 4
+    assert d.turns[-1].ended
+    replay = replay_session(r, sid)
+    r.close()
+    assert replay.faithful and replay.diverged is None, replay.unfaithful_reason

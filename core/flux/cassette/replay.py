@@ -164,6 +164,15 @@ class ReplayTape:
         self.log.append(ServeRecord(op, h, i, "served"))
         return self.cells[i]
 
+    def copy(self) -> "ReplayTape":
+        """A tape over the same cells with the same cells consumed (for a what-would-happen
+        simulation that must not consume the real one); the log and latch are not copied."""
+        t = ReplayTape.__new__(ReplayTape)
+        t.cells, t._consumed, t._index = self.cells, list(self._consumed), self._index
+        t._cursor = dict(self._cursor)
+        t.served, t.log, t.diverged = list(self.served), [], None
+        return t
+
     def latch(self, op: str, h: str, msg: str) -> None:
         """Log a miss and latch ``msg`` if nothing is latched yet."""
         if self.diverged is None:

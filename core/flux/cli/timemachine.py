@@ -361,7 +361,7 @@ def fork_cmd(session: str, at: int, turn: int | None, inject: str | None, edit: 
             tail = "tail live" if not plan.preview.offline else "tail from tape (offline)"
             click.echo(_dim(f"fork · {row.id} @ statement {at} → … · prefix from tape, {tail}"), err=True)
         try:
-            res = fork_session(client, row.id, at, turn=turn, **kw)
+            res = fork_session(client, row.id, at, turn=turn, plan=plan, **kw)
             finish()
         except KeyboardInterrupt:
             click.echo("cancelled", err=True)
@@ -414,7 +414,7 @@ def resurrect_cmd(session: str, workspace: Path | None, yes: bool, policy: Path 
     client = _writable(lambda: _offline_client(reader.dir, ws, plan.detail.row.model or "mock", auto_resurrect=False,
                                                **_approval_kw(yes, policy)), reader.dir)
     try:
-        rep = resurrect_session(client, row.id)
+        rep = resurrect_session(client, row.id, plan=plan)
     finally:
         client.close()
     assert rep is not None

@@ -4,8 +4,8 @@ for resurrection."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import FluxError
 
@@ -25,6 +25,7 @@ class InterruptedTurn:
     plan_source: str
     flow_key: str
     completed: int  # statements the ledger shows completed
+    draft: Any = field(default=None, compare=False, repr=False)  # the parsed plan (resurrect reuses it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,13 +83,13 @@ def check_open_newest_turn(turn: OpenTurn, trace_bodies: "Callable[[], list[dict
     from .stored_plan import parse_stored_plan
 
     try:
-        _draft, key = parse_stored_plan(plan_source)
+        draft, key = parse_stored_plan(plan_source)
     except FluxError as e:  # StoredPlanError: any failure of a hostile plan, one line
         return InterruptCheck(reason=f"turn {turn.number}'s last accepted plan does not parse ({e}) — not resumable",
                               open_turn=turn.number)
     ledger = ResumeLedger.from_interrupted(trace_bodies(), key)
     return InterruptCheck(
         interrupted=InterruptedTurn(turn.number, turn.turn_id, turn.started_at_ms, turn.user_input,
-                                    plan_source, key, len(ledger.completed) if ledger else 0),
+                                    plan_source, key, len(ledger.completed) if ledger else 0, draft),
         open_turn=turn.number,
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..lang.ledger import LedgerEntry, ResumeLedger
-from ..store.events import Run
+from ..store.events import CheckpointReached, PlanResumed, Run, StatementCompleted
 from ..store.store import StoredEvent
 
 __all__ = ["LedgerEntry", "ResumeLedger", "run_bodies", "ledger_from_interrupted", "open_halt_latch"]
@@ -17,8 +17,14 @@ def run_bodies(trace: Iterable[StoredEvent]) -> list[dict]:
     return [e.body.event.to_body() for e in trace if isinstance(e.body, Run)]
 
 
+# The rows ResumeLedger.from_interrupted reads; the rest of a long trace need not become dicts.
+_LEDGER_EVENTS = (StatementCompleted, PlanResumed, CheckpointReached)
+
+
 def ledger_from_interrupted(trace: Iterable[StoredEvent], flow_key: str) -> ResumeLedger | None:
-    return ResumeLedger.from_interrupted(run_bodies(trace), flow_key)
+    return ResumeLedger.from_interrupted(
+        [e.body.event.to_body() for e in trace if isinstance(e.body, Run) and isinstance(e.body.event, _LEDGER_EVENTS)],
+        flow_key)
 
 
 def open_halt_latch(trace: Iterable[StoredEvent]) -> ResumeLedger | None:

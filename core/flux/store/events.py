@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar
 
 from json.encoder import encode_basestring as json_str  # C: serde's escapes, raw UTF-8
@@ -677,3 +677,46 @@ def encode_payload(body: EventBody) -> str:
     else:
         return encode_payload_reference(body)
     return '{"kind":' + json_str(cls.KIND) + ',"data":{' + ",".join(parts) + "}}"
+
+
+_SIMPLE_TYPES = {"str": (str,), "int": (int,), "bool": (bool,), "str | None": (str, type(None))}
+_FAST_RUN: dict[str, tuple[tuple[str, tuple[type, ...], Any], ...] | None] = {}
+
+
+def _fast_plan(tag: str) -> tuple[tuple[str, tuple[type, ...], Any], ...] | None:
+    """(JSON key, exact types accepted, default) per field of a run variant whose fields are all
+    ``str`` / ``int`` / ``bool`` / ``str | None``; None for any other variant."""
+    if tag in _FAST_RUN:
+        return _FAST_RUN[tag]
+    cls = RUN_VARIANTS.get(tag)
+    plan = None
+    if cls is not None and not cls._nested:
+        out = []
+        for f in fields(cls):
+            types = _SIMPLE_TYPES.get(f.type if isinstance(f.type, str) else "")
+            if f.name.startswith("_") or types is None or f.default is MISSING:
+                out = None
+                break
+            out.append((_json_name(f.name), types, f.default))
+        plan = tuple(out) if out is not None else None
+    _FAST_RUN[tag] = plan
+    return plan
+
+
+def encode_run_body(body: dict) -> str:
+    """``encode_payload(Run(decode_run(body)))`` for a run body as the interpreter emits it, without
+    building the dataclass (a bulk append's hot path): the same text. A body of another variant, or
+    with a field of a type the decoder would coerce, takes that exact path."""
+    tag = body.get("event")
+    plan = _fast_plan(tag) if type(tag) is str else None
+    if plan is not None:
+        data: dict[str, Any] = {"event": tag}
+        for key, types, default in plan:
+            v = body[key] if key in body else default
+            if type(v) not in types:
+                break
+            if v is not None:
+                data[key] = v
+        else:
+            return compact_json({"kind": "run", "data": data})
+    return encode_payload(Run(event=decode_run(body)))

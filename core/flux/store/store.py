@@ -632,6 +632,14 @@ class StoreReader:
 # ------------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Encoded:
+    """A body whose payload text is already built (:meth:`StoreWriter.append_runs`)."""
+
+    KIND: str
+    payload: str
+
+
 class StoreWriter:
     """Creates stores and appends events by flux's write rules (§1.1).
 
@@ -806,7 +814,8 @@ class StoreWriter:
                 seq = self._max_seq(stream)
             next_seq[stream] = seq + 1  # forgotten by transaction() if this transaction rolls back
             # Lone surrogates cannot be stored as UTF-8: the one rule (flux.canonical.scrub_text).
-            rows.append((stream, seq, new_ulid(ts), body.KIND, ts, scrub_text(encode_payload(body)), turn_id))
+            payload = body.payload if type(body) is _Encoded else encode_payload(body)
+            rows.append((stream, seq, new_ulid(ts), body.KIND, ts, scrub_text(payload), turn_id))
             r = reg.get(stream)
             if r is None:
                 r = reg[stream] = [ts, 0, None, None, 0]
@@ -863,6 +872,34 @@ class StoreWriter:
                     gs, st, sseq, eid, kind, ets, tid, payload = row
                     return StoredEvent(gs, st, sseq, eid, kind, ets, tid, decode_payload(kind, payload))
             return self._insert(stream, body, turn_id, ts, event_id, update_registry=True)
+
+    def append_many(self, stream: str, bodies: Sequence[EventBody], *, turn_id: int | None = None,
+                    ts: int | None = None) -> int:
+        """Append ``bodies`` to one stream in one transaction (or the enclosing one) with one
+        multi-row INSERT and one registry update: the rows ``append`` would write one by one
+        (same payloads, consecutive ``stream_seq``, ids minted in order). Returns how many."""
+        from .events import UNSCOPED_KINDS
+
+        if turn_id is not None and any(b.KIND in UNSCOPED_KINDS for b in bodies):
+            raise ValueError("an unscoped event kind never carries a turn_id")
+        return self._append_bulk(stream, bodies, turn_id, ts)
+
+    def append_runs(self, stream: str, bodies: Sequence[dict], *, turn_id: int | None = None,
+                    ts: int | None = None) -> int:
+        """:meth:`append_many` for ``run`` bodies as the interpreter emits them (dicts): the rows
+        ``append(stream, Run(decode_run(body)))`` would write, encoded without the round trip."""
+        from .events import encode_run_body
+
+        return self._append_bulk(stream, [_Encoded("run", encode_run_body(b)) for b in bodies], turn_id, ts)
+
+    def _append_bulk(self, stream: str, bodies: Sequence, turn_id: int | None, ts: int | None) -> int:
+        if not bodies:
+            return 0
+        ts = self.now() if ts is None else ts
+        with self.transaction():  # writes what was buffered before, then these rows
+            self._pending.extend((stream, b, turn_id, ts) for b in bodies)
+            self._write_pending()
+        return len(bodies)
 
     def _buffer(self, stream: str, body: EventBody, turn_id: int | None, ts: int) -> None:
         if not self._pending:

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import base64
 import os
 import threading
 import time
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-# RFC 4648 base32 digit → Crockford digit, so the C encoder does the 5-bit split.
-_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _ALPHABET.encode())
 _lock = threading.Lock()
 _last_ms = -1
 _last_rand = 0
@@ -27,5 +24,14 @@ def new_ulid(ms: int | None = None) -> str:
             _last_ms = ms
             _last_rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to increment
         value = (ms << 80) | _last_rand
-    # 26 digits = 130 bits (two leading zero bits + the 128-bit value), left-aligned in 17 bytes.
-    return base64.b32encode((value << 6).to_bytes(17, "big"))[:26].translate(_TO_CROCKFORD).decode()
+    return _encode(value)
+
+
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # 10 bits → two Crockford digits
+
+
+def _encode(value: int) -> str:
+    """The 26-digit Crockford text of a 128-bit value: 26 digits = 130 bits (two leading zero bits,
+    then the value, 5 bits a digit), two digits per 10-bit table lookup."""
+    p = _PAIRS
+    return "".join([p[(value >> s) & 1023] for s in range(120, -1, -10)])

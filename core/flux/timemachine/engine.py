@@ -29,7 +29,7 @@ from ..store.store import StoreReader, StoreWriter
 __all__ = [
     "NotForkable", "Execution", "Position", "executions_of", "positions_of", "live_effect", "spec_of",
     "PredictedCall", "predict_calls", "binder_of", "conversation_before", "MemorySink", "flush_events",
-    "catalog_for", "writes_ledger",
+    "catalog_for", "writes_ledger", "position_at", "position_count", "BufferedRunSink", "run_row",
 ]
 
 
@@ -186,20 +186,33 @@ def binder_of(node: A.Node) -> str | None:
 
 
 def _first_op(node: Any) -> str | None:
-    found: list[str] = []
-    _walk_calls(node, found)
-    return found[0] if found else None
+    calls = calls_in(node)
+    return calls[0].op if calls else None
 
 
-def _walk_calls(obj: Any, out: list) -> None:
-    if isinstance(obj, A.Call):
-        out.append(obj.op)
-    if isinstance(obj, (tuple, list)):
-        for x in obj:
-            _walk_calls(x, out)
-    elif hasattr(obj, "__dataclass_fields__") and not isinstance(obj, type):
-        for f in obj.__dataclass_fields__:
-            _walk_calls(getattr(obj, f), out)
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def calls_in(obj: Any) -> list[A.Call]:
+    """Every op call in an AST value, in source order (depth first, fields in declared order)."""
+    out: list[A.Call] = []
+    stack = [obj]
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        if t is tuple or t is list:
+            stack.extend(reversed(x))
+            continue
+        names = _FIELDS.get(t)
+        if names is None:
+            names = tuple(getattr(t, "__dataclass_fields__", {})) if not isinstance(x, type) else ()
+            _FIELDS[t] = names
+        if not names:
+            continue
+        if t is A.Call:
+            out.append(x)
+        stack.extend(getattr(x, f) for f in reversed(names))
+    return out
 
 
 def _one_line(node: A.Node) -> str:
@@ -212,13 +225,36 @@ def _one_line(node: A.Node) -> str:
         return f"<{stmt_hash16(node)}>"
 
 
+def _position(ex: Execution, i: int, index: int) -> Position:
+    node = ex.draft.body[i]
+    return Position(index, ex.index, i, ex.key, stmt_hash16(node), _one_line(node),
+                    node.name if isinstance(node, A.Bind) else None, ex.turn, _first_op(node))
+
+
 def positions_of(executions: Sequence[Execution]) -> list[Position]:
     out: list[Position] = []
     for ex in executions:
-        for i, node in enumerate(ex.draft.body):
-            out.append(Position(len(out), ex.index, i, ex.key, stmt_hash16(node), _one_line(node),
-                                node.name if isinstance(node, A.Bind) else None, ex.turn, _first_op(node)))
+        for i in range(len(ex.draft.body)):
+            out.append(_position(ex, i, len(out)))
     return out
+
+
+def position_count(executions: Sequence[Execution]) -> int:
+    """``len(positions_of(executions))`` without hashing and formatting every statement."""
+    return sum(len(ex.draft.body) for ex in executions)
+
+
+def position_at(executions: Sequence[Execution], at: int) -> Position | None:
+    """``positions_of(executions)[at]`` (None past the end), computing that one position only."""
+    if at < 0:
+        return None
+    offset = 0
+    for ex in executions:
+        n = len(ex.draft.body)
+        if at < offset + n:
+            return _position(ex, at - offset, at)
+        offset += n
+    return None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -299,19 +335,7 @@ def _detail(input_obj: Any) -> str:
 
 def predict_calls(nodes: Iterable[A.Node], catalog: OpCatalog | None) -> list[PredictedCall]:
     """Every op call in ``nodes`` with its input when it is known before running."""
-    calls: list[A.Call] = []
-
-    def walk(obj: Any) -> None:
-        if isinstance(obj, A.Call):
-            calls.append(obj)
-        if isinstance(obj, (tuple, list)):
-            for x in obj:
-                walk(x)
-        elif hasattr(obj, "__dataclass_fields__") and not isinstance(obj, type):
-            for f in obj.__dataclass_fields__:
-                walk(getattr(obj, f))
-
-    walk(tuple(nodes))
+    calls = calls_in(tuple(nodes))
     out = []
     for c in calls:
         vals = []
@@ -387,14 +411,50 @@ class MemorySink:
         self.events.append(ev)
 
 
-def flush_events(writer: StoreWriter, sid: str, bodies: Sequence[dict], redactor: Any = None) -> None:
-    """Append run bodies to ``sid`` in one transaction (a prefix lands whole or not at all)."""
-    with writer.transaction():
-        for ev in bodies:
-            if redactor is not None and ev.get("event") in ("step_failed", "plan_halted") and isinstance(ev.get("error"), str):
-                ev = dict(ev)
-                ev["error"] = redactor.redact(ev["error"])
-            writer.append(sid, Run(event=decode_run(ev)))
+def run_row(ev: dict, redactor: Any = None, cap: int | None = None) -> dict:
+    """A run body as it is stored: a ``step_failed``/``plan_halted`` error is scrubbed, redacted
+    and capped like every recorded free text (the live recorder's rule)."""
+    if ev.get("event") in ("step_failed", "plan_halted") and isinstance(ev.get("error"), str):
+        from ..canonical import scrub_text
+
+        ev = dict(ev)
+        err = scrub_text(ev["error"])
+        if redactor is not None:
+            err = redactor.redact(err)
+        if cap is not None and len(err.encode("utf-8")) > cap:
+            err = err.encode("utf-8")[:cap].decode("utf-8", "ignore")
+        ev["error"] = err
+    return ev
+
+
+def flush_events(writer: StoreWriter, sid: str, bodies: Sequence[dict], redactor: Any = None,
+                 cap: int | None = None) -> None:
+    """Append run bodies to ``sid`` in one transaction (a prefix lands whole or not at all), as one
+    multi-row insert (:meth:`StoreWriter.append_runs`)."""
+    writer.append_runs(sid, [run_row(ev, redactor, cap) for ev in bodies])
+
+
+class BufferedRunSink:
+    """An interpreter/cassette sink for a run whose rows may land in batches: bodies wait in memory
+    and :meth:`flush` writes them in one multi-row transaction. The caller flushes before anything
+    that must be durable (a live dispatch, its cell); rows served from tape can wait — a crash
+    loses nothing that is not still on tape."""
+
+    def __init__(self, writer: StoreWriter, sid: str, redactor: Any = None, cap: int | None = None,
+                 durable: Any = None):
+        self.writer, self.sid, self.redactor, self.cap = writer, sid, redactor, cap
+        self.durable = durable or (lambda ev: False)
+        self.pending: list[dict] = []
+
+    def emit(self, ev: dict) -> None:
+        self.pending.append(ev)
+        if self.durable(ev):
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            pending, self.pending = self.pending, []
+            flush_events(self.writer, self.sid, pending, self.redactor, self.cap)
 
 
 @dataclass

@@ -46,7 +46,7 @@ from ..store.events import Compacted, PlanAttempted, TurnEnded
 from ..store.store import StoreReader
 from .engine import (
     writes_ledger, Execution, MemorySink, NotForkable, Position, catalog_for, conversation_before, executions_of, flush_events,
-    live_effect, positions_of, predict_calls, simulate_serve,
+    live_effect, position_at, position_count, positions_of, predict_calls, simulate_serve,
 )
 from .gate import LiveOp, LivePreview
 
@@ -83,8 +83,10 @@ class ForkPlan:
     tail_draft: Optional[A.DraftAst]  # inject/edit: what replaces the target execution
     prompt: Optional[str]
     model: str
-    preview: LivePreview
+    preview: Optional[LivePreview]  # None until computed (prepare_fork(preview=False))
     turn: Optional[int] = None
+    catalog: Optional[OpCatalog] = None
+    workspace: Optional[str] = None
 
 
 def fork_points(detail: SessionDetail, turn: int | None = None) -> list[Position]:
@@ -174,10 +176,10 @@ def edit_template(reader: StoreReader, session: str, at: int, turn: int | None =
     """The Flux-Lang text the edit mode starts from: the execution holding position ``at``."""
     detail = _load(reader, session)
     execs = executions_of(detail, turn=turn)
-    pts = positions_of(execs)
-    if not 0 <= at < len(pts):
-        raise NotForkable(_past_end(detail.id, at, len(pts), turn))
-    return format_flow(execs[pts[at].execution].draft)
+    pos = position_at(execs, at)
+    if pos is None:
+        raise NotForkable(_past_end(detail.id, at, position_count(execs), turn))
+    return format_flow(execs[pos.execution].draft)
 
 
 def _past_end(sid: str, at: int, n: int, turn: int | None) -> str:
@@ -192,10 +194,12 @@ def _past_end(sid: str, at: int, n: int, turn: int | None) -> str:
 
 def prepare_fork(reader: StoreReader, session: str, at: int, *, inject: Any = _UNSET, edit: str | None = None,
                  prompt: str | None = None, turn: int | None = None, catalog: OpCatalog | None = None,
-                 model: str | None = None, workspace: str | None = None, mode: str | None = None) -> ForkPlan:
+                 model: str | None = None, workspace: str | None = None, mode: str | None = None,
+                 preview: bool = True) -> ForkPlan:
     """Validate a fork and compute its :class:`LivePreview`. Raises a one-line :class:`FluxError`
     (unknown session, not forkable, ``--at`` past the end, inject on a non-bind, an edit that does
-    not parse or fails analysis) — all before anything is written."""
+    not parse or fails analysis) — all before anything is written. ``preview=False`` leaves
+    ``plan.preview`` None (:func:`fork_session` computes it from the prefix it actually ran)."""
     if mode is None:
         mode = "inject" if inject is not _UNSET else ("edit" if edit is not None else "replan")
     if mode not in MODES:
@@ -212,16 +216,16 @@ def prepare_fork(reader: StoreReader, session: str, at: int, *, inject: Any = _U
         raise NotForkable(f"session {sid} is not forkable: no cassette cells recorded (pre-C-43 run, or "
                           "FLUX_CASSETTE=0) — the prefix could not come from tape")
     execs = executions_of(detail, turn=turn)
-    pts = positions_of(execs)
-    if at >= len(pts):
-        raise NotForkable(_past_end(sid, at, len(pts), turn))
-    pos = pts[at]
+    pos = position_at(execs, at)
+    if pos is None:
+        raise NotForkable(_past_end(sid, at, position_count(execs), turn))
     if turn is not None:  # --turn T: N counts inside that turn; the rest of the session stays the prefix
         all_execs = executions_of(detail)
         offset = next((i for i, e in enumerate(all_execs) if e.key == execs[0].key), 0)
+        flat = position_count(all_execs[:offset + pos.execution]) + pos.node
         execs = all_execs
-        pts = positions_of(execs)
-        pos = next(p for p in pts if p.execution == offset + pos.execution and p.node == pos.node)
+        pos = position_at(execs, flat)
+        assert pos is not None
     target = execs[pos.execution]
     body = target.draft.body
     node = body[pos.node]
@@ -263,8 +267,11 @@ def prepare_fork(reader: StoreReader, session: str, at: int, *, inject: Any = _U
         task = detail.turns[-1].user_input
     the_prompt = (prompt if prompt is not None else default_prompt(task)) if mode == "replan" else None
     model_name = model or detail.row.model or "mock"
-    preview = _preview(detail, execs, pos, mode, tail_draft, cat, model_name, workspace, at)
-    return ForkPlan(detail, sid, at, mode, pos, execs, target, tail_draft, the_prompt, model_name, preview, turn)
+    plan = ForkPlan(detail, sid, at, mode, pos, execs, target, tail_draft, the_prompt, model_name, None, turn,
+                    cat, workspace)
+    if preview:
+        plan.preview = _preview(plan)
+    return plan
 
 
 def _escape(v: Any) -> Any:
@@ -273,13 +280,20 @@ def _escape(v: Any) -> Any:
     return _escape_braces(v)
 
 
-def _preview(detail: SessionDetail, execs: list[Execution], pos: Position, mode: str,
-             tail_draft: Optional[A.DraftAst], catalog: OpCatalog | None, model: str, workspace: str | None,
-             at: int) -> LivePreview:
-    tape = ReplayTape(detail.cells)
+def _preview(plan: ForkPlan, after_prefix: ReplayTape | None = None) -> LivePreview:
+    """The gate's preview. The prefix's cells are predicted statically — or, given the tape as the
+    prefix run left it (``after_prefix``), taken from that run exactly; the tail is predicted
+    against what is left on tape."""
+    detail, execs, pos, mode, tail_draft = plan.detail, plan.executions, plan.position, plan.mode, plan.tail_draft
+    catalog, model, workspace, at = plan.catalog, plan.model, plan.workspace, plan.at
     target = execs[pos.execution]
     prefix_nodes = [n for ex in execs[:pos.execution] for n in ex.draft.body] + list(target.draft.body[:pos.node])
-    prefix_served, _ = simulate_serve(tape, predict_calls(prefix_nodes, catalog))
+    if after_prefix is not None:
+        tape = after_prefix.copy()
+        prefix_served = after_prefix.consumed
+    else:
+        tape = ReplayTape(detail.cells)
+        prefix_served, _ = simulate_serve(tape, predict_calls(prefix_nodes, catalog))
     later = [n for ex in execs[pos.execution + 1:] for n in ex.draft.body]
     ops: list[LiveOp] = []
     tail_served = 0
@@ -309,7 +323,9 @@ def _preview(detail: SessionDetail, execs: list[Execution], pos: Position, mode:
 
 def plan_fork(reader: StoreReader, session: str, at: int, **kw: Any) -> LivePreview:
     """The gate's preview of a fork (see :func:`prepare_fork` for the arguments)."""
-    return prepare_fork(reader, session, at, **kw).preview
+    preview = prepare_fork(reader, session, at, **kw).preview
+    assert preview is not None
+    return preview
 
 
 # ------------------------------------------------------------------------------------------------
@@ -365,31 +381,33 @@ def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, ed
                  prompt: str | None = None, turn: int | None = None, mode: str | None = None,
                  confirm: Callable[[LivePreview], bool] | None = None,
                  on_progress: Callable[[str, int, int], None] | None = None,
-                 on_event: Callable[[dict], None] | None = None) -> ForkResult:
+                 on_event: Callable[[dict], None] | None = None, plan: ForkPlan | None = None) -> ForkResult:
     """Fork ``session`` of ``client``'s store at position ``at`` (see the module doc).
 
     ``confirm(preview)`` is asked when the preview is not offline (the gate); ``False`` raises
-    :class:`ForkCancelled` with nothing written. Live dispatches go through ``client.approver``."""
+    :class:`ForkCancelled` with nothing written. Live dispatches go through ``client.approver``.
+    ``plan``: a :func:`prepare_fork` result for the same fork (the CLI showed its gate already), so
+    the session is not loaded and validated twice. Without one, the prefix runs in memory first and
+    the gate's preview counts the cells it really consumed."""
     from ..agent.loop import _LiveHost, _Recorder
 
     reader = StoreReader(client.store_dir)
     try:
-        plan = prepare_fork(reader, session, at, inject=inject, edit=edit, prompt=prompt, turn=turn,
-                            catalog=client.toolbox.catalog(), model=client.model, workspace=str(client.workspace),
-                            mode=mode)
+        if plan is None:
+            plan = prepare_fork(reader, session, at, inject=inject, edit=edit, prompt=prompt, turn=turn,
+                                catalog=client.toolbox.catalog(), model=client.model,
+                                workspace=str(client.workspace), mode=mode, preview=False)
         conv = conversation_before(reader, plan.source, _turn_id(plan))
     finally:
         reader.close()
-    if confirm is not None and plan.preview.needs_confirm and not confirm(plan.preview):
-        raise ForkCancelled("fork cancelled at the side-effect gate — nothing was written")
 
     detail, pos = plan.detail, plan.position
     cat = catalog_for(client.toolbox.catalog())
     tape = ReplayTape(detail.cells)
     mem = MemorySink()
     items: list[tuple[str, Any]] = []  # ("attempt", draft) | ("run", [bodies])
-    interp = Interpreter(cat, RecordingHost(ReplayHost(tape), mem, client.redactor, client.cap, enabled=True), mem,
-                         approver=lambda m, r: True, run_id=f"fork:{plan.source}@{at}")
+    interp = Interpreter(cat, _PrefixHost(tape, mem), mem, approver=lambda m, r: True,
+                         run_id=f"fork:{plan.source}@{at}")
     prefix_execs = plan.executions[:pos.execution]
     resumable = writes_ledger(detail)
     total = len(prefix_execs) + (1 if pos.node else 0)
@@ -415,11 +433,16 @@ def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, ed
     trunc_key = None
     if pos.node:
         trunc = A.DraftAst(name=None, params=target.draft.params, returns=None, body=tuple(target.draft.body[:pos.node]))
-        trunc_key = flow_key(None, trunc.body)
+        if plan.mode == "edit":  # the edited plan fast-forwards from the truncated target's ledger
+            trunc_key = flow_key(None, trunc.body)
         run_prefix(trunc)
         if on_progress is not None:
             on_progress("prefix", total, total)
     prefix_served = tape.consumed
+    if plan.preview is None:
+        plan.preview = _preview(plan, after_prefix=tape)
+    if confirm is not None and plan.preview.needs_confirm and not confirm(plan.preview):
+        raise ForkCancelled("fork cancelled at the side-effect gate — nothing was written")
 
     w = client.writer
     red = client.redactor
@@ -490,6 +513,29 @@ def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, ed
         if not out.ok:
             result.halted = out.error or f"the re-planned turn ended {out.outcome}"
     return result
+
+
+class _PrefixHost(ReplayHost):
+    """The prefix's scope: every dispatch is served from S's tape (Replay, §4.5 step 2), and the
+    cell that served it is re-recorded on F as S recorded it — same op, hashes, views, content and
+    flags; only ``seq`` counts F's cells — so F replays on its own and ``flux diff S F`` pairs the
+    prefix's cells. (Rebuilding the cell from the served outcome would redact and cap text that
+    was redacted and capped when S recorded it.)"""
+
+    def __init__(self, tape: ReplayTape, sink: MemorySink):
+        super().__init__(tape)
+        self.sink = sink
+        self.seq = 0
+
+    def dispatch(self, op: str, input: Any, input_json: str | None = None) -> Any:
+        served = len(self.tape.served)
+        outcome = super().dispatch(op, input, input_json)
+        if len(self.tape.served) > served:  # a miss or a refusal latches: the fork stops before writing
+            body = self.tape.cells[self.tape.served[-1]].to_body()
+            body["seq"] = self.seq
+            self.seq += 1
+            self.sink.emit(body)
+        return outcome
 
 
 class _Tee:

@@ -31,12 +31,13 @@ from ..lang.hashes import stmt_hash16
 from ..lang.interpreter import Interpreter, LedgerEntry, ResumeLedger
 from ..lang.parser import parse
 from ..model.interrupted import check_interrupted
+from ..model.ledger import ledger_from_interrupted
 from ..model.session import TRACE_KINDS, Cell, SessionDetail, load_session
 from ..store.events import (
-    OpRecorded, PlanHalted, Run, StatementCompleted, StepFailed, StepStarted, StepSucceeded, TurnEnded,
+    Message, OpRecorded, PlanHalted, Run, StatementCompleted, StepFailed, StepStarted, StepSucceeded, TurnEnded,
 )
 from ..store.store import StoreReader
-from .engine import binder_of, catalog_for, live_effect, predict_calls, simulate_serve
+from .engine import BufferedRunSink, binder_of, catalog_for, live_effect, predict_calls, simulate_serve
 from .gate import LiveOp, LivePreview
 
 __all__ = ["ResurrectPlan", "ResurrectReport", "prepare_resurrect", "plan_resurrect", "resurrect_session",
@@ -128,13 +129,12 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
         return None
     it = check.interrupted
     turn = detail.turns[it.turn_number - 1]
-    draft = parse(it.plan_source)
+    draft = it.draft if it.draft is not None else parse(it.plan_source)
     key = it.flow_key
     trace = detail.turn_run_trace(turn)
     anchor = turn.accepted_plans[-1].global_seq
     after = [e for e in trace if e.global_seq > anchor]
-    bodies = [e.body.event.to_body() for e in trace]
-    full = ResumeLedger.from_interrupted(bodies, key)
+    full = ledger_from_interrupted(trace, key)
     values = _values_from_trace(after)
     kept: list[LedgerEntry] = []
     if full is not None:
@@ -214,16 +214,21 @@ class _Tee:
 
 
 def resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePreview], bool] | None = None,
-                      on_plan: Callable[[Any], None] | None = None) -> Optional[ResurrectReport]:
-    """Resurrect ``session``'s interrupted turn (see the module doc); ``None`` if none is."""
-    from ..agent.loop import _LiveHost, _Recorder
+                      on_plan: Callable[[Any], None] | None = None,
+                      plan: Optional[ResurrectPlan] = None) -> Optional[ResurrectReport]:
+    """Resurrect ``session``'s interrupted turn (see the module doc); ``None`` if none is.
+    ``plan``: a :func:`prepare_resurrect` result for it (the CLI showed its gate already), so the
+    session is not loaded and checked twice."""
+    from ..agent.loop import _LiveHost
     from .fork import _confirm_approver
 
-    reader = StoreReader(client.store_dir)
-    try:
-        plan = prepare_resurrect(reader, session, catalog=client.toolbox.catalog(), workspace=str(client.workspace))
-    finally:
-        reader.close()
+    if plan is None:
+        reader = StoreReader(client.store_dir)
+        try:
+            plan = prepare_resurrect(reader, session, catalog=client.toolbox.catalog(),
+                                     workspace=str(client.workspace))
+        finally:
+            reader.close()
     if plan is None:
         return None
     if on_plan is not None:
@@ -231,16 +236,34 @@ def resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePrevi
     if confirm is not None and plan.preview.needs_confirm and not confirm(plan.preview):
         raise ResurrectCancelled("resurrect cancelled at the side-effect gate — nothing was written")
     w, red = client.writer, client.redactor
-    rec = _Recorder(w, plan.session, red, client.cap)
-    tee = _Tee(rec)
     tape = ReplayTape(plan.tail)
-    live = _LiveHost(client.toolbox, client.approver, client._timer,
+    # A hit is served from the tail exactly once and not recorded again (its cell is in the turn
+    # already: flux's Resume scope records only the misses); a miss runs live and is recorded.
+    # The re-executed run's rows wait in memory and land in a few transactions — a crash loses
+    # nothing a second resurrect would not serve again — except around a live op, which keeps
+    # the in-flight marker: everything pending (its step_started included) is on disk before it
+    # dispatches, and its cell as soon as it is recorded.
+    sink = BufferedRunSink(w, plan.session, red, client.cap, durable=lambda ev: ev.get("event") == "op_recorded")
+    tee = _Tee(sink)
+    live = _LiveHost(client.toolbox, client.approver, client._timer, before_dispatch=lambda op: sink.flush(),
                      concurrent=getattr(client, "concurrent_ops", True))
-    host = TapeFirstHost(tape, live)
-    interp = Interpreter(catalog_for(client.toolbox.catalog()), RecordingHost(host, tee, red, client.cap,
-                                                                             enabled=client.cassette),
-                         tee, approver=_confirm_approver(client), values=dict(plan.values),
-                         run_id=plan.session)
+    host = TapeFirstHost(tape, RecordingHost(live, tee, red, client.cap, enabled=client.cassette))
+    interp = Interpreter(catalog_for(client.toolbox.catalog()), host, tee, approver=_confirm_approver(client),
+                         values=dict(plan.values), run_id=plan.session)
+    try:
+        report = _resurrect_run(plan, interp, tee, host, live, tape)
+    finally:
+        sink.flush()
+    answer = report.answer
+    w.append(plan.session, TurnEnded(outcome=report.outcome, iterations=live.dispatches + host.served,
+                                     answer=red.redact(answer)), turn_id=plan.turn_id)
+    w.append(plan.session, Message(role="assistant", content=red.redact_value(
+        [{"type": "text", "text": answer.strip() or "(resurrected: no answer)"}])))
+    return report
+
+
+def _resurrect_run(plan: ResurrectPlan, interp: Interpreter, tee: _Tee, host: TapeFirstHost, live: Any,
+                   tape: ReplayTape) -> ResurrectReport:
     report = ResurrectReport(plan.session, plan.turn, unanchored_cells=plan.unanchored_cells,
                              completed_before=plan.completed)
     outcome, answer = "resurrected", ""
@@ -276,7 +299,4 @@ def resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePrevi
     elif left:
         report.diverged = (f"{left} crash-tail cell(s) of turn {plan.turn} were never re-consumed — the resumed "
                            "plan dispatched something else than the recording")
-    rec.append(TurnEnded(outcome=outcome, iterations=live.dispatches + host.served, answer=red.redact(answer)),
-               turn_id=plan.turn_id)
-    rec.message("assistant", [{"type": "text", "text": answer.strip() or "(resurrected: no answer)"}])
     return report
