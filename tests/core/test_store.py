@@ -298,7 +298,7 @@ def _run_body_strategy():
 
     from flux.store.events import RUN_VARIANTS
 
-    values = st.one_of(st.text(max_size=8), st.integers(-3, 3), st.booleans(), st.none(), st.floats(allow_nan=False),
+    values = st.one_of(st.text(max_size=8), st.integers(-3, 3), st.booleans(), st.none(), st.floats(allow_nan=False, allow_infinity=False),
                        st.lists(st.integers(), max_size=2))
 
     @st.composite
