@@ -45,6 +45,7 @@ __all__ = ["SessionScreen"]
 # when the turn list moves to them. Smaller sessions load whole, once.
 PARTIAL_OVER = 20_000
 _KEEP_CURSOR = object()  # TimelineReady.restore: keep whatever the cursor is on when the rows arrive
+REST_AFTER_S = 0.1  # after the first rows are painted, start reading the rest of the turn
 FIRST_ROWS = 400  # rows of a big session's turn read before the first paint (a screenful of statements and cells)
 TURN_CACHE = 4
 
@@ -361,6 +362,12 @@ class SessionScreen(Screen):
         self._remember(detail)
         self.turn_detail = detail
         self.timeline = message.timeline
+        full = detail.turns[self.turn.number - 1] if self.turn.number - 1 < len(detail.turns) else None
+        if full is not None and full is not self.turn and len(full.plan_attempts) != len(self.turn.plan_attempts):
+            # a big session's turn list holds headers only (and a first read, its first rows):
+            # now that the turn was read in full, its row counts its plans
+            self.turn.plan_attempts = list(full.plan_attempts)
+            self.turns_list.refresh_rows()
         if message.degraded:
             self.degraded = message.degraded
         tv = self.timeline_view
@@ -381,7 +388,14 @@ class SessionScreen(Screen):
         self._refresh_bindings()
         if detail.truncated:  # the turn's first rows: once they are painted, read all of it, keeping the cursor
             turn = self.turn
-            self.call_after_refresh(lambda: self.turn is turn and self._build_timeline(turn, _KEEP_CURSOR))
+
+            def read_rest() -> None:
+                if self.turn is turn:
+                    self._build_timeline(turn, _KEEP_CURSOR)
+
+            # A moment after the paint: the worker's decoding holds the GIL in 5 ms slices, which
+            # would slow the paint still composing (and the first key after it) by half.
+            self.call_after_refresh(lambda: self.set_timer(REST_AFTER_S, read_rest))
 
     def worker_failed(self, worker, error: BaseException) -> None:
         """Called by the App when one of this screen's workers raised: say so where the data would be."""
