@@ -277,3 +277,20 @@ def test_fuzzed_stores_keep_every_promise_for_every_read_verb(base, tmp_path, se
         shutil.rmtree(work, ignore_errors=True)
     assert (tally.tracebacks, tally.hangs, tally.bad_errors, tally.stores_changed, tally.temp_leaks) == (0, 0, 0, 0, 0), \
         tally.examples
+
+
+@pytest.mark.parametrize("payload", ["{not json", '{"kind":"run","data":{"event":"op_recorded"'])
+@pytest.mark.parametrize("turn", [None, -1, 1])
+def test_a_malformed_run_row_is_one_skipped_row_in_a_one_turn_load(base, tmp_path, payload, turn):
+    """One-turn loads filter run rows by ``json_extract`` in SQLite, which fails the whole query on
+    one malformed payload: the row must be skipped and counted, never 'the store is corrupt'."""
+    from flux.model.session import load_session
+
+    store = _copy(base, tmp_path / "s")
+    _sql(store, ("UPDATE events SET payload = ? WHERE global_seq = (SELECT MIN(global_seq) FROM events"
+                 " WHERE stream = 's_1' AND kind = 'run' AND json_extract(payload, '$.data.event') = 'op_recorded')",
+                 (payload,)))
+    with StoreReader(store) as r:
+        detail = load_session(r, "s_1", turn=turn)
+        assert r.skipped_rows == 1
+    assert detail.turns

@@ -348,8 +348,8 @@ def _cells_before(reader: StoreReader, stream: str, global_seq: int, stream_seq:
     first = reader.query("SELECT global_seq FROM events WHERE stream = ? ORDER BY stream_seq LIMIT 1", (stream,))
     if stream_seq is not None and first and type(first[0][0]) is int and global_seq - first[0][0] <= 2 * stream_seq + 64:
         sql = f"SELECT COUNT(*) FROM events WHERE global_seq >= ? AND global_seq < ? AND +stream = ? AND +kind = 'run' AND {cond}"
-        return reader.query(sql, (first[0][0], global_seq, stream))[0][0]
-    return reader.query(f"SELECT COUNT(*) FROM events WHERE stream = ? AND kind = 'run' AND +global_seq < ? AND {cond}",
+        return reader.query_json(sql, (first[0][0], global_seq, stream))[0][0]
+    return reader.query_json(f"SELECT COUNT(*) FROM events WHERE stream = ? AND kind = 'run' AND +global_seq < ? AND {cond}",
                         (stream, global_seq))[0][0]
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sqlite3
 import stat
 import threading
@@ -248,6 +249,14 @@ def _translate(e: sqlite3.Error, path: Path) -> StoreError:
     if "not a database" in msg or "malformed" in msg or "encrypted" in msg:
         return StoreError(f"{path} is corrupt or not a SQLite database ({msg}) — restore it from a copy")
     return StoreError(f"cannot read {path}: {msg}")
+
+
+_JSON_EXTRACT = re.compile(r"json_extract\(payload, ('[^']*')\)")
+
+
+def guard_json_extract(sql: str) -> str:
+    """``sql`` with each ``json_extract(payload, '<path>')`` made NULL on a malformed payload."""
+    return _JSON_EXTRACT.sub(r"(CASE WHEN json_valid(payload) THEN json_extract(payload, \1) END)", sql)
 
 
 class StoreReader:
@@ -603,9 +612,10 @@ class StoreReader:
             sql += " AND stream_seq < ?"
             params.append(max_stream_seq)
         if lean:
-            sql += " AND (kind != 'run' OR json_extract(payload, '$.data.event') NOT IN ('step_started', 'step_succeeded'))"
+            sql += " AND (kind != 'run' OR json_extract(payload, '$.data.event') IS NOT 'step_started'" \
+                   " AND json_extract(payload, '$.data.event') IS NOT 'step_succeeded')"
         sql += " ORDER BY +stream_seq" if sparse and kinds else " ORDER BY stream_seq"
-        return self._decode_rows(self._query(sql, params))
+        return self._decode_rows(self.query_json(sql, params))
 
     def raw_events(self, stream: str) -> list[tuple]:
         """Undecoded rows ``(global_seq, stream_seq, kind, ts, turn_id, payload)``, for fast paths."""
@@ -627,6 +637,18 @@ class StoreReader:
     def query(self, sql: str, params: Sequence = ()) -> list[tuple]:
         """A raw read query (for read models that aggregate in SQL)."""
         return self._query(sql, params)
+
+    def query_json(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        """A read query that uses ``json_extract(payload, …)``. SQLite fails the whole query when
+        one row's payload is malformed JSON; then it runs again with every such call guarded by
+        ``json_valid`` (a malformed payload extracts NULL), so one corrupt row is one row the
+        decoder skips and counts, never a failed read. The guard costs nothing on a healthy store."""
+        try:
+            return self._query(sql, params)
+        except StoreError as e:
+            if "malformed JSON" not in str(e):
+                raise
+        return self._query(guard_json_extract(sql), params)
 
 
 # ------------------------------------------------------------------------------------------------
