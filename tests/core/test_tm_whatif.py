@@ -151,3 +151,40 @@ def test_cli_what_if_and_sweep(demo: Path, ws: Path) -> None:
                                     str(ws), "--jobs", "2"])
     assert res.exit_code == 0, res.output
     assert res.stdout.splitlines()[-1].startswith("changed ") and "errors 0 · offline cost $0.00" in res.stdout
+
+
+def test_client_what_if_over_runs_on_the_clients_own_ops(tmp_path: Path, ws: Path) -> None:
+    """``client.what_if_over``: each counterfactual runs on this client's ops — sequentially and in
+    forked workers alike — so an off-tape dispatch reaches the client's own op, not a default one."""
+    from flux.agent.ops import op
+
+    store = tmp_path / "corpus"
+    ids = []
+    with StoreWriter(store) as w:
+        for i in range(4):  # the plan reads twice; only the first read has a cell
+            sid = w.create_session("mock")
+            write_turn(w, sid, f"read {i}", plan=f'flow\n  a = read({{"path":"f{i}.txt"}})\n  b = read({{"path":"g{i}.txt"}})\n',
+                       cells=[cell("read", {"path": f"f{i}.txt"}, f"content {i}")])
+            ids.append(sid)
+
+    @op(effect="read")
+    def read(path: str) -> str:
+        """Read (this client's own op)."""
+        with (ws / "calls.log").open("a") as f:
+            f.write(path + "\n")
+        return f"own {path}"
+
+    c = Client(NullProvider(model="offline"), model="offline", store=store, workspace=ws, env_secrets=False,
+               auto_resurrect=False, auto_approve=True, ops=[read])
+    try:
+        spec = c.open_session(ids[0]).what_if().off_tape("live")
+        seq = c.what_if_over(ids[:2], spec, jobs=1)
+        par = c.what_if_over([c.open_session(s) for s in ids[2:]], spec.spec, jobs=2)
+        with pytest.raises(FluxError, match="needs a WhatIfSpec"):
+            c.what_if_over(ids, {"substitute": {}})
+    finally:
+        c.close()
+    for rep, sessions in ((seq, ids[:2]), (par, ids[2:])):
+        assert [o.session for o in rep.outcomes] == sessions and rep.errors == 0
+        assert all(o.result.went_live == 1 and o.result.live_ops == ["read"] for o in rep.outcomes)
+    assert sorted((ws / "calls.log").read_text().split()) == [f"g{i}.txt" for i in range(4)]

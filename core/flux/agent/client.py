@@ -212,6 +212,26 @@ class Client:
             "FROM streams ORDER BY updated_at DESC, n DESC").fetchall()
         return [SessionRow(*r) for r in rows]
 
+    def what_if_over(self, sessions: Iterable[str | Session], spec: Any, *, jobs: int = 1,
+                     on_progress: Optional[Callable[[int, int, Any], None]] = None) -> Any:
+        """A sweep (§4.8): the same what-if over each session, as
+        ``client.what_if_over(["s_1", "s_2"], WhatIfSpec(substitute={"run_tests": "1 failed"}), jobs=2)``.
+
+        ``spec`` is a :class:`~flux.timemachine.whatif.WhatIfSpec` or a ``session.what_if()``
+        builder (its knobs are used). Each counterfactual runs on this client's ops, approver,
+        policy and model — in ``jobs`` forked worker processes, each with its own store
+        connection. Returns a :class:`~flux.timemachine.whatif.SweepReport` (``outcomes`` in the
+        given order, ``changed``, ``total``, ``offline_cost``); a session that fails is an error
+        row, never the end of the sweep."""
+        from ..timemachine.whatif import WhatIf, WhatIfSpec, what_if_over
+
+        if isinstance(spec, WhatIf):
+            spec = spec.spec
+        if not isinstance(spec, WhatIfSpec):
+            raise FluxError("what_if_over needs a WhatIfSpec (or a session.what_if() builder)")
+        ids = [s.id if isinstance(s, Session) else str(s) for s in sessions]
+        return what_if_over(self.store_dir, ids, spec, jobs=jobs, on_progress=on_progress, client=self)
+
     async def run(self, prompt: str, *, session: Optional[Session] = None) -> TurnOutput:
         """One turn on ``session`` (a new one if omitted)."""
         return await (session or self.session()).send(prompt)

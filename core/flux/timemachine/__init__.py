@@ -54,6 +54,8 @@ What-if and sweeps — :mod:`.whatif`
     ``what_if_over(store_dir, sessions, spec, jobs=N, client_args={"workspace": …}, on_progress=
     fn(done, total, outcome)) -> SweepReport{outcomes: [SweepOutcome{session, result, error}],
     changed, total, offline_cost, errors}`` — a process pool; a failing session is an error row.
+    ``client.what_if_over(sessions, spec, jobs=N)`` is the same on a client's own ops, approver and
+    model (forked workers run on siblings of it).
 
 Cancelling at the gate raises :class:`~flux.timemachine.fork.ForkCancelled` /
 :class:`~flux.timemachine.resurrect.ResurrectCancelled` with nothing written.

@@ -561,6 +561,15 @@ def _make_client(store_dir: str, client_args: dict) -> Any:
 def _sweep_one(store_dir: str, sid: str, spec: WhatIfSpec, client_args: dict) -> SweepOutcome:
     try:
         client = _worker_client(store_dir, client_args)
+    except FluxError as e:
+        return SweepOutcome(sid, error=str(e))
+    except Exception as e:
+        return SweepOutcome(sid, error=f"{type(e).__name__}: {e}")
+    return _sweep_with(client, sid, spec)
+
+
+def _sweep_with(client: Any, sid: str, spec: WhatIfSpec) -> SweepOutcome:
+    try:
         cf = run_what_if(client, sid, spec)
         cf.diff()
         return SweepOutcome(sid, cf)
@@ -570,30 +579,69 @@ def _sweep_one(store_dir: str, sid: str, spec: WhatIfSpec, client_args: dict) ->
         return SweepOutcome(sid, error=f"{type(e).__name__}: {e}")
 
 
+_TEMPLATE: list = []  # the client whose siblings a forked sweep worker runs on (set around the pool)
+
+
+def _sibling_client(template: Any) -> Any:
+    """In a forked worker: the template client's provider, ops, approver, redactor and settings,
+    on its own store connection (an SQLite connection is never used across a fork)."""
+    import copy
+
+    from ..store.store import StoreWriter
+
+    c = copy.copy(template)
+    c.writer = StoreWriter(template.store_dir, clock=template._clock)
+    c._ephemeral = None  # the parent owns (and removes) an ephemeral store
+    return c
+
+
+def _sweep_one_on_template(sid: str, spec: WhatIfSpec) -> SweepOutcome:
+    key = ("template", id(_TEMPLATE[0]))
+    if key not in _WORKER_CLIENT:
+        _WORKER_CLIENT[key] = _sibling_client(_TEMPLATE[0])
+    return _sweep_with(_WORKER_CLIENT[key], sid, spec)
+
+
 def what_if_over(store_dir: str | os.PathLike[str], sessions: Sequence[str], spec: WhatIfSpec, *, jobs: int = 1,
                  client_args: Optional[dict] = None,
-                 on_progress: Callable[[int, int, SweepOutcome], None] | None = None) -> SweepReport:
-    """Run ``spec`` over every session (``jobs`` worker processes); outcomes in input order."""
+                 on_progress: Callable[[int, int, SweepOutcome], None] | None = None,
+                 client: Any = None) -> SweepReport:
+    """Run ``spec`` over every session (``jobs`` worker processes); outcomes in input order.
+
+    ``client``: run on that client (``Client.what_if_over``) — sequentially on it, or in forked
+    workers on siblings of it (same ops, approver, policy, redactor; their own store connection).
+    Without one, each worker opens an offline client from ``client_args``."""
     spec.validate()
     store = str(store_dir)
     args = dict(client_args or {})
     total = len(sessions)
     results: list[Optional[SweepOutcome]] = [None] * total
+    import multiprocessing as mp
+
+    can_fork = "fork" in mp.get_all_start_methods()
+    if client is not None and not can_fork:  # pragma: no cover - spawn-only platforms
+        args.setdefault("workspace", str(client.workspace))
+        client = None
     if jobs <= 1 or total <= 1:
         for i, sid in enumerate(sessions):
-            results[i] = _sweep_one(store, sid, spec, args)
+            results[i] = _sweep_with(client, sid, spec) if client is not None else _sweep_one(store, sid, spec, args)
             if on_progress is not None:
                 on_progress(i + 1, total, results[i])  # type: ignore[arg-type]
         for c in list(_WORKER_CLIENT.values()):
             c.close()
         _WORKER_CLIENT.clear()
     else:
-        import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+        ctx = mp.get_context("fork") if can_fork else None
+        if client is not None:
+            client.writer.flush()  # nothing buffered is left for a forked copy of the writer
+            _TEMPLATE[:] = [client]  # forked workers inherit it (they start at the first submit)
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futs = {pool.submit(_sweep_one, store, sid, spec, args): i for i, sid in enumerate(sessions)}
+            if client is not None:
+                futs = {pool.submit(_sweep_one_on_template, sid, spec): i for i, sid in enumerate(sessions)}
+            else:
+                futs = {pool.submit(_sweep_one, store, sid, spec, args): i for i, sid in enumerate(sessions)}
             done = 0
             for f in as_completed(futs):
                 i = futs[f]
@@ -604,6 +652,7 @@ def what_if_over(store_dir: str | os.PathLike[str], sessions: Sequence[str], spe
                 done += 1
                 if on_progress is not None:
                     on_progress(done, total, results[i])  # type: ignore[arg-type]
+        _TEMPLATE.clear()
     outcomes = [r for r in results if r is not None]
     changed = sum(1 for o in outcomes if o.changed)
     cost = sum(o.result.cost() for o in outcomes if o.result is not None)
