@@ -40,6 +40,21 @@ def test_fork_inject_offline_prints_flux_lines(demo: Path, ws: Path) -> None:
     assert rep.exit_code == 0, rep.output
 
 
+def test_fork_at_zero_whose_tail_dispatches_nothing_does_not_suggest_replay(fixture_store: Path, ws: Path) -> None:
+    """Injecting at statement 0 of the fixture leaves a child with no dispatch and no cell: `flux
+    replay` has no tape for it (flux refuses such a session), so the hint says so instead of
+    suggesting a replay that would fail; the diff it suggests works."""
+    res = flux("fork", "s_1", "--at", 0, "--inject", '"x"', "--store", fixture_store, "--workspace", ws)
+    assert res.exit_code == 0, res.output
+    assert res.stdout.strip() == ("forked session: s_2  (its tail dispatched no op, so there is nothing to replay; "
+                                  "compare with `flux diff s_1 s_2`)")
+    assert flux("replay", "s_2", "--store", fixture_store).exit_code == 1  # as the hint says: nothing to replay
+    d = flux("diff", "s_1", "s_2", "--store", fixture_store, "--json")
+    assert [r["kind"] for r in json.loads(d.stdout)["rows"]] == ["plan"]
+    j = flux("fork", "s_1", "--at", 0, "--inject", '"y"', "--store", fixture_store, "--workspace", ws, "--json")
+    assert json.loads(j.stdout)["replayable"] is False
+
+
 def test_fork_edit_needs_the_gate_then_runs_live(demo: Path, ws: Path, tmp_path: Path) -> None:
     plan = tmp_path / "edit.flux"
     plan.write_text('flow\n  note = append({"path":"NOTES.md","content":"from the fork\\n"})\n')

@@ -382,8 +382,12 @@ def fork_cmd(session: str, at: int, turn: int | None, inject: str | None, edit: 
             click.echo(f"forked session: {res.session}", err=True)
         common.fail(f"fork tail halted: {res.halted}")
     if not as_json:
-        click.echo(f"forked session: {res.session}  (replay it with `flux replay {res.session}`; "
-                   f"compare with `flux diff {row.id} {res.session}`)")
+        if res.replayable:
+            click.echo(f"forked session: {res.session}  (replay it with `flux replay {res.session}`; "
+                       f"compare with `flux diff {row.id} {res.session}`)")
+        else:  # nothing was dispatched, so there is no tape: `flux replay` would refuse it
+            click.echo(f"forked session: {res.session}  (its tail dispatched no op, so there is nothing to replay; "
+                       f"compare with `flux diff {row.id} {res.session}`)")
 
 
 @main.command("resurrect")

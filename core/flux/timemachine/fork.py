@@ -350,10 +350,17 @@ class ForkResult:
     def hermetic(self) -> bool:
         return not self.live_ops and self.turn is None
 
+    @property
+    def replayable(self) -> bool:
+        """The child recorded a cell (prefix, tail or re-planned turn), so ``flux replay`` has a
+        tape to play; a fork at 0 whose injected tail dispatches nothing has none."""
+        return bool(self.prefix_served or self.tail_served or self.live_ops)
+
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "session": self.session, "at": self.at, "mode": self.mode,
                 "prefix_served": self.prefix_served, "tail_served": self.tail_served, "live_ops": self.live_ops,
                 "halted": self.halted, "answer": self.answer, "hermetic": self.hermetic,
+                "replayable": self.replayable,
                 "turn": self.turn.to_json() if self.turn is not None else None}
 
 
