@@ -203,7 +203,9 @@ def test_inject_at_forks_the_work_copy_and_reports_where_it_diverged(openai_dir)
         cf = sc.inject_at(c, 0, {"error": "disk full"})
         # The read's result is replaced; the append that followed still runs, served from the tape.
         assert cf.actual_ops == ["append"] and cf.hermetic and cf.halted is None
-        assert cf.first_divergence() == {"node": 0, "kind": "plan"}
+        fd = cf.first_divergence()
+        assert (fd.node, fd.kind) == (0, "Plan") and cf.at == 0 and cf.fork.session == cf.session
+        assert type(cf) is __import__("flux.timemachine", fromlist=["Counterfactual"]).Counterfactual  # one concept
         cf.assert_diverges_at(0).assert_compensated_with("append")
         with pytest.raises(AssertionFailed, match="expected the run to compensate with `bash`"):
             cf.assert_compensated_with("bash")

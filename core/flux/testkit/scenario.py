@@ -50,6 +50,7 @@ from ..model.session import SessionDetail, load_session
 from ..store.store import StoreReader, StoreWriter
 from ..timemachine.diff import RunDiff, diff_details
 from ..timemachine.replay import ReplayReport, replay_detail
+from ..timemachine.whatif import Counterfactual
 from .cassette import OVERRIDE_FILE, StrictCassette, load_overrides
 from .errors import AssertionFailed, MissingFixture, ScenarioError
 from .frozen import frozen_toolbox
@@ -343,56 +344,6 @@ class Report:
         }
 
 
-@dataclass(repr=False)
-class Counterfactual:
-    """What :meth:`Scenario.inject_at` produced: the fork session in the work copy and its run diff
-    against the golden (spec §4.8's ``Counterfactual``, for a fork)."""
-
-    scenario: str
-    session: str
-    at: int
-    diff: RunDiff
-    fork: Any  # the ForkResult
-    actual_ops: list[str] = field(default_factory=list)
-    golden_transcript: list[str] = field(default_factory=list)
-    actual_transcript: list[str] = field(default_factory=list)
-    scenario_ref: Any = field(default=None, compare=False)
-
-    def __repr__(self) -> str:
-        fd = self.first_divergence()
-        return f"Counterfactual({self.scenario} @ {self.at} → {self.session}" + (f", first divergence {fd}" if fd else "") + ")"
-
-    @property
-    def hermetic(self) -> bool:
-        """Stayed on tape: no live dispatch in the tail."""
-        return bool(self.fork.hermetic)
-
-    @property
-    def halted(self) -> Optional[str]:
-        return self.fork.halted
-
-    def first_divergence(self) -> Optional[dict[str, Any]]:
-        for r in self.diff.rows:
-            if r.kind != "same":
-                return {"node": r.node, "kind": r.kind}
-        return None
-
-    def trajectory_diff(self, width: int = 120) -> str:
-        return side_by_side(self.golden_transcript, self.actual_transcript, width)
-
-    def assert_diverges_at(self, node: int) -> "Counterfactual":
-        from .assertions import assert_diverges_at
-
-        assert_diverges_at(self, node)
-        return self
-
-    def assert_compensated_with(self, op: str) -> "Counterfactual":
-        from .assertions import assert_compensated_with
-
-        assert_compensated_with(self, op)
-        return self
-
-
 # ------------------------------------------------------------------------------------------------
 
 
@@ -651,9 +602,10 @@ class Scenario:
             writer.close()
         golden = self.golden()
         fork = self.session_detail(result.session)
-        return Counterfactual(self.manifest.name, result.session, node, diff_details(golden, fork), result,
-                              actual_ops=[c.op for c in fork.cells], golden_transcript=cell_trajectory(golden),
-                              actual_transcript=cell_trajectory(fork), scenario_ref=self)
+        return Counterfactual(self.manifest.session, result.session, str(self.work), went_live=len(result.live_ops),
+                              live_ops=list(result.live_ops), served=result.prefix_served + result.tail_served,
+                              at=node, fork=result, label=self.manifest.name, scenario_ref=self,
+                              golden_transcript=cell_trajectory(golden), actual_transcript=cell_trajectory(fork))
 
     # -- judge -----------------------------------------------------------------------------------
 

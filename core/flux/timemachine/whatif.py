@@ -85,7 +85,12 @@ class FirstDivergence:
 
 @dataclass
 class Counterfactual:
-    """The result of one what-if: the new session and how it relates to its source."""
+    """A counterfactual run and how it relates to its source (§4.8): what a what-if produced, or a
+    fork of a recording with a value injected (:meth:`flux.testkit.Scenario.inject_at` — then
+    ``at`` and ``fork``, the :class:`~flux.timemachine.fork.ForkResult`, are set). The one home of
+    the concept: ``diff()``, ``first_divergence()``, ``hermetic``, ``cost()``, the chainable
+    assertions (a failed one raises the test kit's ``AssertionFailed``, an ``AssertionError`` with
+    the diff or the trajectory as its detail) and ``trajectory_diff()``."""
 
     source: str
     session: str
@@ -102,6 +107,49 @@ class Counterfactual:
     usage: Optional[dict] = None
     identical: Optional[bool] = None  # filled by diff()
     first: Optional[FirstDivergence] = None
+    at: Optional[int] = None  # a fork's position (inject_at)
+    fork: Any = None  # the ForkResult, when a fork made it
+    label: str = ""  # how assertion messages name it (a scenario's name), default "what-if <session>"
+    scenario_ref: Any = field(default=None, compare=False, repr=False)  # counts the test kit's assertions
+    golden_transcript: Optional[list[str]] = None  # trajectory lines (source, this run): cells by default
+    actual_transcript: Optional[list[str]] = None
+    _ops: Optional[list[str]] = field(default=None, compare=False, repr=False)
+
+    def __repr__(self) -> str:
+        fd = self.first_divergence()
+        at = f" @ {self.at}" if self.at is not None else ""
+        return (f"Counterfactual({self.label or self.source}{at} → {self.session}"
+                + (f", first divergence {fd.node} ({fd.kind})" if fd else "") + ")")
+
+    @property
+    def halted(self) -> Optional[str]:
+        """Why the counterfactual stopped early (a fork's halted tail, an off-tape halt), if it did."""
+        return (self.fork.halted if self.fork is not None else None) or self.latched
+
+    @property
+    def actual_ops(self) -> list[str]:
+        """The ops of the counterfactual session's cells, in order."""
+        if self._ops is None:
+            r = StoreReader(self.store_dir)
+            try:
+                self._ops = [e.body.event.op for e in r.events(self.session, kinds=("run",))
+                             if isinstance(e.body, Run) and isinstance(e.body.event, OpRecorded)]
+            finally:
+                r.close()
+        return self._ops
+
+    def trajectory_diff(self, width: int = 120) -> str:
+        """Source and counterfactual side by side, one line per cell (or the transcripts given)."""
+        from ..testkit.surfaces import cell_trajectory, side_by_side
+
+        if self.golden_transcript is None or self.actual_transcript is None:
+            r = StoreReader(self.store_dir)
+            try:
+                self.golden_transcript = cell_trajectory(load_session(r, self.source, kinds=TRACE_KINDS))
+                self.actual_transcript = cell_trajectory(load_session(r, self.session, kinds=TRACE_KINDS))
+            finally:
+                r.close()
+        return side_by_side(self.golden_transcript, self.actual_transcript, width)
 
     # ---------------------------------------------------------------- comparisons
     def diff(self) -> Any:
@@ -132,7 +180,9 @@ class Counterfactual:
 
     @property
     def hermetic(self) -> bool:
-        """Nothing went live, nothing was latched, no policy denial."""
+        """Nothing went live, nothing was latched, no policy denial, no model call."""
+        if self.fork is not None and not self.fork.hermetic:
+            return False
         return self.went_live == 0 and self.latched is None and self.denials == 0 and self.model_calls == 0
 
     @property
@@ -163,22 +213,35 @@ class Counterfactual:
         c = table.cost(self.model, Usage.from_body(self.usage))
         return float(c or 0.0)
 
-    def assert_diverges_at(self, node: int) -> None:
-        fd = self.first_divergence()
-        if fd is None:
-            raise AssertionError(f"what-if {self.session} does not diverge from {self.source} (expected at node {node})")
-        if fd.node != node:
-            raise AssertionError(f"what-if {self.session} diverges at node {fd.node} ({fd.kind}), not {node}: {fd.detail}")
+    def _asserted(self) -> str:
+        if self.scenario_ref is not None and hasattr(self.scenario_ref, "assertions"):
+            self.scenario_ref.assertions += 1
+        return self.label or f"what-if {self.session}"
 
-    def assert_compensated_with(self, op: str) -> None:
-        r = StoreReader(self.store_dir)
-        try:
-            ops = [e.body.event.op for e in r.events(self.session, kinds=("run",))
-                   if isinstance(e.body, Run) and isinstance(e.body.event, OpRecorded)]
-        finally:
-            r.close()
-        if op not in ops:
-            raise AssertionError(f"what-if {self.session} never dispatched `{op}` (it dispatched: {', '.join(ops) or 'nothing'})")
+    def assert_diverges_at(self, node: int) -> "Counterfactual":
+        """The first divergence from the source is at diff row ``node`` (nothing before it changed)."""
+        from ..testkit.errors import AssertionFailed
+
+        name = self._asserted()
+        d = self.diff()
+        fd = self.first
+        if fd is not None and fd.node == node:
+            return self
+        what = (f"it does not diverge from {self.source}" if fd is None
+                else f"it diverges at node {fd.node} ({fd.kind}): {fd.detail}")
+        raise AssertionFailed(f"{name}: expected the first divergence at statement {node}; {what}",
+                              detail=d.render_text().rstrip())
+
+    def assert_compensated_with(self, op: str) -> "Counterfactual":
+        """``op`` was dispatched by the counterfactual run (it is among its recorded cells)."""
+        from ..testkit.errors import AssertionFailed
+
+        name = self._asserted()
+        ops = self.actual_ops
+        if op in ops:
+            return self
+        raise AssertionFailed(f"{name}: expected the run to compensate with `{op}`; it never dispatched `{op}` "
+                              f"(it dispatched: {', '.join(ops) or 'nothing'})", detail=self.trajectory_diff())
 
     def to_json(self) -> dict[str, Any]:
         if self.identical is None:
