@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from flux.canonical import canonical_json, sha256_hex
@@ -15,6 +15,7 @@ from flux.cassette.record import (
     DEFAULT_CAP, RecordingHost, build_cell, cap_from_env, cassette_enabled, input_view, truncate_utf8,
 )
 from flux.cassette.redactor import Redactor
+from tests.core.test_redactor import json_values
 from flux.store.events import OpRecorded, Run, decode_payload, encode_payload
 
 M = "[redacted]"
@@ -226,3 +227,34 @@ def test_planted_secret_never_reaches_any_cell_field(value, secret):
 
 def test_input_view_not_json_is_redacted_as_text():
     assert input_view("token=abc", Redactor()) == "token=[redacted]"
+
+
+def _reference_input_view(input_json: str, redactor: Redactor) -> str:
+    """input_view without its shortcut: parse, scrub node by node, compare, re-serialize."""
+    from flux.cassette.record import _same
+
+    try:
+        value = json.loads(input_json)
+    except (ValueError, TypeError):
+        return redactor.redact(input_json)
+    scrubbed = redactor.redact_value(value)
+    if _same(scrubbed, value):
+        return redactor.redact(input_json)
+    return redactor.redact(canonical_json(scrubbed))
+
+
+@settings(max_examples=200, deadline=None)
+@example(value={"api_key": "v"}, form="escaped", secrets=[])  # "key" spelled \u006bey in the text
+@example(value={"u": "https://a:b@c/"}, form="slashes", secrets=[])
+@given(value=json_values, form=st.sampled_from(["canonical", "ascii", "slashes", "escaped", "python"]),
+       secrets=st.lists(st.sampled_from(["hunter22", "1234", "AKIAXXXX"]), max_size=1))
+def test_input_view_shortcut_equals_the_full_scrub(value, form, secrets):
+    from flux.cassette.record import input_view
+
+    r = Redactor(secrets)
+    text = {"canonical": lambda: canonical_json(value),
+            "ascii": lambda: json.dumps(value),  # non-ASCII as \uXXXX
+            "slashes": lambda: canonical_json(value).replace("/", "\\/"),  # JSON's optional \/
+            "escaped": lambda: canonical_json(value).replace("k", "\\u006b").replace("A", "\\u0041"),
+            "python": lambda: str(value)}[form]()
+    assert input_view(text, r) == _reference_input_view(text, r)

@@ -55,3 +55,34 @@ def test_fast_payload_equals_the_reference(body):
 @given(text=st.text())
 def test_the_c_string_encoder_writes_serdes_escapes(text):
     assert encode_basestring(text) == json_string(text)
+
+
+def _reference_decode_run(d):
+    from flux.store.events import UnknownRun, _coerce
+
+    cls = RUN_VARIANTS.get(d.get("event")) if isinstance(d.get("event"), str) else None
+    if cls is None:
+        return UnknownRun(event=str(d.get("event") or ""), data=d)
+    try:
+        return _coerce(cls, cls.from_body(d))
+    except TypeError:
+        return UnknownRun(event=str(d.get("event")), data=d)
+
+
+@st.composite
+def run_dicts(draw):
+    tag = draw(st.sampled_from(sorted(RUN_VARIANTS)))
+    keys = [key for _name, key, _sub in _field_plan(RUN_VARIANTS[tag])] + ["extra"]
+    d = {"event": tag}
+    for key in draw(st.lists(st.sampled_from(keys), unique=True)):
+        d[key] = draw(st.one_of(values, st.sampled_from([True, 0, 1.5, "s", None])))
+    return d
+
+
+@settings(max_examples=300, deadline=None)
+@given(d=run_dicts())
+def test_decode_run_shortcut_equals_from_body_and_coerce(d):
+    from flux.store.events import decode_run
+
+    got, want = decode_run(d), _reference_decode_run(d)
+    assert type(got) is type(want) and repr(got) == repr(want)

@@ -159,5 +159,14 @@ def _run(coro: Any) -> Any:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        # The result leaves through a box, not as the task's result: on its way out asyncio.run
+        # (CPython 3.11's signal.getsignal on its SIGINT partial) builds the main task's repr,
+        # which would repr the whole TurnOutput — every cell and tool call of the turn.
+        box: list[Any] = []
+
+        async def main() -> None:
+            box.append(await coro)
+
+        asyncio.run(main())
+        return box[0]
     raise FluxError("send_sync/run_flow_sync cannot run inside an event loop — await send()/run_flow() instead")
