@@ -149,10 +149,16 @@ class Scheduler:
         self._pending: list[_Wait] = []  # replay dispatches waiting for their turn
         self._live = 0  # tasks not done
         self._seq = itertools.count()
-        self._done: "queue.Queue[tuple[_Wait, Any, Optional[BaseException]]]" = queue.Queue()
+        # Made with the first worker dispatch (a Queue is three Conditions; most runs never need one).
+        self._done: "Optional[queue.Queue[tuple[_Wait, Any, Optional[BaseException]]]]" = None
         self._inflight = 0  # real mode: worker dispatches not yet delivered
         self._pool: Optional[ThreadPoolExecutor] = None
         self._first_unconsumed = 0
+
+    def _done_queue(self) -> "queue.Queue[tuple[_Wait, Any, Optional[BaseException]]]":
+        if self._done is None:
+            self._done = queue.Queue()
+        return self._done
 
     # ------------------------------------------------------------------ the awaitable API
     def solo(self) -> bool:
@@ -295,10 +301,11 @@ class Scheduler:
             return
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="flux-op")
+        done = self._done_queue()
         self._inflight += 1
         fut = self._pool.submit(work)
         w.future = fut
-        fut.add_done_callback(lambda f, w=w: self._done.put((w, f)))
+        fut.add_done_callback(lambda f, w=w: done.put((w, f)))
 
     @staticmethod
     def _call(fn: Callable[[], Any]) -> tuple:
@@ -378,7 +385,7 @@ class Scheduler:
         elif self._inflight == 0:
             raise RuntimeError("scheduler deadlock: no branch can make progress")
         try:
-            w, fut = self._done.get(timeout=timeout)
+            w, fut = self._done_queue().get(timeout=timeout)
         except queue.Empty:
             return
         self._inflight -= 1

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from json.encoder import encode_basestring as json_str  # C: serde's escapes, raw UTF-8
 
 from ..canonical import compact_json, scrub_value
+from . import schema
 
 __all__ = [
     "Usage", "EventBody", "RunEvent", "PayloadError", "decode_payload", "encode_payload",
@@ -510,7 +511,7 @@ EVENT_KINDS: dict[str, type[EventBody]] = {
 # Kinds whose rows carry the owning turn's id (spec §2.1, §2.6).
 TURN_SCOPED_KINDS = frozenset({"plan_attempted", "turn_ended", "call_usage", "observation"})
 # Kinds that never carry a turn_id.
-UNSCOPED_KINDS = frozenset({"session_started", "model_changed", "message", "compacted", "run", "turn_started"})
+UNSCOPED_KINDS = schema.UNSCOPED_KINDS
 
 
 _TYPE_DEFAULTS = {int: 0, str: "", bool: False}

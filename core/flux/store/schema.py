@@ -57,3 +57,7 @@ CREATE TABLE IF NOT EXISTS session_composites (
   session_id TEXT NOT NULL, name TEXT NOT NULL, source TEXT NOT NULL,
   updated_at INTEGER NOT NULL, PRIMARY KEY (session_id, name));
 """
+
+# Event kinds that never carry a turn_id (spec §2.1); here so the writer checks it without importing
+# the event model (flux.store.events re-exports it).
+UNSCOPED_KINDS = frozenset({"session_started", "model_changed", "message", "compacted", "run", "turn_started"})

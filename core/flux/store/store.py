@@ -880,13 +880,13 @@ class StoreWriter:
     def append(self, stream: str, body: EventBody, *, turn_id: int | None = None, ts: int | None = None,
                event_id: str | None = None) -> StoredEvent:
         """Append one event in its own transaction (or the enclosing :meth:`transaction`)."""
-        from .events import UNSCOPED_KINDS, decode_payload
-
-        if turn_id is not None and body.KIND in UNSCOPED_KINDS:
+        if turn_id is not None and body.KIND in schema.UNSCOPED_KINDS:
             raise ValueError(f"{body.KIND} events never carry a turn_id")
         ts = self.now() if ts is None else ts
         if self._group is not None and self._tx_depth == 0 and event_id is None:
             return self._buffer(stream, body, turn_id, ts)
+        from .events import decode_payload
+
         with self.transaction():
             if event_id is not None:
                 row = self.conn.execute(f"SELECT {_EVENT_COLUMNS} FROM events WHERE id = ?", (event_id,)).fetchone()
