@@ -285,15 +285,22 @@ class _Recorder:
                 err = data[:self.cap].decode("utf-8", "ignore")
             ev["error"] = err
         body = decode_run(ev)
+        if isinstance(body, OpRecorded):
+            self.emit_cell(body)
+            return
         self.w.append(self.sid, Run(event=body))
         self.appended += 1
-        if isinstance(body, OpRecorded):
-            self.cells.append(body)
-            if self.durable(body.op):
-                if self.defer_cells:
-                    self.owed.append(body)  # committed before anything else dispatches, waits or calls the model
-                else:
-                    self.w.flush()  # acknowledged: on disk before the run goes on
+
+    def emit_cell(self, cell: OpRecorded) -> None:
+        """The cassette's sink for a cell (the ``op_recorded`` row of one dispatch)."""
+        self.w.append(self.sid, Run(event=cell))
+        self.appended += 1
+        self.cells.append(cell)
+        if self.durable(cell.op):
+            if self.defer_cells:
+                self.owed.append(cell)  # committed before anything else dispatches, waits or calls the model
+            else:
+                self.w.flush()  # acknowledged: on disk before the run goes on
 
     def append(self, body: Any, *, turn_id: Optional[int] = None, ts: Optional[int] = None) -> Any:
         self.appended += 1

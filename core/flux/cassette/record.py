@@ -187,6 +187,8 @@ class RecordingHost:
         self.cap = cap_from_env(env) if cap is None else cap
         self.enabled = cassette_enabled(env) if enabled is None else enabled
         self._emit: Callable[[dict], Any] = sink.emit if hasattr(sink, "emit") else sink
+        # A sink that takes the cell itself (the agent's recorder) spares the dict round trip.
+        self._emit_cell: Callable[[OpRecorded], Any] | None = getattr(sink, "emit_cell", None)
         self.seq = 0
         self.cells: list[OpRecorded] = []
 
@@ -230,7 +232,10 @@ class RecordingHost:
         """Build and append the cell for one dispatch; raises :class:`CassetteWriteError` if either fails."""
         try:
             cell = build_cell(self.seq, op, input_json, outcome, self.redactor, self.cap)
-            self._emit(cell.to_body())
+            if self._emit_cell is not None:
+                self._emit_cell(cell)
+            else:
+                self._emit(cell.to_body())
         except Exception as e:
             raise CassetteWriteError(op, e) from e
         self.seq += 1
