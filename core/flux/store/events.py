@@ -277,24 +277,6 @@ RUN_VARIANTS: dict[str, type[RunEvent]] = {
 }
 
 
-# decode_run's shortcut: for a variant decoded by the plain field walk with no nested class, (JSON
-# key, attribute, the exact types _coerce keeps as they are — None: any value) per field. A body
-# whose present fields all have such types is built directly; any other takes from_body + _coerce.
-_EXACT = {"int": (int,), "str": (str,), "bool": (bool,), "str | None": (str, type(None))}
-_DIRECT: dict[type, tuple[tuple[str, str, tuple[type, ...] | None], ...] | None] = {}
-
-
-def _direct_plan(cls: type) -> tuple[tuple[str, str, tuple[type, ...] | None], ...] | None:
-    if cls in _DIRECT:
-        return _DIRECT[cls]
-    plan = None
-    if cls.from_body.__func__ is _Struct.from_body.__func__ and not getattr(cls, "_nested", None):
-        plan = tuple((key, name, _EXACT.get(f.type) if isinstance(f.type, str) else None)
-                     for (name, key, _sub), f in zip(_field_plan(cls), [f for f in fields(cls) if not f.name.startswith("_")]))
-    _DIRECT[cls] = plan
-    return plan
-
-
 def decode_run(d: Any) -> RunEvent:
     if not isinstance(d, dict):
         return UnknownRun(event="", data=d)
@@ -302,17 +284,8 @@ def decode_run(d: Any) -> RunEvent:
     cls = RUN_VARIANTS.get(tag) if isinstance(tag, str) else None
     if cls is None:
         return UnknownRun(event=str(tag or ""), data=d)
-    plan = _direct_plan(cls)
-    if plan is not None:
-        kwargs = {}
-        for key, name, types in plan:
-            if key in d:
-                v = d[key]
-                if types is not None and type(v) not in types:
-                    break
-                kwargs[name] = v
-        else:
-            return cls(**kwargs)
+    if not cls._nested and run_fields_exact(cls, d):  # well-typed: built as it is (nothing to coerce)
+        return cls(**{name: d[key] for name, key, _sub in _field_plan(cls) if key in d})
     try:
         return _coerce(cls, cls.from_body(d))
     except TypeError:
