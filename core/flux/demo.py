@@ -32,6 +32,11 @@ a SIGKILL during that dispatch stops it — the plan and its ``step_started`` ro
 cell, the step result, ``turn_ended``, the observation flush and the answer are not. (A real
 SIGKILL of a subprocess is exercised by ``tests/agent/test_agent_cli.py``.)
 
+Next to the store, ``workspace/`` holds a fresh copy of the demo project and ``toolbox.json``
+names the demo toolbox (:func:`demo_ops`), so the app and the CLI run live actions on the demo —
+resurrecting ``s_9`` runs its in-flight ``publish`` for real, into the local index — with the
+ops the sessions were recorded with.
+
 With ``now_ms`` given, every timestamp (and every duration in the observations) is a pure function
 of it: the client's clock and timer are injected.
 """
@@ -45,7 +50,9 @@ from typing import Any
 
 from .timefmt import now_ms as _now_ms
 
-__all__ = ["build_demo_store"]
+__all__ = ["build_demo_store", "demo_ops", "DEMO_WORKSPACE"]
+
+DEMO_WORKSPACE = "workspace"  # the demo project next to the store: what live actions on it act on
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
@@ -145,32 +152,125 @@ def _project(root: Path) -> None:
         p.write_text(text)
 
 
-def _demo_ops(ws: Path, publish_works: bool = False) -> list:
-    """The coding ops plus two project ops the scripted agents use."""
+def demo_ops(ws: Path, *, secrets: Any = (), kill_publish: bool = False) -> list:
+    """The demo toolbox (``toolbox.json`` names it ``demo``): the coding ops plus two project ops
+    the scripted agents use, bound to a workspace holding the demo project.
+
+    ``run_tests`` runs the project's two tokenizer tests (for real: it imports ``src/tokenizer.py``
+    from the workspace). ``publish`` publishes the package to the demo's package index, which is
+    the local directory ``index/<repository>/`` in the workspace: it writes
+    ``tokenizer-<VERSION>.tar.gz`` (the project's sources) there — nothing leaves the machine.
+    ``kill_publish`` makes ``publish`` stop the recording the way a SIGKILL would (the demo's
+    killed sessions)."""
     from .agent.builtin_ops import coding_ops
     from .agent.ops import OpError, op
 
     @op(effect="exec")
     def run_tests(path: str = "tests") -> str:
         """Run the project's test suite and report the result."""
-        src = (ws / "src" / "tokenizer.py").read_text()
-        if "first = text[0]" in src and "if not text" not in src:
-            raise OpError(
-                "F.\n=================================== FAILURES ===================================\n"
-                "___________________________ test_empty_input ___________________________\n"
-                "    def test_empty_input():\n>       assert tokenize(\"\") == []\n"
-                "src/tokenizer.py:7: in tokenize\n    first = text[0]\nE   IndexError: string index out of range\n"
-                "1 failed, 1 passed in 0.04s\n[exit 1]")
-        return "..\n2 passed in 0.03s\n[exit 0]"
+        return _run_demo_tests(ws, path)
 
-    @op(effect="network")
+    @op(effect="write")
     def publish(repository: str) -> str:
-        """Upload the built package to a package index."""
-        if publish_works:
-            return f"uploaded tokenizer-0.4.1 to {repository}"
-        raise _Killed()
+        """Publish the built package to a package index (the demo's index is local: index/<repository>/)."""
+        if kill_publish:
+            raise _Killed()
+        return _publish(ws, repository, OpError)
 
-    return coding_ops(ws) + [run_tests, publish]
+    return coding_ops(ws, secrets=secrets) + [run_tests, publish]
+
+
+_TEST_SCRIPT = r"""
+import sys
+scope = {}
+src = open("src/tokenizer.py", encoding="utf-8").read()
+try:
+    exec(compile(src, "src/tokenizer.py", "exec"), scope)
+    tokenize = scope["tokenize"]
+except Exception as e:
+    print(f"E   {type(e).__name__}: {e}")
+    print("error collecting tests/test_tokenizer.py")
+    sys.exit(2)
+failed = []
+for name, text, want in (("test_words", "a b", ["a", "b"]), ("test_empty_input", "", [])):
+    try:
+        got = tokenize(text)
+    except Exception as e:
+        failed.append((name, type(e).__name__, str(e)))
+        continue
+    if got != want:
+        failed.append((name, "AssertionError", f"{got!r} != {want!r}"))
+for f in failed:
+    print("\t".join(f))
+sys.exit(1 if failed else 0)
+"""
+
+
+def _run_demo_tests(ws: Path, path: str) -> str:
+    """The demo project's two tests, run for real (a ``python`` subprocess in the workspace, 10 s
+    at most) against the workspace's ``src/tokenizer.py``."""
+    import subprocess
+    import sys
+
+    from .agent.ops import OpError
+
+    if path.strip("/") != "tests":
+        raise OpError(f"no test suite at {path!r} — the demo project's tests are in tests/\n[exit 4]")
+    if not (ws / "src" / "tokenizer.py").is_file():
+        raise OpError("src/tokenizer.py is missing — is this the demo project's workspace?\n[exit 4]")
+    try:
+        proc = subprocess.run([sys.executable, "-I", "-S", "-c", _TEST_SCRIPT], cwd=ws, capture_output=True,
+                              text=True, timeout=10)
+    except subprocess.TimeoutExpired:
+        raise OpError("the tests did not finish within 10 s\n[exit 124]") from None
+    if proc.returncode == 0:
+        return "..\n2 passed in 0.03s\n[exit 0]"
+    if proc.returncode != 1:
+        raise OpError((proc.stdout or proc.stderr).strip()[-2000:] + f"\n[exit {proc.returncode}]")
+    failed = [line.split("\t") for line in proc.stdout.splitlines() if line.count("\t") == 2]
+    if [f[0] for f in failed] == ["test_empty_input"] and failed[0][1] == "IndexError":
+        raise OpError(
+            "F.\n=================================== FAILURES ===================================\n"
+            "___________________________ test_empty_input ___________________________\n"
+            "    def test_empty_input():\n>       assert tokenize(\"\") == []\n"
+            "src/tokenizer.py:7: in tokenize\n    first = text[0]\nE   IndexError: string index out of range\n"
+            "1 failed, 1 passed in 0.04s\n[exit 1]")
+    lines = [f"FAILED tests/test_tokenizer.py::{name} — {kind}: {msg}" for name, kind, msg in failed]
+    raise OpError("\n".join(lines) + f"\n{len(failed)} failed, {2 - len(failed)} passed in 0.04s\n[exit 1]")
+
+
+def _publish(ws: Path, repository: str, error: Any) -> str:
+    """Write the package into the local index ``index/<repository>/`` (deterministic bytes)."""
+    import gzip
+    import io
+    import re
+    import tarfile
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", repository or ""):
+        raise error(f"cannot publish to {repository!r}: a repository is a name like pypi or testpypi")
+    try:
+        version = (ws / "VERSION").read_text().strip()
+    except OSError:
+        raise error("cannot publish: the project has no VERSION file") from None
+    if not re.fullmatch(r"[0-9][0-9A-Za-z.+-]{0,31}", version):
+        raise error(f"cannot publish: VERSION holds {version[:40]!r}, not a version")
+    name = f"tokenizer-{version}"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for rel in ("pyproject.toml", "VERSION", "README.md", "src/tokenizer.py", "src/parser.py"):
+            p = ws / rel
+            if not p.is_file():
+                continue
+            data = p.read_bytes()
+            info = tarfile.TarInfo(f"{name}/{rel}")
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    out = ws / "index" / repository / f"{name}.tar.gz"
+    if out.exists():
+        raise error(f"{name} is already published to {repository} (index/{repository}/{name}.tar.gz) — bump VERSION first")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(gzip.compress(buf.getvalue(), mtime=0))
+    return f"published {name} to {repository}: index/{repository}/{name}.tar.gz ({out.stat().st_size} bytes)"
 
 
 def _usage(i: int, o: int, cache_read: int = 0, cache_write: int = 0) -> dict:
@@ -204,6 +304,15 @@ def build_demo_store(path: str | Path, now_ms: int | None = None, overwrite: boo
         _record(path, ws, now)
     finally:
         shutil.rmtree(ws, ignore_errors=True)
+    # What live actions on this store (a fork's tail, resurrecting s_9, a live what-if) run with:
+    # the demo toolbox, acting on a fresh copy of the demo project next to the store.
+    from .agent.toolboxes import write_store_toolbox
+
+    project = path / DEMO_WORKSPACE
+    if project.exists():
+        shutil.rmtree(project)
+    _project(project)
+    write_store_toolbox(path, "demo", DEMO_WORKSPACE)
     return path
 
 
@@ -218,7 +327,7 @@ def _record(store: Path, ws: Path, now: int) -> None:
 
     clock = _Clock(now - 3 * DAY)
     timer = _Timer()
-    ops = _demo_ops(ws)
+    ops = demo_ops(ws, kill_publish=True)
     clients: list[Client] = []
 
     def client(model: str, responses: list[dict] | None = None, **kw: Any) -> Client:
@@ -364,7 +473,7 @@ def _record(store: Path, ws: Path, now: int) -> None:
         except _Killed:
             pass
         clock.at(now - 2 * MINUTE)
-        healed = client("mock", None, ops=_demo_ops(ws, publish_works=True))
+        healed = client("mock", None, ops=demo_ops(ws))
         resurrect_session(healed, healed.open_session("last").id)
     finally:
         for c in clients:

@@ -218,18 +218,33 @@ def _live_options(fn):
     return fn
 
 
-def _workspace(workspace: Path | None) -> Path:
-    ws = (workspace or Path.cwd()).expanduser().resolve()
+def _workspace(workspace: Path | None, store_dir: Path | None = None) -> Path:
+    """--workspace, else the workspace the store's toolbox.json names (the demo's project), else
+    the current directory."""
+    ws = workspace
+    if ws is None and store_dir is not None:
+        ws = _store_toolbox(store_dir).workspace
+    ws = (ws or Path.cwd()).expanduser().resolve()
     if not ws.is_dir():
         common.fail(f"workspace {ws} is not a directory — pass --workspace DIR")
     return ws
 
 
-def _toolbox_catalog(ws: Path):
-    from ..agent.builtin_ops import coding_ops
+def _store_toolbox(store_dir: Path | None):
+    from ..agent.toolboxes import StoreToolbox, store_toolbox
+
+    return store_toolbox(store_dir) if store_dir is not None else StoreToolbox()
+
+
+def _ops(ws: Path, store_dir: Path | None = None) -> list:
+    """The live ops a write runs with: the toolbox the store was recorded with (default: coding)."""
+    return _store_toolbox(store_dir).ops(ws)
+
+
+def _toolbox_catalog(ws: Path, store_dir: Path | None = None):
     from ..agent.ops import Toolbox
 
-    return Toolbox.of(coding_ops(ws)).catalog()
+    return Toolbox.of(_ops(ws, store_dir)).catalog()
 
 
 def _approval_kw(yes: bool, policy: Path | None) -> dict:
@@ -238,8 +253,12 @@ def _approval_kw(yes: bool, policy: Path | None) -> dict:
     return _approval(yes, policy, sys.stdin.isatty())
 
 
-def _gate(preview, yes: bool, policy: Path | None, as_json: bool, what: str) -> None:
-    """The side-effect gate on the CLI: offline passes; live needs --yes / --policy or a TTY confirm."""
+def _gate(preview, yes: bool, policy: Path | None, as_json: bool, what: str, catalog=None) -> None:
+    """The side-effect gate on the CLI: offline passes; live needs --yes / --policy or a TTY confirm.
+    An op the live part may dispatch that the toolbox cannot run is refused up front (even with --yes)."""
+    refusal = preview.refusal(catalog) if catalog is not None else None
+    if refusal is not None:
+        common.fail(refusal)
     if policy is not None:
         from ..agent.approver import load_policy
 
@@ -287,7 +306,7 @@ def _offline_client(store_dir: Path, ws: Path, model: str, **kw):
     from ..agent.client import Client
     from ..agent.providers.null import NullProvider
 
-    return Client(NullProvider(model=model), model=model, store=store_dir, workspace=ws, **kw)
+    return Client(NullProvider(model=model), model=model, store=store_dir, workspace=ws, ops=_ops(ws, store_dir), **kw)
 
 
 @main.command("fork")
@@ -330,10 +349,11 @@ def fork_cmd(session: str, at: int, turn: int | None, inject: str | None, edit: 
             common.fail(f"the edit file {edit} is not UTF-8 text")
     if prompt is not None:
         kw["prompt"] = prompt
-    ws = _workspace(workspace)
     reader = common.open_reader(store)
+    ws = _workspace(workspace, reader.dir)
+    catalog = _toolbox_catalog(ws, reader.dir)
     row = reader.resolve_session(session)
-    plan = prepare_fork(reader, row.id, at, turn=turn, catalog=_toolbox_catalog(ws), model=model,
+    plan = prepare_fork(reader, row.id, at, turn=turn, catalog=catalog, model=model,
                         workspace=str(ws), **kw)
     reader.close()
     mode = plan.mode
@@ -346,6 +366,7 @@ def fork_cmd(session: str, at: int, turn: int | None, inject: str | None, edit: 
         renderer = _Renderer(quiet=as_json)
         finish = renderer.finish
         client_factory = lambda: Client(plan.model, store=reader.dir, workspace=ws, on_event=renderer,  # noqa: E731
+                                        ops=_ops(ws, reader.dir),
                                         auto_resurrect=False, **approval)
         from ..agent.registry import resolve_model
 
@@ -354,7 +375,7 @@ def fork_cmd(session: str, at: int, turn: int | None, inject: str | None, edit: 
         finish = lambda: None  # noqa: E731
         client_factory = lambda: _offline_client(reader.dir, ws, plan.detail.row.model or "mock",  # noqa: E731
                                                  auto_resurrect=False, **approval)
-    _gate(plan.preview, yes, policy, as_json, f"fork {row.id} @ {at}")
+    _gate(plan.preview, yes, policy, as_json, f"fork {row.id} @ {at}", catalog)
     client = _writable(client_factory, reader.dir)
     try:
         if not as_json:
@@ -401,10 +422,11 @@ def resurrect_cmd(session: str, workspace: Path | None, yes: bool, policy: Path 
     again (after the side-effect gate)."""
     from ..timemachine.resurrect import prepare_resurrect, resurrect_lines, resurrect_session
 
-    ws = _workspace(workspace)
     reader = common.open_reader(store)
+    ws = _workspace(workspace, reader.dir)
+    catalog = _toolbox_catalog(ws, reader.dir)
     row = reader.resolve_session(session)
-    plan = prepare_resurrect(reader, row.id, catalog=_toolbox_catalog(ws), workspace=str(ws))
+    plan = prepare_resurrect(reader, row.id, catalog=catalog, workspace=str(ws))
     reader.close()
     if plan is None:
         if as_json:
@@ -414,7 +436,7 @@ def resurrect_cmd(session: str, workspace: Path | None, yes: bool, policy: Path 
         return
     if not as_json:
         click.echo(resurrect_lines(plan), err=True)
-    _gate(plan.preview, yes, policy, as_json, f"resurrect {row.id}")
+    _gate(plan.preview, yes, policy, as_json, f"resurrect {row.id}", catalog)
     client = _writable(lambda: _offline_client(reader.dir, ws, plan.detail.row.model or "mock", auto_resurrect=False,
                                                **_approval_kw(yes, policy)), reader.dir)
     try:
@@ -490,7 +512,8 @@ def _whatif_client(store_dir: Path, ws: Path, spec, yes: bool, policy: Path | No
 
         name = spec.model or session_model or "mock"
         resolve_model(name)  # no key → one line, before anything is written
-        return lambda: Client(name, store=store_dir, workspace=ws, auto_resurrect=False, on_event=on_event, **approval)
+        return lambda: Client(name, store=store_dir, workspace=ws, auto_resurrect=False, on_event=on_event,
+                              ops=_ops(ws, store_dir), **approval)
     return lambda: _offline_client(store_dir, ws, session_model or "mock", auto_resurrect=False, **approval)
 
 
@@ -508,10 +531,11 @@ def what_if_cmd(session: str, turn: int | None, substitute: tuple[str, ...], sub
     from ..timemachine.whatif import prepare_what_if, run_what_if
 
     spec = _spec(turn, substitute, substitute_at, policy, model, instructions, off_tape)
-    ws = _workspace(workspace)
     reader = common.open_reader(store)
+    ws = _workspace(workspace, reader.dir)
+    catalog = _toolbox_catalog(ws, reader.dir)
     row = reader.resolve_session(session)
-    plan = prepare_what_if(reader, row.id, spec, catalog=_toolbox_catalog(ws), workspace=str(ws), model=model)
+    plan = prepare_what_if(reader, row.id, spec, catalog=catalog, workspace=str(ws), model=model)
     reader.close()
     renderer = None
     if spec.replan:
@@ -519,7 +543,7 @@ def what_if_cmd(session: str, turn: int | None, substitute: tuple[str, ...], sub
 
         renderer = _Renderer(quiet=as_json)
     factory = _whatif_client(reader.dir, ws, spec, yes, policy, plan.detail.row.model, renderer)
-    _gate(plan.preview, yes, policy, as_json, f"what-if on {row.id}")
+    _gate(plan.preview, yes, policy, as_json, f"what-if on {row.id}", catalog)
     client = _writable(factory, reader.dir)
     try:
         if not as_json:
@@ -569,8 +593,8 @@ def sweep_cmd(sessions: str | None, all_: bool, since: str | None, jobs: int, tu
     if since is not None and not all_:
         common.fail("--since goes with --all")
     spec = _spec(turn, substitute, substitute_at, policy, model, instructions, off_tape)
-    ws = _workspace(workspace)
     reader = common.open_reader(store)
+    ws = _workspace(workspace, reader.dir)
     if all_:
         since_ms = parse_time_arg(since) if since else None
         ids = [r.id for r in sorted(reader.list_sessions(), key=lambda r: r.n)

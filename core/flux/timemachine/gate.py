@@ -89,6 +89,28 @@ class LivePreview:
         seen = {(o.op, o.effect) for o in self.ops}
         return all((o.op, o.effect) in seen for o in run.ops) and (run.model is None or run.model == self.model)
 
+    def unimplemented(self, catalog: Any) -> list[str]:
+        """Ops the live part may dispatch that ``catalog`` (the toolbox the action would run with)
+        has no implementation of, in the order listed — a live run would halt on the first one."""
+        known = {s.name for s in (catalog or ())}
+        out: list[str] = []
+        for o in self.ops:
+            if o.op not in known and o.op not in out:
+                out.append(o.op)
+        return out
+
+    def refusal(self, catalog: Any) -> str | None:
+        """One line refusing the action up front when an op it may run live has no implementation
+        here (``None``: every live op can run). Never pretend: such an op is refused, not faked."""
+        missing = self.unimplemented(catalog)
+        if not missing:
+            return None
+        names = ", ".join(f"`{m}`" for m in missing)
+        what = self.title or f"{self.action} {self.session}"
+        return (f"{what} would dispatch {names} live, and this toolbox has no implementation of "
+                f"{'it' if len(missing) == 1 else 'them'} — run it with the toolbox the session was recorded "
+                "with (a store names it in toolbox.json; demo stores use the demo toolbox); nothing was written")
+
     def tail_line(self) -> str:
         if self.offline:
             return "offline: no model call, no side effect"
