@@ -149,7 +149,7 @@ def _fixed_workspace() -> None:
 
     ws = Path(tempfile.gettempdir()) / "flux-tui-demo-workspace"
     ws.mkdir(exist_ok=True)
-    flux_tui.writes.default_workspace = lambda: str(ws)
+    flux_tui.writes.default_workspace = lambda store_dir=None: str(ws)
 
 
 async def until_checked(pilot) -> None:
@@ -177,6 +177,34 @@ async def shot_resurrect(pilot) -> None:
     await open_session(pilot, RELEASE_KILLED, "R")
 
 
+async def shot_whatif(pilot) -> None:
+    """What if s_1's failing test run (cell #2) had passed: the dialog, checked."""
+    from flux_tui.widgets.editors import JsonTextArea
+
+    _fixed_workspace()
+    await open_session(pilot, "s_1")
+    tv = pilot.app.screen.timeline_view
+    tv.move_cursor(tv.find_row(("cell", 2)))
+    await keys(pilot, "w")
+    await until_whatif(pilot)
+    pilot.app.screen.query_one("#whatif-value", JsonTextArea).load_text('"..\\n2 passed in 0.03s\\n[exit 0]"')
+    await until_whatif(pilot)
+
+
+async def shot_whatif_diff(pilot) -> None:
+    await shot_whatif(pilot)
+    await keys(pilot, "ctrl+r")
+
+
+async def until_whatif(pilot) -> None:
+    for _ in range(200):
+        await settle(pilot)
+        s = pilot.app.screen
+        if getattr(s, "_ready", False) and (s.preview is not None or s.problem is not None):
+            return
+        await pilot.pause(0.05)
+
+
 SHOTS = {
     "sessions": shot_sessions,
     "filter": shot_filter,
@@ -193,6 +221,8 @@ SHOTS = {
     "fork": shot_fork,
     "gate": shot_gate,
     "resurrect": shot_resurrect,
+    "whatif": shot_whatif,
+    "whatif-diff": shot_whatif_diff,
 }
 
 

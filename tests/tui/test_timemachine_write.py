@@ -536,7 +536,7 @@ def fixed_workspace(monkeypatch):
 
     ws = Path(tempfile.gettempdir()) / "flux-tui-snapshot-ws"
     ws.mkdir(exist_ok=True)
-    monkeypatch.setattr("flux_tui.writes.default_workspace", lambda: str(ws))
+    monkeypatch.setattr("flux_tui.writes.default_workspace", lambda store_dir=None: str(ws))
     return ws
 
 

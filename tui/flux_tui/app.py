@@ -84,6 +84,7 @@ class FluxApp(App):
         # id -> summary; valid while the registry row (updated_at, last_seq) is unchanged.
         self.summaries: dict[str, SessionSummary] = {}
         self.last_diffed: str | None = None  # the diff prompt's fallback default
+        self.sessions_grouped = False  # the sessions list groups children under their source (t)
         self.session_split: int | None = None  # turns column width set with < / > (None: responsive default)
         self.theme = "nord"
 
@@ -214,10 +215,10 @@ class FluxApp(App):
     def _open_session(self, message: OpenSession) -> None:
         self.open_session(message.session_id)
 
-    def open_session(self, session_id: str) -> None:
+    def open_session(self, session_id: str, turn: int | None = None) -> None:
         from .screens.session import SessionScreen
 
-        self.push_screen(SessionScreen(session_id))
+        self.push_screen(SessionScreen(session_id, turn))
 
     def action_tests(self) -> None:
         from .screens.tests import TestsScreen

@@ -21,7 +21,10 @@ says why). Lineage shows forks (⋔), what-ifs (?) and sub-agents (↳) with the
 Per-session facts (turns, outcome, cost, status) are computed in the background, visible rows
 first; "…" means not computed yet. / filters by id, model or conversation text; s cycles the sort
 column, r reverses it; Enter opens the session; l shows its lineage; d diffs the highlighted session
-against another one (default: its fork source)."""),
+against another one (default: its fork source). t groups the list: each session's children (forks,
+what-ifs, sub-agents) right under it, drawn ├ └, roots in the chosen sort ("grouped by source" in the
+header; t again lists every session flat, the default). R resurrects the highlighted session when it is
+⚠ interrupted."""),
     "filter": ("Filter", """\
 Type to filter the sessions list. Ids and models match at once; conversation text (user and
 assistant messages, tool calls and results) is searched in the store in the background.
@@ -42,8 +45,8 @@ the turn never ended), ✗ halted or has an error cell, · not run. Cell flags: 
 redacted, truncated. The inspector (below, or beside the tabs on a wide terminal) shows the item
 under the cursor. r replays the
 session from tape and marks the first column ✓ served / ✗ diverged / ○ unconsumed (Esc clears).
-d diffs it against another session. f forks the session at the statement under the cursor; R
-resurrects an interrupted turn."""),
+d diffs it against another session. f forks the session at the statement under the cursor; w asks
+a what-if there (what if this cell had returned something else); R resurrects an interrupted turn."""),
     "replay": ("Replay report", """The last hermetic replay of this session: faithful or not, how many recorded cells were served
 (C/T), each replayed plan by flow_key (✓ ran, ✗ halted — reproduced or diverged), the divergence
 message, plans without a stored source and the cells left unconsumed. A replay never writes the
@@ -93,6 +96,16 @@ disabled while it fails); Re-plan runs a new agent turn with the prompt and the 
 is checked without writing anything, and the lines below say what will happen: "offline: no model
 call, no side effect" forks at once; anything that would run live goes through the side-effect gate
 first. Ctrl+R forks; then the fork opens and d diffs it against its source."""),
+    "what-if": ("What-if", """\
+Ask what would have happened if one thing had been different, without calling a model: the whole
+session re-runs from its recording into a new session linked to it (?), with this change — what
+this cell returned, what every call to its op returned (a JSON value, prefilled with the recorded
+one and checked as you type; a JSON string is the raw text), or the policy (a TOML/JSON policy file
+re-authorizing every dispatch, as `flux what-if --policy`). F2 cycles the question. Off tape — a
+dispatch the recording has no cell for, because the change sent the run elsewhere — halts there by
+default ("offline: no model call, no side effect"); F3 switches to go live, which passes the
+side-effect gate first. Ctrl+R runs it; the result opens as the diff against the source with the
+first divergence focused, and the header says whether it stayed hermetic."""),
     "gate": ("Going live", """\
 The side-effect gate. Everything listed here would be dispatched for real: each op with its
 declared effect (write, exec, network; an op that declares none counts as write), its input, and

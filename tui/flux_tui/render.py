@@ -195,7 +195,8 @@ def render_statement(tp: TimelinePlan, st: Statement) -> RenderableType:
 def interrupt_line(check: InterruptCheck, turn: Turn) -> Text | None:
     it = check.interrupted
     if it is not None and it.turn_number == turn.number:
-        return Text(f"⚠ interrupted after {it.completed} statement(s) — resurrectable", style="bold yellow")
+        return Text(f"⚠ interrupted after {it.completed} statement(s) — R resurrects turn {turn.number}",
+                    style="bold yellow")
     if check.reason and check.open_turn == turn.number:
         return Text(f"⚠ {check.reason}", style="yellow")
     return None

@@ -16,24 +16,55 @@ from pathlib import Path
 
 from flux.errors import FluxError
 
-__all__ = ["write_client", "run_write", "within_gate", "op_catalog", "default_workspace"]
+__all__ = ["write_client", "run_write", "within_gate", "op_catalog", "default_workspace", "refuse_unimplemented",
+           "store_ops"]
 
 
-def default_workspace() -> str:
-    """Where live ops act unless the user says otherwise: the directory flux-tui was started in."""
+def default_workspace(store_dir=None) -> str:
+    """Where live ops act unless the user says otherwise: the workspace the store's toolbox.json
+    names (the demo's project), else the directory flux-tui was started in."""
+    if store_dir is not None:
+        from flux.agent.toolboxes import store_toolbox
+
+        try:
+            ws = store_toolbox(store_dir).workspace
+        except FluxError:
+            ws = None  # said when the action plans (op_catalog reads it again)
+        if ws is not None:
+            return str(ws)
     return str(Path.cwd())
 
 
-def op_catalog(workspace: str):
-    """The op signatures a write would run with (the built-in coding ops), for the preview and
-    for static analysis — without opening anything for writing."""
-    from flux.agent.builtin_ops import coding_ops
-    from flux.agent.ops import Toolbox
-
+def _workspace_dir(workspace: str) -> Path:
     ws = Path(workspace).expanduser()
     if not ws.is_dir():
         raise FluxError(f"workspace {ws} is not a directory — type an existing directory")
-    return Toolbox.of(coding_ops(ws.resolve())).catalog()
+    return ws.resolve()
+
+
+def store_ops(store_dir, workspace: str) -> list:
+    """The live ops a write on ``store_dir`` runs with: the toolbox the store was recorded with
+    (``toolbox.json``; default: the built-in coding ops), bound to ``workspace``."""
+    from flux.agent.toolboxes import StoreToolbox, store_toolbox
+
+    tb = store_toolbox(store_dir) if store_dir is not None else StoreToolbox()
+    return tb.ops(_workspace_dir(workspace))
+
+
+def op_catalog(workspace: str, store_dir=None):
+    """The op signatures a write would run with, for the preview and for static analysis —
+    without opening anything for writing."""
+    from flux.agent.ops import Toolbox
+
+    return Toolbox.of(store_ops(store_dir, workspace)).catalog()
+
+
+def refuse_unimplemented(preview, catalog) -> None:
+    """Raise (one line) when the live part may dispatch an op this toolbox has no implementation
+    of: refused before the gate, never run to a halt halfway."""
+    refusal = preview.refusal(catalog)
+    if refusal is not None:
+        raise FluxError(refusal)
 
 
 def write_client(store_dir, *, workspace: str, live: bool, model: str | None = None):
@@ -41,11 +72,10 @@ def write_client(store_dir, *, workspace: str, live: bool, model: str | None = N
     from flux.agent import Client
     from flux.agent.approver import AutoApprove, DenyAll
 
-    ws = Path(workspace).expanduser()
-    if not ws.is_dir():
-        raise FluxError(f"workspace {ws} is not a directory — type an existing directory")
+    ops = store_ops(store_dir, workspace)
     approver = AutoApprove() if live else DenyAll()
-    return Client(model or "mock", workspace=ws, store=store_dir, approver=approver, auto_resurrect=False)
+    return Client(model or "mock", workspace=_workspace_dir(workspace), store=store_dir, approver=approver,
+                  auto_resurrect=False, ops=ops)
 
 
 def within_gate(confirmed, live: bool):

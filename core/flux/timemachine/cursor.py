@@ -4,6 +4,8 @@ The app's plan cursor stands on a statement of one of a turn's accepted plans (i
 and top-level ``node``); fork and what-if name a *position* (:func:`~flux.timemachine.fork_points`,
 flat over the session's executions). :func:`position_at` maps the one to the other, and
 :func:`tail_text` is the edit mode's starting text: the plan from that statement on.
+:func:`row_of_cell` names the diff row whose outcome a what-if's ``substitute_at`` replaces when
+the cursor stands on a cassette cell.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from ..model.session import SessionDetail
 from .engine import NotForkable, Position, executions_of
 from .fork import fork_points
 
-__all__ = ["position_at", "tail_text"]
+__all__ = ["position_at", "tail_text", "row_of_cell"]
 
 
 def position_at(detail: SessionDetail, turn: int, flow_key: str | None, node: int) -> Position:
@@ -35,3 +37,14 @@ def tail_text(detail: SessionDetail, position: Position) -> str:
     ex = executions_of(detail)[position.execution]
     d = ex.draft
     return format_flow(A.DraftAst(name=d.name, params=d.params, returns=d.returns, body=tuple(d.body[position.node:])))
+
+
+def row_of_cell(detail: SessionDetail, cell_index: int) -> int | None:
+    """The diff row (what ``what-if --substitute-at NODE`` counts: statement rows, else cell rows)
+    whose first cell is tape cell ``cell_index``; ``None`` when that cell is not the first of its
+    statement (``substitute_at`` cannot name it — substitute by op instead). ``detail`` must hold
+    the whole session's run trace (``kinds=TRACE_KINDS``)."""
+    from .whatif import _row_cells
+
+    rows = _row_cells(detail)
+    return next((r for r, first in enumerate(rows) if first == cell_index), None)

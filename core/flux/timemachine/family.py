@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from ..model.lineage import Lineage, lineage_of
 from ..store.store import SessionRow, StoreReader
 
-__all__ = ["Family", "FamilyNode", "ChildDifference", "family_of", "child_difference", "DIFFABLE_KINDS"]
+__all__ = ["Family", "FamilyNode", "ChildDifference", "ResurrectedTurn", "family_of", "child_difference",
+           "resurrected_turns", "DIFFABLE_KINDS"]
 
 MAX_DEPTH = 12
 MAX_NODES = 2000
@@ -137,3 +138,26 @@ def child_difference(reader: StoreReader, parent: str, child: str) -> ChildDiffe
     fd = d.first_divergence
     return ChildDifference(s["same"], s["plan"], s["output"], fd, d.rows[fd].node if fd is not None else None,
                            d.cell_rows)
+
+
+@dataclass(frozen=True, slots=True)
+class ResurrectedTurn:
+    """A turn that was killed and then finished by resurrect (§4.7): it lives in its own session."""
+
+    session: str
+    number: int  # 1-based, as the session screen numbers turns
+    answer: str  # the resurrect's answer line
+
+
+def resurrected_turns(reader: StoreReader, session_ids: list[str]) -> dict[str, list[ResurrectedTurn]]:
+    """Per session, its resurrected turns: those whose ``turn_ended`` says ``resurrected`` (flux's
+    outcome for a turn resurrect finished). Reads only the turn headers."""
+    from ..model.session import fold_turns
+
+    out: dict[str, list[ResurrectedTurn]] = {}
+    for sid in session_ids:
+        turns = fold_turns(reader.events(sid, kinds=("turn_started", "turn_ended")))
+        found = [ResurrectedTurn(sid, t.number, t.answer or "") for t in turns if t.outcome == "resurrected"]
+        if found:
+            out[sid] = found
+    return out

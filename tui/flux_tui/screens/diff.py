@@ -127,11 +127,15 @@ class DiffScreen(Screen):
         Binding("s", "swap", "Swap A/B", id="diff.swap", tooltip="Swap the two sides and diff again"),
     ]
 
-    def __init__(self, a: str, b: str, *, diff=None) -> None:
+    def __init__(self, a: str, b: str, *, diff=None, focus_row: int | None = None, badge: Text | None = None) -> None:
+        """``focus_row``: the row the cursor starts on (default: the first divergence); ``badge``:
+        a header mark for a diff the time machine just made (``WHAT-IF ✓ hermetic``)."""
         super().__init__()
         self.a = a
         self.b = b
         self.diff = diff
+        self.focus_row = focus_row
+        self.badge = badge
         self.error: str | None = None
         self._divs: list[int] = []
 
@@ -185,8 +189,9 @@ class DiffScreen(Screen):
         rv.empty_text = "neither session has a statement or a cell to compare"
         rv.set_diff(diff)
         self._divs = rv.divergences()
-        fd = diff.first_divergence
-        if fd is not None:
+        fd = diff.first_divergence if self.focus_row is None else self.focus_row
+        self.focus_row = None  # a swap or a re-diff focuses its own first divergence
+        if fd is not None and 0 <= fd < len(diff.rows):
             rv.move_cursor(fd)
         kind = "cell" if diff.cell_rows else "statement"
         rv.border_title = f"{kind} positions · {len(diff.rows)} row{'s' if len(diff.rows) != 1 else ''}"
@@ -198,6 +203,9 @@ class DiffScreen(Screen):
         left = Text.assemble(("flux-tui", "bold"), "  ", ("store ", "dim"), (self.app.display_name, "bold"), ("  ›  ", "dim"),
                              ("diff ", "bold"), (self.a, "bold cyan"), " ↔ ", (self.b, "bold cyan"))
         right = Text()
+        if self.badge is not None:
+            right.append_text(self.badge)
+            right.append("  ")
         if self.error is not None:
             right.append("cannot diff", style="bold red")
         elif self.diff is None:

@@ -183,7 +183,7 @@ class ForkScreen(ModalScreen[str | None]):
     def _workspace_default(self) -> str:
         from ..writes import default_workspace
 
-        return default_workspace()
+        return default_workspace(self.app.store_dir)
 
     def on_mount(self) -> None:
         t = self.target
@@ -336,13 +336,15 @@ class ForkScreen(ModalScreen[str | None]):
     def _plan(self, serial: int, mode: str, payload: Any, workspace: str, model: str) -> None:
         from flux.timemachine import plan_fork
 
-        from ..writes import op_catalog
+        from ..writes import op_catalog, refuse_unimplemented
 
         try:
             reader = self.app.ensure_reader()
             kw = {"inject": payload} if mode == "inject" else ({"edit": payload} if mode == "edit" else {"prompt": payload})
-            preview = plan_fork(reader, self.target.session, self.position.index, mode=mode, catalog=op_catalog(workspace),
+            catalog = op_catalog(workspace, self.app.store_dir)
+            preview = plan_fork(reader, self.target.session, self.position.index, mode=mode, catalog=catalog,
                                 model=model or None, workspace=workspace, **kw)
+            refuse_unimplemented(preview, catalog)
         except (StoreError, FluxError) as e:
             self.post_message(_Planned(serial, error=self.app.mask_path(str(e))))
             return

@@ -24,7 +24,7 @@ from textual.worker import get_current_worker
 
 from flux.errors import FluxError, SessionNotFound, StoreError
 from flux.model.listing import SessionSummary
-from flux.timemachine.family import ChildDifference, Family, FamilyNode
+from flux.timemachine.family import ChildDifference, Family, FamilyNode, ResurrectedTurn
 
 from ..compat import safe_summarize
 from ..fmt import fmt_cost, lineage_mark
@@ -99,12 +99,32 @@ class TreeRow:
     summary: SessionSummary | None = None
     difference: ChildDifference | str | None = None
     focus: bool = False
+    turn: ResurrectedTurn | None = None  # a resurrected turn of ``node`` (drawn as its child)
+    turn_last: bool = False  # the last child drawn under ``node``
 
 
 def tree_prefix(node: FamilyNode) -> str:
     if node.depth == 0:
         return ""
     return "".join("│  " if o else "   " for o in node.open_ancestors) + ("└─ " if node.last_child else "├─ ")
+
+
+def turn_prefix(node: FamilyNode, last: bool) -> str:
+    """The connector of a row drawn as a child of ``node`` (its resurrected turns)."""
+    opens = node.open_ancestors + ((not node.last_child),) if node.depth >= 1 else node.open_ancestors
+    return "".join("│  " if o else "   " for o in opens) + ("└─ " if last else "├─ ")
+
+
+def with_turns(nodes: list[FamilyNode], turns: dict[str, list[ResurrectedTurn]]) -> list[tuple[FamilyNode, ResurrectedTurn | None, bool]]:
+    """The tree's rows in order: each session, then its resurrected turns, then its child sessions."""
+    has_children = {n.parent for n in nodes if n.parent is not None}
+    out: list[tuple[FamilyNode, ResurrectedTurn | None, bool]] = []
+    for n in nodes:
+        out.append((n, None, False))
+        mine = turns.get(n.id, [])
+        for i, t in enumerate(mine):
+            out.append((n, t, i == len(mine) - 1 and n.id not in has_children))
+    return out
 
 
 class LineageTree(VirtualList[TreeRow]):
@@ -118,9 +138,11 @@ class LineageTree(VirtualList[TreeRow]):
         super().__init__(show_header=False, empty_text="reading the family…", **kw)
 
     def row_key(self, row: TreeRow) -> Hashable:
-        return row.node.id
+        return row.node.id if row.turn is None else (row.node.id, row.turn.number)
 
     def render_row(self, row: TreeRow, index: int, line: int, width: int, selected: bool) -> Text:
+        if row.turn is not None:
+            return self._render_turn(row, width)
         n = row.node
         s = row.summary
         left = Text(" ")
@@ -159,12 +181,30 @@ class LineageTree(VirtualList[TreeRow]):
         return left
 
 
+    def _render_turn(self, row: TreeRow, width: int) -> Text:
+        t = row.turn
+        assert t is not None
+        out = Text(" ")
+        out.append(turn_prefix(row.node, row.turn_last), style="dim")
+        out.append("↻ ", style="green")
+        out.append(f"turn {t.number}", style="bold")
+        out.append(f" of {t.session}", style="dim")
+        out.append("  resurrected", style="green")
+        gist = " ".join(t.answer.split())
+        if gist:
+            out.append("  " + gist, style="dim")
+        out.truncate(width, overflow="ellipsis", pad=True)
+        return out
+
+
 class _TreeReady(Message):
-    def __init__(self, family: Family | None, summaries: dict[str, SessionSummary], error: str | None = None) -> None:
+    def __init__(self, family: Family | None, summaries: dict[str, SessionSummary], error: str | None = None,
+                 turns: dict[str, list[ResurrectedTurn]] | None = None) -> None:
         super().__init__()
         self.family = family
         self.summaries = summaries
         self.error = error
+        self.turns = turns or {}
 
 
 class _DifferenceReady(Message):
@@ -215,6 +255,15 @@ class LineageScreen(ModalScreen[str | None]):
         t.append("Enter", style="bold")
         t.append(" open  ")
         node = self.current_node
+        row = self.tree.current if self.is_mounted else None
+        if row is not None and row.turn is not None:
+            t = Text(style="dim")
+            t.append("Enter", style="bold")
+            t.append(f" open {row.node.id} at turn {row.turn.number}  ")
+            t.append("Esc", style="bold")
+            t.append(" close")
+            self.query_one("#lineage-keys", Static).update(t)
+            return
         if node is not None and node.parent is not None:
             t.append("d", style="bold")
             t.append(f" diff against {node.parent}  ")
@@ -233,11 +282,12 @@ class LineageScreen(ModalScreen[str | None]):
 
     @work(thread=True, exclusive=True, group="lineage", exit_on_error=False, description="Reading the lineage")
     def _load(self) -> None:
-        from flux.timemachine.family import family_of
+        from flux.timemachine.family import family_of, resurrected_turns
 
         try:
             reader = self.app.ensure_reader()
             family = family_of(reader, self.session_id)
+            turns = resurrected_turns(reader, [n.id for n in family.nodes])
             rows = [n.row for n in family.nodes]
             summaries: dict[str, SessionSummary] = {}
             todo = []
@@ -255,7 +305,7 @@ class LineageScreen(ModalScreen[str | None]):
             self.post_message(_TreeReady(None, {}, self.app.mask_path(str(e))))
             return
         if not get_current_worker().is_cancelled:
-            self.post_message(_TreeReady(family, summaries))
+            self.post_message(_TreeReady(family, summaries, turns=turns))
 
     @on(_TreeReady)
     def _on_tree(self, message: _TreeReady) -> None:
@@ -271,7 +321,10 @@ class LineageScreen(ModalScreen[str | None]):
         key = self._cache_prefix()
         rows = []
         by_id = {n.id: n for n in fam.nodes}
-        for n in fam.nodes:
+        for n, turn, last in with_turns(fam.nodes, message.turns):
+            if turn is not None:
+                rows.append(TreeRow(n, message.summaries.get(n.id), turn=turn, turn_last=last))
+                continue
             diff = None
             if n.diffable and n.parent is not None:
                 diff = _DIFF_CACHE.get(key + (n.parent, by_id[n.parent].row.last_seq, n.id, n.row.last_seq))
@@ -286,6 +339,9 @@ class LineageScreen(ModalScreen[str | None]):
             if fam.root != fam.focus:
                 t.append(" · source ", style="dim")
                 t.append(fam.root, style="bold")
+        nturns = sum(len(v) for v in message.turns.values())
+        if nturns:
+            t.append(f" · {nturns} resurrected turn{'s' if nturns != 1 else ''} (↻)", style="green")
         if fam.missing_source:
             t.append(f"\n{fam.root}'s source {fam.missing_source} is not in this store", style="yellow")
         for why in fam.cut:
@@ -297,7 +353,7 @@ class LineageScreen(ModalScreen[str | None]):
         self._paint_detail()
         self._paint_keys()
         self.refresh_bindings()
-        self._diff_children([r.node for r in rows if r.node.diffable and r.difference is None])
+        self._diff_children([r.node for r in rows if r.turn is None and r.node.diffable and r.difference is None])
 
     def _cache_prefix(self) -> tuple:
         return (str(self.app.store_dir),)
@@ -342,7 +398,7 @@ class LineageScreen(ModalScreen[str | None]):
     @on(_DifferenceReady)
     def _on_difference(self, message: _DifferenceReady) -> None:
         for row in self.tree.source:
-            if row.node.id in message.results:
+            if row.turn is None and row.node.id in message.results:
                 row.difference = message.results[row.node.id]
         self.tree.refresh_rows()
         self._paint_detail()
@@ -363,6 +419,13 @@ class LineageScreen(ModalScreen[str | None]):
             return
         n = row.node
         t = Text()
+        if row.turn is not None:
+            t.append(f"turn {row.turn.number} of {n.id}", style="bold")
+            t.append(" — killed mid-run, then finished by resurrect from the crash point", style="")
+            if row.turn.answer:
+                t.append("\n" + " ".join(row.turn.answer.split())[:300], style="dim")
+            panel.update(t)
+            return
         t.append(n.id, style="bold")
         if n.parent is None:
             t.append(" — the source of this family", style="dim")
@@ -394,7 +457,7 @@ class LineageScreen(ModalScreen[str | None]):
     def _on_selected(self, message: VirtualList.Selected) -> None:
         sid = message.row.node.id
         self.dismiss(sid)
-        self.app.open_session(sid)
+        self.app.open_session(sid, message.row.turn.number if message.row.turn is not None else None)
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -419,6 +482,7 @@ class LineageScreen(ModalScreen[str | None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("source", "diff"):
+            row = self.tree.current if self.is_mounted else None
             node = self.current_node
-            return node is not None and node.parent is not None
+            return node is not None and node.parent is not None and (row is None or row.turn is None)
         return True

@@ -106,7 +106,7 @@ class ResurrectScreen(ModalScreen[object]):
             yield Static(Text("reading the interrupted turn…", style="dim italic"), id="resurrect-body")
             with Horizontal(classes="tm-row", id="resurrect-ws-row"):
                 yield Label("workspace ", classes="tm-label")
-                yield Input(default_workspace(), id="resurrect-workspace", compact=True,
+                yield Input(default_workspace(self.app.store_dir), id="resurrect-workspace", compact=True,
                             placeholder="directory an op that runs again acts on")
             with Horizontal(classes="tm-buttons"):
                 yield Button("y  Resurrect", id="resurrect-yes", variant="primary", compact=True, disabled=True)
@@ -128,11 +128,14 @@ class ResurrectScreen(ModalScreen[object]):
     def _plan(self, workspace: str) -> None:
         from flux.timemachine import prepare_resurrect
 
-        from ..writes import op_catalog
+        from ..writes import op_catalog, refuse_unimplemented
 
         try:
             reader = self.app.ensure_reader()
-            plan = prepare_resurrect(reader, self.session_id, catalog=op_catalog(workspace), workspace=workspace)
+            catalog = op_catalog(workspace, self.app.store_dir)
+            plan = prepare_resurrect(reader, self.session_id, catalog=catalog, workspace=workspace)
+            if plan is not None:
+                refuse_unimplemented(plan.preview, catalog)
         except (StoreError, FluxError) as e:
             self.post_message(_Planned(error=self.app.mask_path(str(e))))
             return

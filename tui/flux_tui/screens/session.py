@@ -101,6 +101,9 @@ class SessionScreen(Screen):
                 tooltip="Maximise the focused panel (z again restores the layout)"),
         Binding("f", "fork", "Fork", show=False, id="session.fork",
                 tooltip="Fork the session at the statement under the plan cursor (inject, edit or re-plan)"),
+        Binding("w", "what_if", "What-if", show=False, id="session.what_if",
+                tooltip="What if the cell (or statement) under the cursor had returned something else, or the policy "
+                        "were different: re-run the session offline into a new session and diff it"),
         Binding("R", "resurrect", "Resurrect", id="session.resurrect",
                 tooltip="Finish the interrupted turn from the crash point, from tape (the gate first if anything runs live)"),
         Binding("1", "focus_panel('turns')", "Focus turns", show=False, id="session.focus_turns", tooltip="Focus the turn list"),
@@ -112,9 +115,10 @@ class SessionScreen(Screen):
                 tooltip="Focus the conversation / observations panel"),
     ]
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, turn: int | None = None) -> None:
         super().__init__()
         self.session_id = session_id
+        self.initial_turn = turn  # open on this turn (else the interrupted one, else the first)
         self.detail: SessionDetail | None = None
         self.check = InterruptCheck()
         self.degraded: str | None = None
@@ -201,7 +205,8 @@ class SessionScreen(Screen):
                 if reload and self.turn is not None:
                     detail = load_session(reader, row.id, turn=self.turn.number)
                 else:
-                    detail = load_session(reader, row.id, turn=check.open_turn or -1, max_rows=FIRST_ROWS)
+                    detail = load_session(reader, row.id, turn=self.initial_turn or check.open_turn or -1,
+                                          max_rows=FIRST_ROWS)
             else:
                 detail = load_session(reader, row.id)
                 check, degraded = safe_check_interrupted(detail)
@@ -307,10 +312,12 @@ class SessionScreen(Screen):
             return
         self._build_timeline(turn, self._turn_cursor.get(turn.number))
 
-    @staticmethod
-    def _initial_turn(detail: SessionDetail, check: InterruptCheck) -> Turn:
+    def _initial_turn(self, detail: SessionDetail, check: InterruptCheck) -> Turn:
         turns = detail.turns
         default = turns[-1] if detail.partial else turns[0]
+        wanted = next((t for t in turns if t.number == self.initial_turn), None)
+        if wanted is not None:
+            return wanted
         return next((t for t in turns if t.number == check.open_turn), default)
 
     def _remember(self, detail: SessionDetail) -> None:
@@ -886,6 +893,11 @@ class SessionScreen(Screen):
 
         start_fork(self)
 
+    def action_what_if(self) -> None:
+        from .whatif import start_what_if
+
+        start_what_if(self)
+
     def action_resurrect(self) -> None:
         from .resurrect import ResurrectScreen
 
@@ -1005,7 +1017,7 @@ class SessionScreen(Screen):
         pane = {"tab-conversation": "#conversation", "tab-observations": "#observations", "tab-unknown": "#unknown"}
         self.query_one(pane.get(tabs.active or "tab-conversation", "#conversation")).focus()
 
-    _DYNAMIC_ACTIONS = ("source", "next_error", "prev_error", "replay", "diff", "fork", "resurrect")
+    _DYNAMIC_ACTIONS = ("source", "next_error", "prev_error", "replay", "diff", "fork", "what_if", "resurrect")
 
     def footer_hidden(self, action: str) -> bool:
         """Keys the footer leaves out although they work (they only say why they cannot act)."""
@@ -1032,7 +1044,7 @@ class SessionScreen(Screen):
             return self.timeline is not None
         if action in ("replay", "diff"):
             return self.detail is not None and self.replay_running is None
-        if action == "fork":
+        if action in ("fork", "what_if"):
             return self.timeline is not None
         if action == "resurrect":
             return self.check.interrupted is not None

@@ -58,6 +58,12 @@ class SessionsScreen(Screen):
                 tooltip="Forks, what-ifs and sub-agents of the highlighted session"),
         Binding("d", "diff", "Diff", id="sessions.diff",
                 tooltip="Diff the highlighted session against another one, side by side (default: its fork source)"),
+        Binding("t", "toggle_tree", "Group", id="sessions.tree",
+                tooltip="Group children (forks, what-ifs, sub-agents) under their source session, or list every "
+                        "session flat (t again)"),
+        Binding("R", "resurrect", "Resurrect", id="sessions.resurrect",
+                tooltip="Finish the highlighted session's interrupted turn from the crash point (the gate first if "
+                        "anything runs live)"),
         Binding("escape", "clear_filter", "Clear filter", id="sessions.clear_filter", tooltip="Clear the filter"),
         Binding("ctrl+r", "reload", "Reload", show=False, id="sessions.reload", tooltip="Re-read the store now"),
     ]
@@ -96,6 +102,7 @@ class SessionsScreen(Screen):
         self.query_one("#filter-bar").display = False
         self.query_one("#notice").display = False
         self._paint_topbar()
+        self.table.grouped = bool(getattr(self.app, "sessions_grouped", False))
         self.table.set_sort(SORTS["updated"][1], reverse=True)
         self.table.empty_text = "opening the store…"
         self.table.focus()
@@ -247,6 +254,7 @@ class SessionsScreen(Screen):
         if message.generation == self._generation:
             self._interrupted_ids = message.ids
             self._paint_topbar()
+            self._sync_resurrect_key()
 
     def _interrupted_count(self) -> int | None:
         """Sessions flagged interrupted: a summary's verdict where there is one, else the store-wide
@@ -277,6 +285,7 @@ class SessionsScreen(Screen):
         else:
             self.table.refresh_rows()
         self._paint_topbar()
+        self._sync_resurrect_key()
 
     @on(VirtualList.WindowChanged, "#sessions")
     def _on_window(self, message: VirtualList.WindowChanged) -> None:
@@ -306,6 +315,46 @@ class SessionsScreen(Screen):
         from .lineage import LineageScreen
 
         self.app.push_screen(LineageScreen(item.id))
+
+    def action_toggle_tree(self) -> None:
+        t = self.table
+        t.set_grouped(not t.grouped)
+        self.app.sessions_grouped = t.grouped  # kept while the app runs
+        self._paint_topbar()
+        self.notify("grouped: children under their source — t lists them flat" if t.grouped else
+                    "flat: every session by the sort — t groups children under their source", timeout=2.5)
+
+    def _is_interrupted(self, item: SessionItem | None) -> bool:
+        if item is None:
+            return False
+        if item.summary is not None:
+            return item.summary.interrupted
+        return self._interrupted_ids is not None and item.id in self._interrupted_ids
+
+    def action_resurrect(self) -> None:
+        item = self.table.current
+        if item is None:
+            return
+        if not self._is_interrupted(item):
+            self.notify(f"{item.id} has no interrupted turn — R resurrects a session marked ⚠ interrupted", timeout=3)
+            return
+        from .resurrect import ResurrectScreen
+
+        self.app.push_screen(ResurrectScreen(item.id))
+
+    @on(VirtualList.Highlighted, "#sessions")
+    def _on_highlight(self, message: VirtualList.Highlighted) -> None:
+        self._sync_resurrect_key()
+
+    def _sync_resurrect_key(self) -> None:
+        """The footer offers R only on an interrupted row (R still explains itself elsewhere)."""
+        want = self._is_interrupted(self.table.current) if self.is_mounted else False
+        if want != getattr(self, "_resurrect_shown", None):
+            self._resurrect_shown = want
+            self.refresh_bindings()
+
+    def footer_hidden(self, action: str) -> bool:
+        return action == "resurrect" and not getattr(self, "_resurrect_shown", False)
 
     def action_diff(self) -> None:
         item = self.table.current
@@ -350,7 +399,9 @@ class SessionsScreen(Screen):
         if action == "clear_filter":
             bars = self.query("#filter-bar")
             return bool(self._filter_text) or bool(bars and bars.first().display)
-        if action in ("cycle_sort", "reverse_sort", "lineage", "filter", "diff"):
+        if action in ("cycle_sort", "reverse_sort", "lineage", "filter", "diff", "toggle_tree"):
+            return self._error is None and bool(self._items)
+        if action == "resurrect":
             return self._error is None and bool(self._items)
         return True
 
@@ -466,6 +517,8 @@ class SessionsScreen(Screen):
             t = self.table
             if n:
                 right.append(f" · sort {SORTS[t.sort_name][0]} {'▼' if t.sort_reverse else '▲'}", style="dim")
+                if t.grouped:
+                    right.append(" · grouped by source", style="cyan")
         self.query_one(TopBar).set(left, right)
 
     def _show_notice(self, title: str, reason: str, todo: str, *, error: bool) -> None:

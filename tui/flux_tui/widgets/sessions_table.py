@@ -109,6 +109,59 @@ class SessionsTable(VirtualList[SessionItem]):
         self._now_ms = now_ms
         self.sort_name = "updated"
         self.sort_reverse = True
+        self.grouped = False  # children (forks, what-ifs, sub-agents) under their source
+        self._tree: dict[int, str] = {}  # row n -> its tree prefix when grouped
+        self._id_width = COLUMNS[0].width
+
+    def set_grouped(self, grouped: bool) -> None:
+        self.grouped = grouped
+        self.resort()
+
+    def arrange(self, view: list[int]) -> list[int]:
+        """Grouped: each root in the sorted order, then its children (and theirs) in the order
+        they were made, drawn with ├─ └─ under it. A child whose source is not shown (another
+        store, or filtered out) stands as a root. Cycles in a hostile registry are cut."""
+        self._tree = {}
+        self._id_width = COLUMNS[0].width
+        if not self.grouped:
+            return view
+        src = self._source
+        shown = {src[i].row.id: i for i in view}
+        kids: dict[str, list[int]] = {}
+        roots: list[int] = []
+        for i in view:
+            corr = src[i].row.correlation_id
+            if corr and corr != src[i].row.id and corr in shown:
+                kids.setdefault(corr, []).append(i)
+            else:
+                roots.append(i)
+        for k in kids.values():
+            k.sort(key=lambda i: src[i].row.n)
+        out: list[int] = []
+        seen: set[int] = set()
+        deepest = 0
+
+        def walk(i: int, prefix: str, last: bool, depth: int) -> None:
+            nonlocal deepest
+            if i in seen:
+                return
+            seen.add(i)
+            out.append(i)
+            n = src[i].row.n
+            if depth:
+                self._tree[n] = prefix + ("└ " if last else "├ ")
+                deepest = max(deepest, depth)
+            children = [c for c in kids.get(src[i].row.id, []) if c not in seen]
+            for j, c in enumerate(children):
+                walk(c, (prefix + ("  " if last else "│ ")) if depth else "", j == len(children) - 1, depth + 1)
+
+        for r in roots:
+            walk(r, "", True, 0)
+        for i in view:  # only a cycle leaves rows unreached: show them as roots
+            if i not in seen:
+                walk(i, "", True, 0)
+        self._id_width = COLUMNS[0].width + 2 * min(deepest, 4)
+        return out
 
     def row_key(self, row: SessionItem) -> Hashable:
         return row.row.n
@@ -119,17 +172,18 @@ class SessionsTable(VirtualList[SessionItem]):
         width -= 1  # leading space
         cols = list(COLUMNS)
         for victim in sorted((c for c in COLUMNS if c.drop), key=lambda c: c.drop):
-            fixed = sum(c.width for c in cols if c.width) + len(cols) - 1
+            fixed = sum(c.width for c in cols if c.width) + len(cols) - 1 + (self._id_width - COLUMNS[0].width)
             if width - fixed >= FLEX_MIN:
                 break
             if victim.key == self.sort_name:
                 continue  # never hide the column the list is sorted by
             cols.remove(victim)
-        fixed = sum(c.width for c in cols if c.width) + len(cols) - 1
+        fixed = sum(c.width for c in cols if c.width) + len(cols) - 1 + (self._id_width - COLUMNS[0].width)
         flex = max(width - fixed, 16)
         model_w = min(max(flex // 2, 8), 28)
         lineage_w = max(flex - model_w, 8)
-        return [(c, c.width or (model_w if c.key == "model" else lineage_w)) for c in cols]
+        return [(c, self._id_width if c.key == "id" else (c.width or (model_w if c.key == "model" else lineage_w)))
+                for c in cols]
 
     def _widths(self, width: int) -> list[int]:
         return [w for _, w in self.columns(width)]
@@ -157,6 +211,9 @@ class SessionsTable(VirtualList[SessionItem]):
 
     def _value(self, key: str, r: SessionRow, s: SessionSummary | None) -> Text:
         if key == "id":
+            prefix = self._tree.get(r.n)
+            if prefix:
+                return Text.assemble((prefix, "dim"), (r.id, "bold"))
             return Text(r.id, style="bold")
         if key == "model":
             return Text(r.model or "–")

@@ -197,6 +197,10 @@ class VirtualList(ScrollView, Generic[T], can_focus=True):
     def current(self) -> T | None:
         return self.row_at(self.cursor)
 
+    def arrange(self, view: list[int]) -> list[int]:
+        """Final say over the order of the filtered, sorted source indices (a tree view groups)."""
+        return view
+
     def set_rows(self, rows: Sequence[T], *, keep_cursor: bool = True, cursor_key: Hashable | None = None) -> None:
         """Replace the source rows; the cursor stays on the same key (or ``cursor_key``) if present."""
         key = cursor_key
@@ -239,7 +243,7 @@ class VirtualList(ScrollView, Generic[T], can_focus=True):
         if self._sort_key is not None:
             k = self._sort_key
             view.sort(key=lambda i: k(self._source[i]), reverse=self._sort_reverse)
-        self._view = view
+        self._view = self.arrange(view)
         self._layout_width = -1
         self._selectable_cache.clear()
         self._relayout()

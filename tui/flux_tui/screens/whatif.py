@@ -1,0 +1,498 @@
+"""What-if from the plan cursor (``w``), spec §4.8: re-run the session with one thing changed into a
+new linked session (``?``), then land on the side-by-side diff against the source with the first
+divergence focused.
+
+Three questions: what if **this cell** had returned … (``substitute_at`` its diff row), what if
+**every call to this op** had returned … (``substitute``), what if **the policy** had been … (a
+policy file re-authorizing every dispatch, as ``flux what-if --policy FILE``). The value is a JSON
+editor prefilled with the recorded result and checked as you type; a policy file is loaded as you
+type its path. Off tape (a dispatch the recording has no cell for): **halt** there (default,
+offline: no model call, no side effect) or **go live** — through the side-effect gate. Every change
+re-plans the what-if in a worker (:func:`flux.timemachine.plan_what_if`, nothing written). The result
+is written where ``flux what-if`` writes it: a new session in the same store, ``{correlation_id: S,
+agent_id: "what_if:S@latest"}``, so it shows in the lineage tree and the sessions list.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.timer import Timer
+from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static, TextArea
+from textual.worker import get_current_worker
+
+from flux.errors import FluxError, StoreError
+
+from ..widgets.editors import JsonTextArea
+from .fork import json_problem, recorded_json
+from .gate import GateScreen, preview_text
+
+__all__ = ["WhatIfScreen", "WhatIfTarget", "start_what_if", "result_badge"]
+
+KINDS = ("cell", "op", "policy")
+DEBOUNCE_S = 0.25
+
+
+@dataclass(frozen=True)
+class WhatIfTarget:
+    """What the cursor stands on: a cell (or a statement's first cell), or a statement that
+    dispatched nothing (then only the policy question can be asked)."""
+
+    session: str
+    turn: int
+    what: str  # "cell #2 run_tests", "statement 3"
+    op: str | None  # the cell's op
+    cell: int | None  # the cell's tape index
+    recorded: str | None  # the cell's recorded content
+
+
+def start_what_if(screen) -> None:
+    """``w`` on a session screen: the what-if dialog for the cell (or statement) under the cursor."""
+    row = screen.timeline_view.current if screen.timeline is not None else None
+    if screen.detail is None or screen.turn is None or row is None or (row.cell is None and row.statement is None):
+        screen.notify("put the plan cursor on a statement or a cell to ask a what-if there", severity="warning", timeout=4)
+        return
+    sid, turn = screen.detail.row.id, screen.turn.number
+    cell = row.cell
+    if cell is None and row.statement is not None and row.statement.cells:
+        cell = row.statement.cells[0]
+    if cell is not None:
+        what = f"cell #{cell.index} {cell.op}" if row.cell is not None else f"statement {row.statement.node} · cell #{cell.index} {cell.op}"
+        target = WhatIfTarget(sid, turn, what, cell.op, cell.index, cell.rec.content)
+    else:
+        target = WhatIfTarget(sid, turn, f"statement {row.statement.node} (dispatched nothing)", None, None, None)
+    screen.app.push_screen(WhatIfScreen(target))
+
+
+def result_badge(cf) -> Text:
+    """The diff header's mark: ``WHAT-IF ✓ hermetic``, or what kept it from being hermetic."""
+    if cf.hermetic:
+        return Text(" WHAT-IF ✓ hermetic ", style="bold reverse green")
+    return Text(f" WHAT-IF · {cf.badge} ", style="bold reverse yellow")
+
+
+def policy_problem(path: str) -> str | None:
+    """``None`` when ``path`` is a policy file ``flux what-if --policy`` accepts, else why not."""
+    from flux.agent.approver import load_policy
+
+    if not path.strip():
+        return "type the path of a policy file (TOML or JSON: allow, deny, ask, default)"
+    try:
+        load_policy(path.strip())
+    except FluxError as e:
+        return str(e).splitlines()[0]
+    return None
+
+
+class _Setup(Message):
+    def __init__(self, row: int | None = None, error: str | None = None) -> None:
+        super().__init__()
+        self.row, self.error = row, error
+
+
+class _Planned(Message):
+    def __init__(self, serial: int, preview=None, error: str | None = None) -> None:
+        super().__init__()
+        self.serial, self.preview, self.error = serial, preview, error
+
+
+class _Stage(Message):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class _Done(Message):
+    def __init__(self, result=None, diff=None, error: str | None = None) -> None:
+        super().__init__()
+        self.result, self.diff, self.error = result, diff, error
+
+
+class WhatIfScreen(ModalScreen[str | None]):
+    """The what-if dialog; dismisses with the counterfactual session's id once written."""
+
+    HELP_TOPIC = "what-if"
+    CSS_PATH = "timemachine.tcss"
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="whatif.cancel", tooltip="Close the dialog: nothing is written"),
+        Binding("ctrl+r", "run", "Run", id="whatif.run",
+                tooltip="Run the what-if now (through the side-effect gate when something would run live)"),
+        Binding("f2", "next_kind", "Next question", id="whatif.next_kind",
+                tooltip="Cycle the question: this cell returned, every call to this op returned, the policy were"),
+        Binding("f3", "toggle_off_tape", "Off tape", id="whatif.off_tape",
+                tooltip="Off tape (a dispatch with no recorded cell): halt there, or go live through the gate"),
+        Binding("f1", "app.help", "Help", id="whatif.help", tooltip="Explain this dialog and list its keys"),
+    ]
+
+    def __init__(self, target: WhatIfTarget) -> None:
+        super().__init__()
+        self.target = target
+        self.kind = "cell" if target.cell is not None else "policy"
+        self.off_tape = "halt"
+        self.row: int | None = None  # the diff row substitute_at names (the cell question)
+        self.preview = None
+        self.problem: str | None = "reading the session…"
+        self.running = False
+        self._serial = 0
+        self._timer: Timer | None = None
+        self._ready = False
+
+    # -- layout ---------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        from ..writes import default_workspace
+
+        t = self.target
+        op = t.op or "this op"
+        with Vertical(id="whatif-box", classes="tm-box"):
+            yield Static(id="whatif-where")
+            with RadioSet(id="whatif-kind"):
+                yield RadioButton("this cell returned", id="kind-cell", value=self.kind == "cell",
+                                  disabled=t.cell is None)
+                yield RadioButton(f"every {op} call returned", id="kind-op", disabled=t.op is None)
+                yield RadioButton("the policy were", id="kind-policy", value=self.kind == "policy")
+            yield Label("returned (JSON; a string is the raw text)", classes="tm-label", id="whatif-value-label")
+            yield JsonTextArea(recorded_json(t.recorded), id="whatif-value", compact=True)
+            with Horizontal(classes="tm-row", id="whatif-policy-row"):
+                yield Label("policy file ", classes="tm-label")
+                yield Input("", id="whatif-policy", placeholder="path to a TOML/JSON policy (allow, deny, ask, default)",
+                            compact=True)
+            yield Static(id="whatif-status", classes="tm-status")
+            with Horizontal(classes="tm-row"):
+                yield Label("off tape   ", classes="tm-label")
+                with RadioSet(id="whatif-offtape"):
+                    yield RadioButton("halt", id="offtape-halt", value=True)
+                    yield RadioButton("go live (through the gate)", id="offtape-live")
+            with Horizontal(classes="tm-row"):
+                yield Label("workspace ", classes="tm-label")
+                yield Input(default_workspace(self.app.store_dir), id="whatif-workspace",
+                            placeholder="directory live ops act on", compact=True)
+            yield Static(id="whatif-preview")
+            yield Static(id="whatif-progress")
+            with Horizontal(classes="tm-buttons"):
+                yield Button("Run", id="whatif-run", variant="primary", disabled=True, compact=True)
+                yield Button("Cancel", id="whatif-cancel", compact=True)
+
+    def on_mount(self) -> None:
+        t = self.target
+        box = self.query_one("#whatif-box")
+        box.border_title = f"What if… {t.session} · {t.what}"
+        box.border_subtitle = "F2 question · F3 off tape · Ctrl+R run · Esc cancel"
+        where = Text()
+        where.append("recorded   ", style="dim")
+        rec = (t.recorded if t.recorded is not None else "(no recorded result)").replace("\n", " ⏎ ")
+        where.append(rec if len(rec) <= 150 else rec[:149] + "…")
+        where.append(f"\nturn {t.turn} · the session re-runs from its recording into a new linked session",
+                     style="dim")
+        self.query_one("#whatif-where", Static).update(where)
+        self.query_one("#whatif-progress", Static).display = False
+        self._show_kind()
+        self._setup()
+
+    def on_resize(self, event) -> None:
+        """A short terminal: no blank lines between the rows, a one-line editor, so Run stays on screen."""
+        short = self.size.height < 32
+        self.set_class(short, "-short")
+        self.query_one("#whatif-value").styles.height = 1 if short else 3
+
+    # -- setup: which diff row the cell is --------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="whatif-setup", exit_on_error=False, description="Reading the session")
+    def _setup(self) -> None:
+        from flux.model.session import TRACE_KINDS, load_session
+        from flux.timemachine.cursor import row_of_cell
+
+        t = self.target
+        try:
+            detail = load_session(self.app.ensure_reader(), t.session, kinds=TRACE_KINDS)
+            if not detail.cells:
+                raise FluxError(f"session {detail.id} cannot be asked a what-if: no cassette cells recorded — the "
+                                "world cannot be frozen")
+            row = row_of_cell(detail, t.cell) if t.cell is not None else None
+        except (StoreError, FluxError) as e:
+            self.post_message(_Setup(error=self.app.mask_path(str(e))))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(_Setup(row))
+
+    @on(_Setup)
+    def _on_setup(self, message: _Setup) -> None:
+        if message.error is not None:
+            self.problem = message.error
+            self._paint(None)
+            return
+        self.row = message.row
+        if self.row is None and self.kind == "cell":
+            # Not the first cell of its statement: substitute_at cannot name it; every call to its op can.
+            self.kind = "op"
+        self.query_one("#kind-cell", RadioButton).disabled = self.row is None
+        self._ready = True
+        self._show_kind()
+        self.query_one("#whatif-value" if self.kind != "policy" else "#whatif-policy").focus()
+        self._changed()
+
+    # -- the question, validation and preview ---------------------------------------------------
+
+    def _show_kind(self) -> None:
+        for k in KINDS:
+            btn = self.query_one(f"#kind-{k}", RadioButton)
+            if btn.value != (k == self.kind):
+                with btn.prevent(RadioButton.Changed):
+                    btn.value = k == self.kind
+        value = self.kind in ("cell", "op")
+        self.query_one("#whatif-value-label").display = value
+        self.query_one("#whatif-value").display = value
+        self.query_one("#whatif-policy-row").display = not value
+
+    @on(RadioSet.Changed, "#whatif-kind")
+    def _on_kind(self, event: RadioSet.Changed) -> None:
+        self.kind = (event.pressed.id or "kind-cell").removeprefix("kind-")
+        self._show_kind()
+        self._changed()
+
+    @on(RadioSet.Changed, "#whatif-offtape")
+    def _on_offtape(self, event: RadioSet.Changed) -> None:
+        self.off_tape = "live" if event.pressed.id == "offtape-live" else "halt"
+        self._changed()
+
+    def action_next_kind(self) -> None:
+        if self.running:
+            return
+        usable = [k for k in KINDS if not self.query_one(f"#kind-{k}", RadioButton).disabled]
+        self.kind = usable[(usable.index(self.kind) + 1) % len(usable)] if self.kind in usable else usable[0]
+        self._show_kind()
+        self.query_one("#whatif-value" if self.kind != "policy" else "#whatif-policy").focus()
+        self._changed()
+
+    def action_toggle_off_tape(self) -> None:
+        if self.running:
+            return
+        self.off_tape = "live" if self.off_tape == "halt" else "halt"
+        btn = self.query_one(f"#offtape-{self.off_tape}", RadioButton)
+        with btn.prevent(RadioButton.Changed):
+            btn.value = True
+        other = self.query_one(f"#offtape-{'halt' if self.off_tape == 'live' else 'live'}", RadioButton)
+        with other.prevent(RadioButton.Changed):
+            other.value = False
+        self._changed()
+
+    @on(TextArea.Changed)
+    @on(Input.Changed)
+    def _on_edit(self, event) -> None:
+        self._changed()
+
+    def _local_problem(self) -> str | None:
+        if not self._ready:
+            return self.problem
+        if self.kind in ("cell", "op"):
+            p = json_problem(self.query_one("#whatif-value", JsonTextArea).text)
+            return f"not JSON: {p}" if p else None
+        return policy_problem(self.query_one("#whatif-policy", Input).value)
+
+    def _same_as_recorded(self) -> bool:
+        try:
+            value = json.loads(self.query_one("#whatif-value", JsonTextArea).text)
+        except ValueError:
+            return False
+        return self.target.recorded is not None and value == self.target.recorded
+
+    def _changed(self) -> None:
+        if not self._ready or self.running:
+            return
+        self._serial += 1
+        self.preview = None
+        self.problem = self._local_problem()
+        self._paint(None)
+        if self.problem is not None:
+            return
+        if self._timer is not None:
+            self._timer.stop()
+        serial = self._serial
+        self._timer = self.set_timer(DEBOUNCE_S, lambda: self._plan(serial, self.spec(), self._workspace()))
+
+    def _workspace(self) -> str:
+        return self.query_one("#whatif-workspace", Input).value.strip()
+
+    def spec(self):
+        """The what-if the dialog describes, as the engine's :class:`~flux.timemachine.WhatIfSpec`."""
+        from flux.timemachine import WhatIfSpec
+
+        spec = WhatIfSpec(off_tape=self.off_tape)
+        if self.kind == "cell" and self.row is not None:
+            spec.substitute_at = {self.row: json.loads(self.query_one("#whatif-value", JsonTextArea).text)}
+        elif self.kind == "op" and self.target.op is not None:
+            spec.substitute = {self.target.op: json.loads(self.query_one("#whatif-value", JsonTextArea).text)}
+        elif self.kind == "policy":
+            spec.policy = self.query_one("#whatif-policy", Input).value.strip()
+        return spec
+
+    @work(thread=True, exclusive=True, group="whatif-plan", exit_on_error=False, description="Checking the what-if")
+    def _plan(self, serial: int, spec, workspace: str) -> None:
+        from flux.timemachine import plan_what_if
+
+        from ..writes import op_catalog, refuse_unimplemented
+
+        try:
+            catalog = op_catalog(workspace, self.app.store_dir)
+            preview = plan_what_if(self.app.ensure_reader(), self.target.session, spec, catalog=catalog,
+                                   workspace=workspace)
+            if spec.policy:
+                from flux.agent.approver import load_policy
+
+                preview = preview.with_policy(load_policy(spec.policy))
+            refuse_unimplemented(preview, catalog)
+        except (StoreError, FluxError) as e:
+            self.post_message(_Planned(serial, error=self.app.mask_path(str(e))))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(_Planned(serial, preview))
+
+    @on(_Planned)
+    def _on_planned(self, message: _Planned) -> None:
+        if message.serial != self._serial:
+            return  # an older text's answer
+        self.preview = message.preview
+        self.problem = message.error
+        self._paint(message.preview)
+
+    def _paint(self, preview) -> None:
+        status = Text()
+        if self._ready and self.kind in ("cell", "op"):
+            bad = (self.problem or "").startswith("not JSON")
+            status.append("JSON ✗" if bad else "JSON ✓", style="bold red" if bad else "green")
+            if not bad and self.kind == "cell" and self._same_as_recorded():
+                status.append(" · same as recorded: change it to ask a what-if", style="dim")
+        elif self._ready:
+            bad = self.problem is not None and preview is None and self.preview is None and \
+                self._local_problem() is not None
+            status.append("policy ✗" if bad else "policy ✓", style="bold red" if bad else "green")
+        if self.problem is not None and self._ready and self._local_problem() is not None:
+            status.append("  " + self.problem, style="red")
+        self.query_one("#whatif-status", Static).update(status)
+        panel = self.query_one("#whatif-preview", Static)
+        if self.problem is not None:
+            if self._ready and self._local_problem() is not None:
+                panel.update(Text("✗ nothing can be run until the problem above is fixed", style="red"))
+            else:
+                panel.update(Text.assemble(("✗ ", "bold red"), (self.problem, "red"),
+                                           ("\nnothing can be run until this is fixed", "dim")))
+        elif preview is None:
+            panel.update(Text("checking what the what-if would do…", style="dim italic"))
+        else:
+            body = Text()
+            for note in preview.notes:
+                body.append(note + "\n", style="dim")
+            body.append_text(preview_text(preview))
+            if not preview.offline:
+                effects = ", ".join(e for e in preview.effects if e != "none") or "network"
+                body.append(f"\n⚠ off-tape dispatches may {effects} — you confirm at the gate first", style="bold yellow")
+            panel.update(body)
+        btn = self.query_one("#whatif-run", Button)
+        btn.disabled = not self.check_action("run", ())
+        btn.label = "Run live…" if (preview is not None and not preview.offline) else "Run"
+        self.refresh_bindings()
+
+    # -- running --------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "run":
+            return self.problem is None and self.preview is not None and not self.running
+        if action in ("next_kind", "toggle_off_tape"):
+            return not self.running
+        return True
+
+    @on(Button.Pressed, "#whatif-run")
+    def _run_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_run()
+
+    @on(Button.Pressed, "#whatif-cancel")
+    def _cancel_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_cancel()
+
+    def action_run(self) -> None:
+        if not self.check_action("run", ()):
+            return
+        preview, spec, workspace = self.preview, self.spec(), self._workspace()
+        if preview.offline:
+            self._start(preview, spec, workspace, live=False)
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._start(preview, spec, workspace, live=True)
+            else:
+                self.notify("no what-if: nothing ran, nothing was written", timeout=3)
+
+        self.app.push_screen(GateScreen(preview, recorded_in="the new what-if session"), answered)
+
+    def _start(self, preview, spec, workspace: str, *, live: bool) -> None:
+        self.running = True
+        self.query_one("#whatif-run", Button).disabled = True
+        self.refresh_bindings()
+        progress = self.query_one("#whatif-progress", Static)
+        progress.display = True
+        progress.update(Text("re-running the session from its recording…", style="bold cyan"))
+        self._run(preview, spec, workspace, live)
+
+    @work(thread=True, exclusive=True, group="whatif-run", exit_on_error=False, description="Running the what-if")
+    def _run(self, confirmed, spec, workspace: str, live: bool) -> None:
+        from flux.timemachine import run_what_if
+
+        from ..writes import run_write, within_gate
+
+        def what_if(client):
+            # The run re-plans the what-if; it may only go live within what the user confirmed.
+            return run_what_if(client, self.target.session, spec, confirm=within_gate(confirmed, live))
+
+        try:
+            cf = run_write(self.app, what_if, workspace=workspace, live=live)
+            self.post_message(_Stage(f"written {cf.session} · diffing it against {cf.source}…"))
+            diff = cf.diff()
+        except (StoreError, FluxError) as e:
+            self.post_message(_Done(error=self.app.mask_path(str(e))))
+            return
+        self.post_message(_Done(cf, diff))
+
+    @on(_Stage)
+    def _on_stage(self, message: _Stage) -> None:
+        self.query_one("#whatif-progress", Static).update(Text(message.text, style="bold cyan"))
+
+    @on(_Done)
+    def _on_done(self, message: _Done) -> None:
+        self.running = False
+        if message.error is not None:
+            self.query_one("#whatif-progress", Static).update(
+                Text.assemble(("✗ no what-if: ", "bold red"), (message.error, "red")))
+            self._paint(self.preview)
+            return
+        from .diff import DiffScreen
+
+        cf, diff = message.result, message.diff
+        self.dismiss(cf.session)
+        self.app.check_store_now()
+        self.app.last_diffed = cf.source
+        self.app.push_screen(DiffScreen(cf.source, cf.session, diff=diff, badge=result_badge(cf)))
+        fd = cf.first_divergence()
+        where = f"first divergence at row {fd.node} ({fd.kind})" if fd else "no divergence: the same run"
+        toast = f"what-if {cf.session} ← {cf.source} · {cf.badge} · {where}"
+        if cf.latched:
+            toast += f" · halted off tape: {cf.latched}"
+        self.app.notify(toast, severity="warning" if cf.latched else "information", timeout=8)
+
+    def action_cancel(self) -> None:
+        if self.running:
+            self.notify("the what-if is being written — wait for it to finish", severity="warning", timeout=3)
+            return
+        self.dismiss(None)
