@@ -338,7 +338,7 @@ async def test_sessions_list_groups_children_under_their_source(make_app, demo, 
         i = ids.index("s_1")
         assert ids[i + 1:i + 4] == ["s_2", "s_6", "s_10"]  # its sub-agent, fork and what-if, in the order made
         text = screen_text(app)
-        assert "grouped by source" in text.splitlines()[0]
+        assert "11 sessions · grouped by source" in text.splitlines()[0]
         assert "├ s_2" in text and "├ s_6" in text and "└ s_10" in text
         await pilot.press("slash", *"s_1")  # a filter keeps the grouping of what it shows
         await settle(pilot)

@@ -500,6 +500,8 @@ class SessionsScreen(Screen):
         else:
             n = len(self._items)
             right.append(f"{n} session{'s' if n != 1 else ''}")
+            if n and self.table.grouped:
+                right.append(" · grouped by source", style="cyan")
             interrupted = self._interrupted_count()
             done, total = self._progress
             if interrupted:
@@ -517,8 +519,6 @@ class SessionsScreen(Screen):
             t = self.table
             if n:
                 right.append(f" · sort {SORTS[t.sort_name][0]} {'▼' if t.sort_reverse else '▲'}", style="dim")
-                if t.grouped:
-                    right.append(" · grouped by source", style="cyan")
         self.query_one(TopBar).set(left, right)
 
     def _show_notice(self, title: str, reason: str, todo: str, *, error: bool) -> None:

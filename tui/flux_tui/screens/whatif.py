@@ -161,7 +161,8 @@ class WhatIfScreen(ModalScreen[str | None]):
                                   disabled=t.cell is None)
                 yield RadioButton(f"every {op} call returned", id="kind-op", disabled=t.op is None)
                 yield RadioButton("the policy were", id="kind-policy", value=self.kind == "policy")
-            yield Label("returned (JSON; a string is the raw text)", classes="tm-label", id="whatif-value-label")
+            yield Label("returned (JSON; a string is the raw text) · F7 selects it all", classes="tm-label",
+                        id="whatif-value-label")
             yield JsonTextArea(recorded_json(t.recorded), id="whatif-value", compact=True)
             with Horizontal(classes="tm-row", id="whatif-policy-row"):
                 yield Label("policy file ", classes="tm-label")
@@ -243,12 +244,23 @@ class WhatIfScreen(ModalScreen[str | None]):
 
     # -- the question, validation and preview ---------------------------------------------------
 
+    def _mark(self) -> None:
+        """The chosen answers also read as underlined text: colour alone (NO_COLOR) does not say which."""
+        for btn in self.query(RadioButton):
+            plain = getattr(btn, "_plain_label", None)
+            if plain is None:
+                plain = btn._plain_label = btn.label.plain
+            if getattr(btn, "_marked", None) != btn.value:
+                btn._marked = btn.value
+                btn.label = Text(plain, style="bold underline") if btn.value else Text(plain)
+
     def _show_kind(self) -> None:
         for k in KINDS:
             btn = self.query_one(f"#kind-{k}", RadioButton)
             if btn.value != (k == self.kind):
                 with btn.prevent(RadioButton.Changed):
                     btn.value = k == self.kind
+        self._mark()
         value = self.kind in ("cell", "op")
         self.query_one("#whatif-value-label").display = value
         self.query_one("#whatif-value").display = value
@@ -263,6 +275,7 @@ class WhatIfScreen(ModalScreen[str | None]):
     @on(RadioSet.Changed, "#whatif-offtape")
     def _on_offtape(self, event: RadioSet.Changed) -> None:
         self.off_tape = "live" if event.pressed.id == "offtape-live" else "halt"
+        self._mark()
         self._changed()
 
     def action_next_kind(self) -> None:
@@ -284,6 +297,7 @@ class WhatIfScreen(ModalScreen[str | None]):
         other = self.query_one(f"#offtape-{'halt' if self.off_tape == 'live' else 'live'}", RadioButton)
         with other.prevent(RadioButton.Changed):
             other.value = False
+        self._mark()
         self._changed()
 
     @on(TextArea.Changed)
