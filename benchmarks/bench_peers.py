@@ -94,6 +94,9 @@ def _payload_bytes(store: Path) -> int:
 
 # -- flux-tui -------------------------------------------------------------------------------------
 
+LAST_CPU = [0.0]  # process time of the last timed region of flux_record / write_floor / rewind_run
+
+
 def flux_record(d: Path, calls: int, ops, commits: list[int] | None = None) -> float:
     """Record the run; ``commits`` (if given) receives, per COMMIT, how many event rows were inserted
     before it (a trace callback — only in the untimed warm-up round)."""
@@ -109,9 +112,10 @@ def flux_record(d: Path, calls: int, ops, commits: list[int] | None = None) -> f
             elif sql == "COMMIT":
                 commits.append(inserted[0])
         client.writer.conn.set_trace_callback(trace)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     out = session.send_sync(f"call echo {calls} times")
     elapsed = time.perf_counter() - t0
+    LAST_CPU[0] = time.process_time() - c0
     client.close()
     assert out.outcome == "ok" and len(out.cells) == calls
     return elapsed
@@ -143,7 +147,7 @@ def write_floor(src: Path, d: Path, commits: list[int]) -> float:
     con.execute("INSERT INTO streams (model, created_at, updated_at, last_seq, msg_count) VALUES ('scripted', 0, 0, 0, 0)")
     insert = ("INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload, turn_id)"
               " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     start = 0
     for end in cuts:
         con.execute("BEGIN IMMEDIATE")
@@ -153,6 +157,7 @@ def write_floor(src: Path, d: Path, commits: list[int]) -> float:
         con.execute("COMMIT")
         start = end
     elapsed = time.perf_counter() - t0
+    LAST_CPU[0] = time.process_time() - c0
     con.close()
     return elapsed
 
@@ -172,13 +177,14 @@ def rewind_run(path: Path, calls: int, record: bool) -> float:
     from rewind.session import Mode, Session
 
     responses = _responses(calls)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     sess = Session(mode=Mode.RECORD if record else Mode.REPLAY, trace_path=path)
     tool = sess.tool(lambda i: str(i), name="echo")
     first = sess.model(lambda **kw: responses[0], "model", messages=[{"role": "user", "content": "go"}])
     outs = [tool(i=c["input"]["i"]) for c in first["tool_calls"]]
     last = sess.model(lambda **kw: responses[1], "model", messages=[{"role": "user", "content": "go"}, {"tool_results": outs}])
     elapsed = time.perf_counter() - t0
+    LAST_CPU[0] = time.process_time() - c0
     assert last["text"] == "done" and len(outs) == calls
     return elapsed
 
@@ -275,21 +281,27 @@ def main() -> None:
         "flux replay", "read floor", "rewind replay", "timewarp replay")}
     if args.no_timewarp:
         del t["timewarp record"], t["timewarp replay"]
+    tc: dict[str, list[float]] = {}  # CPU (process time) of the record measurements
     size: dict[str, str] = {}
     commits: list[int] = []  # the write run's COMMIT boundaries (rows before each), from round 0
     for rnd in range(args.repeat + 1):  # round 0 warms imports and caches, not counted
         with tempfile.TemporaryDirectory(prefix="flux-peers-") as tmp:
             base = Path(tmp)
             res: dict[str, float] = {}
+            cpu: dict[str, float] = {}
             gc.collect()
             (base / "fp").mkdir()
             res["flux record pure"] = flux_record(base / "fp", n, [echo])
+            cpu["flux record pure"] = LAST_CPU[0]
             (base / "fw").mkdir()
             if not rnd:
                 commits.clear()
             res["flux record write"] = flux_record(base / "fw", n, [echo_write], commits if not rnd else None)
+            cpu["flux record write"] = LAST_CPU[0]
             res["write floor"] = write_floor(base / "fw" / "store", base / "floor", commits)
+            cpu["write floor"] = LAST_CPU[0]
             res["rewind record"] = rewind_run(base / "rw.jsonl", n, True)
+            cpu["rewind record"] = LAST_CPU[0]
             if not args.no_timewarp:
                 (base / "tw").mkdir()
                 res["timewarp record"], run_id = timewarp_record(base / "tw", n)
@@ -301,6 +313,8 @@ def main() -> None:
             if rnd:
                 for k, v in res.items():
                     t[k].append(v)
+                for k, v in cpu.items():
+                    tc.setdefault(k, []).append(v)
             else:
                 size = {"flux (pure)": f"{_bytes(base / 'fp' / 'store') / 1e6:.2f} MB in {_files(base / 'fp' / 'store')} files",
                         "flux (write)": f"{_bytes(base / 'fw' / 'store') / 1e6:.2f} MB",
@@ -313,15 +327,18 @@ def main() -> None:
     m = {k: statistics.median(v) * 1000 for k, v in t.items()}
     print(f"one run of {n} tool calls + 2 model calls, in-process, median of {args.repeat} interleaved rounds "
           f"({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
+    mc = {k: statistics.median(v) * 1000 for k, v in tc.items()}
     for k, v in m.items():
-        print(f"  {k:<18} {v:9.1f} ms")
+        print(f"  {k:<18} {v:9.1f} ms" + (f"   cpu {mc[k]:8.1f} ms" if k in mc else ""))
     print("bytes on disk: " + " · ".join(f"{k} {v}" for k, v in size.items()))
     print(f"write run: {len(commits)} commits for {n} write-effect calls")
     print("ratios (target in brackets):")
-    print(f"  record pure vs rewind        {m['flux record pure'] / m['rewind record']:6.2f}×  (≤ 2×)")
+    print(f"  record pure vs rewind        {m['flux record pure'] / m['rewind record']:6.2f}×  (≤ 2×)"
+          f"   cpu {mc['flux record pure'] / mc['rewind record']:5.2f}×")
     if not args.no_timewarp:
         print(f"  record pure vs timewarp      {m['flux record pure'] / m['timewarp record']:6.2f}×")
-    print(f"  record write vs commit floor {m['flux record write'] / m['write floor']:6.2f}×  (≤ 1.3×)")
+    print(f"  record write vs commit floor {m['flux record write'] / m['write floor']:6.2f}×  (≤ 1.3×)"
+          f"   cpu {mc['flux record write'] / mc['write floor']:5.2f}×")
     print(f"  replay vs rewind             {m['flux replay'] / m['rewind replay']:6.2f}×  (≤ 2×)")
     if not args.no_timewarp:
         print(f"  replay vs timewarp           {m['flux replay'] / m['timewarp replay']:6.2f}×")
