@@ -396,6 +396,18 @@ def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, ed
     ``plan``: a :func:`prepare_fork` result for the same fork (the CLI showed its gate already), so
     the session is not loaded and validated twice. Without one, the prefix runs in memory first and
     the gate's preview counts the cells it really consumed."""
+    from .replay import _gc_paused
+
+    with _gc_paused():  # a fork allocates acyclic rows and values: the cyclic collector only slows it (as replay)
+        return _fork_session(client, session, at, inject=inject, edit=edit, prompt=prompt, turn=turn, mode=mode,
+                             confirm=confirm, on_progress=on_progress, on_event=on_event, plan=plan)
+
+
+def _fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, edit: str | None = None,
+                 prompt: str | None = None, turn: int | None = None, mode: str | None = None,
+                 confirm: Callable[[LivePreview], bool] | None = None,
+                 on_progress: Callable[[str, int, int], None] | None = None,
+                 on_event: Callable[[dict], None] | None = None, plan: ForkPlan | None = None) -> ForkResult:
     from ..agent.loop import _LiveHost, _Recorder
 
     reader = StoreReader(client.store_dir)

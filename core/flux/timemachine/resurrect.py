@@ -219,6 +219,15 @@ def resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePrevi
     """Resurrect ``session``'s interrupted turn (see the module doc); ``None`` if none is.
     ``plan``: a :func:`prepare_resurrect` result for it (the CLI showed its gate already), so the
     session is not loaded and checked twice."""
+    from .replay import _gc_paused
+
+    with _gc_paused():  # a resurrect allocates acyclic rows and values: the cyclic collector only slows it (as replay)
+        return _resurrect_session(client, session, confirm=confirm, on_plan=on_plan, plan=plan)
+
+
+def _resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePreview], bool] | None = None,
+                      on_plan: Callable[[Any], None] | None = None,
+                      plan: Optional[ResurrectPlan] = None) -> Optional[ResurrectReport]:
     from ..agent.loop import _LiveHost
     from .fork import _confirm_approver
 
