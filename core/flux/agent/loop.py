@@ -53,6 +53,7 @@ from ..store.events import (
     CallUsage, Message, Observation, OpRecorded, PlanAttempted, Run, TurnEnded, Usage, decode_run,
 )
 from ..model.pricing import Spend
+from ..store.bindings import FlowDbBindings
 from ..store.store import StoreWriter
 from .approver import ApprovalRequest, Approver
 from .ops import MUTATING_EFFECTS, Toolbox, validate_input
@@ -386,6 +387,12 @@ class TurnConfig:
     concurrent_ops: bool = True
 
 
+def _bindings(cfg: "TurnConfig") -> FlowDbBindings:
+    """The session's durable bindings in the store's flow.db (parallel branch names, throttle
+    buckets, debounce tokens — what flux keeps in its session store; flux.lang.session)."""
+    return FlowDbBindings(cfg.writer.dir, cfg.session, now=cfg.writer.now)
+
+
 class _LastOutcome:
     """Keeps ``live.last`` right when a wrapper answers a dispatch without the live host."""
 
@@ -496,7 +503,8 @@ class TurnRunner:
         turn_msgs: list[dict] = []  # assistant/user exchanges of this turn (unredacted)
         inner = _LastOutcome(cfg.host_wrap(live), live) if cfg.host_wrap is not None else live
         host = RecordingHost(inner, rec, cfg.redactor, cfg.cap, enabled=cfg.cassette)
-        interp = Interpreter(cfg.toolbox.catalog(), host, rec, run_id=cfg.session, sleep=rec.sleep)
+        interp = Interpreter(cfg.toolbox.catalog(), host, rec, run_id=cfg.session, sleep=rec.sleep,
+                             session=_bindings(cfg))
         base = provider_history(history + [user_msg])
         answer = ""
         outcome = "ok"
@@ -673,7 +681,7 @@ class TurnRunner:
         out.plans.append(PlanRecord(1, None, fp, flow_key(draft.name, draft.body), src))
         host = RecordingHost(live, rec, cfg.redactor, cfg.cap, enabled=cfg.cassette)
         interp = Interpreter(cfg.toolbox.catalog(), host, rec, approver=rec.confirming(confirm), run_id=cfg.session,
-                             sleep=rec.sleep)
+                             sleep=rec.sleep, session=_bindings(cfg))
         cancelled = False
         cassette_error: CassetteWriteError | None = None
         try:

@@ -40,6 +40,11 @@ class Clock:
     def dispatched(self) -> None:
         """Called after every op dispatch (a manual clock may charge time for it)."""
 
+    def wall_ms(self) -> float:
+        """Epoch milliseconds for state kept across processes (throttle buckets, debounce tokens);
+        a virtual clock answers its virtual time."""
+        return self.now_ms()
+
     def recorded(self, op: str, input_json: str) -> Optional[bool]:
         """Whether the recording holds an unconsumed cell for this dispatch (None: not replaying)."""
         return None
@@ -53,6 +58,9 @@ class RealClock(Clock):
 
     def now_ms(self) -> float:
         return time.monotonic() * 1000.0
+
+    def wall_ms(self) -> float:
+        return time.time() * 1000.0
 
     def sleep_ms(self, ms: float) -> None:
         if ms > 0:

@@ -33,11 +33,13 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from flux.canonical import compact_json
+from flux.errors import FluxError
 
 from . import ast as A
 from . import interpreter as I  # noqa: N812 - the module that mixes this in (imported lazily)
 from .astjson import _thing_to_json
 from .scheduler import DeadlineExceeded, Scheduler
+from .session import SessionBindings, debounce_key, next_debounce_seq, throttle_key
 
 __all__ = ["ConstructsMixin"]
 
@@ -67,6 +69,7 @@ class _Gate:
     symbols: dict
     next_vid: int
     buf: list = field(default_factory=list)
+    open: bool = True  # False once passed or closed (a branch spawned under it shares the object)
 
 
 class _GateClosed(Exception):
@@ -90,14 +93,11 @@ class ConstructsMixin:
     }
 
     # ------------------------------------------------------------------ state
-    def _init_constructs(self, clock: Any, throttle: Optional[dict], debounce: Optional[dict]) -> None:
+    def _init_constructs(self, clock: Any, session: SessionBindings) -> None:
         self.clock = clock
         self._sched: Optional[Scheduler] = None  # set while a plan runs (Interpreter.run)
         self._steps_base = 0  # op dispatches of the runs so far
-        self.throttle_buckets: dict[str, list[float]] = throttle if throttle is not None else {}
-        self.debounce_tokens: dict[str, str] = debounce if debounce is not None else {}
-        self._debounce_seq = 0
-        self._gate: Optional[_Gate] = None
+        self.session = session  # durable session bindings (flux.lang.session)
 
     @property
     def steps(self) -> int:
@@ -131,22 +131,34 @@ class ConstructsMixin:
         return None
 
     # ------------------------------------------------------------------ replay gates
+    @property
+    def _gate(self) -> Optional[_Gate]:
+        """The open gate of the running branch: a gate belongs to the branch that armed it and the
+        branches it spawns, never to a concurrent sibling."""
+        sched = self._sched
+        task = sched.current if sched is not None else None
+        gate = task.gate if task is not None else None
+        return gate if gate is not None and gate.open else None
+
     def _arm_gate(self, owner: str) -> Optional[_Gate]:
         """Open a gate when replaying and none is open (the outermost open gate decides)."""
         if not self.clock.replaying or self._gate is not None:
             return None
-        self._gate = _Gate(owner, dict(self.symbols), self._next_vid)
-        return self._gate
+        gate = _Gate(owner, dict(self.symbols), self._next_vid)
+        self._sched.current.gate = gate
+        return gate
 
     def _pass_gate(self) -> None:
-        gate, self._gate = self._gate, None
+        gate = self._gate
         if gate is not None:
-            for ev in gate.buf:
+            gate.open = False
+            buf, gate.buf = gate.buf, []
+            for ev in buf:
                 self.sink.emit(ev)
 
     def _roll_back(self, gate: _Gate) -> None:
         """The gated part never ran live: forget what its pure prefix did."""
-        self._gate = None
+        gate.open = False
         self.symbols.clear()
         self.symbols.update(gate.symbols)
         for n in range(gate.next_vid, self._next_vid):
@@ -265,6 +277,7 @@ class ConstructsMixin:
                 continue
             if out.value is not None:
                 self.symbols[br.name] = out.value
+                self._bind_durable(br.name, out.value)  # what a resume past it rebinds
                 last = out.value
         if first_error is not None:
             raise first_error
@@ -298,17 +311,41 @@ class ConstructsMixin:
         self._bind_result(node.bind, value)
         return value
 
+    # ------------------------------------------------------------------ session state
+    def _bind_durable(self, name: str, value: Any, hidden: bool = False) -> None:
+        try:
+            self.session.bind(name, value, hidden=hidden)
+        except FluxError as e:  # the session store failed: the statement fails (flux: `store.bind(...)?`)
+            raise I._Halt(str(e)) from None
+
+    def _session_get(self, name: str) -> Any:
+        try:
+            return self.session.get(name)
+        except FluxError as e:
+            raise I._Halt(str(e)) from None
+
+    def _bucket(self, key: str, window_start: float) -> list[int]:
+        """The throttle bucket's in-window timestamps (flux: JSON text of epoch-ms integers)."""
+        raw = self._session_get(key)
+        try:
+            times = json.loads(raw) if isinstance(raw, str) else []
+        except ValueError:
+            times = []
+        if not isinstance(times, list):
+            return []
+        return [t for t in times if isinstance(t, int) and not isinstance(t, bool) and t >= window_start]
+
     async def _throttle(self, node: A.Throttle) -> Any:
         """At most ``max`` op dispatches per sliding ``per`` window, checked before each statement;
-        the bucket is keyed by name and lives as long as the caller keeps ``throttle_buckets``."""
-        bucket = self.throttle_buckets.setdefault(node.name, [])
+        the bucket lives in the session bindings under ``__throttle_bucket_<name>`` (flux keeps it
+        in the session store: it persists across plans, turns and — with a store — processes)."""
+        key = throttle_key(node.name)
         refused = f"`throttle` limit of {node.max} per {node.window_ms}ms exceeded"
         value = None
         for stmt in node.body:
-            now = self.clock.now_ms()
-            bucket[:] = [t for t in bucket if t >= now - node.window_ms]
+            in_window = len(self._bucket(key, int(self.clock.wall_ms()) - node.window_ms))
             gate = self._arm_gate("throttle")
-            if gate is None and len(bucket) >= node.max:
+            if gate is None and in_window >= node.max:
                 raise I._Halt(refused)
             start = self.steps
             try:
@@ -322,20 +359,23 @@ class ConstructsMixin:
                 self._settle(gate)
             dispatched = self.steps - start
             if dispatched:
-                bucket.extend([self.clock.now_ms()] * dispatched)
+                now = int(self.clock.wall_ms())
+                times = self._bucket(key, now - node.window_ms) + [now] * dispatched
+                self._bind_durable(key, compact_json(times), hidden=True)
             if v is not None:
                 value = v
         return value
 
     async def _debounce(self, node: A.Debounce) -> Any:
-        """Record a trigger, wait, and run the body only if no newer trigger of the same name came
-        meanwhile — e.g. the same debounce in a concurrent branch; the older trigger coalesces."""
-        self._debounce_seq += 1
-        token = f"{int(self.clock.now_ms())}:{self._debounce_seq}"
-        self.debounce_tokens[node.name] = token
+        """Record a trigger (a token under ``__debounce_last_<name>`` in the session bindings),
+        wait, and run the body only if no newer trigger of the same name came meanwhile — e.g. the
+        same debounce in a concurrent branch, or in another turn; the older trigger coalesces."""
+        key = debounce_key(node.name)
+        token = f"{int(self.clock.wall_ms())}:{next_debounce_seq()}"
+        self._bind_durable(key, token, hidden=True)
         if node.wait_ms > 0:
             await self._sched.sleep(node.wait_ms)
-        if self.debounce_tokens.get(node.name) != token:
+        if self._session_get(key) != token:
             return None  # coalesced into the newer trigger
         return await self._block(node.body)
 

@@ -16,6 +16,7 @@ Values are natural JSON Python values. An op's result is its ``content`` string;
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -34,6 +35,7 @@ from .hashes import input_hash, memo_symbol, once_key, step_id, stmt_hash16
 from .ledger import LedgerEntry, ResumeLedger
 from .parser import ParseError, formula_tree
 from .scheduler import Scheduler
+from .session import MemoryBindings, SessionBindings
 
 # Rust's `str::parse::<f64>` / `::<i64>` grammars, which flux's `parse(v, as: …)` uses.
 _RUST_F64 = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf|infinity|nan))",
@@ -158,6 +160,22 @@ class _Return(Exception):
 
 
 from .constructs import ConstructsMixin  # noqa: E402 - needs the signals above
+
+
+def _parallel_branch_names(node: Any) -> list[str]:
+    """The branch names of every ``parallel`` inside ``node`` (any depth), in source order."""
+    names: list[str] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, A.Parallel):
+            names.extend(br.name for br in n.branches)
+        if isinstance(n, (A.Node, A._Part)):
+            for f in dataclasses.fields(n):
+                stack.append(getattr(n, f.name))
+        elif isinstance(n, tuple):
+            stack.extend(reversed(n))
+    return names
 
 
 def _is_flux_error(e: BaseException) -> bool:
@@ -364,8 +382,7 @@ class Interpreter(ConstructsMixin):
         run_id: str = "run",
         sleep: Callable[[float], None] = time.sleep,
         clock: Optional[Clock] = None,
-        throttle_buckets: Optional[dict] = None,
-        debounce_tokens: Optional[dict] = None,
+        session: Optional[SessionBindings] = None,
     ):
         self.catalog, self.host, self.sink, self.approver = catalog, host, sink, approver
         self.values: dict[str, Any] = values if values is not None else {}
@@ -378,7 +395,7 @@ class Interpreter(ConstructsMixin):
                               if k.startswith("v_") and k[2:].isdigit()), default=0) + 1
         self._last_vid: Optional[str] = None
         self._init_constructs(clock if clock is not None else _clock_for(host, sleep),
-                              throttle_buckets, debounce_tokens)
+                              session if session is not None else MemoryBindings())
 
     # ------------------------------------------------------------------ values
     def _mint(self, value: Any) -> str:
@@ -498,6 +515,7 @@ class Interpreter(ConstructsMixin):
                         f"recorded value {entry.value} of statement {idx} is missing from the "
                         "value store; resume from a store that holds it")
                 self.symbols[binder] = self.values[entry.value]
+            self._rebind_durable(body[idx])
         if resumable:
             for idx, entry in matched:
                 self._completed(key, idx, entry.stmt, entry.value, skipped=True)
@@ -505,6 +523,14 @@ class Interpreter(ConstructsMixin):
                         "skipped": ledger_end})
         cp = ledger.checkpoint
         return max(ledger_end, cp + 1 if cp is not None else 0)
+
+    def _rebind_durable(self, node: A.Node) -> None:
+        """Rebind what a fast-forwarded statement bound beyond its single binder — the branch names
+        of every ``parallel`` in it — from the durable session bindings, as flux does (§4.10)."""
+        for name in _parallel_branch_names(node):
+            value = self.session.get(name)
+            if value is not None:
+                self.symbols[name] = value
 
     @staticmethod
     def _binder(node: A.Node) -> Optional[str]:
@@ -518,6 +544,10 @@ class Interpreter(ConstructsMixin):
         if isinstance(node, (A.Seq, A.Pipe, A.Retry, A.Fallback, A.Once, A.Loop, A.Race,
                              A.Timeout, A.Budget, A.CapScope, A.Scope)):
             return node.bind
+        if isinstance(node, A.Ctx):  # flux: the pack's value is the statement's value
+            return node.name
+        if isinstance(node, A.CtxAppend):
+            return node.ctx
         return None
 
     # ------------------------------------------------------------------ statements

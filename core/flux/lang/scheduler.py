@@ -83,7 +83,7 @@ class BranchOutcome:
 
 class _Task:
     __slots__ = ("coro", "parent", "children", "done", "outcome", "steps", "cap_scopes", "wait",
-                 "group", "seq", "cancelled")
+                 "group", "seq", "cancelled", "gate")
 
     def __init__(self, coro: Coroutine, parent: Optional["_Task"], seq: int):
         self.coro = coro
@@ -93,6 +93,7 @@ class _Task:
         self.outcome: Optional[BranchOutcome] = None
         self.steps = 0  # op dispatches of this branch (flux: each branch counts its own, merged at join)
         self.cap_scopes: tuple = parent.cap_scopes if parent is not None else ()
+        self.gate: Any = parent.gate if parent is not None else None  # the interpreter's replay gate
         self.wait: Optional[_Wait] = None  # what the task is blocked on
         self.group: Optional[_Group] = None  # the group this task is a member of
         self.seq = seq

@@ -36,6 +36,7 @@ from ..model.session import TRACE_KINDS, Cell, SessionDetail, load_session
 from ..store.events import (
     Message, OpRecorded, PlanHalted, Run, StatementCompleted, StepFailed, StepStarted, StepSucceeded, TurnEnded,
 )
+from ..store.bindings import FlowDbBindings
 from ..store.store import StoreReader
 from .engine import BufferedRunSink, binder_of, catalog_for, live_effect, predict_calls, simulate_serve
 from .gate import LiveOp, LivePreview
@@ -258,7 +259,9 @@ def _resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePrev
                      concurrent=getattr(client, "concurrent_ops", True))
     host = TapeFirstHost(tape, RecordingHost(live, tee, red, client.cap, enabled=client.cassette))
     interp = Interpreter(catalog_for(client.toolbox.catalog()), host, tee, approver=_confirm_approver(client),
-                         values=dict(plan.values), run_id=plan.session)
+                         values=dict(plan.values), run_id=plan.session,
+                         # the same session: a fast-forwarded `parallel` rebinds its branch names here
+                         session=FlowDbBindings(client.store_dir, plan.session, now=w.now))
     try:
         report = _resurrect_run(plan, interp, tee, host, live, tape)
     finally:

@@ -100,6 +100,9 @@ PLANS = {
     "race: the fastest wins, the loser is cancelled": [
         'flow\n  race 1s -> w\n    branch a\n      nap()\n    branch b\n      slow()\n      echo("b")\n'
         '  echo(w)\n'],
+    "a gated loop in one branch, ops in the other": [
+        'flow\n  parallel\n    branch a\n      loop for 1s, every: 200ms\n        x = echo("pre")\n'
+        '        slow()\n    branch b\n      nap()\n      echo("b")\n      nap()\n  echo("{b} done")\n'],
     "timeout cancels a branch of a parallel": [
         'flow\n  try\n    parallel\n      branch a\n        timeout 200ms\n          echo("a1")\n'
         '          nap()\n      branch b\n        slow()\n  catch e\n    echo("caught")\n'],
