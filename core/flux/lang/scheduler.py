@@ -40,7 +40,6 @@ import itertools
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Coroutine, Optional
 
 from flux.canonical import sha256_hex
@@ -151,12 +150,11 @@ class Scheduler:
         self._live = 0  # tasks not done
         self._seq = itertools.count()
         # Made with the first worker dispatch (a Queue is three Conditions; most runs never need one).
-        self._done: "Optional[queue.Queue[tuple[_Wait, Any, Optional[BaseException]]]]" = None
+        self._done: "Optional[queue.Queue[tuple[_Wait, tuple]]]" = None  # real mode: finished work
         self._inflight = 0  # real mode: worker dispatches not yet delivered
-        self._pool: Optional[ThreadPoolExecutor] = None
         self._first_unconsumed = 0
 
-    def _done_queue(self) -> "queue.Queue[tuple[_Wait, Any, Optional[BaseException]]]":
+    def _done_queue(self) -> "queue.Queue[tuple[_Wait, tuple]]":
         if self._done is None:
             self._done = queue.Queue()
         return self._done
@@ -205,16 +203,11 @@ class Scheduler:
         """Run ``coro`` (and every branch it spawns) to completion; return its value or raise."""
         root = self._spawn(coro, None)
         root.steps = 0
-        try:
-            while not root.done:
-                if self._ready:
-                    self._step(self._ready.pop(0), None, None)
-                    continue
-                self._idle()
-        finally:
-            if self._pool is not None:
-                self._pool.shutdown(wait=False, cancel_futures=True)
-                self._pool = None
+        while not root.done:
+            if self._ready:
+                self._step(self._ready.pop(0), None, None)
+                continue
+            self._idle()
         assert root.outcome is not None
         if root.outcome.error is not None:
             raise root.outcome.error
@@ -300,13 +293,15 @@ class Scheduler:
             w.future = (None, err) if err is not None else (work(), None)
             w.timer = self._timer(self._now(), "complete", w)
             return
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="flux-op")
         done = self._done_queue()
         self._inflight += 1
-        fut = self._pool.submit(work)
-        w.future = fut
-        fut.add_done_callback(lambda f, w=w: done.put((w, f)))
+
+        def run_work() -> None:
+            done.put((w, self._call(work)))
+
+        # a daemon thread per op in flight: an abandoned op (cancelled) must not hold the process
+        # open at exit — flux drops the future; a thread cannot be dropped, only left behind
+        threading.Thread(target=run_work, name=f"flux-op-{op}", daemon=True).start()
 
     @staticmethod
     def _call(fn: Callable[[], Any]) -> tuple:
@@ -386,12 +381,11 @@ class Scheduler:
         elif self._inflight == 0:
             raise RuntimeError("scheduler deadlock: no branch can make progress")
         try:
-            w, fut = self._done_queue().get(timeout=timeout)
+            w, result = self._done_queue().get(timeout=timeout)
         except queue.Empty:
             return
         self._inflight -= 1
-        exc = fut.exception()
-        self._complete(w, (None, exc) if exc is not None else (fut.result(), None))
+        self._complete(w, result)
 
     def _idle_replay(self) -> None:
         pending = [w for w in self._pending if w.task.wait is w and not w.task.done]
