@@ -171,6 +171,20 @@ def scrub_outcome(outcome: Any) -> Any:
     return dataclasses.replace(outcome, **changes) if changes else outcome
 
 
+def _completed_work() -> Any:
+    """flux.lang.interpreter.completed_work (imported on first use: the interpreter imports cassette
+    modules lazily too)."""
+    global _COMPLETED
+    if _COMPLETED is None:
+        from ..lang.interpreter import completed_work
+
+        _COMPLETED = completed_work
+    return _COMPLETED
+
+
+_COMPLETED: Any = None
+
+
 class RecordingHost:
     """An op host that records a cassette cell after every live dispatch of ``inner``.
 
@@ -209,19 +223,26 @@ class RecordingHost:
     # right here); ``settle`` writes the cell on the interpreter's thread, in completion order, and
     # only for an op whose result the run takes — a cancelled op gets none (flux's RecordScope
     # records after the dispatch returns, and a dropped future never returns).
-    def begin(self, op: str, input: Any, input_json: str) -> Callable[[], Any]:
-        from ..lang.interpreter import completed_work
+    def _inner_phases(self) -> tuple:
+        """``inner``'s own ``begin``/``settle`` (or None), looked up once per inner host."""
+        cached = self.__dict__.get("_phases_of")
+        if cached is None or cached[0] is not self.inner:
+            inner = self.inner
+            cached = (inner, getattr(inner, "begin", None), getattr(inner, "settle", None))
+            self.__dict__["_phases_of"] = cached
+        return cached
 
-        inner_begin = getattr(self.inner, "begin", None)
+    def begin(self, op: str, input: Any, input_json: str) -> Callable[[], Any]:
+        _, inner_begin, _ = self._inner_phases()
         if inner_begin is None:
-            return completed_work(scrub_outcome(self.inner.dispatch(op, input, input_json)))
+            return _completed_work()(scrub_outcome(self.inner.dispatch(op, input, input_json)))
         work = inner_begin(op, input, input_json)
         if getattr(work, "completed", False):
-            return completed_work(scrub_outcome(work()))
+            return _completed_work()(scrub_outcome(work()))
         return lambda: scrub_outcome(work())
 
     def settle(self, op: str, input_json: str, outcome: Any) -> Any:
-        inner_settle = getattr(self.inner, "settle", None)
+        _, _, inner_settle = self._inner_phases()
         if inner_settle is not None:
             outcome = inner_settle(op, input_json, outcome)
         if self.enabled:

@@ -187,27 +187,6 @@ def _same(outcome: Any) -> Any:
     return outcome
 
 
-def _phases(host: Any, op: str, input_obj: Any, input_json: str) -> tuple:
-    """A dispatch as the scheduler runs it: ``start()`` (on the interpreter's thread) returns the
-    work; ``settle(outcome)`` is the bookkeeping once the run takes the result.
-
-    A host opts into concurrent dispatch with ``begin(op, input, input_json) -> work`` (the work
-    must be safe to run in a worker thread) and ``settle(op, input_json, outcome) -> outcome``. A
-    host with only ``dispatch`` runs inline on the interpreter's thread: nothing is assumed
-    thread-safe that did not say so."""
-    begin = getattr(host, "begin", None)
-    if begin is not None:
-        def start() -> Callable[[], Any]:
-            return begin(op, input_obj, input_json)
-    else:
-        def start() -> Callable[[], Any]:
-            return completed_work(host.dispatch(op, input_obj, input_json))
-    settle_host = getattr(host, "settle", None)
-    if settle_host is None:
-        return start, _same
-    return start, lambda outcome: settle_host(op, input_json, outcome)
-
-
 class completed_work:  # noqa: N801 - used like a function: `return completed_work(outcome)`
     """Work that is already done (an inline dispatch, a refusal): the scheduler completes it in
     dispatch order without a worker thread."""
@@ -394,6 +373,7 @@ class Interpreter(ConstructsMixin):
         self._next_vid = max((int(k[2:]) for k in self.values
                               if k.startswith("v_") and k[2:].isdigit()), default=0) + 1
         self._last_vid: Optional[str] = None
+        self._host_phases: Optional[tuple] = None
         self._init_constructs(clock if clock is not None else _clock_for(host, sleep),
                               session if session is not None else MemoryBindings())
 
@@ -523,6 +503,31 @@ class Interpreter(ConstructsMixin):
                         "skipped": ledger_end})
         cp = ledger.checkpoint
         return max(ledger_end, cp + 1 if cp is not None else 0)
+
+    def _phases(self, op: str, input_obj: Any, input_json: str) -> tuple:
+        """A dispatch as the scheduler runs it: ``start()`` (on the interpreter's thread) returns
+        the work; ``settle(outcome)`` is the bookkeeping once the run takes the result.
+
+        A host opts into concurrent dispatch with ``begin(op, input, input_json) -> work`` (the
+        work must be safe to run in a worker thread) and ``settle(op, input_json, outcome) ->
+        outcome``. A host with only ``dispatch`` runs inline on the interpreter's thread: nothing is
+        assumed thread-safe that did not say so. (The host's methods are looked up once per host:
+        ``host`` may be swapped between runs, e.g. a fork's tail.)"""
+        host = self.host
+        cached = self._host_phases
+        if cached is None or cached[0] is not host:
+            cached = self._host_phases = (host, getattr(host, "begin", None),
+                                          getattr(host, "settle", None))
+        _, begin, settle_host = cached
+        if begin is not None:
+            def start() -> Callable[[], Any]:
+                return begin(op, input_obj, input_json)
+        else:
+            def start() -> Callable[[], Any]:
+                return completed_work(host.dispatch(op, input_obj, input_json))
+        if settle_host is None:
+            return start, _same
+        return start, lambda outcome: settle_host(op, input_json, outcome)
 
     def _rebind_durable(self, node: A.Node) -> None:
         """Rebind what a fast-forwarded statement bound beyond its single binder — the branch names
@@ -880,7 +885,7 @@ class Interpreter(ConstructsMixin):
         if denial is not None:
             outcome = OpOutcome(denial, denied=True)
         else:
-            outcome = await self._sched.dispatch(*_phases(self.host, op, input_obj, input_json),
+            outcome = await self._sched.dispatch(*self._phases(op, input_obj, input_json),
                                                  op, input_json)
         self._sched.current.steps += 1  # counted once it returned (a cancelled op never does)
         if outcome.denied or outcome.is_error:
