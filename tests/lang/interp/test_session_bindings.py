@@ -158,3 +158,56 @@ def test_a_ctx_statement_records_its_pack_and_resume_rebinds_it():
     res = fresh.run(parse('flow\n  x = echo("X")\n  ctx pack\n    include x\n  echo("{pack}")\n'),
                     ledger=ResumeLedger.fold(sink.events))
     assert res.halted is None and world2.marks == ['{"name":"pack","members":["x"]}']
+
+
+KILLED_RUN = """
+import os, sys
+from flux.agent.builtin_ops import coding_ops
+from flux.agent.client import Client
+from flux.agent.ops import op
+
+@op(name="crash", effect="write")
+def crash(why: str) -> str:
+    \"\"\"The process is killed mid-dispatch.\"\"\"
+    os._exit(9)
+
+ws = sys.argv[2]
+c = Client("mock", store=sys.argv[1], workspace=ws, env_secrets=False, auto_approve=True,
+           ops=[*coding_ops(ws), crash])
+c.session().run_flow_sync(sys.argv[3])
+"""
+
+
+def test_resurrect_past_a_parallel_rebinds_the_branch_names(tmp_path):
+    """A turn killed after its `parallel` completed: resurrect fast-forwards the parallel (its ops
+    are not run again) and the statement after it sees the branch names, rebound from flow.db."""
+    import subprocess
+    import sys
+
+    from flux.agent.builtin_ops import coding_ops
+    from flux.agent.client import Client
+    from flux.agent.ops import op
+    from flux.timemachine import resurrect_session
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("alpha")
+    (ws / "b.txt").write_text("beta")
+    plan = ('flow\n  parallel\n    branch a\n      read("a.txt")\n    branch b\n      read("b.txt")\n'
+            '  crash("now")\n  write(path: "out.txt", content: "{a}|{b}")\n')
+    store = tmp_path / "store"
+    killed = subprocess.run([sys.executable, "-c", KILLED_RUN, str(store), str(ws), plan], capture_output=True)
+    assert killed.returncode == 9, killed.stderr.decode()[-2000:]
+
+    @op(name="crash", effect="write")
+    def crash(why: str) -> str:
+        """Runs this time."""
+        return "ran"
+
+    c = Client("mock", store=store, workspace=ws, env_secrets=False, auto_approve=True,
+               ops=[*coding_ops(ws), crash])
+    rep = resurrect_session(c, "s_1")
+    c.close()
+    assert rep is not None and rep.outcome == "resurrected", rep
+    assert rep.statements_fast_forwarded == 1 and rep.ops_run_live == 2  # crash (in flight) + write
+    assert (ws / "out.txt").read_text() == "alpha|beta"
