@@ -352,7 +352,9 @@ def test_authored_flow_run_is_resumable_recorded_and_replayable(make_client, sto
     run_kinds = [e.body.event.TAG for e in d.run_events]
     assert "statement_completed" in run_kinds and run_kinds[-1] == "plan_halted"
     ops_called = [c_.op for c_ in d.cells]
-    assert ops_called == ["read", "grep", "glob", "write", "bash", "write"]  # the saga's undo ran
+    # the parallel branches run at once: their cells are in completion order (flux's), either way
+    assert ops_called[0] == "read" and sorted(ops_called[1:3]) == ["glob", "grep"]
+    assert ops_called[3:] == ["write", "bash", "write"]  # the saga's undo ran
     rep = faithful(store)
     assert rep.plans[0].halt_kind == "runtime"
 
