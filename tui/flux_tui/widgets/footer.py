@@ -91,7 +91,10 @@ class KeyFooter(Footer):
             self._recompose_pending = False
             await self.recompose()
 
-        self.call_after_refresh(run)
+        if self.screen is self.app.screen:
+            self.call_after_refresh(run)
+        else:  # a screen under a modal gets no refresh of its own to wait for: its keys would go stale
+            self.call_later(run)
 
     def _only_enabled_changed(self, shown: tuple | None) -> bool:
         """Same keys, only some enabled or disabled (a session finished loading): flip them in place
