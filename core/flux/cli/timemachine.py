@@ -373,7 +373,7 @@ def fork_cmd(session: str, at: int, turn: int | None, inject: str | None, edit: 
         resolve_model(plan.model)  # a model without a key fails here, before anything is written
     else:
         finish = lambda: None  # noqa: E731
-        client_factory = lambda: _offline_client(reader.dir, ws, plan.detail.row.model or "mock",  # noqa: E731
+        client_factory = lambda: _offline_client(reader.dir, ws, plan.detail.model or "mock",  # noqa: E731
                                                  auto_resurrect=False, **approval)
     _gate(plan.preview, yes, policy, as_json, f"fork {row.id} @ {at}", catalog)
     client = _writable(client_factory, reader.dir)

@@ -81,6 +81,9 @@ def writes_ledger(detail: SessionDetail) -> bool:
     child that mixed ledger rows with ledger-less plans would replay only the former (§3.7)."""
     from ..store.events import PlanHalted, StatementCompleted
 
+    lean = getattr(detail, "executions", None)  # a ReplayInput: it keeps only the ledger's executions
+    if lean is not None:
+        return bool(lean)  # every ledger row sequence starts at least one execution
     return any(isinstance(e.body.event, (StatementCompleted, PlanHalted)) for e in detail.run_events)
 
 
@@ -127,7 +130,7 @@ def executions_from_rows(rows: Iterable[tuple[str, int, bool, bool, int]]) -> li
     return out
 
 
-def _keyed_executions(detail: SessionDetail, run_events: Sequence[Any]) -> list[tuple[str, int | None]]:
+def _keyed_executions(detail: SessionDetail, executions: Sequence[tuple[str, int]]) -> list[tuple[str, int | None]]:
     """(flow_key, turn number) per execution: from the ledger rows (§3.7), each placed in its turn
     by position; else the acceptance order with each acceptance's own turn."""
     from bisect import bisect_right
@@ -138,7 +141,7 @@ def _keyed_executions(detail: SessionDetail, run_events: Sequence[Any]) -> list[
 
     ids = [t.turn_id for t in detail.turns]
     out: list[tuple[str, int | None]] = []
-    for key, seq in executions_in_trace(run_events):
+    for key, seq in executions:
         ti = bisect_right(ids, seq) - 1
         out.append((key, detail.turns[ti].number if ti >= 0 else None))
     if out:
@@ -159,13 +162,15 @@ def executions_of(detail: SessionDetail, *, turn: int | None = None, verb: str =
 
     sid = detail.id
     plans, _order = plans_by_key(detail)
+    lean = getattr(detail, "executions", None)  # a ReplayInput has them already
+    ledger_execs = lean if lean is not None else executions_in_trace(detail.run_events)
     if turn is not None:
         if turn < 1 or turn > len(detail.turns):
             have = f"it has {len(detail.turns)} turn(s)" if detail.turns else "it has no turns"
             raise NotForkable(f"session {sid} has no turn {turn} ({have}) — turns are numbered from 1")
-        pairs = [p for p in _keyed_executions(detail, detail.run_events) if p[1] == turn]
+        pairs = [p for p in _keyed_executions(detail, ledger_execs) if p[1] == turn]
     else:
-        pairs = _keyed_executions(detail, detail.run_events)
+        pairs = _keyed_executions(detail, ledger_execs)
     if not pairs:
         where = f"turn {turn} of session {sid}" if turn is not None else f"session {sid}"
         raise NotForkable(f"{where} is not {verb}: no executed statements and no accepted plan_source recorded")

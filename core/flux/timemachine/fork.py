@@ -49,6 +49,7 @@ from .engine import (
     live_effect, position_at, position_count, positions_of, predict_calls, simulate_serve,
 )
 from .gate import LiveOp, LivePreview
+from .replay_input import ReplayInput, read_replay_input
 
 __all__ = [
     "ForkPlan", "ForkResult", "ForkCancelled", "prepare_fork", "plan_fork", "fork_session", "fork_points",
@@ -73,7 +74,7 @@ def default_prompt(task: str | None) -> str:
 class ForkPlan:
     """A validated fork, ready to run (``prepare_fork``); nothing has been written."""
 
-    detail: SessionDetail
+    detail: ReplayInput  # S as read for the fork: turns, ledger executions, full cells, model
     source: str
     at: int
     mode: str
@@ -210,7 +211,10 @@ def prepare_fork(reader: StoreReader, session: str, at: int, *, inject: Any = _U
         raise FluxError("edit mode needs a plan (--edit FILE)")
     if at < 0:
         raise FluxError(f"--at is a 0-based statement position: got {at}")
-    detail = _load(reader, session)
+    # The lean read replay uses (turns, ledger executions, cells), with the cells in full: the prefix
+    # re-records them on F as S recorded them. Fork needs nothing else of S (the re-plan turn's
+    # conversation is read on its own, by conversation_before).
+    detail = read_replay_input(reader, session, full_cells=True)
     sid = detail.id
     if not detail.cells:
         raise NotForkable(f"session {sid} is not forkable: no cassette cells recorded (pre-C-43 run, or "
@@ -266,7 +270,7 @@ def prepare_fork(reader: StoreReader, session: str, at: int, *, inject: Any = _U
     elif detail.turns:
         task = detail.turns[-1].user_input
     the_prompt = (prompt if prompt is not None else default_prompt(task)) if mode == "replan" else None
-    model_name = model or detail.row.model or "mock"
+    model_name = model or detail.model or "mock"
     plan = ForkPlan(detail, sid, at, mode, pos, execs, target, tail_draft, the_prompt, model_name, None, turn,
                     cat, workspace)
     if preview:
@@ -465,7 +469,7 @@ def _fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, e
 
     w = client.writer
     red = client.redactor
-    model = detail.row.model or client.model
+    model = detail.model or client.model
     with w.transaction():
         fid = w.create_session(model, context={"correlation_id": plan.source, "agent_id": f"fork:{plan.source}@{at}"})
         if conv:

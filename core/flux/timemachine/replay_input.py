@@ -48,23 +48,28 @@ class ReplayInput:
     cells: list[Any]  # the tape: TapeCells (or model Cells), in stream order
     executions: list[tuple[str, int]]  # (flow_key, global_seq) per execution (§3.7)
     has_trace: bool  # any run row decoded
+    model: str | None = None  # the session row's model
 
     @classmethod
     def of_detail(cls, detail: SessionDetail) -> "ReplayInput":
         trace = detail.run_events
-        return cls(detail.id, detail.turns, detail.cells, executions_in_trace(trace), bool(trace))
+        return cls(detail.id, detail.turns, detail.cells, executions_in_trace(trace), bool(trace), detail.row.model)
 
 
-def read_replay_input(reader: StoreReader, ref: str | None) -> ReplayInput:
-    """Resolve ``s_<n>``/``last`` and read what replay needs of it (see the module doc)."""
+def read_replay_input(reader: StoreReader, ref: str | None, *, full_cells: bool = False) -> ReplayInput:
+    """Resolve ``s_<n>``/``last`` and read what replay needs of it (see the module doc).
+    ``full_cells``: the cells are the decoded :class:`OpRecorded` events, every field as recorded
+    (fork re-records the prefix's cells on the child), not :class:`TapeCell` tuples."""
     row = reader.resolve_session(ref)
     try:
-        return _read(reader, row.id, tolerant=False)
+        out = _read(reader, row.id, tolerant=False, full_cells=full_cells)
     except NotUTF8:  # a TEXT cell is not UTF-8: read again, that row comes back as bytes and is skipped
-        return _read(reader, row.id, tolerant=True)
+        out = _read(reader, row.id, tolerant=True, full_cells=full_cells)
+    out.model = row.model
+    return out
 
 
-def _read(reader: StoreReader, sid: str, *, tolerant: bool) -> ReplayInput:
+def _read(reader: StoreReader, sid: str, *, tolerant: bool, full_cells: bool = False) -> ReplayInput:
     others = []  # the decoded rows that are not run rows: turns and plan attempts fold from them
     cells: list[Any] = []
     ledger: list[tuple[str, int, bool, bool, int]] = []
@@ -92,7 +97,9 @@ def _read(reader: StoreReader, sid: str, *, tolerant: bool) -> ReplayInput:
         cls = RUN_VARIANTS.get(tag) if type(tag) is str else None
         if cls is not None and run_fields_exact(cls, d):
             has_trace = True
-            if cls is OpRecorded:  # OpRecorded's defaults where a field is absent
+            if cls is OpRecorded and full_cells:
+                cells.append(decode_run(d))
+            elif cls is OpRecorded:  # OpRecorded's defaults where a field is absent
                 cells.append(TapeCell(d.get("op", ""), d.get("input_hash", ""), d.get("input_hash_redacted"),
                                       d.get("content", ""), d.get("view"), d.get("is_error", False),
                                       d.get("denied", False), d.get("truncated", False)))
@@ -108,7 +115,7 @@ def _read(reader: StoreReader, sid: str, *, tolerant: bool) -> ReplayInput:
             continue
         has_trace = True
         if isinstance(ev, OpRecorded):
-            cells.append(TapeCell.of(ev))
+            cells.append(ev if full_cells else TapeCell.of(ev))
         elif isinstance(ev, StatementCompleted):
             ledger.append((ev.plan, ev.node, bool(ev.skipped), False, gs))
         elif isinstance(ev, PlanHalted):
