@@ -110,10 +110,12 @@ _PAYLOAD_TEXTS = st.sampled_from([
 ])
 
 
-def _mutate(store: Path, data) -> None:
+def _mutate(store: Path, data, stream: str | None = None) -> None:
+    """Corrupt 1-3 rows of the store (of ``stream`` only, when given)."""
     con = sqlite3.connect(store / "events.db", isolation_level=None)
     try:
-        rows = con.execute("SELECT global_seq, kind, payload FROM events ORDER BY global_seq").fetchall()
+        rows = con.execute("SELECT global_seq, kind, payload FROM events WHERE ? IS NULL OR stream = ?"
+                           " ORDER BY global_seq", (stream, stream)).fetchall()
         for _ in range(data.draw(st.integers(1, 3), label="mutations")):
             gs, kind, payload = data.draw(st.sampled_from(rows), label="row")
             how = data.draw(st.sampled_from(["field", "text", "kind", "utf8", "blob"]), label="how")

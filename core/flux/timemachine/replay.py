@@ -52,6 +52,7 @@ from ..model.stored_plan import parse_stored_plan, stored_plan_key
 from ..model.session import SessionDetail
 from ..store.events import Run, decode_run
 from ..store.store import StoreReader, StoreWriter
+from .replay_direct import NOT_DIRECT, HostCall, host_call, run_host_call
 from .replay_input import ReplayInput, read_replay_input
 
 __all__ = [
@@ -212,15 +213,21 @@ def plans_by_key(detail: SessionDetail) -> tuple[dict[str, A.DraftAst], list[str
 
 def plan_turns(detail: SessionDetail) -> dict[str, int]:
     """flow_key → the number of the turn whose accepted plan replay runs under that key (last wins)."""
-    return {key: turn.number for turn, key, _draft in accepted_plans(detail)}
+    return {key: turn.number for turn, key, _draft in accepted_plans(detail, direct=True)}
 
 
-def accepted_plans(detail: SessionDetail):
+def accepted_plans(detail: SessionDetail, *, direct: bool = False):
     """``(turn, flow_key, parsed plan)`` per accepted plan in acceptance order; a damaged
-    ``plan_source`` is :class:`NotReplayable` naming the turn and attempt."""
+    ``plan_source`` is :class:`NotReplayable` naming the turn and attempt. With ``direct``, a host
+    plan comes as the :class:`~flux.timemachine.replay_direct.HostCall` its text gives (same key)
+    instead of its AST."""
     for t in detail.turns:
         for att in t.plan_attempts:
             if att.outcome != "accepted" or att.plan_source is None:
+                continue
+            hc = host_call(att.plan_source) if direct else None
+            if hc is not None:
+                yield t, hc.flow_key, hc
                 continue
             try:
                 draft, key = parse_stored_plan(att.plan_source)
@@ -274,7 +281,8 @@ def _turn_keys(detail: SessionDetail, turn: int) -> set[str]:
     for att in turns[idx].plan_attempts:
         if att.outcome != "accepted" or att.plan_source is None:
             continue
-        key = stored_plan_key(att.plan_source)
+        hc = host_call(att.plan_source)
+        key = hc.flow_key if hc is not None else stored_plan_key(att.plan_source)
         if key is not None:
             keys.add(key)
     return keys
@@ -397,14 +405,20 @@ def _gc_paused():
 
 
 def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None, on_progress: ProgressFn | None,
-            scratch_dir: str | os.PathLike[str] | None, recorded_dir: Path | None) -> ReplayReport:
+            scratch_dir: str | os.PathLike[str] | None, recorded_dir: Path | None, direct: bool = True) -> ReplayReport:
+    """The replay. ``direct=False`` runs every plan through the interpreter (the differential test
+    compares it with the direct path of :mod:`~flux.timemachine.replay_direct`)."""
     sid = detail.id
     if not detail.has_trace:
         raise _not_replayable(sid, "no run trace recorded")
     tape = ReplayTape(detail.cells)
     if tape.total == 0:
         raise _not_replayable(sid, "no cassette cells recorded (pre-C-43 run, or FLUX_CASSETTE=0)")
-    plans, accepted_order = plans_by_key(detail)
+    plans: dict[str, A.DraftAst | HostCall] = {}
+    accepted_order: list[str] = []
+    for _turn, key, plan in accepted_plans(detail, direct=direct):
+        accepted_order.append(key)
+        plans[key] = plan
     exec_keys = [k for k, _ in detail.executions]
     if not exec_keys:
         exec_keys = list(accepted_order)
@@ -423,7 +437,10 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
             if draft is None:
                 continue
             ops: list[str] = []
-            _ops_in(draft.body, ops)
+            if type(draft) is HostCall:
+                ops.append(draft.op)
+            else:
+                _ops_in(draft.body, ops)
             unknown = sorted({op for op in ops if cat.get(op) is None})
             if unknown:
                 names = ", ".join(f"`{op}`" for op in unknown)
@@ -456,8 +473,11 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
             else:
                 ledger = sink.ledger()
                 sink.execution = len(report.plans)
-                res = interp.run(draft, resumable=True, ledger=ledger, flow_key=known_key)
-                h = res.halted
+                h = run_host_call(interp, draft, ledger) if type(draft) is HostCall else NOT_DIRECT
+                if h is NOT_DIRECT:
+                    if type(draft) is HostCall:
+                        draft = draft.draft()
+                    h = interp.run(draft, resumable=True, ledger=ledger, flow_key=known_key).halted
                 report.plans.append(ReplayedPlan(key, h.error if h else None, h.kind if h else None,
                                                  h.node if h else None))
             if on_progress is not None:

@@ -1,0 +1,188 @@
+"""Replay's direct path for host plans (issue 10 item 2): the one-statement plan the runtime
+records for every tool call, served from the tape without the parser's AST or the interpreter.
+
+Nearly every accepted plan in a store is host-derived (spec §5.2)::
+
+    flow
+      adaptive_gather_1 = read({"path":"src/a.py"})
+
+Replaying one through the interpreter means parsing it (JSON with hooks, an AST), keying it (the
+AST serialized and hashed), then a scheduler, a coroutine and the expression walk, to make a single
+tape request. This module does the same work straight from the text:
+
+* :func:`host_call` recognises the shape *exactly*: the parser's own host-plan pattern and
+  exclusions, and an argument that is already canonical JSON (``canonical_json(json.loads(arg))
+  == arg``: sorted keys, compact, no escapes canonical JSON would not write, no duplicate keys, no
+  non-finite or out-of-range number). Then the AST JSON the parser would produce is the argument's
+  bytes in a fixed frame, so ``flow_key`` and ``stmt_hash16`` are hashes of that text, and the op's
+  input JSON is the argument itself. Anything else — whitespace, unsorted keys, ``\"\"\"`` strings, a
+  ``$`` the parser treats specially, a 19-digit number, a surrogate — is ``None``, and replay parses
+  the plan in full as before.
+* :func:`run_host_call` executes it against the interpreter's state (symbols, value store, value
+  ids, op count) and the scratch sink exactly as :meth:`Interpreter.run` executes
+  ``Bind(name, Call(op, (Lit(value),)))`` in resumable mode with a ledger: the §4.10
+  fast-forward, ``plan_resumed``, ``step_started``, the tape request, ``step_succeeded`` /
+  ``step_failed``, ``statement_completed`` / ``plan_halted``, in that order with the same bodies.
+  When anything is not the plain case (a non-replay host, an op the catalog lacks, a plan run in
+  the middle of another) it answers :data:`NOT_DIRECT` and the interpreter runs the plan.
+
+A differential test (``tests/core/test_replay_direct.py``) replays generated and corrupted stores
+both ways and requires identical reports; a property test proves :func:`host_call`'s keys equal
+the parser's on every plan it accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, NamedTuple
+
+from ..canonical import canonical_json, json_string, scrub_text, sha256_hex
+from ..cassette.replay import ReplayHost
+from ..lang.interpreter import PlanHalt, ResumeError, _interpolate_json
+from ..lang.parser import _HOST_PLAN, MAX_JSON_DEPTH, RESERVED
+
+__all__ = ["HostCall", "host_call", "run_host_call", "NOT_DIRECT"]
+
+#: ``run_host_call``'s answer when the plan must go through the interpreter instead.
+NOT_DIRECT: Any = object()
+
+# A run of 19 digits may be an integer serde (and the parser) read as an f64, not an i64/u64.
+_LONG_DIGITS = re.compile(r"[0-9]{19}")
+# What `interpolate` rewrites inside a string: `{{`, `}}`, `{name}`. Canonical JSON never escapes a
+# brace, so a string holding one shows it in the text; structural braces match only as `}}` (a
+# nested object's end), which merely sends the argument through the interpolation below.
+_PLACEHOLDER_LIKE = re.compile(r"\{\{|\}\}|\{[A-Za-z_]")
+# A JSON string as the parser delimits one (its escapes are checked when the whole is decoded).
+_JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\[\s\S])*"')
+
+
+class HostCall(NamedTuple):
+    """A host plan recognised from its text: ``name = op(<canonical JSON object>)``."""
+
+    flow_key: str
+    stmt: str  # stmt_hash16 of its one statement
+    name: str  # the binder, without `$`
+    op: str
+    arg: str  # the literal argument: canonical JSON, so also the op's input JSON
+    value: Any  # the decoded argument when it may hold `{name}` placeholders, else None
+    source: str  # the plan text, for the full parser when the direct path does not apply
+
+    def draft(self) -> Any:
+        """The parsed plan (what the interpreter runs when the direct path does not apply)."""
+        from ..model.stored_plan import parse_stored_plan
+
+        return parse_stored_plan(self.source)[0]
+
+
+def host_call(source: Any) -> HostCall | None:
+    """``source`` as a :class:`HostCall`, or None when it is not exactly the canonical host shape."""
+    if type(source) is not str:
+        return None
+    m = _HOST_PLAN.fullmatch(source)
+    if m is None:
+        return None
+    _sigil, name, op, arg = m.groups()
+    if name in RESERVED or op in RESERVED or op == "fmt":
+        return None
+    if scrub_text(source) is not source or arg.count("{") + arg.count("[") > MAX_JSON_DEPTH \
+            or _LONG_DIGITS.search(arg) is not None:
+        return None
+    if '"""' in arg:
+        arg = _without_triple_quotes(arg)
+        if arg is None:
+            return None
+    try:
+        value = json.loads(arg)
+        if type(value) is not dict or canonical_json(value) != arg:
+            return None
+    except (ValueError, RecursionError, TypeError, OverflowError):  # UnicodeError is a ValueError
+        return None
+    stmt_text = ('{"kind":"bind","name":"' + name + '","value":{"kind":"call","op":"' + op
+                 + '","args":[{"kind":"lit","value":' + arg + '}]}}')
+    return HostCall("h:" + sha256_hex("[" + stmt_text + "]")[:16], sha256_hex(stmt_text)[:16], name, op, arg,
+                    value if _PLACEHOLDER_LIKE.search(arg) is not None else None, source)
+
+
+def _without_triple_quotes(arg: str) -> str | None:
+    '''``arg`` with every triple-quoted (verbatim) string written as a JSON string, read as the
+    parser reads it: outside a string, a ``"`` opens a verbatim string when two more follow (it
+    ends at the next three), else a JSON string (it ends at the next unescaped ``"``). Every other
+    character is kept, so the result is JSON exactly when the parser reads ``arg`` as JSON with the
+    same tokens. None for a carriage return (the parser rewrites CRLF) or an unterminated string.'''
+    if "\r" in arg:
+        return None
+    out: list[str] = []
+    i = 0
+    while True:
+        q = arg.find('"', i)
+        if q < 0:
+            out.append(arg[i:])
+            return "".join(out)
+        if arg.startswith('"""', q):
+            end = arg.find('"""', q + 3)
+            if end < 0:
+                return None
+            out.append(arg[i:q])
+            out.append(json_string(arg[q + 3:end]))
+            i = end + 3
+        else:
+            m = _JSON_STRING.match(arg, q)
+            if m is None:
+                return None
+            out.append(arg[i:m.end()])
+            i = m.end()
+
+
+def run_host_call(interp: Any, hc: HostCall, ledger: Any) -> Any:
+    """Run ``hc`` as ``interp.run(hc.draft(), resumable=True, ledger=ledger, flow_key=hc.flow_key)``
+    would, and return its :class:`PlanHalt` or None; :data:`NOT_DIRECT` when it cannot (nothing
+    has happened then)."""
+    host = interp.host
+    if type(host) is not ReplayHost or interp._sched is not None or hc.op not in interp.catalog:
+        return NOT_DIRECT
+    emit = interp.sink.emit
+    key, stmt, name, op = hc.flow_key, hc.stmt, hc.name, hc.op
+    if ledger is not None:  # §4.10 fast-forward over the one statement
+        entry = ledger.entry(0)
+        matched = entry is not None and entry.stmt == stmt
+        if matched:
+            vid = entry.value
+            if vid is not None:
+                if vid not in interp.values:
+                    raise ResumeError(f"recorded value {vid} of statement 0 is missing from the value store; "
+                                      "resume from a store that holds it")
+                interp.symbols[name] = interp.values[vid]
+            ev: dict[str, Any] = {"event": "statement_completed", "plan": key, "node": 0, "stmt": entry.stmt}
+            if vid is not None:
+                ev["value"] = vid
+            ev["skipped"] = True
+            emit(ev)
+        emit({"event": "plan_resumed", "plan": key, "prior": ledger.plan, "skipped": 1 if matched else 0})
+        cp = ledger.checkpoint
+        if matched or (cp is not None and cp >= 0):
+            return None  # nothing left to run
+    interp._last_vid = None
+    if hc.value is None:
+        input_json = hc.arg
+    else:
+        input_json = canonical_json(_interpolate_json(hc.value, interp.symbols))
+    ih = sha256_hex(input_json)
+    sid = "step_" + op + "_" + ih[:16]
+    emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
+    outcome = host.tape.serve(op, input_json)
+    interp.clock.dispatched()
+    interp._steps_base += 1
+    content = outcome.content
+    if outcome.denied or outcome.is_error:
+        emit({"event": "step_failed", "step": sid, "error": content})
+        kind = "denied" if outcome.denied else "runtime"
+        emit({"event": "plan_halted", "plan": key, "node": 0, "stmt": stmt, "op": op, "kind": kind,
+              "error": content})
+        return PlanHalt(kind, content, 0, stmt, op)
+    vid = interp._mint(content)
+    interp._last_vid = vid
+    emit({"event": "step_succeeded", "step": sid, "output": vid})
+    interp.symbols[name] = content
+    emit({"event": "statement_completed", "plan": key, "node": 0, "stmt": stmt, "value": vid, "skipped": False})
+    return None
