@@ -6,6 +6,7 @@ stores."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -152,7 +153,7 @@ class _Everything(dict):
 _EVERYTHING = _Everything()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=int(os.environ.get("FLUX_DIRECT_EXAMPLES", "150")), deadline=None)
 @given(_host_texts())
 def test_host_call_keys_are_the_parsers_keys(case):
     text, how, edit, value, name, op = case
@@ -241,9 +242,9 @@ def test_every_host_plan_in_the_fixture_demo_and_benchmark_stores_keys_as_the_pa
 # Differential: the direct path and the interpreter give the same replay, on generated stores.
 
 _BINDERS = ["adaptive_gather_1", "adaptive_gather_2", "$adaptive_gather_1"]
-_VALUES = [{"path": "a"}, {"path": "b"}, {"path": "{adaptive_gather_1}"}, {"content": "x\ny\n", "path": "n"},
-           {"n": {"m": 1}, "path": "a"}, {"path": 'q"t', "z": [1.5, None]}]
-_OUTCOMES = ["ok"] * 6 + ["error", "denied", "truncated", "missing", "wrong"]
+_VALUES = [{"path": "a"}, {"path": "b"}, {"path": "{adaptive_gather_1}"}, {"path": "{adaptive_gather_2}"},
+           {"content": "x\ny\n", "path": "n"}, {"n": {"m": 1}, "path": "a"}, {"path": 'q"t', "z": [1.5, None]}]
+_OUTCOMES = ["ok"] * 10 + ["error", "error", "denied", "truncated", "missing", "wrong"]
 
 
 @st.composite
@@ -255,7 +256,7 @@ def _statement(draw):
 @st.composite
 def _plan(draw):
     first = draw(_statement())
-    kind = draw(st.sampled_from(["host"] * 4 + ["multi", "checkpoint"]))
+    kind = draw(st.sampled_from(["host"] * 4 + ["multi", "checkpoint", "rebind"]))
     stmts = [first] if kind == "host" else [first] + draw(st.lists(_statement(), min_size=1, max_size=2))
     return kind, stmts, [draw(st.sampled_from(_OUTCOMES)) for _ in stmts], draw(st.booleans())
 
@@ -265,7 +266,8 @@ def _plan_text(kind: str, stmts) -> str:
     for i, (name, op, value, how) in enumerate(stmts):
         if kind == "checkpoint" and i == 1:
             lines.append('  checkpoint "c1"\n')
-        lines.append(f"  {name if kind == 'host' or i == 0 else name.lstrip('$') + f'_{i}'} = {op}({_spell(value, how)})\n")
+        binder = name if kind in ("host", "rebind") or i == 0 else name.lstrip("$") + f"_{i}"
+        lines.append(f"  {binder} = {op}({_spell(value, how)})\n")
     return "flow\n" + "".join(lines)
 
 
@@ -338,10 +340,11 @@ def shared_store(tmp_path_factory):
         yield d, w
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=int(os.environ.get("FLUX_DIRECT_EXAMPLES", "40")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(turns=st.lists(st.tuples(st.lists(_plan(), min_size=1, max_size=4), st.booleans()), min_size=1, max_size=3),
-       orphan=st.booleans(), corrupt=st.booleans(), turn=st.sampled_from([None, None, 1, 2, 4]),
-       catalog=st.sampled_from([None, None, _CATALOG]), data=st.data())
+       orphan=st.booleans(), corrupt=st.sampled_from([False, False, True]),
+       turn=st.sampled_from([None] * 4 + [1, 2, 4]), catalog=st.sampled_from([None] * 4 + [_CATALOG]), data=st.data())
 def test_the_direct_path_reports_what_the_interpreter_reports(shared_store, turns, orphan, corrupt, turn, catalog,
                                                               data):
     store, writer = shared_store
@@ -351,6 +354,44 @@ def test_the_direct_path_reports_what_the_interpreter_reports(shared_store, turn
     with StoreReader(store) as r:
         direct, interpreted = _both(r, sid, turn=turn, catalog=catalog)
     assert direct == interpreted
+
+
+def _host(name, op, value, outcome="ok", how="canonical", ledgered=False):
+    return "host", [(name, op, value, how)], [outcome], ledgered
+
+
+_A = {"path": "a"}
+_SCENARIOS = {
+    # a plan halted after its checkpoint: the next plan starts past it, so a host plan runs nothing
+    "checkpoint": [("checkpoint", [("adaptive_gather_1", "read", _A, "canonical"),
+                                   ("adaptive_gather_2", "grep", {"path": "b"}, "canonical")], ["ok", "error"], False),
+                   _host("adaptive_gather_2", "write", {"path": "b"})],
+    # a host plan's result is interpolated into the next one's input
+    "placeholder": [_host("adaptive_gather_1", "read", _A), _host("adaptive_gather_2", "read", {"path": "{adaptive_gather_1}"}),
+                    _host("adaptive_gather_1", "grep", {"n": {"m": 1}, "path": "{adaptive_gather_2}"})],
+    # the halted plan completed the host plan's statement: fast-forwarded, with its recorded value
+    "fast-forward": [("multi", [("adaptive_gather_1", "read", _A, "canonical"),
+                                ("adaptive_gather_2", "grep", {"path": "b"}, "canonical")], ["ok", "denied"], False),
+                     _host("adaptive_gather_1", "read", _A), _host("adaptive_gather_2", "read", {"path": "{adaptive_gather_1}"})],
+    # ... and the fast-forward rebinds the statement's recorded value (the halted plan rebound the name)
+    "rebind": [("rebind", [("adaptive_gather_1", "read", _A, "canonical"), ("adaptive_gather_1", "read", {"path": "b"}, "canonical"),
+                           ("adaptive_gather_2", "grep", {"path": "b"}, "canonical")], ["ok", "ok", "error"], False),
+               _host("adaptive_gather_1", "read", _A), _host("adaptive_gather_2", "read", {"path": "{adaptive_gather_1}"})],
+    "halts": [_host("a", "read", _A, "denied"), _host("b", "read", {"path": "b"}, "truncated"),
+              _host("c", "read", {"path": "c"}, "error", "triple")],
+    "miss": [_host("a", "read", _A), _host("b", "read", {"path": "b"}, "wrong"), _host("c", "read", _A)],
+    "twice": [_host("$adaptive_gather_1", "read", {"content": "x\ny\n", "path": "n"}, how="triple", ledgered=True),
+              _host("adaptive_gather_1", "read", {"content": "x\ny\n", "path": "n"}, how="triple", ledgered=True)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SCENARIOS))
+def test_scenarios_replay_the_same_both_ways(shared_store, name):
+    store, writer = shared_store
+    sid = _write_session(writer, [(_SCENARIOS[name], True)], False)
+    with StoreReader(store) as r:
+        direct, interpreted = _both(r, sid)
+    assert direct == interpreted and direct[0] == "report"
 
 
 def test_the_differential_sees_the_direct_path(tmp_path):
