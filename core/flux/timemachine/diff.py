@@ -33,9 +33,11 @@ from ..lang.hashes import stmt_hash16
 from ..model.stored_plan import parse_stored_plan
 from ..model.session import TRACE_KINDS, SessionDetail, StmtRow, diff_rows, load_session
 from ..store.store import StoreReader
+from .align import align
 
 __all__ = [
-    "DiffRow", "RunDiff", "PayloadDiff", "run_diff", "diff_details", "align_rows", "statement_texts",
+    "DiffRow", "RunDiff", "PayloadDiff", "run_diff", "diff_details", "align_rows", "align_by_position",
+    "align_by_sequence", "statement_texts",
     "payload_diff", "excerpt", "MISSING_STMT", "CellPayload", "cell_payloads",
 ]
 
@@ -45,7 +47,12 @@ EXCERPT_BYTES = 96
 
 @dataclass(frozen=True, slots=True)
 class DiffRow:
-    """One aligned position. ``kind`` is ``same`` | ``plan`` | ``output``."""
+    """One aligned row. ``kind`` is ``same`` | ``plan`` | ``output``.
+
+    ``index`` is the row's position in the diff (what ``first_divergence`` counts); ``a_index`` and
+    ``b_index`` are the positions of the paired rows in A's and B's row lists (statement rows, or
+    cells for a cell-row diff), ``None`` on the side a gap row lacks. Under flux's positional
+    alignment all three agree wherever both sides have a row."""
 
     kind: str
     node: int
@@ -56,40 +63,88 @@ class DiffRow:
     a_stmt: str | None = None  # plan
     b_stmt: str | None = None  # plan
     index: int = 0  # position in the alignment
+    a_index: int | None = None  # position in A's rows (None: a gap on A's side)
+    b_index: int | None = None  # position in B's rows (None: a gap on B's side)
 
-    def to_json(self) -> dict[str, Any]:
+    @property
+    def is_gap(self) -> bool:
+        """Only one side has a row here (the other side's statement is null)."""
+        return self.kind == "plan" and (self.a_stmt is None or self.b_stmt is None)
+
+    def to_json(self, *, indices: bool = False) -> dict[str, Any]:
+        """flux's row object; with ``indices``, plus ``a_index``/``b_index`` (a sequence alignment)."""
         if self.kind == "same":
-            return {"kind": "same", "node": self.node, "stmt": self.stmt}
-        if self.kind == "plan":
-            return {"a_stmt": self.a_stmt, "b_stmt": self.b_stmt, "kind": "plan", "node": self.node}
-        return {"a": self.a, "b": self.b, "kind": "output", "node": self.node, "op": self.op, "stmt": self.stmt}
+            out = {"kind": "same", "node": self.node, "stmt": self.stmt}
+        elif self.kind == "plan":
+            out = {"a_stmt": self.a_stmt, "b_stmt": self.b_stmt, "kind": "plan", "node": self.node}
+        else:
+            out = {"a": self.a, "b": self.b, "kind": "output", "node": self.node, "op": self.op, "stmt": self.stmt}
+        if indices:
+            out["a_index"] = self.a_index
+            out["b_index"] = self.b_index
+        return out
+
+
+def _pair_row(a: StmtRow | None, b: StmtRow | None, index: int, ai: int | None, bi: int | None) -> DiffRow:
+    """§4.6 step 2 for one pair of rows (either may be missing)."""
+    if a is not None and b is not None and a.stmt == b.stmt:
+        for (aop, acontent), (bop, bcontent) in zip(a.cells, b.cells):
+            if aop != bop or acontent != bcontent:
+                return DiffRow("output", a.node, stmt=a.stmt, op=aop, a=acontent, b=bcontent, index=index,
+                               a_index=ai, b_index=bi)
+        if len(a.cells) != len(b.cells):
+            k = min(len(a.cells), len(b.cells))
+            if len(a.cells) > k:
+                op, content = a.cells[k]
+                return DiffRow("output", a.node, stmt=a.stmt, op=op, a=content, b="", index=index, a_index=ai, b_index=bi)
+            op, content = b.cells[k]
+            return DiffRow("output", a.node, stmt=a.stmt, op=op, a="", b=content, index=index, a_index=ai, b_index=bi)
+        return DiffRow("same", a.node, stmt=a.stmt, index=index, a_index=ai, b_index=bi)
+    node = a.node if a is not None else b.node  # type: ignore[union-attr]
+    return DiffRow("plan", node, a_stmt=a.stmt if a else None, b_stmt=b.stmt if b else None, index=index,
+                   a_index=ai, b_index=bi)
+
+
+def align_by_position(ra: Sequence[StmtRow], rb: Sequence[StmtRow]) -> list[DiffRow]:
+    """flux's alignment (§4.6 step 2): row ``i`` pairs A's row ``i`` with B's row ``i``."""
+    la, lb = len(ra), len(rb)
+    return [_pair_row(ra[i] if i < la else None, rb[i] if i < lb else None, i, i if i < la else None,
+                      i if i < lb else None) for i in range(max(la, lb))]
+
+
+def align_by_sequence(ra: Sequence[StmtRow], rb: Sequence[StmtRow]) -> list[DiffRow]:
+    """Pair rows as a sequence over their keys (statement hash, or ``call:<op>:<input hash>``):
+    a common subsequence of equal keys (:mod:`.align`), leftovers between two matches paired by
+    position, the excess as one-sided gap rows."""
+    pairs = align([r.stmt for r in ra], [r.stmt for r in rb])
+    return [_pair_row(ra[i] if i is not None else None, rb[j] if j is not None else None, n, i, j)
+            for n, (i, j) in enumerate(pairs)]
 
 
 def align_rows(ra: Sequence[StmtRow], rb: Sequence[StmtRow]) -> list[DiffRow]:
-    """Align two row lists by position (§4.6 step 2)."""
-    out: list[DiffRow] = []
-    for i in range(max(len(ra), len(rb))):
-        a = ra[i] if i < len(ra) else None
-        b = rb[i] if i < len(rb) else None
-        if a is not None and b is not None and a.stmt == b.stmt:
-            row = None
-            for (aop, acontent), (bop, bcontent) in zip(a.cells, b.cells):
-                if aop != bop or acontent != bcontent:
-                    row = DiffRow("output", a.node, stmt=a.stmt, op=aop, a=acontent, b=bcontent, index=i)
-                    break
-            if row is None and len(a.cells) != len(b.cells):
-                k = min(len(a.cells), len(b.cells))
-                if len(a.cells) > k:
-                    op, content = a.cells[k]
-                    row = DiffRow("output", a.node, stmt=a.stmt, op=op, a=content, b="", index=i)
-                else:
-                    op, content = b.cells[k]
-                    row = DiffRow("output", a.node, stmt=a.stmt, op=op, a="", b=content, index=i)
-            out.append(row or DiffRow("same", a.node, stmt=a.stmt, index=i))
-        else:
-            node = a.node if a is not None else b.node  # type: ignore[union-attr]
-            out.append(DiffRow("plan", node, a_stmt=a.stmt if a else None, b_stmt=b.stmt if b else None, index=i))
-    return out
+    """The diff's rows (§4.6 step 2, aligned as a sequence when positions drift).
+
+    flux aligns by position (§4.6). When positions drift — one side gained or lost a row, as an
+    inject fork of an adaptive session does (its injected ``bind`` dispatches nothing) — every
+    later position compares the wrong rows. So: by position whenever position pairs every row it
+    can (equal keys at every shared position: flux's result, unchanged); else the sequence
+    alignment, but only if it pairs strictly more rows with equal keys than position does.
+    """
+    positional = align_by_position(ra, rb)
+    shared = min(len(ra), len(rb))
+    by_position = sum(1 for i in range(shared) if ra[i].stmt == rb[i].stmt)
+    if by_position == shared:
+        return positional  # no common subsequence can be longer than the shorter side
+    sequence = align_by_sequence(ra, rb)
+    by_sequence = sum(1 for r in sequence if r.kind != "plan")
+    return sequence if by_sequence > by_position else positional
+
+
+def drifts(rows: Sequence[DiffRow]) -> bool:
+    """True when some row pairs positions other than its own: the rows were aligned as a sequence
+    (a sequence alignment is only chosen when it differs from the positional one)."""
+    return any((r.a_index is not None and r.a_index != r.index) or (r.b_index is not None and r.b_index != r.index)
+               for r in rows)
 
 
 def statement_texts(*sessions: SessionDetail, wanted: set[str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
@@ -230,9 +285,14 @@ class RunDiff:
     texts: dict[str, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     cell_rows: bool = False  # True when the §3.6 cell-row fallback was used
-    # Cell-row diffs only: each side's cells (row i aligns cell i of A with cell i of B).
+    # Cell-row diffs only: each side's cells (a row's a_index / b_index index them).
     a_cells: list[CellPayload] = field(default_factory=list)
     b_cells: list[CellPayload] = field(default_factory=list)
+    # True when positions drifted and the rows were aligned as a sequence (rows carry distinct
+    # a_index / b_index; --json then adds them to every row). False: flux's positional alignment.
+    sequence_aligned: bool = False
+    a_rows: int = 0  # how many rows (statements or cells) each side has
+    b_rows: int = 0
 
     @property
     def identical(self) -> bool:
@@ -256,6 +316,9 @@ class RunDiff:
         s = self.summary
         fd = self.first_divergence
         tail = f" · first divergence at row {fd} (node {self.rows[fd].node})" if fd is not None else ""
+        if self.sequence_aligned:
+            unit = "cells" if self.cell_rows else "statements"
+            tail += f" · aligned as a sequence ({self.a} has {self.a_rows} {unit}, {self.b} has {self.b_rows})"
         return f"{s['same']} same · {s['plan']} plan · {s['output']} world{tail}"
 
     def text(self, stmt: str | None) -> str:
@@ -276,9 +339,8 @@ class RunDiff:
         if row.kind == "output":
             return row.a or "", row.b or "", f"op `{row.op}` output"
         if self.cell_rows:
-            i = row.index
-            a = self.a_cells[i].text() if i < len(self.a_cells) and (row.kind == "same" or row.a_stmt) else ""
-            b = self.b_cells[i].text() if i < len(self.b_cells) and (row.kind == "same" or row.b_stmt) else ""
+            a = self._cell_text(self.a_cells, row.a_index)
+            b = self._cell_text(self.b_cells, row.b_index)
             return a, b, "cell (op, input, content)"
         if row.kind == "plan":
             a = self.sources.get(row.a_stmt or "", self.text(row.a_stmt)) if row.a_stmt else ""
@@ -287,13 +349,19 @@ class RunDiff:
         src = self.sources.get(row.stmt or "", self.text(row.stmt))
         return src, src, "statement"
 
+    @staticmethod
+    def _cell_text(cells: list[CellPayload], i: int | None) -> str:
+        return cells[i].text() if i is not None and 0 <= i < len(cells) else ""
+
     def to_json(self) -> dict[str, Any]:
+        seq = self.sequence_aligned
         return {
             "a": self.a,
             "b": self.b,
             "first_divergence": self.first_divergence,  # addition (not in flux)
             "identical": self.identical,
-            "rows": [r.to_json() for r in self.rows],
+            # addition when positions drifted: each row's a_index / b_index (null on a gap)
+            "rows": [r.to_json(indices=seq) for r in self.rows],
             "summary": self.summary,  # addition (not in flux)
         }
 
@@ -359,8 +427,9 @@ def diff_details(a: SessionDetail, b: SessionDetail) -> RunDiff:
         for rows, cells in ((ra, a_cells), (rb, b_cells)):
             for r, c in zip(rows, cells):
                 texts.setdefault(r.stmt, c.label())
-    return RunDiff(a=a.id, b=b.id, rows=align_rows(ra, rb), texts=texts, sources=sources, cell_rows=used_cells,
-                   a_cells=a_cells, b_cells=b_cells)
+    rows = align_rows(ra, rb)
+    return RunDiff(a=a.id, b=b.id, rows=rows, texts=texts, sources=sources, cell_rows=used_cells,
+                   a_cells=a_cells, b_cells=b_cells, sequence_aligned=drifts(rows), a_rows=len(ra), b_rows=len(rb))
 
 
 def run_diff(reader_a: StoreReader, a_ref: str | None, reader_b: StoreReader | None = None, b_ref: str | None = None) -> RunDiff:

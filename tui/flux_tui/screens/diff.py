@@ -21,7 +21,7 @@ from textual.worker import get_current_worker
 from flux.errors import FluxError, StoreError
 
 from ..messages import DiffReady
-from ..widgets.diff_view import MARKERS, DiffList, row_marker, side_by_side
+from ..widgets.diff_view import MARKERS, DiffList, gap_text, row_marker, row_meaning, side_by_side, side_refs
 from ..widgets.rendered_view import RenderedView as Panel
 from ..widgets.footer import KeyFooter
 from ..widgets.topbar import TopBar
@@ -194,7 +194,12 @@ class DiffScreen(Screen):
         if fd is not None and 0 <= fd < len(diff.rows):
             rv.move_cursor(fd)
         kind = "cell" if diff.cell_rows else "statement"
-        rv.border_title = f"{kind} positions · {len(diff.rows)} row{'s' if len(diff.rows) != 1 else ''}"
+        n_rows = f"{len(diff.rows)} row{'s' if len(diff.rows) != 1 else ''}"
+        if diff.sequence_aligned:  # positions drift: each side numbers its own rows
+            rv.border_title = (f"{kind}s aligned as a sequence · {n_rows} · "
+                               f"A {diff.a_rows} {kind}s · B {diff.b_rows} {kind}s")
+        else:
+            rv.border_title = f"{kind} positions · {n_rows}"
         self._paint_topbar()
         self._preview(rv.current)
         self.refresh_bindings()
@@ -231,9 +236,11 @@ class DiffScreen(Screen):
         if row is None or self.diff is None:
             panel.show(Text("no row under the cursor", style="dim italic"))
             return
-        mark, style, meaning = MARKERS[row_marker(row)]
+        mark, style, _ = MARKERS[row_marker(row)]
+        meaning = row_meaning(self.diff, row)
+        where = side_refs(self.diff, row) if self.diff.sequence_aligned else f"node {row.node}"
         head = Text.assemble((f"{mark} ", style), (meaning, style if row.kind != "same" else ""),
-                             (f" · row {row.index} · node {row.node}", "dim"))
+                             (f" · row {row.index} · {where}", "dim"))
         parts = [head]
         if row.kind == "output":
             parts.append(Text.assemble(("op ", "dim"), (row.op or "", "cyan"), ("  ", ""), (self.a, "bold"), " ",
@@ -344,9 +351,12 @@ class DiffDetailScreen(Screen):
         from flux.timemachine.diff import payload_diff
 
         d, row = self.diff, self.row
-        mark, style, meaning = MARKERS[row_marker(row)]
+        mark, style, _ = MARKERS[row_marker(row)]
+        meaning = row_meaning(d, row)
         left = Text.assemble(("flux-tui", "bold"), "  ", ("diff ", "bold"), (d.a, "bold cyan"), " ↔ ", (d.b, "bold cyan"),
                              ("  ›  ", "dim"), (f"row {row.index}", "bold"))
+        if d.sequence_aligned:  # the row pairs different positions: say which on each side
+            left.append(f" · {side_refs(d, row)}", style="dim")
         right = Text.assemble((f"{mark} {meaning}", style))
         self.query_one(TopBar).set(left, right)
         # The same payloads `flux diff --explain` explains: outputs, cells (op, input, content) or statements.
@@ -355,9 +365,9 @@ class DiffDetailScreen(Screen):
             a, b = _statement_display(a), _statement_display(b)
         ta, tb, is_json = side_by_side(a, b)
         if row.kind == "plan" and row.a_stmt is None:
-            ta = Text(f"∅ A has no {'cell' if d.cell_rows else 'statement'} at this position", style="dim italic")
+            ta = Text(gap_text(d, row, "A"), style="dim italic")
         if row.kind == "plan" and row.b_stmt is None:
-            tb = Text(f"∅ B has no {'cell' if d.cell_rows else 'statement'} at this position", style="dim italic")
+            tb = Text(gap_text(d, row, "B"), style="dim italic")
         pa, pb = self.query_one("#payload-a", Panel), self.query_one("#payload-b", Panel)
         # Text, not str: a border title given as str is parsed as markup (ids come from the store).
         pa.border_title = Text(f"A · {d.a} · {what}" + (" · JSON" if is_json else ""))

@@ -4,6 +4,11 @@
 Markers: ``=`` same, ``~`` the plan diverges (both sides have a statement, a different one),
 ``≠`` same statement, different world (recorded output); a position only one side has is a ``~``
 row too, with ∅ on the empty side (the words and marks of ``flux diff``).
+
+When positions drift (``RunDiff.sequence_aligned``: a fork whose injected value dispatched nothing
+has one cell fewer), a row pairs different positions on the two sides, so each side shows its own
+number (cell ``#n`` or statement row) instead of one row number in the gutter, and a gap row is an
+empty side.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from ..highlight import highlight_flux
 from ..render import display_statement_text
 from .virtual_list import VirtualList
 
-__all__ = ["DiffList", "row_marker", "side_by_side", "MARKERS"]
+__all__ = ["DiffList", "gap_text", "row_marker", "row_meaning", "side_by_side", "side_refs", "MARKERS"]
 
 MARKERS: dict[str, tuple[str, str, str]] = {
     # marker, style, meaning
@@ -41,6 +46,34 @@ def row_marker(row) -> str:
         if row.b_stmt is None:
             return "a_only"
     return row.kind
+
+
+def side_refs(diff, row) -> str:
+    """Which row of each side a row pairs: ``A cell #2 ↔ B cell #1`` (``B ∅`` on a gap)."""
+    unit = "cell #" if diff.cell_rows else "statement row "
+
+    def ref(label: str, i: int | None) -> str:
+        return f"{label} {unit}{i}" if i is not None else f"{label} ∅"
+
+    return f"{ref('A', row.a_index)} ↔ {ref('B', row.b_index)}"
+
+
+def row_meaning(diff, row) -> str:
+    """What a row's marker means, in words (a sequence-aligned gap says it pairs nothing)."""
+    if diff is not None and diff.sequence_aligned and row.is_gap:
+        unit = "cell" if diff.cell_rows else "statement"
+        only = "A" if row.b_stmt is None else "B"
+        return f"plan diverges: only {only} has this {unit} (nothing paired with it)"
+    return MARKERS[row_marker(row)][2]
+
+
+def gap_text(diff, row, side: str) -> str:
+    """The empty side of a gap row in the payload view."""
+    unit = "cell" if diff.cell_rows else "statement"
+    if diff.sequence_aligned:
+        other, i = ("B", row.b_index) if side == "A" else ("A", row.a_index)
+        return f"∅ {side} has no {unit} paired with {other}'s {unit} {'#' if diff.cell_rows else 'row '}{i}"
+    return f"∅ {side} has no {unit} at this position"
 
 
 def _fit(text: Text, width: int) -> Text:
@@ -89,7 +122,11 @@ class DiffList(VirtualList[Any]):
         return 2 if row.kind == "output" else 1
 
     def statement_text(self, stmt: str | None) -> str:
-        return self._text(stmt) if stmt is not None else "∅ (no statement at this position)"
+        if stmt is not None:
+            return self._text(stmt)
+        if self.sequence_aligned:  # a gap of a sequence alignment: there is no shared "position"
+            return f"∅ (no {'cell' if self.diff.cell_rows else 'statement'} here)"
+        return "∅ (no statement at this position)"
 
     def _text(self, stmt: str | None) -> str:
         t = self._texts.get(stmt)
@@ -102,15 +139,27 @@ class DiffList(VirtualList[Any]):
             self._texts[stmt] = t
         return t
 
+    @property
+    def sequence_aligned(self) -> bool:
+        return bool(self.diff is not None and self.diff.sequence_aligned)
+
     def _widths(self, width: int) -> tuple[int, int]:
+        """(number width, side width). Positional: one row number in the gutter. Sequence-aligned:
+        the gutter is the marker alone and each side starts with its own number."""
+        if self.sequence_aligned:
+            num = len(str(max(self.diff.a_rows, self.diff.b_rows, 1) - 1))
+            return num, max(8, (width - 2 - 3) // 2)
         num = len(str(max(self.row_count - 1, 0)))
         gutter = 2 + num + 1  # marker, space, index, space
         side = max(8, (width - gutter - 3) // 2)
         return num, side
 
+    def _gutter(self, num: int) -> int:
+        return 2 if self.sequence_aligned else 2 + num + 1
+
     def render_header(self, width: int) -> Text:
         num, side = self._widths(width)
-        t = Text(" " * (2 + num + 1))
+        t = Text(" " * self._gutter(num))
         t.append_text(_fit(Text(f"A  {self.a_label}", style="bold"), side))
         t.append(" │ ", style="dim")
         t.append_text(_fit(Text(f"B  {self.b_label}", style="bold"), side))
@@ -124,11 +173,31 @@ class DiffList(VirtualList[Any]):
             return _fit(Text(text, style="dim"), side)
         return _fit(highlight_flux(text) if not text.startswith("op `") else Text(text, style="cyan"), side)
 
+    def _numbered(self, i: int | None, stmt: str | None, side: int, num: int, *, dim: bool) -> Text:
+        """A sequence-aligned side: its own row number, then the statement (∅ on a gap)."""
+        t = Text(f"{i:>{num}} " if i is not None else " " * (num + 1), style="dim")
+        if stmt is None:
+            unit = "cell" if self.diff.cell_rows else "statement"
+            t.append_text(_fit(Text(f"∅ no {unit} here", style="dim italic"), side - num - 1))
+        else:
+            t.append_text(self._side(stmt, side - num - 1, dim=dim))
+        return t
+
     def render_row(self, row, index: int, line: int, width: int, selected: bool) -> Text:
         num, side = self._widths(width)
         m = row_marker(row)
         mark, style, _ = MARKERS[m]
         t = Text()
+        if line == 0 and self.sequence_aligned:
+            t.append(mark, style=style)
+            t.append(" ")
+            plan = row.kind == "plan"
+            t.append_text(self._numbered(row.a_index, row.a_stmt if plan else row.stmt, side, num,
+                                         dim=row.kind == "same"))
+            t.append(" │ ", style="dim")
+            t.append_text(self._numbered(row.b_index, row.b_stmt if plan else row.stmt, side, num,
+                                         dim=row.kind == "same"))
+            return t
         if line == 0:
             t.append(mark, style=style)
             t.append(f" {row.index:>{num}} ", style="dim")
@@ -143,7 +212,7 @@ class DiffList(VirtualList[Any]):
                 t.append_text(self._side(row.stmt, side, dim=same))
             return t
         # second line of an output row: the recorded outputs
-        t.append(" " * (2 + num + 1))
+        t.append(" " * self._gutter(num))
         t.append_text(_fit(Text.assemble(("  → ", "dim"), (_excerpt(row.a), "red")), side))
         t.append(" │ ", style="dim")
         t.append_text(_fit(Text.assemble(("  → ", "dim"), (_excerpt(row.b), "green")), side))
