@@ -11,7 +11,10 @@ It writes its own stores in a temp dir (nothing else is touched):
   tampered copy whose last cell content differs.
 
 Reports medians of: loading the session, replaying it (tape served, scratch kept in memory),
-diffing it against itself and against the tampered copy.
+diffing it against itself and against the tampered copy, and diffing it against a *shifted* copy —
+the same session without its second cell, as an inject fork of it is — whose rows are aligned as a
+sequence (``flux.timemachine.align``) instead of by position; plus the alignment alone on 10,000
+keys in its hard cases (repeated keys, unrelated runs).
 """
 
 from __future__ import annotations
@@ -48,13 +51,25 @@ def median_ms(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
+def median_cpu_ms(fn, repeat: int) -> float:
+    """Median CPU time (process_time): the machine is shared, and this part is pure computation."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        t = time.process_time()
+        fn()
+        times.append((time.process_time() - t) * 1000)
+    return statistics.median(times)
+
+
 def _cell(op: str, inp: dict, content: str) -> tuple[str, Run]:
     ij = canonical_json(inp)
     h = sha256_hex(ij)
     return h, Run(OpRecorded(step=f"step_{op}_{h[:16]}", op=op, input_hash=h, input_view=ij, content=content))
 
 
-def write_adaptive(w: StoreWriter, plans: int) -> str:
+def write_adaptive(w: StoreWriter, plans: int, skip: int | None = None) -> str:
+    """``skip``: leave out that plan's cell (the shifted copy: every later cell moves up by one)."""
     sid = w.create_session("mock")
     with w.transaction():
         w.append(sid, Message.text("user", "work"))
@@ -63,6 +78,8 @@ def write_adaptive(w: StoreWriter, plans: int) -> str:
             inp = {"path": f"src/file_{i}.py"}
             src = f'flow\n  adaptive_gather_{i} = read({canonical_json(inp)})\n'
             w.append(sid, PlanAttempted(step=i + 1, outcome="accepted", phase="gather", plan_source=src), turn_id=tid)
+            if i == skip:
+                continue
             h, cell = _cell("read", inp, f"contents of file {i}\n" * 20)
             w.append(sid, Run(StepStarted(step=f"step_read_{h[:16]}", op="read", input_hash=h)))
             w.append(sid, cell)
@@ -110,6 +127,42 @@ def _row_lists(r: StoreReader, a: str, b: str) -> None:
     diff_rows(da.run_events, da.cells, db.run_events, db.cells)
 
 
+def _bench_alignment(n: int, repeat: int) -> None:
+    """The row alignment alone (``align_rows``) on ``n`` rows, in the cases a matcher finds hard."""
+    import random
+
+    from flux.model.session import StmtRow
+    from flux.timemachine.diff import align_by_position, align_rows
+
+    def rows(keys):
+        return [StmtRow(i, k, False, (("op", "c"),)) for i, k in enumerate(keys)]
+
+    rng = random.Random(7)
+    uniq = [f"call:read:{i:016x}" for i in range(n)]
+    rep = ["call:run_tests:x", "call:edit:y"] * (n // 2)
+    scattered = list(uniq)
+    for _ in range(n // 5):
+        del scattered[rng.randrange(len(scattered))]
+    cases = [
+        ("one cell fewer (inject fork)", uniq, uniq[:1] + uniq[2:]),
+        ("repeated keys, one fewer", rep, rep[:3] + rep[4:]),
+        (f"{n // 5} scattered deletions", uniq, scattered),
+        ("unrelated runs (no common key)", uniq, [k + "z" for k in uniq]),
+        ("two-key alphabet, 10% deleted", [rng.choice("ab") for _ in range(n)], None),
+    ]
+    ra0, rb0 = rows(uniq), rows(uniq[:1] + uniq[2:])
+    floor = median_cpu_ms(lambda: align_by_position(ra0, rb0), repeat)
+    print(f"  align_rows on {n} rows, CPU ms (floor: flux's positional pairing of the first case {floor:.1f} ms)")
+    for label, a, b in cases:
+        if b is None:
+            b = [x for x in a if rng.random() > 0.1]
+        ra, rb = rows(a), rows(b)
+        ms = median_cpu_ms(lambda: align_rows(ra, rb), repeat)
+        got = align_rows(ra, rb)
+        paired = sum(1 for x in got if x.kind != "plan")
+        print(f"    {label:<34} {ms:9.1f} ms  ({paired:,} rows paired, {len(got):,} rows)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--plans", type=int, default=10_000, help="one-op plans (cells) in the adaptive session")
@@ -123,6 +176,7 @@ def main() -> None:
         t = time.perf_counter()
         with StoreWriter(store) as w:
             adaptive = write_adaptive(w, args.plans)
+            shifted = write_adaptive(w, args.plans, skip=1)
             ledgered = write_ledgered(w, lp, ls)
             tampered = write_ledgered(w, lp, ls, tamper_last=True)
         print(f"wrote the stores in {(time.perf_counter() - t) * 1000:.0f} ms")
@@ -151,6 +205,13 @@ def main() -> None:
         df2 = median_ms(lambda: run_diff(r, adaptive, r, adaptive), args.repeat)
         print(f"  load both {args.plans}-cell row lists (cell rows)    {rl2:9.1f} ms")
         print(f"  run_diff of the two                          {df2:9.1f} ms  ({df2 / rl2:.2f}× loading)")
+        d = run_diff(r, adaptive, r, shifted)
+        assert d.sequence_aligned and d.summary == {"output": 0, "plan": 1, "same": args.plans - 1}, d.summary
+        rl3 = median_ms(lambda: _row_lists(r, adaptive, shifted), args.repeat)
+        df3 = median_ms(lambda: run_diff(r, adaptive, r, shifted), args.repeat)
+        print(f"  load {args.plans} cells + the shifted copy's         {rl3:9.1f} ms")
+        print(f"  run_diff of the two (aligned as a sequence)  {df3:9.1f} ms  ({df3 / rl3:.2f}× loading)")
+        _bench_alignment(args.plans, args.repeat)
 
         host = [p.plan_source for p in load_session(r, adaptive).accepted_plans()]
         multi = [p.plan_source for p in load_session(r, ledgered).accepted_plans()]

@@ -140,6 +140,27 @@ async def shot_narrow(pilot) -> None:
     await open_session(pilot, sid, "n")
 
 
+def inject_fork(store: Path) -> str:
+    """`flux fork s_1 --at 1 --inject '"injected"'` (offline, before the app opens the store)."""
+    from flux.agent.client import Client
+    from flux.timemachine import fork_session
+
+    ws = store.parent / "fork-diff-ws"
+    ws.mkdir(exist_ok=True)
+    c = Client("mock", store=store, workspace=ws, env_secrets=False)
+    try:
+        return fork_session(c, "s_1", 1, inject="injected").session
+    finally:
+        c.close()
+
+
+async def shot_fork_diff(pilot) -> None:
+    """`d` on an inject fork of the adaptive s_1: the child lacks the injected read's cell; the
+    rows after it stay paired with the same calls (aligned as a sequence)."""
+    child = max((row.id for row in pilot.app.reader.list_sessions()), key=lambda sid: int(sid[2:]))
+    await open_session(pilot, child, "d", "enter")
+
+
 SIZES = {"narrow": (80, 24)}  # shots not at SIZE
 
 
@@ -223,6 +244,7 @@ SHOTS = {
     "resurrect": shot_resurrect,
     "whatif": shot_whatif,
     "whatif-diff": shot_whatif_diff,
+    "fork-diff": shot_fork_diff,  # writes a fork: keep it last
 }
 
 
@@ -236,6 +258,8 @@ async def take(name: str, store: Path, out: Path) -> Path:
         app = FluxApp(bad, now_ms=NOW_MS, display_name="~/not-a-store", poll_interval=None)
         run = shot_sessions
     else:
+        if name == "fork-diff":
+            inject_fork(store)
         app = FluxApp(store, now_ms=NOW_MS, display_name="~/.cache/flux-tui/demo", poll_interval=None)
         run = SHOTS[name]
     async with app.run_test(size=SIZES.get(name, SIZE)) as pilot:

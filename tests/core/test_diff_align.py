@@ -208,3 +208,31 @@ def test_unshifted_pair_json_is_unchanged(fixture_store: Path) -> None:
         '{"a":"s_1","b":"s_1","first_divergence":null,"identical":true,'
         '"rows":[{"kind":"same","node":0,"stmt":"call:append:7b7d06ae306ee31a"}],'
         '"summary":{"output":0,"plan":0,"same":1}}')
+
+
+def test_cli_fork_then_diff_as_the_issue_reproduces_it(demo: Path, tmp_path: Path) -> None:
+    """`flux fork s_1 --at 1 --inject '"injected"'` then `flux diff s_1 <child>` (and --explain,
+    --json): `= task`, one `~` gap, then `=` rows — not `= task` and five `~` rows."""
+    from click.testing import CliRunner
+
+    from flux.cli import main
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    res = CliRunner().invoke(main, ["fork", "s_1", "--at", "1", "--inject", '"injected"', "--store", str(demo),
+                                    "--workspace", str(ws)], env={})
+    assert res.exit_code == 0, res.output
+    child = res.stdout.split("forked session: ")[1].split()[0]
+    res = CliRunner().invoke(main, ["diff", "s_1", child, "--store", str(demo), "--explain"], env={})
+    assert res.exit_code == 1
+    out = res.stdout.splitlines()
+    assert [ln[:3] for ln in out[1:4]] == ["  =", "  ~", "   "] and out[2] == "  ~ plan diverges:"
+    assert out[3] == '    - op `read` {"path":"src/tokenizer.py"}' and out[4] == "    + ∅ (no statement at this position)"
+    assert any('"op": "read"' in ln for ln in out)  # --explain diffs A's read cell against nothing
+    marks = [ln[:3] for ln in out if ln.startswith(("  =", "  ~", "  ≠"))]
+    assert marks == ["  =", "  ~", "  =", "  =", "  =", "  ="]
+    assert "aligned as a sequence (s_1 has 6 cells" in res.stderr
+    res = CliRunner().invoke(main, ["diff", "s_1", child, "--store", str(demo), "--json"], env={})
+    data = json.loads(res.stdout)
+    assert data["first_divergence"] == 1 and data["summary"] == {"output": 0, "plan": 1, "same": 5}
+    assert [(r["a_index"], r["b_index"]) for r in data["rows"]] == [(0, 0), (1, None), (2, 1), (3, 2), (4, 3), (5, 4)]

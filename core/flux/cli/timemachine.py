@@ -158,7 +158,9 @@ def diff(a: str, b: str, store: Path | None, store_b: Path | None, as_json: bool
     differ, 0 when identical.
 
     JSON: flux's {a, b, identical, rows} plus two additions, `summary` (row counts by kind) and
-    `first_divergence` (index of the first non-same row, or null).
+    `first_divergence` (index of the first non-same row, or null). When positions drift (a fork
+    whose injected value dispatched nothing has one cell fewer), rows are aligned as a sequence and
+    each row also gets `a_index` / `b_index` (its position on each side, null on a gap).
     """
     with common.open_reader(store) as reader_a:
         if store_b is None:

@@ -57,6 +57,14 @@ What-if and sweeps — :mod:`.whatif`
     ``client.what_if_over(sessions, spec, jobs=N)`` is the same on a client's own ops, approver and
     model (forked workers run on siblings of it).
 
+Diff — :mod:`.diff`
+    ``run_diff(reader_a, a, reader_b, b) -> RunDiff{rows: [DiffRow], first_divergence, summary,
+    identical, cell_rows, sequence_aligned, row_payloads(row)}``. A ``DiffRow`` has ``index`` (its
+    position in ``rows``) and ``a_index`` / ``b_index`` (the paired rows' positions on each side —
+    cells for a cell-row diff — ``None`` on a gap). They agree under flux's positional alignment;
+    when positions drift (``sequence_aligned``) they differ, and anything that fetches a side's
+    cell or statement must use ``a_index`` / ``b_index`` (:mod:`.align` is the alignment).
+
 Cancelling at the gate raises :class:`~flux.timemachine.fork.ForkCancelled` /
 :class:`~flux.timemachine.resurrect.ResurrectCancelled` with nothing written.
 """

@@ -1,7 +1,9 @@
 """Run diff (spec §4.6, ``flux_events::run_diff`` + the ``flux diff`` renderer).
 
 Two recorded runs are aligned statement by statement (or cell by cell when either side has no
-statement rows), and every position is sorted into:
+statement rows) — by position as flux does, or, when positions drift (one side gained or lost a
+row), as a sequence (:mod:`.align`; rows then carry distinct ``a_index`` / ``b_index``) — and every
+row is sorted into:
 
 * ``same``   — same statement, same recorded outputs;
 * ``plan``   — the statement differs or exists on one side only ("the agent did something else");
@@ -9,7 +11,8 @@ statement rows), and every position is sorted into:
 
 :func:`run_diff` returns a :class:`RunDiff`. Its ``to_json()`` is the spec's ``--json`` object
 (keys sorted) plus two **additions** that flux does not print: ``summary`` (row counts per kind)
-and ``first_divergence`` (index of the first non-``same`` row, or ``null``). ``render()`` is the
+and ``first_divergence`` (index of the first non-``same`` row, or ``null``); a sequence-aligned
+diff's rows also carry ``a_index`` / ``b_index``. ``render()`` is the
 spec's human output line for line. Beyond flux, :func:`payload_diff` explains one row: a
 structural diff (deepdiff) when both payloads are JSON, a line diff (difflib) otherwise.
 
@@ -112,11 +115,13 @@ def align_by_position(ra: Sequence[StmtRow], rb: Sequence[StmtRow]) -> list[Diff
                       i if i < lb else None) for i in range(max(la, lb))]
 
 
-def align_by_sequence(ra: Sequence[StmtRow], rb: Sequence[StmtRow]) -> list[DiffRow]:
+def align_by_sequence(ra: Sequence[StmtRow], rb: Sequence[StmtRow],
+                      pairs: Sequence[tuple[int | None, int | None]] | None = None) -> list[DiffRow]:
     """Pair rows as a sequence over their keys (statement hash, or ``call:<op>:<input hash>``):
     a common subsequence of equal keys (:mod:`.align`), leftovers between two matches paired by
-    position, the excess as one-sided gap rows."""
-    pairs = align([r.stmt for r in ra], [r.stmt for r in rb])
+    position, the excess as one-sided gap rows. ``pairs``: an alignment already computed."""
+    if pairs is None:
+        pairs = align([r.stmt for r in ra], [r.stmt for r in rb])
     return [_pair_row(ra[i] if i is not None else None, rb[j] if j is not None else None, n, i, j)
             for n, (i, j) in enumerate(pairs)]
 
@@ -130,14 +135,15 @@ def align_rows(ra: Sequence[StmtRow], rb: Sequence[StmtRow]) -> list[DiffRow]:
     can (equal keys at every shared position: flux's result, unchanged); else the sequence
     alignment, but only if it pairs strictly more rows with equal keys than position does.
     """
-    positional = align_by_position(ra, rb)
     shared = min(len(ra), len(rb))
     by_position = sum(1 for i in range(shared) if ra[i].stmt == rb[i].stmt)
-    if by_position == shared:
-        return positional  # no common subsequence can be longer than the shorter side
-    sequence = align_by_sequence(ra, rb)
-    by_sequence = sum(1 for r in sequence if r.kind != "plan")
-    return sequence if by_sequence > by_position else positional
+    if by_position < shared:  # no common subsequence can be longer than the shorter side
+        ka, kb = [r.stmt for r in ra], [r.stmt for r in rb]
+        pairs = align(ka, kb)
+        by_sequence = sum(1 for i, j in pairs if i is not None and j is not None and ka[i] == kb[j])
+        if by_sequence > by_position:
+            return align_by_sequence(ra, rb, pairs)
+    return align_by_position(ra, rb)
 
 
 def drifts(rows: Sequence[DiffRow]) -> bool:
