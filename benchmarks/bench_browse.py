@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -102,7 +103,13 @@ def bench_listing(store: Path, repeat: int) -> None:
         row(f"floor: bare SQL facts + JSON, {limit} rows", m["floor"])
         row(f"list_sessions + JSON, {limit} rows", m["ours"], m["floor"])
 
-    print("listing, as commands (median wall clock, interleaved)")
+    # As an installed package runs: with its bytecode cached (pip compiles it on install). Without
+    # this, a PYTHONDONTWRITEBYTECODE environment makes every `flux` compile its modules from source
+    # (~40 ms), which the floor, loading two flux modules, hardly pays.
+    import compileall
+
+    compileall.compile_dir(ROOT / "core", quiet=1)
+    print("listing, as commands (median wall clock and CPU, interleaved)")
     flux = str(Path(sys.executable).parent / "flux")
     floor = [sys.executable, str(ROOT / "benchmarks" / "floor_sessions.py"), str(store)]
     for limit, extra in ((30, []), (30, ["--json"]), (total, ["--json"])):
@@ -112,11 +119,21 @@ def bench_listing(store: Path, repeat: int) -> None:
         b = subprocess.run(ours_cmd, capture_output=True, text=True, check=True)
         if (a.stdout, a.stderr) != (b.stdout, b.stderr):
             sys.exit(f"error: floor_sessions.py and flux sessions print different things for {' '.join(extra + [str(limit)])}")
-        m = interleaved_ms({"floor": lambda: subprocess.run(floor_cmd, capture_output=True, check=True),
-                            "ours": lambda: subprocess.run(ours_cmd, capture_output=True, check=True)}, repeat)
+        cpu: dict[str, list[float]] = {"floor": [], "ours": []}
+
+        def run(name: str, cmd: list[str]) -> None:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            subprocess.run(cmd, capture_output=True, check=True)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[name].append((after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000)
+
+        m = interleaved_ms({"floor": lambda: run("floor", floor_cmd), "ours": lambda: run("ours", ours_cmd)}, repeat)
+        c = {k: statistics.median(v[1:]) for k, v in cpu.items()}  # [0]: the warm-up
         what = " ".join(["--limit", str(limit), *extra])
         row(f"python3 floor_sessions.py {what}", m["floor"])
         row(f"flux sessions {what}", m["ours"], m["floor"])
+        print(f"  {'  CPU (user+sys): floor / flux sessions':<62} {c['floor']:7.0f} / {c['ours']:.0f} ms"
+              f"  ({c['ours'] / c['floor']:.2f}× floor)")
 
 
 def biggest_session(store: Path) -> str:

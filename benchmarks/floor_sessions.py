@@ -14,8 +14,9 @@ per fact group (``json_extract`` over the ``(stream, kind)``/``(stream, turn_id)
   (``flux.model.pricing``: the same pricing, not a second copy of it);
 * the interrupted flag of spec §3.8: for a session whose newest turn has no ``turn_ended``, its last
   accepted plan is parsed and keyed (``flux.lang.parser`` + ``flux.lang.hashes`` — there is no
-  other Flux-Lang parser; imported only when such a turn exists) and its ``statement_completed``
-  rows are folded; an older open turn gets flux's "needs manual recovery" reason;
+  other Flux-Lang parser; imported only when such a turn exists) and its ledger rows read — the
+  same ``statement_completed``/``plan_resumed``/``checkpoint_reached`` rows the listing reads (the
+  count folds the first two); an older open turn gets flux's "needs manual recovery" reason;
 * lineage from the registry's ``correlation_id``/``agent_id``.
 
 Then it prints the same text lines as ``flux sessions`` (``--json``: the same JSON document).
@@ -146,7 +147,8 @@ def interrupt(con, stream, tid, number):
             "SELECT json_extract(payload, '$.data.event'), json_extract(payload, '$.data.plan'),"
             " json_extract(payload, '$.data.node'), json_extract(payload, '$.data.prior')"
             " FROM events WHERE stream = ? AND kind = 'run' AND global_seq >= ?"
-            " AND json_extract(payload, '$.data.event') IN ('statement_completed', 'plan_resumed') ORDER BY stream_seq",
+            " AND json_extract(payload, '$.data.event') IN ('statement_completed', 'plan_resumed', 'checkpoint_reached')"
+            " ORDER BY stream_seq",
             (stream, tid)):
         if event == "statement_completed" and plan == key:
             if nodes and node <= nodes[-1]:

@@ -12,7 +12,6 @@ Both are compact, write non-ASCII raw and print floats the way Rust's ``ryu`` do
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -197,7 +196,17 @@ def sha256_hex(text: str | bytes) -> str:
             text = text.encode("utf-8")  # fails exactly when the text holds a surrogate
         except UnicodeEncodeError:
             text = scrub_text(text).encode("utf-8")
-    return hashlib.sha256(text).hexdigest()
+    return _sha256(text).hexdigest()
+
+
+def _sha256(data: bytes):
+    """``hashlib.sha256``, imported on the first hash: loading OpenSSL costs every process ~2 ms,
+    and ``flux sessions`` (which imports this module for :func:`scrub_text`) never hashes."""
+    global _sha256
+    from hashlib import sha256
+
+    _sha256 = sha256
+    return sha256(data)
 
 
 # --- Unpaired surrogates -------------------------------------------------------------------------

@@ -21,14 +21,21 @@ try:
     main(sys.argv[1:], prog_name="flux")
 except SystemExit:
     pass
-print("\n" + json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("flux", "deepdiff", "rich", "textual"))))
+mods = sorted(m for m in sys.modules if m.split(".")[0] in ("flux", "deepdiff", "rich", "textual") or m == "hashlib")
+dataclass_homes = sorted({m for m in mods if m.startswith("flux") and any(
+    hasattr(v, "__dataclass_fields__") and getattr(v, "__module__", None) == m for v in vars(sys.modules[m]).values())})
+print("\n" + json.dumps([mods, dataclass_homes]))
 """
 
 
-def loaded_by(*argv: str) -> set[str]:
+def _run(*argv: str) -> list:
     env = dict(os.environ, PYTHONPATH=str(REPO / "core"))
     res = subprocess.run([sys.executable, "-c", _LOADED, *argv], env=env, capture_output=True, text=True, timeout=60)
-    return set(json.loads(res.stdout.strip().splitlines()[-1]))
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def loaded_by(*argv: str) -> set[str]:
+    return set(_run(*argv)[0])
 
 
 def test_flux_sessions_does_not_load_the_interpreter_even_with_interrupted_turns(tmp_path):
@@ -45,9 +52,13 @@ def test_flux_sessions_does_not_load_the_interpreter_even_with_interrupted_turns
 
 
 def test_flux_sessions_on_a_closed_store_loads_no_language_at_all(fixture_store):
-    mods = loaded_by("sessions", "--store", str(fixture_store))
+    mods, dataclass_homes = _run("sessions", "--store", str(fixture_store))
     assert "flux.model.listing" in mods and not {m for m in mods if m.startswith("flux.lang")}
-    assert not mods & {"flux.store.events", "flux.model.session"}
+    assert not set(mods) & {"flux.store.events", "flux.model.session"}
+    assert "hashlib" not in mods  # nothing is hashed: canonical imports it on the first hash (OpenSSL costs ~2 ms)
+    # @dataclass compiles each class's methods at import (~0.6 ms a class): the listing's own value
+    # classes are flux.records ones; only the price table's (which the bare-script floor loads too) remain
+    assert set(dataclass_homes) <= {"flux.store.usage", "flux.model.pricing"}, dataclass_homes
 
 
 def test_flux_help_imports_no_verb():

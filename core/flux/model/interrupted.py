@@ -4,10 +4,10 @@ for resurrection."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import FluxError
+from ..records import FrozenRecord
 
 if TYPE_CHECKING:  # the check imports the language lazily: listing sessions must stay cheap
     from ..store.store import StoredEvent
@@ -16,8 +16,9 @@ if TYPE_CHECKING:  # the check imports the language lazily: listing sessions mus
 __all__ = ["InterruptedTurn", "InterruptCheck", "OpenTurn", "check_interrupted", "check_open_newest_turn"]
 
 
-@dataclass(frozen=True, slots=True)
-class InterruptedTurn:
+class InterruptedTurn(FrozenRecord):
+    __slots__ = ("turn_number", "turn_id", "started_at_ms", "user_input", "plan_source", "flow_key", "completed", "draft")
+    _NOT_COMPARED = _NOT_SHOWN = ("draft",)
     turn_number: int
     turn_id: int
     started_at_ms: int
@@ -25,16 +26,35 @@ class InterruptedTurn:
     plan_source: str
     flow_key: str
     completed: int  # statements the ledger shows completed
-    draft: Any = field(default=None, compare=False, repr=False)  # the parsed plan (resurrect reuses it)
+    draft: Any  # the parsed plan (resurrect reuses it)
+
+    def __init__(self, turn_number: int, turn_id: int, started_at_ms: int, user_input: str, plan_source: str,
+                 flow_key: str, completed: int, draft: Any = None) -> None:
+        _set = object.__setattr__
+        _set(self, "turn_number", turn_number)
+        _set(self, "turn_id", turn_id)
+        _set(self, "started_at_ms", started_at_ms)
+        _set(self, "user_input", user_input)
+        _set(self, "plan_source", plan_source)
+        _set(self, "flow_key", flow_key)
+        _set(self, "completed", completed)
+        _set(self, "draft", draft)
 
 
-@dataclass(frozen=True, slots=True)
-class InterruptCheck:
+class InterruptCheck(FrozenRecord):
     """``interrupted`` set: flux flags the session. ``reason`` set: an open turn flux does not flag."""
 
-    interrupted: InterruptedTurn | None = None
-    reason: str | None = None
-    open_turn: int | None = None  # 1-based number of the open turn, flagged or not
+    __slots__ = ("interrupted", "reason", "open_turn")
+    interrupted: InterruptedTurn | None
+    reason: str | None
+    open_turn: int | None  # 1-based number of the open turn, flagged or not
+
+    def __init__(self, interrupted: InterruptedTurn | None = None, reason: str | None = None,
+                 open_turn: int | None = None) -> None:
+        _set = object.__setattr__
+        _set(self, "interrupted", interrupted)
+        _set(self, "reason", reason)
+        _set(self, "open_turn", open_turn)
 
 
 def check_interrupted(turns: "Sequence[Turn]", turn_run_trace: "Callable[[Turn], Sequence[StoredEvent]]") -> InterruptCheck:
@@ -56,16 +76,25 @@ def check_interrupted(turns: "Sequence[Turn]", turn_run_trace: "Callable[[Turn],
                                   trace_bodies)
 
 
-@dataclass(frozen=True, slots=True)
-class OpenTurn:
+class OpenTurn(FrozenRecord):
     """The facts of a session's newest turn when it has no ``turn_ended`` — all steps 3-5 of §3.8
     read. The session list gathers them with a few SQL reads, the session model from its turns."""
 
+    __slots__ = ("number", "turn_id", "started_at_ms", "user_input", "plans")
     number: int
     turn_id: int
     started_at_ms: int
     user_input: str
     plans: tuple[tuple[str, str | None], ...]  # (outcome, plan_source) of each plan attempt, in order
+
+    def __init__(self, number: int, turn_id: int, started_at_ms: int, user_input: str,
+                 plans: tuple[tuple[str, str | None], ...]) -> None:
+        _set = object.__setattr__
+        _set(self, "number", number)
+        _set(self, "turn_id", turn_id)
+        _set(self, "started_at_ms", started_at_ms)
+        _set(self, "user_input", user_input)
+        _set(self, "plans", plans)
 
 
 def check_open_newest_turn(turn: OpenTurn, trace_bodies: "Callable[[], list[dict]]") -> InterruptCheck:

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..records import FrozenRecord
 from ..store.store import SessionRow
 
 __all__ = ["Lineage", "lineage_of", "LINEAGE_MARKS"]
@@ -13,11 +12,17 @@ __all__ = ["Lineage", "lineage_of", "LINEAGE_MARKS"]
 LINEAGE_MARKS = {"fork": "⋔ fork", "what-if": "? what-if", "sub-agent": "↳ sub-agent", "check": "✓ check", "a2a": "⇄ a2a", "child": "↳ child"}
 
 
-@dataclass(frozen=True, slots=True)
-class Lineage:
+class Lineage(FrozenRecord):
+    __slots__ = ("kind", "source", "detail")
     kind: str  # fork | what-if | check | sub-agent | a2a | child
     source: str  # the correlated (parent) session id
     detail: str  # "@3" for a fork at statement 3, the role of a sub-agent, …
+
+    def __init__(self, kind: str, source: str, detail: str) -> None:
+        _set = object.__setattr__
+        _set(self, "kind", kind)
+        _set(self, "source", source)
+        _set(self, "detail", detail)
 
     @property
     def mark(self) -> str:

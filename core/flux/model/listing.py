@@ -9,10 +9,10 @@ session whose newest turn has no ``turn_ended`` — that one turn's plan attempt
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from ..errors import StoreError
+from ..records import Record
 from ..store.store import SessionRow, StoreReader
 from ..store.usage import Usage
 from .interrupted import InterruptCheck  # cheap: the §3.8 check loads the language only when it runs
@@ -26,14 +26,24 @@ __all__ = ["SessionSummary", "summarize_sessions", "list_sessions", "session_mat
 _CHUNK = 400
 
 
-@dataclass
-class SessionSummary:
+class SessionSummary(Record):
+    __slots__ = ("row", "turns", "last_outcome", "interrupt", "lineage", "spend")
     row: SessionRow
-    turns: int = 0
-    last_outcome: str | None = None  # None when the session has no turn
-    interrupt: InterruptCheck = _NOT_INTERRUPTED
-    lineage: Lineage | None = None
-    spend: Spend = field(default_factory=lambda: Spend(None))  # priced by flux.model.pricing's rules
+    turns: int
+    last_outcome: str | None  # None when the session has no turn
+    interrupt: InterruptCheck
+    lineage: Lineage | None
+    spend: Spend  # priced by flux.model.pricing's rules
+
+    def __init__(self, row: SessionRow, turns: int = 0, last_outcome: str | None = None,
+                 interrupt: InterruptCheck = _NOT_INTERRUPTED, lineage: Lineage | None = None,
+                 spend: Spend | None = None) -> None:
+        self.row = row
+        self.turns = turns
+        self.last_outcome = last_outcome
+        self.interrupt = interrupt
+        self.lineage = lineage
+        self.spend = Spend(None) if spend is None else spend
 
     @property
     def usage(self) -> Usage:

@@ -33,13 +33,13 @@ import threading
 import time
 import weakref
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 from urllib.parse import quote
 
 from ..canonical import scrub_text
 from ..errors import SessionNotFound, StoreError, StoreLockedError
+from ..records import FrozenRecord
 from . import schema
 from .ulid import new_ulid
 
@@ -67,10 +67,10 @@ def session_number(session_id: str) -> int | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class StoredEvent:
+class StoredEvent(FrozenRecord):
     """One ``events`` row, decoded."""
 
+    __slots__ = ("global_seq", "stream", "stream_seq", "id", "kind", "ts", "turn_id", "body")
     global_seq: int
     stream: str
     stream_seq: int
@@ -80,21 +80,49 @@ class StoredEvent:
     turn_id: int | None
     body: EventBody
 
+    def __init__(self, global_seq: int, stream: str, stream_seq: int, id: str, kind: str, ts: int,  # noqa: A002
+                 turn_id: int | None, body: EventBody) -> None:
+        _set = object.__setattr__
+        _set(self, "global_seq", global_seq)
+        _set(self, "stream", stream)
+        _set(self, "stream_seq", stream_seq)
+        _set(self, "id", id)
+        _set(self, "kind", kind)
+        _set(self, "ts", ts)
+        _set(self, "turn_id", turn_id)
+        _set(self, "body", body)
 
-@dataclass(frozen=True, slots=True)
-class SessionRow:
+
+class SessionRow(FrozenRecord):
     """One ``streams`` registry row (the session list's unit)."""
 
+    __slots__ = ("n", "model", "created_at", "updated_at", "last_seq", "msg_count", "account", "agent_id", "agent_version",
+                 "correlation_id")
     n: int
     model: str
     created_at: int
     updated_at: int
     last_seq: int
     msg_count: int
-    account: str | None = None
-    agent_id: str | None = None
-    agent_version: str | None = None
-    correlation_id: str | None = None
+    account: str | None
+    agent_id: str | None
+    agent_version: str | None
+    correlation_id: str | None
+
+    def __init__(self, n: int, model: str, created_at: int, updated_at: int, last_seq: int, msg_count: int,
+                 account: str | None = None, agent_id: str | None = None, agent_version: str | None = None,
+                 correlation_id: str | None = None) -> None:
+        _set = object.__setattr__
+        _set(self, "n", n)
+        _set(self, "model", model)
+        _set(self, "created_at", created_at)
+        _set(self, "updated_at", updated_at)
+        _set(self, "last_seq", last_seq)
+        _set(self, "msg_count", msg_count)
+        _set(self, "account", account)
+        _set(self, "agent_id", agent_id)
+        _set(self, "agent_version", agent_version)
+        _set(self, "correlation_id", correlation_id)
 
     @property
     def id(self) -> str:
@@ -654,12 +682,14 @@ class StoreReader:
 # ------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class _Encoded:
     """A body whose payload text is already built (:meth:`StoreWriter.append_runs`)."""
 
-    KIND: str
-    payload: str
+    __slots__ = ("KIND", "payload")
+
+    def __init__(self, kind: str, payload: str) -> None:
+        self.KIND = kind
+        self.payload = payload
 
 
 class StoreWriter:
