@@ -173,10 +173,11 @@ def bench_open(store: Path, repeat: int) -> None:
 
 async def _app_paints(store: Path, repeat: int) -> None:
     try:
-        from flux_tui.app import FluxApp
+        from flux_tui.app import FluxApp, tune_gc
     except ImportError:
         print("app: flux_tui not importable, skipped")
         return
+    tune_gc()  # what `flux-tui` (flux_tui.app.main) does to its process before the app starts
     from flux_tui import bench_hooks  # the app's own measuring points
 
     sid = biggest_session(store)

@@ -140,6 +140,9 @@ class SessionScreen(Screen):
     # -- layout ---------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
+        # The terminal's size classes before the first styling: set on the first resize, after
+        # mounting, they restyle every widget of the screen once more.
+        self._size_classes(self.app.size.width, self.app.size.height, update=False)
         yield TopBar(id="topbar")
         with Horizontal(id="session-main"):
             with Vertical(id="left"):
@@ -542,11 +545,14 @@ class SessionScreen(Screen):
     SPLIT_STEPS = (0, 20, 26, 34, 44, 56)  # widths of the turns column `<` / `>` step through
 
     def on_resize(self, event) -> None:
+        self._size_classes(self.size.width, self.size.height)
+
+    def _size_classes(self, width: int, height: int, *, update: bool = True) -> None:
         # Narrow (80-col) terminals: a slimmer turns column, and the inspector above the tabs rather
         # than beside them, so neither is squeezed to 20 columns. Short ones: a smaller turn panel.
-        self.set_class(self.size.width < 110, "-narrow")
-        self.set_class(self.size.width < 150, "-stacked")
-        self.set_class(self.size.height < 32, "-short")
+        self.set_class(width < 110, "-narrow", update=update)
+        self.set_class(width < 150, "-stacked", update=update)
+        self.set_class(height < 32, "-short", update=update)
 
     def _left_width(self) -> int:
         w = getattr(self.app, "session_split", None)

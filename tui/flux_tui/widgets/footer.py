@@ -115,6 +115,14 @@ class KeyFooter(Footer):
                 k.set_class(off, "-disabled")
         return True
 
+    def _key(self, key: FooterKey) -> FooterKey:
+        """``key`` bound to the footer's ``compact``, already in that state: a FooterKey starts
+        compact and the bound value arrives after it is mounted, so each key was styled three times
+        (mounted, ``-compact`` added, then removed) — a third of the footer's cost."""
+        key.set_reactive(FooterKey.compact, self.compact)
+        key.set_class(self.compact, "-compact", update=False)
+        return key.data_bind(compact=Footer.compact)
+
     def on_resize(self) -> None:
         if self.size.width != self._fitted_width and self._bindings_ready:
             self._schedule_recompose()
@@ -155,16 +163,16 @@ class KeyFooter(Footer):
                 with KeyGroup(classes="-compact" if group.compact else ""):
                     for multi in entries:
                         binding, enabled, tooltip = multi[0]
-                        yield FooterKey(binding.key, self.app.get_key_display(binding), "", binding.action,
-                                        disabled=not enabled, tooltip=tooltip or binding.description,
-                                        classes="-grouped").data_bind(compact=Footer.compact)
+                        yield self._key(FooterKey(binding.key, self.app.get_key_display(binding), "", binding.action,
+                                                  disabled=not enabled, tooltip=tooltip or binding.description,
+                                                  classes="-grouped"))
                 yield FooterLabel(group.description)
                 shown += 2
             else:
                 for multi in entries:
                     binding, enabled, tooltip = multi[0]
-                    yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description, binding.action,
-                                    disabled=not enabled, tooltip=tooltip).data_bind(compact=Footer.compact)
+                    yield self._key(FooterKey(binding.key, self.app.get_key_display(binding), binding.description,
+                                              binding.action, disabled=not enabled, tooltip=tooltip))
                     shown += 1
         self.styles.grid_size_columns = max(shown, 1)
         if self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE:
@@ -173,6 +181,7 @@ class KeyFooter(Footer):
             except KeyError:
                 pass
             else:
+                # not bound to the footer's compact: stays compact (FooterKey's default), as in the stock Footer
                 yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description, binding.action,
-                                classes="-command-palette", disabled=not enabled,
+                                classes="-command-palette -compact", disabled=not enabled,
                                 tooltip=binding.tooltip or binding.description)
