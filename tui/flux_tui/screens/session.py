@@ -4,13 +4,15 @@ conversation, observations and unknown events; usage and cost of the turn and th
 from __future__ import annotations
 
 import time
+from typing import Callable
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
@@ -49,6 +51,7 @@ REST_AFTER_S = 0.1  # after the first rows are painted, start reading the rest o
 FIRST_ROWS = 400  # rows of a big session's turn read before the first paint (a screenful of statements and cells)
 TURN_CACHE = 4
 
+_NO_REPLAY = lambda: Text("no replay yet — r replays the session from its cassette", style="dim italic")  # noqa: E731
 _TURN_GROUP = Binding.Group("Turn", compact=True)
 _ERROR_GROUP = Binding.Group("Error", compact=True)
 
@@ -136,6 +139,7 @@ class SessionScreen(Screen):
         self._turn_cursor: dict[int, object] = {}  # turn number -> timeline cursor key, kept across turn switches
         self._prebuilt: tuple | None = None  # (turn number, TimelineReady) built by the load worker
         self._agent_loops = AgentLoopCache()  # the "Loop" tab: agent-loops/<sha>.flux by turn
+        self._held_panels: dict[str, Callable[[], RenderableType]] = {}  # see _bottom_panel
 
     # -- layout ---------------------------------------------------------------------------------
 
@@ -143,6 +147,10 @@ class SessionScreen(Screen):
         # The terminal's size classes before the first styling: set on the first resize, after
         # mounting, they restyle every widget of the screen once more.
         self._size_classes(self.app.size.width, self.app.size.height, update=False)
+        # Start reading now: the store is read while the widgets below are built and styled, not
+        # after (the SessionLoaded it posts is handled after on_mount all the same — Textual runs a
+        # screen's Compose and Mount before anything in its queue).
+        self._load(reload=False)
         yield TopBar(id="topbar")
         with Horizontal(id="session-main"):
             with Vertical(id="left"):
@@ -155,14 +163,11 @@ class SessionScreen(Screen):
                     with TabbedContent(id="bottom", initial="tab-conversation"):
                         with TabPane("Conversation", id="tab-conversation"):
                             yield Panel("conversation", id="conversation")
-                        with TabPane("Observations", id="tab-observations"):
-                            yield Panel("observations", id="observations")
-                        with TabPane("Unknown", id="tab-unknown"):
-                            yield Panel("unknown", id="unknown")
-                        with TabPane("Replay", id="tab-replay"):
-                            yield Panel("replay", id="replay")
-                        with TabPane("Loop", id="tab-loop"):
-                            yield Panel("agent-loop", id="agent-loop")
+                        # the other tabs' panels are built when their tab is first shown (_LAZY_PANELS)
+                        yield TabPane("Observations", id="tab-observations")
+                        yield TabPane("Unknown", id="tab-unknown")
+                        yield TabPane("Replay", id="tab-replay")
+                        yield TabPane("Loop", id="tab-loop")
         yield Static(id="session-notice")
         yield KeyFooter()
 
@@ -180,12 +185,10 @@ class SessionScreen(Screen):
         self.query_one("#turn-info").border_title = "Turn"
         self.query_one("#timeline").border_title = "Plan & cells"
         self.query_one("#inspector").border_title = "Inspector"
-        self.query_one("#replay", Panel).show(Text("no replay yet — r replays the session from its cassette",
-                                                   style="dim italic"))
+        self._bottom_panel("replay", _NO_REPLAY)
         self.query_one("#bottom", TabbedContent).hide_tab("tab-loop")
         self._paint_topbar()
         self.timeline_view.focus()
-        self._load(reload=False)
 
     # -- loading --------------------------------------------------------------------------------
 
@@ -279,7 +282,7 @@ class SessionScreen(Screen):
         label = f"Unknown ({unknown})" if unknown else "Unknown"
         if str(tab.label) != label:
             tab.label = label
-        self.query_one("#unknown", Panel).show(render_unknown(message.detail, message.unknown))
+        self._bottom_panel("unknown", lambda: render_unknown(message.detail, message.unknown))
         if message.detail.skipped_rows and not message.reload:
             self.notify(f"{message.detail.skipped_rows} corrupt row(s) skipped", severity="warning")
         if not turns:
@@ -466,9 +469,9 @@ class SessionScreen(Screen):
         self._show_conversation()
         d = self._detail_for(turn)
         if d is not None:
-            self.query_one("#observations", Panel).show(render_observations(d.observations(d.turns[turn.number - 1])))
+            self._bottom_panel("observations", lambda: render_observations(d.observations(d.turns[turn.number - 1])))
         else:
-            self.query_one("#observations", Panel).show(Text(f"reading turn {turn.number}…", style="dim italic"))
+            self._bottom_panel("observations", lambda: Text(f"reading turn {turn.number}…", style="dim italic"))
 
     def _show_conversation(self) -> None:
         if self.detail is None:
@@ -849,7 +852,7 @@ class SessionScreen(Screen):
         self.replay = marks
         self.timeline_view.set_replay(marks)
         self._timeline_title()
-        self.query_one("#replay", Panel).show(render_report(marks))
+        self._bottom_panel("replay", lambda: render_report(marks))
         tabs = self.query_one("#bottom", TabbedContent)
         tabs.active = "tab-replay"
         tabs.get_tab("tab-replay").label = "Replay ✓" if marks.faithful else "Replay ✗"
@@ -875,8 +878,7 @@ class SessionScreen(Screen):
         self.replay = None
         self.timeline_view.set_replay(None)
         self._timeline_title()
-        self.query_one("#replay", Panel).show(Text("no replay yet — r replays the session from its cassette",
-                                                   style="dim italic"))
+        self._bottom_panel("replay", _NO_REPLAY)
         tabs = self.query_one("#bottom", TabbedContent)
         tabs.get_tab("tab-replay").label = "Replay"
         if tabs.active == "tab-replay":
@@ -960,6 +962,33 @@ class SessionScreen(Screen):
         else:
             self._jump_error(False)
 
+    # -- the bottom panel's tabs -----------------------------------------------------------------
+
+    # Every tab but the conversation gets its panel when it is first shown: four scrolling panels
+    # fewer to build, style and lay out while the screen opens. What such a panel is given before
+    # that (a turn's observations, the unknown events, the replay report, the loop program) is kept
+    # as a function — rendered only if the tab is ever shown — and shown then.
+    _LAZY_PANELS = {"tab-observations": "observations", "tab-unknown": "unknown", "tab-replay": "replay",
+                    "tab-loop": "agent-loop"}
+
+    def _bottom_panel(self, panel_id: str, content: "Callable[[], RenderableType]") -> None:
+        """Show ``content()`` in the bottom panel ``panel_id``: now if the panel exists, else when
+        its tab is first shown."""
+        try:
+            panel = self.query_one(f"#{panel_id}", Panel)
+        except NoMatches:
+            self._held_panels[panel_id] = content
+            return
+        panel.show(content())
+
+    @on(TabbedContent.TabActivated, "#bottom")
+    def _on_bottom_tab(self, event: TabbedContent.TabActivated) -> None:
+        panel_id = self._LAZY_PANELS.get(event.pane.id or "")
+        if panel_id is None or event.pane.query(f"#{panel_id}"):
+            return
+        content = self._held_panels.pop(panel_id, None)
+        event.pane.mount(Panel(panel_id, content() if content is not None else "", id=panel_id))
+
     def action_observations(self) -> None:
         tabs = self.query_one("#bottom", TabbedContent)
         tabs.active = "tab-conversation" if tabs.active == "tab-observations" else "tab-observations"
@@ -974,7 +1003,7 @@ class SessionScreen(Screen):
             tabs.hide_tab("tab-loop")
             return
         tabs.show_tab("tab-loop")
-        self.query_one("#agent-loop", Panel).show(render_agent_loop(loop))
+        self._bottom_panel("agent-loop", lambda: render_agent_loop(loop))
 
     def action_agent_loop(self) -> None:
         if self.turn is None or self._agent_loops.get(self.app.store_dir, self.turn.loop_binding) is None:
