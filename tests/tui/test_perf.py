@@ -13,7 +13,7 @@ from textual.app import App, ComposeResult
 
 from flux.model.session import Cell, PlanAttempt
 from flux.model.timeline import Statement, TimelinePlan
-from flux.store import Message, PlanAttempted
+from flux.store import Message, PlanAttempted, TurnEnded
 from flux.store.events import OpRecorded
 from flux.store.store import SessionRow
 from flux_tui import bench_hooks
@@ -108,6 +108,11 @@ async def test_opening_a_10k_cell_session_and_stepping(make_app, tmp_path):
     w = _writer(store)
     sid = w.create_session("mock")
     with w.transaction():
+        first = w.begin_turn(sid, "look first", "mock")  # a small turn before the big one
+        for step in (1, 2):
+            w.append(sid, PlanAttempted(step=step, outcome="accepted", phase="authored",
+                                        plan_source='flow\n  x = read({"path":"a.txt"})\n'), turn_id=first)
+        w.append(sid, TurnEnded(outcome="ok", iterations=1, answer="looked"), turn_id=first)
         w.append(sid, Message.text("user", "scan the logs"))
         tid = w.begin_turn(sid, "scan the logs", "mock")
         w.append(sid, PlanAttempted(step=1, outcome="accepted", phase="authored",
@@ -123,8 +128,11 @@ async def test_opening_a_10k_cell_session_and_stepping(make_app, tmp_path):
         opened = time.perf_counter() - t
         assert opened < 3 * STALL_S
         tv = app.screen.timeline_view
+        turns = app.screen.turns_list
         # a big session paints its turn's first rows, then reads the rest in a worker
         assert 0 < tv.row_count < 10_002 and "reading the rest of the turn" in str(tv.border_title)
+        # plan counts of turns not read in full are unknown, not 0 (the big one: only its first rows)
+        assert [turns.render_row(t, i, 0, 60, False).plain.split()[3] for i, t in enumerate(turns.rows)] == ["…p", "…p"]
         tv.move_cursor(3)  # the user moves while the rest is read
         before = tv.current.key
         await bench_hooks.wait_turn_read(app, pilot)
@@ -133,3 +141,9 @@ async def test_opening_a_10k_cell_session_and_stepping(make_app, tmp_path):
         steps = await _timed_steps(app, pilot, ["j", "j", "pagedown", "G", "k"])
         assert max(steps) < STALL_S, steps
         assert app.screen.query_one("#inspector").plain_text.count("line 9998") == 1
+        assert turns.render_row(turns.rows[1], 1, 0, 60, False).plain.split()[3] == "1p"  # read in full now
+        assert turns.render_row(turns.rows[0], 0, 0, 60, False).plain.split()[3] == "…p"
+        await pilot.press("left_square_bracket")  # the small turn: read, counted
+        await bench_hooks.wait_until(pilot, lambda: app.screen.timeline is not None and app.screen.turn.number == 1)
+        await bench_hooks.paint(app)
+        assert turns.render_row(turns.rows[0], 0, 0, 60, False).plain.split()[3] == "2p"

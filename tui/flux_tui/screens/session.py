@@ -56,6 +56,16 @@ _TURN_GROUP = Binding.Group("Turn", compact=True)
 _ERROR_GROUP = Binding.Group("Error", compact=True)
 
 
+def _read_in_full(detail: SessionDetail) -> set[int]:
+    """Numbers of the turns whose rows ``detail`` holds in full (so whose plans it counts)."""
+    if detail.truncated:
+        return set()
+    if not detail.partial:
+        return {t.number for t in detail.turns}
+    start = detail.window[0] if detail.window else None
+    return {t.number for t in detail.turns if t.turn_id == start}
+
+
 class SessionScreen(Screen):
     HELP_TOPIC = "timeline"
     FOOTER_ESSENTIAL = ("replay", "diff", "next_error", "prev_error")
@@ -258,6 +268,7 @@ class SessionScreen(Screen):
         tl = self.turns_list
         tl.check = self.check
         turns = message.detail.turns
+        tl.unread = {t.number for t in turns} - _read_in_full(message.detail)
         if message.reload and prev_turn is not None:
             key = next((t.turn_id for t in turns if t.number == prev_turn), None)
         else:
@@ -380,6 +391,9 @@ class SessionScreen(Screen):
             # a big session's turn list holds headers only (and a first read, its first rows):
             # now that the turn was read in full, its row counts its plans
             self.turn.plan_attempts = list(full.plan_attempts)
+            self.turns_list.refresh_rows()
+        if self.turn.number in self.turns_list.unread and self.turn.number in _read_in_full(detail):
+            self.turns_list.unread.discard(self.turn.number)
             self.turns_list.refresh_rows()
         if message.degraded:
             self.degraded = message.degraded

@@ -41,6 +41,9 @@ class TurnList(VirtualList[Turn]):
     def __init__(self, **kw) -> None:
         super().__init__(empty_text="no turns in this session", **kw)
         self.check: InterruptCheck | None = None
+        # Turns whose rows were not read yet (a big session reads one turn at a time): their plan
+        # count is unknown, shown as "…p" rather than a false "0p".
+        self.unread: set[int] = set()
 
     def row_key(self, row: Turn) -> Hashable:
         return row.turn_id
@@ -51,7 +54,7 @@ class TurnList(VirtualList[Turn]):
         t.append(mark, style=mstyle)
         t.append(" ")
         t.append(f"{outcome_text(row.outcome)[:9]:<9} ", style=outcome_style(row.outcome))
-        plans = len(row.accepted_plans)
-        t.append(f"{plans}p ", style="dim")  # 0p too: a blank read as "not loaded yet"
+        plans = "…" if row.number in self.unread else len(row.accepted_plans)
+        t.append(f"{plans}p ", style="dim")  # 0p too: a blank would read as "not loaded yet"
         t.append(" ".join(row.user_input.split()) or "–")
         return t
