@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from flux.canonical import canonical_json, json_string, scrub_text
+from flux.canonical import canonical_json, json_string, scrub_text, sha256_hex
 from flux.errors import FluxError
 from flux.lang import ast as A
 from flux.lang.catalog import OpCatalog, OpSpec
@@ -133,6 +133,7 @@ def _check_key(text: str) -> bool:
     assert hc.flow_key == flow_key(None, draft.body)
     assert hc.arg == canonical_json(lit.value)  # the op's input JSON, before interpolation
     if hc.value is None:  # no placeholder: interpolation can change nothing whatever is bound
+        assert hc.input_hash == sha256_hex(canonical_json(lit.value))
         for s in _strings_in(lit.value):
             assert "{{" not in s and "}}" not in s and interpolate(s, _EVERYTHING) == s
     else:

@@ -25,11 +25,16 @@ __all__ = ["TapeCell", "ReplayTape", "ReplayHost", "TapeFirstHost", "FrozenHost"
            "truncated_message", "miss_message", "off_tape_message", "unconsumed_message"]
 
 
-def make_outcome(content: str, view: str | None = None, is_error: bool = False, denied: bool = False) -> Any:
-    """An ``OpOutcome`` of the interpreter's type."""
-    from ..lang.interpreter import OpOutcome
+_OpOutcome: Any = None
 
-    return OpOutcome(content=content, view=view, is_error=is_error, denied=denied)
+
+def make_outcome(content: str, view: str | None = None, is_error: bool = False, denied: bool = False) -> Any:
+    """An ``OpOutcome`` of the interpreter's type (imported on first use: the language package
+    loads only when something is served)."""
+    global _OpOutcome
+    if _OpOutcome is None:
+        from ..lang.interpreter import OpOutcome as _OpOutcome
+    return _OpOutcome(content, view, is_error, denied)
 
 
 def truncated_message(index: int, op: str) -> str:
@@ -132,9 +137,11 @@ class ReplayTape:
         self._cursor[(op, h)] = pos
         return candidates[pos] if pos < len(candidates) else None
 
-    def serve(self, op: str, input_json: str) -> Any:
-        """Answer one dispatch from tape (see the module doc). Returns an ``OpOutcome``."""
-        h = sha256_hex(input_json)
+    def serve(self, op: str, input_json: str | None, h: str | None = None) -> Any:
+        """Answer one dispatch from tape (see the module doc). Returns an ``OpOutcome``. A caller
+        that has the input's hash already passes it as ``h`` (``input_json`` is then not read)."""
+        if h is None:
+            h = sha256_hex(input_json)
         i = self.find(op, h)
         if i is None:
             msg = miss_message(op, h)

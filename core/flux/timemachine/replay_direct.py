@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import re
+from hashlib import sha256 as _sha256
 from typing import Any, NamedTuple
 
 from ..canonical import canonical_json, json_string, scrub_text, sha256_hex
@@ -66,6 +67,7 @@ class HostCall(NamedTuple):
     op: str
     arg: str  # the literal argument: canonical JSON, so also the op's input JSON
     value: Any  # the decoded argument when it may hold `{name}` placeholders, else None
+    input_hash: str | None  # sha256 of ``arg``, the op's input hash, when ``value`` is None
     source: str  # the plan text, for the full parser when the direct path does not apply
 
     def draft(self) -> Any:
@@ -99,9 +101,14 @@ def host_call(source: Any) -> HostCall | None:
     except (ValueError, RecursionError, TypeError, OverflowError):  # UnicodeError is a ValueError
         return None
     stmt_text = ('{"kind":"bind","name":"' + name + '","value":{"kind":"call","op":"' + op
-                 + '","args":[{"kind":"lit","value":' + arg + '}]}}')
-    return HostCall("h:" + sha256_hex("[" + stmt_text + "]")[:16], sha256_hex(stmt_text)[:16], name, op, arg,
-                    value if _PLACEHOLDER_LIKE.search(arg) is not None else None, source)
+                 + '","args":[{"kind":"lit","value":' + arg + '}]}}').encode()
+    # (hashlib straight away: the text holds no surrogate, so sha256_hex would not scrub anything)
+    if _PLACEHOLDER_LIKE.search(arg) is not None:
+        value_or_hash: tuple[Any, str | None] = (value, None)
+    else:
+        value_or_hash = (None, _sha256(arg.encode()).hexdigest())
+    return HostCall("h:" + _sha256(b"[" + stmt_text + b"]").hexdigest()[:16], _sha256(stmt_text).hexdigest()[:16],
+                    name, op, arg, *value_or_hash, source)
 
 
 def _without_triple_quotes(arg: str) -> str | None:
@@ -163,14 +170,13 @@ def run_host_call(interp: Any, hc: HostCall, ledger: Any) -> Any:
         if matched or (cp is not None and cp >= 0):
             return None  # nothing left to run
     interp._last_vid = None
-    if hc.value is None:
-        input_json = hc.arg
-    else:
+    ih = hc.input_hash
+    if ih is None:
         input_json = canonical_json(_interpolate_json(hc.value, interp.symbols))
-    ih = sha256_hex(input_json)
+        ih = sha256_hex(input_json)
     sid = "step_" + op + "_" + ih[:16]
     emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
-    outcome = host.tape.serve(op, input_json)
+    outcome = host.tape.serve(op, None, ih)
     interp.clock.dispatched()
     interp._steps_base += 1
     content = outcome.content
