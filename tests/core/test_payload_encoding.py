@@ -86,3 +86,37 @@ def test_decode_run_shortcut_equals_from_body_and_coerce(d):
 
     got, want = decode_run(d), _reference_decode_run(d)
     assert type(got) is type(want) and repr(got) == repr(want)
+
+
+@st.composite
+def event_dicts(draw):
+    from flux.store.events import Compacted, Custom, Message
+
+    kind = draw(st.sampled_from(sorted(k for k, c in EVENT_KINDS.items()
+                                       if c not in (Run, Message, Compacted, Observation, Custom))))
+    keys = [key for _name, key, _sub in _field_plan(EVENT_KINDS[kind])] + ["extra"]
+    d = {}
+    for key in draw(st.lists(st.sampled_from(keys), unique=True)):
+        d[key] = draw(st.one_of(values, st.sampled_from([True, 0, 1.5, "s", None, 2 ** 70])))
+    return kind, d
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=event_dicts())
+def test_decode_body_shortcut_equals_from_body_and_coerce(case):
+    """A well-typed body skips the coercion pass (fields_exact); the result is what coercing gives."""
+    from flux.store.events import UnknownEvent, _coerce, decode_body
+
+    kind, d = case
+    cls = EVENT_KINDS[kind]
+    try:
+        want = _coerce(cls, cls.from_body(d))
+    except TypeError:
+        want = UnknownEvent(kind=kind, data=d)
+    except (ValueError, OverflowError) as e:
+        want = type(e)
+    try:
+        got = decode_body(kind, d)
+    except (ValueError, OverflowError) as e:
+        got = type(e)
+    assert type(got) is type(want) and repr(got) == repr(want)

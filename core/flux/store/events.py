@@ -539,6 +539,8 @@ def decode_body(kind: str, data: Any) -> EventBody:
         if cls is Message and not isinstance(body.content, list):
             body = Message(role=str(body.role), content=[])
         return body
+    if type(data) is dict and fields_exact(cls, data):  # well-typed: nothing to coerce
+        return body
     return _coerce(cls, body)
 
 
@@ -588,7 +590,47 @@ def decode_payload(kind_column: str, payload: str) -> EventBody:
     return decode_object(kind_column, load_payload(payload))
 
 
-_EXACT: dict[type, tuple[tuple[str, str], ...]] = {}
+_STR_OR_NONE: Any = object()  # the exact-type marker of a ``str | None`` field
+_EXACT: dict[type, dict[str, Any] | None] = {}
+
+
+def _exact_types(cls: type) -> dict[str, Any] | None:
+    """JSON key → the exact type its value must have (``str``/``int``/``bool``, or
+    :data:`_STR_OR_NONE`), for the scalar fields :func:`_coerce` checks — or None when some such
+    field's default would itself be coerced (then an absent field is not "exact")."""
+    types = dict(_TYPES.get(cls) or _coerce_types(cls))
+    by_name = {f.name: f for f in fields(cls)}
+    marks = {"str": str, "int": int, "bool": bool, "str | None": _STR_OR_NONE}
+    out: dict[str, Any] | None = {}
+    for name, key, _sub in _field_plan(cls):
+        mark = marks.get(types.get(name, ""))
+        if mark is None:
+            continue
+        default = by_name[name].default
+        if default is not MISSING and not (type(default) is mark or (mark is _STR_OR_NONE and
+                                                                      (default is None or type(default) is str))):
+            out = None
+            break
+        out[key] = mark
+    _EXACT[cls] = out
+    return out
+
+
+def fields_exact(cls: type, d: dict) -> bool:
+    """Whether every scalar field of ``cls`` that ``d`` (a body's JSON object) holds already has its
+    declared type, so :func:`_coerce` would change nothing (absent fields take their defaults,
+    which are well-typed). One pass over ``d``'s items, exact type checks."""
+    marks = _EXACT[cls] if cls in _EXACT else _exact_types(cls)
+    if marks is None:
+        return False
+    for key, v in d.items():
+        mark = marks.get(key)
+        if mark is None or type(v) is mark:
+            continue
+        if mark is _STR_OR_NONE and (v is None or type(v) is str):
+            continue
+        return False
+    return True
 
 
 def run_fields_exact(cls: type[RunEvent], d: dict) -> bool:
@@ -596,28 +638,7 @@ def run_fields_exact(cls: type[RunEvent], d: dict) -> bool:
     every field present already has its declared type, so nothing is coerced and nothing can
     raise — the decoded event is ``cls(**fields)``. Lets a reader that needs only a few variants
     skip building the others while skipping and counting exactly the rows decoding would."""
-    checks = _EXACT.get(cls)
-    if checks is None:
-        types = dict(_TYPES.get(cls) or _coerce_types(cls))
-        checks = tuple((key, types.get(name, "")) for name, key, _sub in _field_plan(cls)
-                       if types.get(name, "") in ("int", "str", "bool", "str | None"))
-        _EXACT[cls] = checks
-    for key, t in checks:
-        if key not in d:
-            continue
-        v = d[key]
-        if t == "str":
-            if type(v) is not str:
-                return False
-        elif t == "int":
-            if type(v) is not int:
-                return False
-        elif t == "bool":
-            if type(v) is not bool:
-                return False
-        elif v is not None and type(v) is not str:
-            return False
-    return True
+    return fields_exact(cls, d)
 
 
 def encode_payload_reference(body: EventBody) -> str:
