@@ -246,6 +246,8 @@ def _reference_input_view(input_json: str, redactor: Redactor) -> str:
 @settings(max_examples=200, deadline=None)
 @example(value={"api_key": "v"}, form="escaped", secrets=[])  # "key" spelled \u006bey in the text
 @example(value={"u": "https://a:b@c/"}, form="slashes", secrets=[])
+@example(value=float("nan"), form="ascii", secrets=[])  # json.dumps writes the bare word NaN
+@example(value=[float("nan"), {"k": float("nan")}], form="python", secrets=["1234"])
 @given(value=json_values, form=st.sampled_from(["canonical", "ascii", "slashes", "escaped", "python"]),
        secrets=st.lists(st.sampled_from(["hunter22", "1234", "AKIAXXXX"]), max_size=1))
 def test_input_view_shortcut_equals_the_full_scrub(value, form, secrets):
