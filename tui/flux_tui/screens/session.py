@@ -178,8 +178,7 @@ class SessionScreen(Screen):
                         yield TabPane("Unknown", id="tab-unknown")
                         yield TabPane("Replay", id="tab-replay")
                         yield TabPane("Loop", id="tab-loop")
-        yield Static(id="session-notice")
-        yield KeyFooter()
+        yield KeyFooter()  # (#session-notice is mounted by the first failure to read)
 
     @property
     def turns_list(self) -> TurnList:
@@ -243,7 +242,11 @@ class SessionScreen(Screen):
     @on(LoadFailed)
     def _on_failed(self, message: LoadFailed) -> None:
         self._error = self.app.mask_path(message.error)
-        notice = self.query_one("#session-notice", Static)
+        try:
+            notice = self.query_one("#session-notice", Static)
+        except NoMatches:  # one widget fewer to build for every session that reads fine
+            notice = Static(id="session-notice")
+            self.mount(notice, after="#session-main")
         from rich.panel import Panel as RichPanel
 
         notice.update(RichPanel(Text.assemble((self._error, "bold red"), "\n\n", ("Esc", "bold"), " goes back."),
