@@ -54,7 +54,10 @@ store. r runs it again; Esc clears the marks."""),
     "diff": ("Diff", """Two recorded runs aligned statement by statement (or cell by cell when a run has no statement
 rows), A on the left, B on the right. Markers: = same statement and output; ~ the plan diverges
 (the agent did something else); ≠ same statement, different world (its recorded output differs,
-shown on the second line); a position only one side has is a ~ row with ∅ on the empty side. The first divergence
+shown on the second line); a position only one side has is a ~ row with ∅ on the empty side. When
+positions drift (a fork whose injected value dispatched nothing has one cell fewer), the rows are
+aligned as a sequence instead: each side numbers its own cells, a cell only one side has is an empty
+side, and later calls stay beside the same calls. The first divergence
 is focused on open; n/N jump between differences; Enter opens the row's payloads side by side;
 s swaps A and B. The panel below explains the row under the cursor."""),
     "diff-prompt": ("Diff against", """The session to compare with: s_<n>, a bare number, or last (the newest session). The default is
