@@ -58,6 +58,19 @@ def test_alignment_covers_both_sides_once_in_order_and_is_a_longest_match(a, b):
 
 
 @settings(max_examples=100, deadline=None)
+@given(KEYS, KEYS, st.sampled_from([0, 3, 20]))
+def test_an_exhausted_budget_still_covers_both_sides_with_valid_matches(a, b, budget):
+    """Past the work budget the alignment falls back to patience anchors, then positions: it may
+    pair fewer rows, never a row twice, out of order, or two different keys as a match."""
+    ms = matches(a, b, budget=budget)
+    assert all(a[i] == b[j] for i, j in ms)
+    assert all(x[0] < y[0] and x[1] < y[1] for x, y in zip(ms, ms[1:]))
+    pairs = align(a, b, budget=budget)
+    assert [i for i, _ in pairs if i is not None] == list(range(len(a)))
+    assert [j for _, j in pairs if j is not None] == list(range(len(b)))
+
+
+@settings(max_examples=100, deadline=None)
 @given(KEYS)
 def test_equal_inputs_are_all_same(a):
     rows = align_rows(_rows(a), _rows(list(a)))
