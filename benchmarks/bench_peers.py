@@ -8,7 +8,8 @@ then one model call that answers. Each tool records it through its own fast path
 offline, in this process, interleaved round by round (so machine noise hits every tool alike):
 
 * flux-tui — ``Client`` + scripted provider, a ``pure`` op (group-committed) and the same op
-  declared ``write`` (a durable cell per op); replay = ``replay_session`` (re-executes the plans).
+  declared ``write`` (a durable cell per op; ``auto_approve`` as ``--yes``, so each call runs — the
+  default approver would deny every one); replay = ``replay_session`` (re-executes the plans).
 * rewind-llm — ``Session(mode=RECORD)`` with ``session.model`` / ``session.tool``: one JSONL line
   per event, each with its own open/write/close; replay = ``Session(mode=REPLAY)``.
 * timewarp-llm — ``LocalStore``: an input and an output blob file per step plus one SQLite row
@@ -16,11 +17,15 @@ offline, in this process, interleaved round by round (so machine noise hits ever
 
 Floors do exactly the work of the measured path, nothing more:
 
-* write floor — the same rows (bytes as recorded), same schema and pragmas, raw ``sqlite3``, in the
-  same transactions as the measured run (one per op: an effectful op's ``step_started`` ends a
-  transaction, which also holds the previous op's cell — plus the turn's few), each one
-  ``executemany`` and one registry ``UPDATE``; the boundaries are read from the measured run's own
-  ``COMMIT``s (``sqlite3`` trace callback, in the warm-up round only);
+* write floor — the same rows (same count, same payload bytes), same schema and pragmas, raw
+  ``sqlite3``, in the same transactions as the measured run (one per op: an effectful op's
+  ``step_started`` ends a transaction, which also holds the previous op's cell — plus the turn's
+  few), each one ``executemany`` and the registry ``UPDATE`` the writer runs; the boundaries are
+  read from the measured run's own ``COMMIT``s (``sqlite3`` trace callback, in the warm-up round
+  only). Every row is made as any recorder must make it: its payload encoded from its value with
+  the standard library (``json.dumps``, checked to give the recorded bytes), a ULID minted and a
+  millisecond timestamp read. ``write floor (pre-encoded)`` is the same without making the rows
+  (payload texts and ids copied from the recorded run: SQLite alone);
 * read floor — the rows replay reads (the session's turn, plan-attempt and run rows, all eight
   columns, after the same ``last`` lookup) with raw ``sqlite3``, each payload ``json.loads``-ed:
   replay json-loads every one of those rows too (``benchmarks/bench_replay.py`` has the 10k and
@@ -50,6 +55,7 @@ from flux.agent.ops import op  # noqa: E402
 from flux.agent.providers.scripted import ScriptedProvider  # noqa: E402
 from flux.store import schema  # noqa: E402
 from flux.store.store import StoreReader  # noqa: E402
+from flux.store.ulid import new_ulid  # noqa: E402
 from flux.timemachine.replay import replay_session  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -101,7 +107,7 @@ def flux_record(d: Path, calls: int, ops, commits: list[int] | None = None) -> f
     """Record the run; ``commits`` (if given) receives, per COMMIT, how many event rows were inserted
     before it (a trace callback — only in the untimed warm-up round)."""
     client = Client(ScriptedProvider(responses=_responses(calls)), model="scripted", ops=ops, store=d / "store",
-                    workspace=d, env_secrets=False)
+                    workspace=d, env_secrets=False, auto_approve=True)
     session = client.session()
     if commits is not None:
         inserted = [client.writer.conn.execute("SELECT COUNT(*) FROM events").fetchone()[0]]
@@ -118,6 +124,7 @@ def flux_record(d: Path, calls: int, ops, commits: list[int] | None = None) -> f
     LAST_CPU[0] = time.process_time() - c0
     client.close()
     assert out.outcome == "ok" and len(out.cells) == calls
+    assert not any(c.is_error or c.denied for c in out.cells), "every call must run (not be refused)"
     return elapsed
 
 
@@ -130,12 +137,18 @@ def flux_replay(store: Path, calls: int) -> float:
     return elapsed
 
 
-def write_floor(src: Path, d: Path, commits: list[int]) -> float:
-    """The recorded rows re-inserted with raw sqlite3 in the measured run's transactions (``commits``:
-    the row count at each COMMIT), same schema and pragmas, one registry UPDATE per transaction."""
+def write_floor(src: Path, d: Path, commits: list[int], *, make_rows: bool = True) -> float:
+    """The recorded rows written with raw sqlite3 in the measured run's transactions (``commits``:
+    the row count at each COMMIT), same schema and pragmas, the writer's registry UPDATE per
+    transaction. ``make_rows``: each row's payload is encoded from its value (``json.dumps``), its
+    id minted and its timestamp read inside the timed region, as a recorder must; otherwise the
+    recorded texts and ids are inserted as they are (SQLite's share alone)."""
     with sqlite3.connect(f"file:{src / 'events.db'}?mode=ro", uri=True) as c:
         rows = c.execute("SELECT stream, stream_seq, id, kind, schema_version, ts, payload, turn_id FROM events"
                          " ORDER BY global_seq").fetchall()
+    values = [json.loads(r[6]) for r in rows]
+    for r, v in zip(rows, values):  # the floor writes the same bytes
+        assert json.dumps(v, ensure_ascii=False, separators=(",", ":")) == r[6], r[6][:200]
     cuts = sorted({n for n in commits if 0 < n <= len(rows)} | {len(rows)})
     d.mkdir()
     con = sqlite3.connect(str(d / "events.db"), isolation_level=None)
@@ -147,13 +160,23 @@ def write_floor(src: Path, d: Path, commits: list[int]) -> float:
     con.execute("INSERT INTO streams (model, created_at, updated_at, last_seq, msg_count) VALUES ('scripted', 0, 0, 0, 0)")
     insert = ("INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload, turn_id)"
               " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+    update = "UPDATE streams SET updated_at = ?, last_seq = ?, model = COALESCE(?, model), msg_count = msg_count + ? WHERE n = 1"
+    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    now = time.time
     t0, c0 = time.perf_counter(), time.process_time()
     start = 0
     for end in cuts:
         con.execute("BEGIN IMMEDIATE")
-        con.executemany(insert, rows[start:end])
-        last = rows[end - 1]
-        con.execute("UPDATE streams SET updated_at = ?, last_seq = ? WHERE n = 1", (last[5], last[1]))
+        if make_rows:
+            batch = []
+            for r, v in zip(rows[start:end], values[start:end]):
+                ms = int(now() * 1000)
+                batch.append((r[0], r[1], new_ulid(ms), r[3], 1, ms, dumps(v), r[7]))
+        else:
+            batch = rows[start:end]
+        con.executemany(insert, batch)
+        last = batch[-1]
+        con.execute(update, (last[5], last[1], None, sum(1 for r in batch if r[3] == "message")))
         con.execute("COMMIT")
         start = end
     elapsed = time.perf_counter() - t0
@@ -277,7 +300,8 @@ def main() -> None:
         replay_only(n, args.repeat)
         return
     t: dict[str, list[float]] = {k: [] for k in (
-        "flux record pure", "flux record write", "write floor", "rewind record", "timewarp record",
+        "flux record pure", "flux record write", "write floor", "write floor (pre-encoded)", "rewind record",
+        "timewarp record",
         "flux replay", "read floor", "rewind replay", "timewarp replay")}
     if args.no_timewarp:
         del t["timewarp record"], t["timewarp replay"]
@@ -300,6 +324,9 @@ def main() -> None:
             cpu["flux record write"] = LAST_CPU[0]
             res["write floor"] = write_floor(base / "fw" / "store", base / "floor", commits)
             cpu["write floor"] = LAST_CPU[0]
+            res["write floor (pre-encoded)"] = write_floor(base / "fw" / "store", base / "floor-raw", commits,
+                                                           make_rows=False)
+            cpu["write floor (pre-encoded)"] = LAST_CPU[0]
             res["rewind record"] = rewind_run(base / "rw.jsonl", n, True)
             cpu["rewind record"] = LAST_CPU[0]
             if not args.no_timewarp:
@@ -324,12 +351,14 @@ def main() -> None:
                 rows = _event_rows(base / "fp" / "store")
                 payload = _payload_bytes(base / "fp" / "store")
                 size["per call"] = f"{rows / n:.2f} rows, {payload / n:.0f} payload bytes"
+                size["per write call"] = (f"{_event_rows(base / 'fw' / 'store') / n:.2f} rows, "
+                                          f"{_payload_bytes(base / 'fw' / 'store') / n:.0f} payload bytes")
     m = {k: statistics.median(v) * 1000 for k, v in t.items()}
     print(f"one run of {n} tool calls + 2 model calls, in-process, median of {args.repeat} interleaved rounds "
           f"({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
     mc = {k: statistics.median(v) * 1000 for k, v in tc.items()}
     for k, v in m.items():
-        print(f"  {k:<18} {v:9.1f} ms" + (f"   cpu {mc[k]:8.1f} ms" if k in mc else ""))
+        print(f"  {k:<26} {v:9.1f} ms" + (f"   cpu {mc[k]:8.1f} ms" if k in mc else ""))
     print("bytes on disk: " + " · ".join(f"{k} {v}" for k, v in size.items()))
     print(f"write run: {len(commits)} commits for {n} write-effect calls")
     print("ratios (target in brackets):")
@@ -339,6 +368,8 @@ def main() -> None:
         print(f"  record pure vs timewarp      {m['flux record pure'] / m['timewarp record']:6.2f}×")
     print(f"  record write vs commit floor {m['flux record write'] / m['write floor']:6.2f}×  (≤ 1.3×)"
           f"   cpu {mc['flux record write'] / mc['write floor']:5.2f}×")
+    print(f"    (vs the pre-encoded floor  {m['flux record write'] / m['write floor (pre-encoded)']:6.2f}×"
+          f"            cpu {mc['flux record write'] / mc['write floor (pre-encoded)']:5.2f}×)")
     print(f"  replay vs rewind             {m['flux replay'] / m['rewind replay']:6.2f}×  (≤ 2×)")
     if not args.no_timewarp:
         print(f"  replay vs timewarp           {m['flux replay'] / m['timewarp replay']:6.2f}×")

@@ -7,6 +7,8 @@ import json
 import sqlite3
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flux.errors import SessionNotFound, StoreError, StoreLockedError
 from flux.store import (
@@ -351,3 +353,30 @@ def test_append_runs_writes_what_append_of_each_decoded_body_writes(tmp_path):
         return rows, reg
 
     assert write(tmp_path / "bulk", True) == write(tmp_path / "single", False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(start=st.integers(0, (1 << 80) - 1), steps=st.lists(st.integers(0, 3), min_size=1, max_size=40),
+       ms0=st.integers(0, (1 << 48) - 5))
+def test_new_ulid_text_is_encode_of_its_value(start, steps, ms0):
+    """new_ulid keeps the runs of digits it can from the previous id: its text must still be
+    ``_encode`` of exactly the value the reference rule gives (same ms → the random part plus one,
+    wrapping at 80 bits; a new ms → fresh random bits)."""
+    from flux.store import ulid
+
+    rand = start
+    with ulid._lock:
+        ulid._last_ms, ulid._last_rand = ms0, start
+    near_wrap = (1 << 80) - 3  # exercise the 80-bit wrap and the 10-bit carries too
+    for k, step in enumerate(steps):
+        ms = ms0 + (step == 3)  # mostly the same millisecond; sometimes the next one
+        if ms == ms0 and k == len(steps) // 2:
+            with ulid._lock:
+                ulid._last_rand = rand = near_wrap
+        text = ulid.new_ulid(ms)
+        if ms == ms0:
+            rand = (rand + 1) & ((1 << 80) - 1)
+        else:
+            rand = ulid._last_rand  # fresh random bits: read back what was drawn
+            ms0 = ms
+        assert text == ulid._encode((ms << 80) | rand)

@@ -692,6 +692,10 @@ class _Encoded:
         self.payload = payload
 
 
+# The kinds whose rows move the registry beyond updated_at/last_seq (msg_count, model).
+_REGISTRY_KINDS = frozenset({"message", "session_started", "model_changed", "compacted"})
+
+
 class StoreWriter:
     """Creates stores and appends events by flux's write rules (§1.1).
 
@@ -841,12 +845,26 @@ class StoreWriter:
                     self.flush()
 
     def flush(self) -> None:
-        """Write every buffered append in one transaction (a no-op when nothing is pending)."""
+        """Write every buffered append in one transaction (a no-op when nothing is pending).
+
+        :meth:`transaction` with an empty body, spelled out: an effectful op's commit runs this
+        once per op, and the generator context manager was a fifth of the writer's own time."""
         with self._lock:
             if not self._pending:
                 return
-            with self.transaction():  # writes the pending rows first
-                pass
+            if self._tx_depth:  # inside an open transaction: its commit writes them
+                self._write_pending()
+                return
+            conn = self.conn
+            self._begin()
+            try:
+                self._write_pending()
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                self._next_seq.clear()  # the rows it inserted are gone
+                raise
 
     _INSERT = ("INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload, turn_id)"
                " VALUES (?, ?, ?, ?, 1, ?, ?, ?)")
@@ -859,25 +877,32 @@ class StoreWriter:
         pending, self._pending = self._pending, []
         next_seq = self._next_seq
         rows = []
+        add = rows.append
         reg: dict[str, list] = {}  # stream -> [ts, seq, model, msg base (None: keep), messages added]
+        r: list | None = None
+        r_stream = None
         for stream, body, turn_id, ts in pending:
-            seq = next_seq.get(stream)
-            if seq is None:
-                seq = self._max_seq(stream)
-            next_seq[stream] = seq + 1  # forgotten by transaction() if this transaction rolls back
+            if stream is not r_stream:
+                r = reg.get(stream)
+                if r is None:
+                    seq = next_seq.get(stream)
+                    r = reg[stream] = [ts, self._max_seq(stream) - 1 if seq is None else seq - 1, None, None, 0]
+                r_stream = stream
+            seq = r[1] + 1
+            r[0], r[1] = ts, seq
+            kind = body.KIND
             # Lone surrogates cannot be stored as UTF-8: the one rule (flux.canonical.scrub_text).
             payload = body.payload if type(body) is _Encoded else encode_payload(body)
-            rows.append((stream, seq, new_ulid(ts), body.KIND, ts, scrub_text(payload), turn_id))
-            r = reg.get(stream)
-            if r is None:
-                r = reg[stream] = [ts, 0, None, None, 0]
-            r[0], r[1] = ts, seq
-            if isinstance(body, Message):
-                r[4] += 1
-            elif isinstance(body, (SessionStarted, ModelChanged)):
-                r[2] = body.model
-            elif isinstance(body, Compacted):
-                r[3], r[4] = len(body.messages), 0
+            add((stream, seq, new_ulid(ts), kind, ts, scrub_text(payload), turn_id))
+            if kind in _REGISTRY_KINDS:
+                if isinstance(body, Message):
+                    r[4] += 1
+                elif isinstance(body, (SessionStarted, ModelChanged)):
+                    r[2] = body.model
+                elif isinstance(body, Compacted):
+                    r[3], r[4] = len(body.messages), 0
+        for stream, entry in reg.items():
+            next_seq[stream] = entry[1] + 1  # forgotten by flush()/transaction() if this transaction rolls back
         self.conn.executemany(self._INSERT, rows)
         for stream, (ts, seq, model, base, added) in reg.items():
             n = session_number(stream)

@@ -10,21 +10,40 @@ _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _lock = threading.Lock()
 _last_ms = -1
 _last_rand = 0
+_RAND_MASK = (1 << 80) - 1
+
+# The text of an id is three runs of digits, each a function of one part of the value: the first 10
+# digits of the millisecond (2 zero bits + 48 bits), the next 14 of the random part's top 70 bits,
+# the last 2 of its low 10 bits. Ids minted in one millisecond share the first run and, 1,023 times
+# in 1,024, the second: both are kept from the previous id (a recording mints thousands a second).
+_ms_text_of = -1
+_ms_text = ""
+_high_of = -1
+_high_text = ""
 
 
 def new_ulid(ms: int | None = None) -> str:
-    """A new ULID. Ids minted in the same millisecond increase monotonically, so they sort by creation."""
-    global _last_ms, _last_rand
+    """A new ULID. Ids minted in the same millisecond increase monotonically, so they sort by creation.
+
+    The text is ``_encode((ms << 80) | random)`` (a property test checks it), built from the runs
+    kept from the previous id where they are the same."""
+    global _last_ms, _last_rand, _ms_text_of, _ms_text, _high_of, _high_text
     if ms is None:
         ms = int(time.time() * 1000)
     with _lock:
         if ms == _last_ms:
-            _last_rand = (_last_rand + 1) & ((1 << 80) - 1)
+            rand = _last_rand = (_last_rand + 1) & _RAND_MASK
         else:
             _last_ms = ms
-            _last_rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to increment
-        value = (ms << 80) | _last_rand
-    return _encode(value)
+            rand = _last_rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to increment
+        if ms != _ms_text_of:
+            _ms_text = _encode(ms << 80)[:10]
+            _ms_text_of = ms
+        high = rand >> 10
+        if high != _high_of:
+            _high_text = _encode(rand)[10:24]
+            _high_of = high
+        return _ms_text + _high_text + _PAIRS[rand & 1023]
 
 
 _PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # 10 bits → two Crockford digits
