@@ -461,6 +461,14 @@ def _cells_fail(monkeypatch):
         return real(self, stream, body, *a, **kw)
 
     monkeypatch.setattr(StoreWriter, "append", append)
+    real_text = StoreWriter.append_text
+
+    def append_text(self, stream, kind, payload, *a, **kw):  # the recorder writes its cells as text
+        if kind == "run" and payload.startswith('{"kind":"run","data":{"event":"op_recorded"'):
+            raise sqlite3.OperationalError("database or disk is full")
+        return real_text(self, stream, kind, payload, *a, **kw)
+
+    monkeypatch.setattr(StoreWriter, "append_text", append_text)
 
 
 def test_a_cell_that_cannot_be_written_fails_the_turn_loudly(make_client, store, ws, monkeypatch):

@@ -120,3 +120,69 @@ def test_decode_body_shortcut_equals_from_body_and_coerce(case):
     except (ValueError, OverflowError) as e:
         got = type(e)
     assert type(got) is type(want) and repr(got) == repr(want)
+
+# -- the recorder's hot rows written straight to text (encode_run_step, encode_op_recorded,
+#    encode_observation) equal encode_payload of the body they stand for --------------------------
+
+_texts = st.one_of(st.text(max_size=20), st.sampled_from(["", "\ud83d", "a\x00b\n\"\\", "é✓", "1e+16", "v_12"]))
+_odd = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.lists(st.integers(), max_size=2))
+
+
+@st.composite
+def step_bodies(draw):
+    tag = draw(st.sampled_from(["step_started", "step_succeeded", "step_failed", "flow_returned", "op_recorded"]))
+    keys = {"step_started": ["step", "op", "input_hash"], "step_succeeded": ["step", "output"],
+            "step_failed": ["step", "error"]}.get(tag, ["step", "value"])
+    d = {"event": tag}
+    for key in keys:
+        if draw(st.integers(0, 9)):  # now and then a field is missing
+            d[key] = draw(_texts) if draw(st.integers(0, 5)) else draw(_odd)
+    if not draw(st.integers(0, 9)):
+        d["extra"] = draw(_texts)
+    return d
+
+
+@settings(max_examples=300, deadline=None)
+@given(ev=step_bodies())
+def test_run_step_text_equals_the_encoded_run(ev):
+    from flux.store.events import decode_run, encode_run_step
+
+    text = encode_run_step(ev)
+    if text is not None:
+        assert text == encode_payload_reference(Run(event=decode_run(ev)))
+    shapes = {"step_started": {"event", "step", "op", "input_hash"}, "step_succeeded": {"event", "step", "output"},
+              "step_failed": {"event", "step", "error"}}
+    well_typed = set(ev) == shapes.get(ev["event"]) and all(type(v) is str for v in ev.values())
+    assert (text is not None) == well_typed  # the fast path is taken exactly for the interpreter's own shape
+
+
+@st.composite
+def cells(draw):
+    from flux.store.events import OpRecorded
+
+    def field(kind):
+        if not draw(st.integers(0, 7)):
+            return draw(_odd)  # a field of the wrong type now and then: must take the general path
+        return {"int": lambda: draw(st.integers()), "str": lambda: draw(_texts), "bool": lambda: draw(st.booleans()),
+                "opt": lambda: draw(st.one_of(st.none(), _texts))}[kind]()
+
+    return OpRecorded(seq=field("int"), step=field("str"), op=field("str"), input_hash=field("str"),
+                      input_hash_redacted=field("opt"), input_view=field("opt"), input_view_truncated=field("bool"),
+                      content=field("str"), view=field("opt"), is_error=field("bool"), denied=field("bool"),
+                      redacted=field("bool"), truncated=field("bool"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(cell=cells())
+def test_op_recorded_text_equals_the_encoded_cell(cell):
+    from flux.store.events import encode_op_recorded
+
+    assert encode_op_recorded(cell) == encode_payload_reference(Run(event=cell))
+
+
+@settings(max_examples=200, deadline=None)
+@given(kind=st.one_of(_texts, values), phase=st.one_of(st.just("turn"), _texts, values), data=values)
+def test_observation_text_equals_the_encoded_observation(kind, phase, data):
+    from flux.store.events import encode_observation
+
+    assert encode_observation(kind, phase, data) == encode_payload_reference(Observation(kind, phase, data))

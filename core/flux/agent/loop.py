@@ -46,11 +46,13 @@ from ..cassette.record import CassetteWriteError, RecordingHost, scrub_outcome
 from ..cassette.redactor import Redactor
 from ..errors import FluxError
 from ..lang import ast as A
-from ..lang.formatter import format_flow
-from ..lang.hashes import fingerprint, flow_key
+from ..lang.astjson import bind_call_json_text, seed_json_text
+from ..lang.formatter import format_bind_call, format_flow
+from ..lang.hashes import fingerprint, flow_key, one_statement_hashes
 from ..lang.interpreter import Interpreter, OpOutcome, completed_work
 from ..store.events import (
-    CallUsage, Message, Observation, OpRecorded, PlanAttempted, Run, TurnEnded, Usage, decode_run,
+    CallUsage, Message, Observation, OpRecorded, PlanAttempted, Run, TurnEnded, Usage, decode_run, encode_observation,
+    encode_op_recorded, encode_run_step,
 )
 from ..model.pricing import Spend
 from ..store.bindings import FlowDbBindings
@@ -214,6 +216,28 @@ def host_plan(bind: str, op: str, input_obj: dict) -> A.DraftAst:
                       body=(A.Bind(name=bind, value=A.Call(op=op, args=(A.Lit(value=_escape_braces(input_obj)),))),))
 
 
+def host_plan_facts(bind: str, op: str, input_obj: dict) -> tuple[A.DraftAst, str, str, str]:
+    """The host plan (:func:`host_plan`) with its plan text, fingerprint and flow key:
+    ``(draft, format_flow(draft), fingerprint(draft), flow_key(None, draft.body))``.
+
+    One call per tool call, so the three are written from the statement's parts — its JSON text
+    once (kept on the node, where the interpreter's statement hash reads it), the two hashes around
+    it, the text from its one-line spelling — instead of walking the AST three times. A property
+    test (tests/agent/test_host_plan.py) checks every part equals the general path's; a statement
+    without the plain spelling takes the formatter."""
+    draft = host_plan(bind, op, input_obj)
+    stmt = draft.body[0]
+    value = stmt.value.args[0].value
+    try:
+        text = bind_call_json_text(bind, op, value)
+        source = format_bind_call(bind, op, value)
+    except (RecursionError, TypeError, ValueError):  # the general path says what is wrong
+        return draft, format_flow(draft), fingerprint(draft), flow_key(None, draft.body)
+    seed_json_text(stmt, text)
+    fp, key = one_statement_hashes(text)
+    return draft, source if source is not None else format_flow(draft), fp, key
+
+
 def _bind_safe(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", s)
 
@@ -285,6 +309,11 @@ class _Recorder:
             if len(data) > self.cap:
                 err = data[:self.cap].decode("utf-8", "ignore")
             ev["error"] = err
+        text = encode_run_step(ev)  # the per-call step rows, straight to their payload text
+        if text is not None:
+            self.w.append_text(self.sid, "run", text)
+            self.appended += 1
+            return
         body = decode_run(ev)
         if isinstance(body, OpRecorded):
             self.emit_cell(body)
@@ -294,7 +323,7 @@ class _Recorder:
 
     def emit_cell(self, cell: OpRecorded) -> None:
         """The cassette's sink for a cell (the ``op_recorded`` row of one dispatch)."""
-        self.w.append(self.sid, Run(event=cell))
+        self.w.append_text(self.sid, "run", encode_op_recorded(cell))
         self.appended += 1
         self.cells.append(cell)
         if self.durable(cell.op):
@@ -581,12 +610,10 @@ class TurnRunner:
             phase = "execute" if mutating else "gather"
             bind = f"adaptive_{_bind_safe('batch-' + batch)}_{_bind_safe(f'action-{index}')}" if mutating \
                 else f"adaptive_gather_{out_step}"
-            draft = host_plan(bind, name, inp)
-            src = cfg.redactor.redact(format_flow(draft))
-            fp = fingerprint(draft)
+            draft, plan_text, fp, key = host_plan_facts(bind, name, inp)
+            src = cfg.redactor.redact(plan_text)
             rec.append(PlanAttempted(step=out_step, outcome="accepted", fingerprint=fp, phase=phase, plan_source=src),
                        turn_id=turn_id)
-            key = flow_key(None, draft.body)
             out.plans.append(PlanRecord(out_step, phase, fp, key, src))
             live.last = None
             interp.symbols = {}
@@ -636,9 +663,9 @@ class TurnRunner:
         cfg = self.cfg
         flush = cfg.writer.now()
         redact = cfg.redactor.redact_value
-        with cfg.writer.grouped(max_rows=1 << 62, max_ms=float("inf")):  # no partial flush inside the batch
-            for ob in observations:
-                rec.append(Observation(ob.kind, ob.phase, redact(ob.data)), turn_id=turn_id, ts=flush)
+        texts = [encode_observation(ob.kind, ob.phase, redact(ob.data)) for ob in observations]
+        cfg.writer.append_texts(cfg.session, "observation", texts, turn_id=turn_id, ts=flush)  # with what is buffered
+        rec.appended += len(texts)
         cfg.writer.flush()
 
     def _finish(self, rec: _Recorder, out: TurnOutput, interp: Interpreter, observations: list, usages: list[Usage],

@@ -21,6 +21,7 @@ from . import ast as A
 __all__ = [
     "node_to_json", "node_from_json", "draft_to_json", "draft_from_json", "type_to_json",
     "type_from_json", "sort_json", "AstJsonError", "node_json_text", "draft_json_text",
+    "bind_call_json_text", "seed_json_text",
 ]
 
 
@@ -229,6 +230,20 @@ def node_json_text(node: A.Node) -> str:
             raise AstJsonError("the AST nests too deeply to serialize") from None
         object.__setattr__(node, "_json_text", cached)
     return cached
+
+
+def bind_call_json_text(name: str, op: str, value: Any) -> str:
+    """:func:`node_json_text` of ``Bind(name, Call(op, (Lit(value),)))`` written from its parts
+    (an adaptive turn's host-plan statement, flux.agent.loop): the node dict is never built. A
+    property test checks it equals :func:`node_json_text` of the node."""
+    return scrub_text('{"kind":"bind","name":' + compact_json(name) + ',"value":{"kind":"call","op":'
+                      + compact_json(op) + ',"args":[{"kind":"lit","value":' + compact_json(sort_json(value))
+                      + "}]}}")
+
+
+def seed_json_text(node: A.Node, text: str) -> None:
+    """Give ``node`` its :func:`node_json_text` computed elsewhere (it must be exactly that text)."""
+    object.__setattr__(node, "_json_text", text)
 
 
 def draft_json_text(draft: A.DraftAst) -> str:

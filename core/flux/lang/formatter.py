@@ -24,7 +24,7 @@ from .astjson import node_json_text
 from .parser import ParseError, RESERVED, parse_expression
 
 __all__ = ["FormatError", "format_flow", "format_statement", "format_node_lines", "format_duration",
-           "compact_value", "is_identifier"]
+           "compact_value", "is_identifier", "format_bind_call"]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _OPNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
@@ -511,6 +511,16 @@ def format_flow(draft: A.DraftAst) -> str:
         raise FormatError("the plan nests too deeply to format; bind inner values to names "
                           "first") from None
     return scrub_text(_header(draft) + "".join(out.lines))
+
+
+def format_bind_call(name: str, op: str, value: Any) -> Optional[str]:
+    """``format_flow`` of the one-statement flow ``name = op(<literal value>)`` — an adaptive turn's
+    host plan (flux.agent.loop) — written straight from its parts, without walking the AST; None
+    when that statement has no plain spelling (a name or op that needs ``$`` or ``@json``), for
+    which the caller formats the AST. A property test checks it equals :func:`format_flow`."""
+    if name in RESERVED or not _IDENT.match(name) or op in RESERVED or not _OPNAME.match(op):
+        return None
+    return scrub_text("flow\n  " + name + " = " + op + "(" + compact_value(value) + ")\n")
 
 
 def format_statement(node: A.Node) -> str:

@@ -15,7 +15,7 @@ from .astjson import draft_json_text, node_json_text
 
 __all__ = [
     "input_hash", "step_id", "stmt_hash16", "body_hash16", "flow_key", "fingerprint",
-    "once_key", "memo_symbol", "body_json_text",
+    "once_key", "memo_symbol", "body_json_text", "one_statement_hashes",
 ]
 
 
@@ -54,6 +54,14 @@ def flow_key(name: Optional[str], body: Iterable[A.Node]) -> str:
 def fingerprint(draft: A.DraftAst) -> str:
     """``plan_attempted.fingerprint``: sha256 of the whole DraftAst JSON (64 hex)."""
     return sha256_hex(draft_json_text(draft))
+
+
+def one_statement_hashes(stmt_json: str) -> tuple[str, str]:
+    """``(fingerprint, flow_key)`` of the unnamed, parameterless flow whose one statement has the
+    :func:`~flux.lang.astjson.node_json_text` ``stmt_json`` — the texts :func:`fingerprint` and
+    :func:`flow_key` hash, written around it (an adaptive host plan's; property-tested equal)."""
+    return (sha256_hex('{"params":[],"body":[' + stmt_json + "]}"),
+            "h:" + sha256_hex("[" + stmt_json + "]")[:16])
 
 
 def once_key(label: str, body: Iterable[A.Node]) -> str:

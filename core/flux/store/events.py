@@ -703,6 +703,69 @@ def encode_payload(body: EventBody) -> str:
     return '{"kind":' + json_str(cls.KIND) + ',"data":{' + ",".join(parts) + "}}"
 
 
+# The recorder's hot rows, written straight to text: per op call a ``step_started``, its cell and a
+# ``step_succeeded`` (or ``step_failed``), per plan a ``plan_attempted``, and the turn's observations.
+# Each takes its exact well-typed shape only — anything else returns None (or falls back to
+# encode_payload), so the text is always encode_payload's (tests/core/test_payload_encoding.py).
+
+_STEP_HEADS = {
+    "step_started": ('{"kind":"run","data":{"event":"step_started","step":', ',"op":', ',"input_hash":'),
+    "step_succeeded": ('{"kind":"run","data":{"event":"step_succeeded","step":', ',"output":'),
+    "step_failed": ('{"kind":"run","data":{"event":"step_failed","step":', ',"error":'),
+}
+
+
+def encode_run_step(ev: dict) -> str | None:
+    """``encode_payload(Run(decode_run(ev)))`` for the interpreter's ``step_started`` /
+    ``step_succeeded`` / ``step_failed`` body with exactly its fields, all strings; None otherwise."""
+    heads = _STEP_HEADS.get(ev.get("event"))  # type: ignore[arg-type]
+    if heads is None or len(ev) != len(heads) + 1:
+        return None
+    step = ev.get("step")
+    if type(step) is not str:
+        return None
+    if len(heads) == 3:
+        op, ih = ev.get("op"), ev.get("input_hash")
+        if type(op) is not str or type(ih) is not str:
+            return None
+        return heads[0] + json_str(step) + heads[1] + json_str(op) + heads[2] + json_str(ih) + "}}"
+    last = ev.get("output" if ev["event"] == "step_succeeded" else "error")
+    if type(last) is not str:
+        return None
+    return heads[0] + json_str(step) + heads[1] + json_str(last) + "}}"
+
+
+def encode_op_recorded(cell: "OpRecorded") -> str:
+    """``encode_payload(Run(event=cell))`` for a cassette cell, written in one expression when every
+    field has its declared type (the cell :func:`flux.cassette.record.build_cell` makes)."""
+    c = cell
+    if (type(c) is OpRecorded and type(c.seq) is int and type(c.step) is str and type(c.op) is str
+            and type(c.input_hash) is str and type(c.content) is str and type(c.input_view_truncated) is bool
+            and type(c.is_error) is bool and type(c.denied) is bool and type(c.redacted) is bool
+            and type(c.truncated) is bool and (c.input_hash_redacted is None or type(c.input_hash_redacted) is str)
+            and (c.input_view is None or type(c.input_view) is str) and (c.view is None or type(c.view) is str)):
+        return ('{"kind":"run","data":{"event":"op_recorded","seq":' + int.__repr__(c.seq)
+                + ',"step":' + json_str(c.step) + ',"op":' + json_str(c.op) + ',"input_hash":' + json_str(c.input_hash)
+                + ("" if c.input_hash_redacted is None else ',"input_hash_redacted":' + json_str(c.input_hash_redacted))
+                + ("" if c.input_view is None else ',"input_view":' + json_str(c.input_view))
+                + (',"input_view_truncated":true' if c.input_view_truncated else ',"input_view_truncated":false')
+                + ',"content":' + json_str(c.content)
+                + ("" if c.view is None else ',"view":' + json_str(c.view))
+                + (',"is_error":true' if c.is_error else ',"is_error":false')
+                + (',"denied":true' if c.denied else ',"denied":false')
+                + (',"redacted":true' if c.redacted else ',"redacted":false')
+                + (',"truncated":true}}' if c.truncated else ',"truncated":false}}'))
+    return encode_payload(Run(event=cell))
+
+
+def encode_observation(kind: str, phase: str, data: Any) -> str:
+    """``encode_payload(Observation(kind, phase, data))`` without building the body."""
+    if type(kind) is not str or type(phase) is not str:
+        return encode_payload(Observation(kind, phase, data))
+    return ('{"kind":"observation","data":{"kind":' + json_str(kind) + ',"phase":' + json_str(phase) + ',"data":'
+            + compact_json(data) + "}}")
+
+
 _SIMPLE_TYPES = {"str": (str,), "int": (int,), "bool": (bool,), "str | None": (str, type(None))}
 _FAST_RUN: dict[str, tuple[tuple[str, tuple[type, ...], Any], ...] | None] = {}
 

@@ -969,6 +969,30 @@ class StoreWriter:
 
         return self._append_bulk(stream, [_Encoded("run", encode_run_body(b)) for b in bodies], turn_id, ts)
 
+    def append_text(self, stream: str, kind: str, payload: str, *, turn_id: int | None = None,
+                    ts: int | None = None) -> None:
+        """:meth:`append` of a body whose payload text the caller has built — it must be exactly
+        ``encode_payload(body)`` (the recorder's hot rows, property-tested equal). Only for kinds
+        that leave the registry's model and message count alone."""
+        if kind in _REGISTRY_KINDS or (turn_id is not None and kind in schema.UNSCOPED_KINDS):
+            raise ValueError(f"append_text cannot write a {kind} row" + (" with a turn_id" if turn_id is not None else ""))
+        body = _Encoded(kind, payload)
+        ts = self.now() if ts is None else ts
+        if self._group is not None and self._tx_depth == 0:
+            self._buffer(stream, body, turn_id, ts)
+            return
+        with self.transaction():
+            self._pending.append((stream, body, turn_id, ts))
+            self._write_pending()
+
+    def append_texts(self, stream: str, kind: str, payloads: Sequence[str], *, turn_id: int | None = None,
+                     ts: int | None = None) -> int:
+        """:meth:`append_many` of pre-built payload texts of one kind (see :meth:`append_text`):
+        everything buffered, then these rows, in one transaction. Returns how many."""
+        if kind in _REGISTRY_KINDS or (turn_id is not None and kind in schema.UNSCOPED_KINDS):
+            raise ValueError(f"append_texts cannot write {kind} rows" + (" with a turn_id" if turn_id is not None else ""))
+        return self._append_bulk(stream, [_Encoded(kind, p) for p in payloads], turn_id, ts)
+
     def _append_bulk(self, stream: str, bodies: Sequence, turn_id: int | None, ts: int | None) -> int:
         if not bodies:
             return 0
