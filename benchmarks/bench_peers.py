@@ -48,14 +48,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "core"))
+# --core DIR measures another checkout's flux package with this harness (e.g. a detached worktree of
+# main, interleaved with this one's runs for a before/after in the same minutes).
+_CORE = sys.argv[sys.argv.index("--core") + 1] if "--core" in sys.argv[:-1] else str(ROOT / "core")
+sys.path.insert(0, _CORE)
 
 from flux.agent.client import Client  # noqa: E402
 from flux.agent.ops import op  # noqa: E402
 from flux.agent.providers.scripted import ScriptedProvider  # noqa: E402
 from flux.store import schema  # noqa: E402
 from flux.store.store import StoreReader  # noqa: E402
-from flux.store.ulid import new_ulid  # noqa: E402
 from flux.timemachine.replay import replay_session  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -137,6 +139,24 @@ def flux_replay(store: Path, calls: int) -> float:
     return elapsed
 
 
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]
+_FLOOR_ULID = [-1, 0, ""]  # last ms, last random part, the text of the ms's 10 digits
+
+
+def floor_ulid(ms: int) -> str:
+    """The floor's ULID, whatever flux package is measured: random 80 bits per millisecond, plus one
+    within it; the millisecond's 10 digits made once per millisecond, the rest by table lookups."""
+    st = _FLOOR_ULID
+    if ms == st[0]:
+        st[1] = (st[1] + 1) & ((1 << 80) - 1)
+    else:
+        st[0], st[1] = ms, int.from_bytes(os.urandom(10), "big") >> 1
+        st[2] = "".join([_PAIRS[(ms >> s) & 1023] for s in (40, 30, 20, 10, 0)])
+    r = st[1]
+    return st[2] + "".join([_PAIRS[(r >> s) & 1023] for s in (70, 60, 50, 40, 30, 20, 10, 0)])
+
+
 def write_floor(src: Path, d: Path, commits: list[int], *, make_rows: bool = True) -> float:
     """The recorded rows written with raw sqlite3 in the measured run's transactions (``commits``:
     the row count at each COMMIT), same schema and pragmas, the writer's registry UPDATE per
@@ -171,7 +191,7 @@ def write_floor(src: Path, d: Path, commits: list[int], *, make_rows: bool = Tru
             batch = []
             for r, v in zip(rows[start:end], values[start:end]):
                 ms = int(now() * 1000)
-                batch.append((r[0], r[1], new_ulid(ms), r[3], 1, ms, dumps(v), r[7]))
+                batch.append((r[0], r[1], floor_ulid(ms), r[3], 1, ms, dumps(v), r[7]))
         else:
             batch = rows[start:end]
         con.executemany(insert, batch)
@@ -294,6 +314,7 @@ def main() -> None:
     ap.add_argument("--no-timewarp", action="store_true", help="skip timewarp-llm (file-system bound: seconds a round)")
     ap.add_argument("--replay-only", action="store_true",
                     help="record once (flux-tui pure, rewind-llm), then time only the replays and the read floor")
+    ap.add_argument("--core", default=_CORE, help="the core/ directory whose flux package is measured (default: this checkout's)")
     args = ap.parse_args()
     n = args.calls
     if args.replay_only:
@@ -355,7 +376,7 @@ def main() -> None:
                                           f"{_payload_bytes(base / 'fw' / 'store') / n:.0f} payload bytes")
     m = {k: statistics.median(v) * 1000 for k, v in t.items()}
     print(f"one run of {n} tool calls + 2 model calls, in-process, median of {args.repeat} interleaved rounds "
-          f"({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
+          f"({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; flux from {args.core})")
     mc = {k: statistics.median(v) * 1000 for k, v in tc.items()}
     for k, v in m.items():
         print(f"  {k:<26} {v:9.1f} ms" + (f"   cpu {mc[k]:8.1f} ms" if k in mc else ""))

@@ -23,7 +23,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "core"))
+# --core DIR measures another checkout's flux package with this harness (e.g. a detached worktree of
+# main, interleaved with this one's runs for a before/after in the same minutes).
+_CORE = sys.argv[sys.argv.index("--core") + 1] if "--core" in sys.argv[:-1] else str(ROOT / "core")
+sys.path.insert(0, _CORE)
 
 from flux.agent.client import Client  # noqa: E402
 from flux.agent.ops import op  # noqa: E402
@@ -62,6 +65,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--core", default=_CORE, help="the core/ directory whose flux package is measured (default: this checkout's)")
     args = ap.parse_args()
     one_turn(20, True)  # warm-up (imports, page cache)
     on_t, off_t, on_rate, off_rate, on_ev, off_ev = [], [], [], [], 0, 0

@@ -186,3 +186,21 @@ def test_observation_text_equals_the_encoded_observation(kind, phase, data):
     from flux.store.events import encode_observation
 
     assert encode_observation(kind, phase, data) == encode_payload_reference(Observation(kind, phase, data))
+
+
+@st.composite
+def plan_attempts(draw):
+    from flux.store.events import PlanAttempted
+
+    def field(well_typed):
+        return draw(_odd) if not draw(st.integers(0, 11)) else draw(well_typed)  # now and then the wrong type
+
+    return PlanAttempted(field(st.integers()), field(_texts), *[field(st.one_of(st.none(), _texts)) for _ in range(6)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=plan_attempts())
+def test_plan_attempted_text_equals_the_encoded_body(body):
+    from flux.store.events import encode_plan_attempted
+
+    assert encode_plan_attempted(body) == encode_payload_reference(body)

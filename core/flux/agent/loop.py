@@ -52,7 +52,7 @@ from ..lang.hashes import fingerprint, flow_key, one_statement_hashes
 from ..lang.interpreter import Interpreter, OpOutcome, completed_work
 from ..store.events import (
     CallUsage, Message, Observation, OpRecorded, PlanAttempted, Run, TurnEnded, Usage, decode_run, encode_observation,
-    encode_op_recorded, encode_run_step,
+    encode_op_recorded, encode_plan_attempted, encode_run_step,
 )
 from ..model.pricing import Spend
 from ..store.bindings import FlowDbBindings
@@ -336,6 +336,11 @@ class _Recorder:
         self.appended += 1
         return self.w.append(self.sid, body, turn_id=turn_id, ts=ts)
 
+    def append_text(self, kind: str, payload: str, turn_id: Optional[int] = None) -> None:
+        """:meth:`append` of a payload already written as text (``StoreWriter.append_text``)."""
+        self.appended += 1
+        self.w.append_text(self.sid, kind, payload, turn_id=turn_id)
+
     def message(self, role: str, content: list[dict], ts: Optional[int] = None) -> None:
         self.append(Message(role=role, content=self.redactor.redact_value(content)), ts=ts)
 
@@ -612,8 +617,8 @@ class TurnRunner:
                 else f"adaptive_gather_{out_step}"
             draft, plan_text, fp, key = host_plan_facts(bind, name, inp)
             src = cfg.redactor.redact(plan_text)
-            rec.append(PlanAttempted(step=out_step, outcome="accepted", fingerprint=fp, phase=phase, plan_source=src),
-                       turn_id=turn_id)
+            rec.append_text("plan_attempted", encode_plan_attempted(
+                PlanAttempted(step=out_step, outcome="accepted", fingerprint=fp, phase=phase, plan_source=src)), turn_id)
             out.plans.append(PlanRecord(out_step, phase, fp, key, src))
             live.last = None
             interp.symbols = {}

@@ -758,6 +758,23 @@ def encode_op_recorded(cell: "OpRecorded") -> str:
     return encode_payload(Run(event=cell))
 
 
+def encode_plan_attempted(body: "PlanAttempted") -> str:
+    """``encode_payload(body)`` for a ``plan_attempted`` body, in one expression when every field has
+    its declared type (an adaptive turn writes one per tool call)."""
+    b = body
+    opt = (b.error, b.fingerprint, b.plan_text, b.phase, b.plan_source, b.delta_source)
+    if type(b) is not PlanAttempted or type(b.step) is not int or type(b.outcome) is not str or \
+            any(v is not None and type(v) is not str for v in opt):
+        return encode_payload(body)
+    return ('{"kind":"plan_attempted","data":{"step":' + int.__repr__(b.step) + ',"outcome":' + json_str(b.outcome)
+            + ("" if b.error is None else ',"error":' + json_str(b.error))
+            + ("" if b.fingerprint is None else ',"fingerprint":' + json_str(b.fingerprint))
+            + ("" if b.plan_text is None else ',"plan_text":' + json_str(b.plan_text))
+            + ("" if b.phase is None else ',"phase":' + json_str(b.phase))
+            + ("" if b.plan_source is None else ',"plan_source":' + json_str(b.plan_source))
+            + ("" if b.delta_source is None else ',"delta_source":' + json_str(b.delta_source)) + "}}")
+
+
 def encode_observation(kind: str, phase: str, data: Any) -> str:
     """``encode_payload(Observation(kind, phase, data))`` without building the body."""
     if type(kind) is not str or type(phase) is not str:
