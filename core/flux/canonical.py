@@ -228,7 +228,8 @@ def scrub_text(s: str) -> str:
 
 
 def scrub_value(value: Any) -> Any:
-    """A JSON value with :func:`scrub_text` applied to every string, keys included.
+    """A JSON value with :func:`scrub_text` applied to every string, keys included; ``value`` itself
+    when it holds no surrogate (checked without copying), else a copy with new containers.
 
     Iterative, so a hostile deeply nested value cannot exhaust the Python stack here.
     """
@@ -236,6 +237,32 @@ def scrub_value(value: Any) -> Any:
         return scrub_text(value)
     if not isinstance(value, (dict, list)):
         return value
+    if _clean(value):  # the usual case (a model's tool call, a decoded payload): nothing to rebuild
+        return value
+    return _scrub_copy(value)
+
+
+def _clean(value: Any) -> bool:
+    """Whether no string of ``value`` (keys included) holds a surrogate — one walk, nothing copied."""
+    stack = [value]
+    pop, push = stack.pop, stack.extend
+    while stack:
+        node = pop()
+        if isinstance(node, str):
+            if not node.isascii() and _SURROGATE.search(node) is not None:
+                return False
+        elif isinstance(node, dict):
+            for k in node:
+                if isinstance(k, str) and not k.isascii() and _SURROGATE.search(k) is not None:
+                    return False
+            push(node.values())
+        elif isinstance(node, list):
+            push(node)
+    return True
+
+
+def _scrub_copy(value: Any) -> Any:
+    """:func:`scrub_value` rebuilding every container (the reference the clean check must agree with)."""
     root: list[Any] = [value]
     # (container, key-or-index, child) work items; containers are rebuilt only when they change.
     stack: list[tuple[Any, Any]] = [(root, 0)]

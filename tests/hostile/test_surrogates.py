@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flux.agent.client import Client
 from flux.agent.ops import op
@@ -78,3 +80,29 @@ def test_flux_run_with_a_lone_surrogate_in_the_model_answer_has_no_traceback(tmp
     with StoreReader(store) as r:
         [turn] = load_session(r, "last").turns
     assert turn.outcome == "ok"
+
+
+_SURR_TEXT = st.one_of(st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, blacklist_categories=()), max_size=6),
+                       st.sampled_from(["\ud83d", "a\udc00b", "\ud83d\ude00", "é", "plain"]))
+_SURR_JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), _SURR_TEXT),
+                          lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_SURR_TEXT, inner, max_size=3)),
+                          max_leaves=10)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=_SURR_JSON)
+def test_scrub_value_skips_the_copy_only_when_nothing_needs_scrubbing(value):
+    from flux.canonical import _scrub_copy, scrub_value
+
+    out = scrub_value(value)
+    assert out == _scrub_copy(value)  # the rebuilding reference
+    def has_surrogate(v):
+        if isinstance(v, str):
+            return any(0xD800 <= ord(ch) <= 0xDFFF for ch in v)
+        if isinstance(v, dict):
+            return any(has_surrogate(k) or has_surrogate(x) for k, x in v.items())
+        return isinstance(v, list) and any(has_surrogate(x) for x in v)
+
+    dirty = has_surrogate(value)
+    if isinstance(value, (dict, list)):
+        assert (out is value) == (not dirty)  # the input itself exactly when it holds no surrogate
