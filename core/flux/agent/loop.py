@@ -46,7 +46,7 @@ from ..cassette.record import CassetteWriteError, RecordingHost, scrub_outcome
 from ..cassette.redactor import Redactor
 from ..errors import FluxError
 from ..lang import ast as A
-from ..lang.astjson import bind_call_json_text, seed_json_text
+from ..lang.astjson import bind_call_json_text
 from ..lang.formatter import format_bind_call, format_flow
 from ..lang.hashes import fingerprint, flow_key, one_statement_hashes
 from ..lang.interpreter import Interpreter, OpOutcome, completed_work
@@ -216,26 +216,26 @@ def host_plan(bind: str, op: str, input_obj: dict) -> A.DraftAst:
                       body=(A.Bind(name=bind, value=A.Call(op=op, args=(A.Lit(value=_escape_braces(input_obj)),))),))
 
 
-def host_plan_facts(bind: str, op: str, input_obj: dict) -> tuple[A.DraftAst, str, str, str]:
-    """The host plan (:func:`host_plan`) with its plan text, fingerprint and flow key:
-    ``(draft, format_flow(draft), fingerprint(draft), flow_key(None, draft.body))``.
+def host_plan_facts(bind: str, op: str, input_obj: dict) -> tuple[Any, str, str, str]:
+    """The host plan (:func:`host_plan`) as the loop records and runs it, without building it:
+    ``(value, text, fingerprint, flow key)`` — the call's literal argument (the input with its
+    braces escaped), ``format_flow``, ``fingerprint`` and ``flow_key(None, body)`` of the plan.
 
     One call per tool call, so the three are written from the statement's parts — its JSON text
-    once (kept on the node, where the interpreter's statement hash reads it), the two hashes around
-    it, the text from its one-line spelling — instead of walking the AST three times. A property
-    test (tests/agent/test_host_plan.py) checks every part equals the general path's; a statement
-    without the plain spelling takes the formatter."""
-    draft = host_plan(bind, op, input_obj)
-    stmt = draft.body[0]
-    value = stmt.value.args[0].value
+    once, the two hashes around it, the text from its one-line spelling — instead of building the
+    AST and walking it three times. A property test (tests/agent/test_host_plan.py) checks every
+    part equals the general path's; a plan the fast path cannot write takes the general path."""
+    value = _escape_braces(input_obj)
     try:
         text = bind_call_json_text(bind, op, value)
         source = format_bind_call(bind, op, value)
-    except (RecursionError, TypeError, ValueError):  # the general path says what is wrong
-        return draft, format_flow(draft), fingerprint(draft), flow_key(None, draft.body)
-    seed_json_text(stmt, text)
+    except (RecursionError, TypeError, ValueError):
+        source = None
+    if source is None:  # no plain spelling, or too deep: the AST and the formatter say what to write
+        draft = host_plan(bind, op, input_obj)
+        return value, format_flow(draft), fingerprint(draft), flow_key(None, draft.body)
     fp, key = one_statement_hashes(text)
-    return draft, source if source is not None else format_flow(draft), fp, key
+    return value, source, fp, key
 
 
 def _bind_safe(s: str) -> str:
@@ -615,14 +615,14 @@ class TurnRunner:
             phase = "execute" if mutating else "gather"
             bind = f"adaptive_{_bind_safe('batch-' + batch)}_{_bind_safe(f'action-{index}')}" if mutating \
                 else f"adaptive_gather_{out_step}"
-            draft, plan_text, fp, key = host_plan_facts(bind, name, inp)
+            value, plan_text, fp, key = host_plan_facts(bind, name, inp)
             src = cfg.redactor.redact(plan_text)
             rec.append_text("plan_attempted", encode_plan_attempted(
                 PlanAttempted(step=out_step, outcome="accepted", fingerprint=fp, phase=phase, plan_source=src)), turn_id)
             out.plans.append(PlanRecord(out_step, phase, fp, key, src))
             live.last = None
             interp.symbols = {}
-            interp.run(draft, resumable=False, flow_key=key)
+            interp.run_call(bind, name, value)  # = interp.run(host_plan(bind, name, inp), resumable=False)
             res = live.last
             plan_step = out_step
             if res is None:  # halted before dispatch (cannot happen for a validated single call)

@@ -72,7 +72,7 @@ class Op:
         """Run the function; never raises (a failure is an ``is_error`` outcome)."""
         try:
             result = self.fn(**input_obj)
-            if inspect.isawaitable(result):
+            if type(result) not in _NEVER_AWAITABLE and inspect.isawaitable(result):
                 result = _run_awaitable(result)
         except OpError as e:
             return OpOutcome(content=str(e), is_error=True)
@@ -91,6 +91,9 @@ class Op:
 
     def __call__(self, *args, **kwargs):  # the decorated function stays callable
         return self.fn(*args, **kwargs)
+
+
+_NEVER_AWAITABLE = frozenset({str, dict, list, int, float, bool, type(None), OpOutcome})  # spares the ABC check
 
 
 def _run_awaitable(aw: Any) -> Any:

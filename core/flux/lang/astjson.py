@@ -11,6 +11,7 @@ One table (:data:`_FIELDS`) drives both directions so they cannot drift apart.
 
 from __future__ import annotations
 
+from json.encoder import encode_basestring as json_str  # C: compact_json's own string encoder
 from typing import Any, Callable
 
 from flux.canonical import compact_json, scrub_text
@@ -21,7 +22,7 @@ from . import ast as A
 __all__ = [
     "node_to_json", "node_from_json", "draft_to_json", "draft_from_json", "type_to_json",
     "type_from_json", "sort_json", "AstJsonError", "node_json_text", "draft_json_text",
-    "bind_call_json_text", "seed_json_text",
+    "bind_call_json_text",
 ]
 
 
@@ -236,14 +237,9 @@ def bind_call_json_text(name: str, op: str, value: Any) -> str:
     """:func:`node_json_text` of ``Bind(name, Call(op, (Lit(value),)))`` written from its parts
     (an adaptive turn's host-plan statement, flux.agent.loop): the node dict is never built. A
     property test checks it equals :func:`node_json_text` of the node."""
-    return scrub_text('{"kind":"bind","name":' + compact_json(name) + ',"value":{"kind":"call","op":'
-                      + compact_json(op) + ',"args":[{"kind":"lit","value":' + compact_json(sort_json(value))
+    return scrub_text('{"kind":"bind","name":' + json_str(name) + ',"value":{"kind":"call","op":'
+                      + json_str(op) + ',"args":[{"kind":"lit","value":' + compact_json(sort_json(value))
                       + "}]}}")
-
-
-def seed_json_text(node: A.Node, text: str) -> None:
-    """Give ``node`` its :func:`node_json_text` computed elsewhere (it must be exactly that text)."""
-    object.__setattr__(node, "_json_text", text)
 
 
 def draft_json_text(draft: A.DraftAst) -> str:

@@ -870,6 +870,16 @@ class Interpreter(ConstructsMixin):
     # ------------------------------------------------------------------ dispatch
     async def _dispatch(self, op: str, values: list[Any]) -> Any:
         """One op call: map, hash, ``step_started``, host dispatch, ``step_succeeded|failed``."""
+        sid, input_obj, input_json, denial = self._dispatch_start(op, values)
+        if denial is not None:
+            outcome = OpOutcome(denial, denied=True)
+        else:
+            outcome = await self._sched.dispatch(*self._phases(op, input_obj, input_json),
+                                                 op, input_json)
+        return self._dispatch_end(op, sid, outcome)
+
+    def _dispatch_start(self, op: str, values: list[Any]) -> tuple[str, Any, str, Optional[str]]:
+        """A dispatch up to its ``step_started``: ``(step id, input, input JSON, denial or None)``."""
         spec = self.catalog.get(op)
         if spec is None:
             raise _Halt(f"unknown op `{op}`", op)
@@ -882,11 +892,10 @@ class Interpreter(ConstructsMixin):
         sid = step_id(op, ih)
         denial = self._before_dispatch(op, input_json)  # capability scope, replay gates
         self._emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
-        if denial is not None:
-            outcome = OpOutcome(denial, denied=True)
-        else:
-            outcome = await self._sched.dispatch(*self._phases(op, input_obj, input_json),
-                                                 op, input_json)
+        return sid, input_obj, input_json, denial
+
+    def _dispatch_end(self, op: str, sid: str, outcome: Any) -> Any:
+        """A dispatch once its outcome is in: the step count, ``step_succeeded|failed``, the value."""
         self._sched.current.steps += 1  # counted once it returned (a cancelled op never does)
         if outcome.denied or outcome.is_error:
             self._emit({"event": "step_failed", "step": sid, "error": outcome.content})
@@ -896,3 +905,31 @@ class Interpreter(ConstructsMixin):
         self._last_vid = vid
         self._emit({"event": "step_succeeded", "step": sid, "output": vid})
         return value
+
+    # ------------------------------------------------------------------ the one-call plan
+    def run_call(self, name: str, op: str, value: Any) -> None:
+        """``run(DraftAst(body=(Bind(name, Call(op, (Lit(value),))),)), resumable=False)`` — the
+        one-statement plan an adaptive turn records per tool call — without the AST walk and the
+        coroutine tree: the same events to the sink, the same host calls, the same values, symbols
+        and step count; a halt ends it as it ends that plan (nothing more is emitted, the binding is
+        not made). A differential test (tests/agent/test_direct_call.py) records turns both ways.
+        Only for a run with nothing else in flight: no replay gate, no capability scope."""
+        sched = self._sched = Scheduler(self.clock, _is_flux_error)
+        task = sched.current = sched.root_task()
+        task.steps = self._steps_base
+        try:
+            self._last_vid = None
+            try:
+                sid, input_obj, input_json, denial = self._dispatch_start(op, [_interpolate_json(value, self.symbols)])
+                if denial is not None:
+                    outcome = OpOutcome(denial, denied=True)
+                else:
+                    start, settle = self._phases(op, input_obj, input_json)
+                    outcome = settle(start()())  # the scheduler's solo dispatch (one branch, no deadline)
+                    self.clock.dispatched()
+                self.symbols[name] = self._dispatch_end(op, sid, outcome)
+            except _Halt:
+                pass
+        finally:
+            self._steps_base = task.steps
+            self._sched = None

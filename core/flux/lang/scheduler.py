@@ -213,6 +213,12 @@ class Scheduler:
             raise root.outcome.error
         return root.outcome.value
 
+    def root_task(self) -> _Task:
+        """The root branch of a run with no coroutine (Interpreter.run_call): steps 0, no parent."""
+        t = _Task(None, None, next(self._seq))  # type: ignore[arg-type]
+        t.steps = 0
+        return t
+
     def _spawn(self, coro: Coroutine, parent: Optional[_Task],
                into: Optional[list] = None) -> _Task:
         t = _Task(coro, parent, next(self._seq))
