@@ -25,6 +25,7 @@ from ..lang.interpreter import _PLACEHOLDER, Interpreter, _interpolate_json
 from ..model.session import SessionDetail
 from ..store.events import Message, Compacted, Run, decode_run
 from ..store.store import StoreReader, StoreWriter
+from .conversation import conversation_before  # re-exported: its home is .conversation
 
 __all__ = [
     "NotForkable", "Execution", "Position", "executions_of", "positions_of", "live_effect", "spec_of",
@@ -384,25 +385,6 @@ def simulate_serve(tape: ReplayTape, calls: Iterable[PredictedCall]) -> tuple[in
 
 # ------------------------------------------------------------------------------------------------
 # Conversation and sinks
-
-
-def conversation_before(reader: StoreReader, sid: str, turn_id: int | None) -> list[dict]:
-    """The conversation as it stood before the turn ``turn_id`` began (the whole one for None):
-    ``message`` appends, ``compacted`` replaces; the user message that opened the turn is left out."""
-    evs = reader.events(sid, kinds=("message", "compacted", "turn_started"))
-    msgs: list[dict] = []
-    for i, e in enumerate(evs):
-        if turn_id is not None and e.global_seq >= turn_id:
-            break
-        b = e.body
-        if isinstance(b, Message):
-            nxt = evs[i + 1] if i + 1 < len(evs) else None
-            if (turn_id is not None and b.role == "user" and nxt is not None and nxt.global_seq == turn_id):
-                break
-            msgs.append({"role": b.role, "content": list(b.content)})
-        elif isinstance(b, Compacted):
-            msgs = [dict(m) for m in b.messages if isinstance(m, dict)]
-    return msgs
 
 
 class MemorySink:

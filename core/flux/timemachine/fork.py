@@ -45,9 +45,10 @@ from ..model.session import TRACE_KINDS, SessionDetail, load_session
 from ..store.events import Compacted, PlanAttempted, TurnEnded
 from ..store.store import StoreReader
 from .engine import (
-    writes_ledger, Execution, MemorySink, NotForkable, Position, catalog_for, conversation_before, executions_of, flush_events,
+    writes_ledger, Execution, MemorySink, NotForkable, Position, catalog_for, executions_of, flush_events,
     live_effect, position_at, position_count, positions_of, predict_calls, simulate_serve,
 )
+from .conversation import call_of, conversation_at
 from .gate import LiveOp, LivePreview
 from .replay_input import ReplayInput, read_replay_input
 
@@ -213,7 +214,7 @@ def prepare_fork(reader: StoreReader, session: str, at: int, *, inject: Any = _U
         raise FluxError(f"--at is a 0-based statement position: got {at}")
     # The lean read replay uses (turns, ledger executions, cells), with the cells in full: the prefix
     # re-records them on F as S recorded them. Fork needs nothing else of S (the re-plan turn's
-    # conversation is read on its own, by conversation_before).
+    # conversation is read on its own, by _conversation).
     detail = read_replay_input(reader, session, full_cells=True)
     sid = detail.id
     if not detail.cells:
@@ -420,7 +421,7 @@ def _fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, e
             plan = prepare_fork(reader, session, at, inject=inject, edit=edit, prompt=prompt, turn=turn,
                                 catalog=client.toolbox.catalog(), model=client.model,
                                 workspace=str(client.workspace), mode=mode, preview=False)
-        conv = conversation_before(reader, plan.source, _turn_id(plan))
+        conv = _conversation(reader, plan)
     finally:
         reader.close()
 
@@ -570,6 +571,15 @@ class _Tee:
     def emit(self, ev: dict) -> None:
         self.events.append(ev)
         self.rec.emit(ev)
+
+
+def _conversation(reader: StoreReader, plan: ForkPlan) -> list[dict]:
+    """F's conversation: S's as it stood at the fork point (:mod:`.conversation` — unlike flux,
+    which copies all of it, the child is not shown the calls and answers it branches away from)."""
+    pos = plan.position
+    in_turn = [e for e in plan.executions[:pos.execution + 1] if e.turn == pos.turn] if pos.turn is not None else []
+    calls = [call_of(e.draft) for e in in_turn]
+    return conversation_at(reader, plan.source, _turn_id(plan), calls, len(calls) - 1)
 
 
 def _turn_id(plan: ForkPlan) -> int | None:

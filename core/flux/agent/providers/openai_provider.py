@@ -9,7 +9,9 @@ Translation, flux → Chat Completions (flux messages are Anthropic-shaped, spec
 * assistant ``text`` blocks → ``content``; ``tool_use`` blocks → ``tool_calls`` (arguments are the
   JSON of ``input``); ``thinking`` blocks are dropped (Chat Completions has no place for them);
 * user ``tool_result`` blocks → one ``{"role": "tool", "tool_call_id"}`` message each, placed before
-  the user's other content; an ``is_error`` result's text is prefixed with ``"Error: "``;
+  the user's other content; an ``is_error`` result's text is prefixed with ``"Error: "``; a user
+  message's text blocks → one string, joined by a blank line (merged messages — a fork's task and
+  its re-plan prompt — stay apart);
 * tools → ``{"type": "function", "function": {name, description, parameters}}``;
 * ``max_tokens`` → ``max_completion_tokens`` for api.openai.com (reasoning models refuse
   ``max_tokens``), ``max_tokens`` for a ``base_url`` server; ``effort`` → ``reasoning_effort``;
@@ -348,7 +350,7 @@ def to_openai_messages(request: ModelRequest) -> list[dict]:
                 elif b.get("type") == "image" and (img := _image_url(b)):
                     parts.append(img)
             if parts and all(p["type"] == "text" for p in parts):
-                out.append({"role": "user", "content": "".join(p["text"] for p in parts)})
+                out.append({"role": "user", "content": "\n\n".join(p["text"] for p in parts)})
             elif parts:
                 out.append({"role": "user", "content": parts})
     return out
