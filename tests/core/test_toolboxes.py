@@ -96,3 +96,48 @@ def test_cli_says_a_bad_toolbox_file_in_one_line(demo, tmp_path):
     res = _resurrect(demo, tmp_path / "cwd")
     assert res.exit_code == 1 and "leaves the store directory" in res.output and "Traceback" not in res.output
     assert tree_digest(demo) == before
+
+
+def _sweep(store: Path, cwd: Path, *args: str):
+    import os
+
+    cwd.mkdir(exist_ok=True)
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return CliRunner().invoke(main, ["sweep", *args, "--off-tape", "live", "--yes", "--store", str(store), "--json"])
+    finally:
+        os.chdir(old)
+
+
+def _publish_cells(store: Path, sid: str) -> list[str]:
+    from flux.store.store import StoreReader
+
+    with StoreReader(store) as r:
+        return [c.content for c in (e.body.event for e in r.events(sid, kinds=("run",)))
+                if type(c).__name__ == "OpRecorded" and c.op == "publish"]
+
+
+def test_a_live_sweep_runs_the_stores_toolbox_in_its_workspace(demo, tmp_path):
+    """s_8 was killed dispatching `publish` (no cell): under --off-tape live the what-if's miss runs
+    the demo's real publish into the demo workspace's local index — not the coding ops' "unknown op"."""
+    res = _sweep(demo, tmp_path / "cwd", "--sessions", "s_8")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)["outcomes"][0]
+    assert out["error"] is None and out["result"]["went_live"] == 1, out
+    assert (demo / "workspace" / "index" / "pypi" / "tokenizer-0.4.0.tar.gz").is_file()
+    assert _publish_cells(demo, out["result"]["session"])[0].startswith("published tokenizer-0.4.0 to pypi")
+    assert not list((tmp_path / "cwd").iterdir())
+
+
+def test_a_live_sweep_with_two_workers_runs_the_stores_toolbox_too(demo, tmp_path):
+    """Two forked workers, two killed publishes: both dispatch the demo's publish into the one
+    index, so exactly one uploads and the other is refused by the index (same version)."""
+    res = _sweep(demo, tmp_path / "cwd", "--sessions", "s_8,s_9", "--jobs", "2")
+    assert res.exit_code == 0, res.output
+    outs = json.loads(res.stdout)["outcomes"]
+    assert [o["session"] for o in outs] == ["s_8", "s_9"] and all(o["error"] is None for o in outs), outs
+    cells = sorted(c for o in outs for c in _publish_cells(demo, o["result"]["session"]))
+    assert len(cells) == 2 and cells[0].startswith("published tokenizer-0.4.0 to pypi"), cells
+    assert cells[1].startswith("tokenizer-0.4.0 is already published to pypi"), cells
+    assert [p.name for p in (demo / "workspace" / "index" / "pypi").iterdir()] == ["tokenizer-0.4.0.tar.gz"]

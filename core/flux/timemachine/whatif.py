@@ -611,10 +611,20 @@ def _worker_client(store_dir: str, client_args: dict) -> Any:
 
 
 def _make_client(store_dir: str, client_args: dict) -> Any:
+    """A sweep worker's client. Its live ops (what an off-tape ``live`` miss or a re-plan
+    dispatches) are the toolbox the store was recorded with (``<store>/toolbox.json``, default the
+    coding ops), bound to ``workspace`` (else the toolbox's, else the current directory) — as
+    ``flux what-if`` runs a single one. Built in the worker: ops are code, not pickled arguments."""
     from ..agent.client import Client
     from ..agent.providers.null import NullProvider
+    from ..agent.toolboxes import store_toolbox
 
     args = dict(client_args)
+    if "ops" not in args:
+        box = store_toolbox(store_dir)
+        ws = args.get("workspace") or box.workspace or "."
+        args["workspace"] = str(ws)
+        args["ops"] = box.ops(ws)
     model = args.pop("model", None)
     if model:
         return Client(model, store=store_dir, auto_resurrect=False, **args)
