@@ -233,6 +233,101 @@ async def test_what_if_on_a_statement_that_dispatched_nothing_asks_only_about_th
         assert s.kind == "policy"
 
 
+async def _replan_on(app, pilot, model: str) -> None:
+    """F5: re-plan with a live model turn; type ``model``."""
+    from textual.widgets import Input
+
+    await pilot.press("f5")
+    await settle(pilot)
+    app.screen.query_one("#whatif-model", Input).value = model
+    await checked(pilot)
+
+
+async def test_what_if_replan_with_a_model_without_a_key_is_refused_before_anything_is_written(
+        make_app, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    store = _chain(tmp_path / "c")
+    before = tree_digest(store)
+    app = make_app(store)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        dialog = await _open(app, pilot, cell_row=0)
+        await _replan_on(app, pilot, "anthropic:test-model")
+        assert dialog.replan and dialog.problem.startswith("missing key: set ANTHROPIC_API_KEY")
+        text = screen_text(app)
+        assert "✗ missing key: set ANTHROPIC_API_KEY" in text and dialog.query_one("#whatif-run").disabled
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert app.screen is dialog
+        await _replan_on(app, pilot, "")  # F5 again turns it off; on again with no model at all
+        assert not dialog.replan
+        await _replan_on(app, pilot, "")
+        assert dialog.problem == "type the model that re-plans the turn (provider:model, e.g. mock)"
+        assert "model ✗" in screen_text(app)
+    assert tree_digest(store) == before
+
+
+async def test_what_if_replan_of_this_turn_calls_the_model_through_the_gate(make_app, tmp_path, monkeypatch):
+    """F4 (this turn only) + F5 (re-plan) = `flux what-if S --turn 1 -m MODEL --instructions TEXT`:
+    the model call passes the gate (n: no request, nothing written), then one live turn against a
+    real Anthropic-wire server on 127.0.0.1 — shown the turn's task and the instructions typed."""
+    pytest.importorskip("anthropic")
+    from textual.widgets import TextArea
+
+    from flux_tui.screens.gate import GateScreen
+    from flux_tui.screens.whatif import WhatIfScreen
+    from tests.agent.fake_servers import Answer, FakeAnthropic
+
+    key = "sk-test-0123456789abcdefghijklmnop"
+    monkeypatch.chdir(tmp_path)
+    store = _chain(tmp_path / "c")
+    with FakeAnthropic(api_key=key) as srv:
+        srv.script(Answer(text="Re-planned: nothing to read."))
+        monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
+        app = make_app(store)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            dialog = await _open(app, pilot, cell_row=0)
+            await pilot.press("f4")
+            await checked(pilot)
+            assert dialog.scope == "turn" and "turn 1 re-runs from its recording" in screen_text(app)
+            await _replan_on(app, pilot, "anthropic:test-model")
+            dialog.query_one("#whatif-instructions", TextArea).load_text("Answer in one short sentence.")
+            await checked(pilot)
+            text = screen_text(app)
+            assert "a live model turn re-plans turn 1 against the frozen world" in text
+            assert "re-plan turn 1 with anthropic:test-model" in text and "a live model call" in text
+            spec = dialog.spec()
+            assert (spec.turn, spec.model, spec.instructions) == (1, "anthropic:test-model",
+                                                                   "Answer in one short sentence.")
+            await pilot.press("ctrl+r")
+            await settle(pilot)
+            assert isinstance(app.screen, GateScreen)
+            assert "model   network   anthropic:test-model" in " ".join(screen_text(app).split("\n"))
+            await pilot.press("n")
+            await settle(pilot)
+            assert isinstance(app.screen, WhatIfScreen) and len(_registry(store)) == 1 and not srv.requests
+            await pilot.press("ctrl+r")
+            await settle(pilot)
+            await pilot.press("y")
+            for _ in range(100):
+                await settle(pilot)
+                if isinstance(app.screen, DiffScreen):
+                    break
+                await pilot.pause(0.1)
+            assert isinstance(app.screen, DiffScreen)
+            assert "WHAT-IF · 1 model call(s)" in screen_text(app).splitlines()[0]
+        sent = [r.body for r in srv.requests]
+    assert len(sent) == 1
+    assert "Answer in one short sentence." in json.dumps(sent[0]["system"])
+    assert [m["role"] for m in sent[0]["messages"]] == ["user"]
+    assert json.dumps(sent[0]["messages"][0]["content"]).count('"go"') == 1
+    assert _registry(store)[-1] == (2, "what_if:s_1@1", "s_1")
+
+
 # -- the toolbox a store was recorded with --------------------------------------------------------
 
 
@@ -433,4 +528,16 @@ class TestSnapshots:
 
     def test_what_if_dialog_80x24(self, snap_compare, tmp_path, fixed_workspace):
         app, before = _snap(_chain(tmp_path / "c"), _open_step, _cursor_on_first_cell, "w", "checked")
+        assert snap_compare(app, terminal_size=(80, 24), run_before=before)
+
+    def test_what_if_replan_this_turn(self, snap_compare, tmp_path, fixed_workspace):
+        """F4 this turn only, F5 re-plan with the session's model (mock): the model and instructions
+        fields, the live model call in the preview."""
+        app, before = _snap(_chain(tmp_path / "c"), _open_step, _cursor_on_first_cell, "w", "checked", "f4",
+                            "checked", "f5", "checked")
+        assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+    def test_what_if_replan_80x24(self, snap_compare, tmp_path, fixed_workspace):
+        app, before = _snap(_chain(tmp_path / "c"), _open_step, _cursor_on_first_cell, "w", "checked", "f5",
+                            "checked")
         assert snap_compare(app, terminal_size=(80, 24), run_before=before)

@@ -100,15 +100,20 @@ is checked without writing anything, and the lines below say what will happen: "
 call, no side effect" forks at once; anything that would run live goes through the side-effect gate
 first. Ctrl+R forks; then the fork opens and d diffs it against its source."""),
     "what-if": ("What-if", """\
-Ask what would have happened if one thing had been different, without calling a model: the whole
-session re-runs from its recording into a new session linked to it (?), with this change — what
+Ask what would have happened if one thing had been different, by default without calling a model:
+the whole session re-runs from its recording into a new session linked to it (?), with this change — what
 this cell returned, what every call to its op returned (a JSON value, prefilled with the recorded
 one and checked as you type; a JSON string is the raw text), or the policy (a TOML/JSON policy file
 re-authorizing every dispatch, as `flux what-if --policy`). F2 cycles the question. Off tape — a
 dispatch the recording has no cell for, because the change sent the run elsewhere — halts there by
 default ("offline: no model call, no side effect"); F3 switches to go live, which passes the
-side-effect gate first. Ctrl+R runs it; the result opens as the diff against the source with the
-first divergence focused, and the header says whether it stayed hermetic."""),
+side-effect gate first. F4 narrows the scope from the whole session to this turn only (`flux what-if
+--turn N`). F5 re-plans instead (`flux what-if -m MODEL --instructions TEXT`): the earlier turns
+replay from tape and one live model turn re-drives the turn (this one, or the last) against the
+frozen world, with the model and the instructions (its system prompt) you type; a model that cannot
+be called (unknown, no key) is refused here in one line, and the model call always passes the gate.
+Ctrl+R runs it; the result opens as the diff against the source with the first divergence focused,
+and the header says whether it stayed hermetic."""),
     "gate": ("Going live", """\
 The side-effect gate. Everything listed here would be dispatched for real: each op with its
 declared effect (write, exec, network; an op that declares none counts as write), its input, and

@@ -17,7 +17,7 @@ from pathlib import Path
 from flux.errors import FluxError
 
 __all__ = ["write_client", "run_write", "within_gate", "op_catalog", "default_workspace", "refuse_unimplemented",
-           "store_ops"]
+           "store_ops", "check_model"]
 
 
 def default_workspace(store_dir=None) -> str:
@@ -65,6 +65,14 @@ def refuse_unimplemented(preview, catalog) -> None:
     refusal = preview.refusal(catalog)
     if refusal is not None:
         raise FluxError(refusal)
+
+
+def check_model(name: str) -> None:
+    """Raise (one line) when the model a re-plan would call cannot be used — an unknown provider, a
+    missing key — the same check ``flux fork/what-if -m`` makes, before the gate and any write."""
+    from flux.agent.registry import resolve_model
+
+    resolve_model(name)
 
 
 def write_client(store_dir, *, workspace: str, live: bool, model: str | None = None):

@@ -115,8 +115,8 @@ def resolve_model(name: Optional[str], *, base_url: Optional[str] = None, api_ke
             url = base_url or env.get("OPENAI_BASE_URL") or None
             key = api_key or env.get("OPENAI_API_KEY") or None
             if key is None and url is None:
-                raise FluxError("missing key: set OPENAI_API_KEY (or pass --base-url to a local OpenAI-compatible "
-                                "server, which needs no key)")
+                raise FluxError("missing key: set OPENAI_API_KEY (or point OPENAI_BASE_URL / --base-url at a local "
+                                "OpenAI-compatible server, which needs no key)")
         return ResolvedModel(_build(cls, model, url, key), name, model, provider, [key] if key else [], own_retries=True)
     if provider == "anthropic":
         if not model:
@@ -125,7 +125,8 @@ def resolve_model(name: Optional[str], *, base_url: Optional[str] = None, api_ke
         url = base_url or env.get("ANTHROPIC_BASE_URL") or None
         key = api_key or env.get("ANTHROPIC_API_KEY") or None
         if key is None and url is None:
-            raise FluxError("missing key: set ANTHROPIC_API_KEY (or pass --base-url to a local Anthropic-compatible server)")
+            raise FluxError("missing key: set ANTHROPIC_API_KEY (or point ANTHROPIC_BASE_URL / --base-url at a local "
+                            "Anthropic-compatible server)")
         return ResolvedModel(_build(cls, model, url, key), name, model, provider, [key] if key else [], own_retries=True)
     hint = ""
     if name.startswith(("gpt", "o1", "o3", "o4")):

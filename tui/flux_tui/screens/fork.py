@@ -336,9 +336,11 @@ class ForkScreen(ModalScreen[str | None]):
     def _plan(self, serial: int, mode: str, payload: Any, workspace: str, model: str) -> None:
         from flux.timemachine import plan_fork
 
-        from ..writes import op_catalog, refuse_unimplemented
+        from ..writes import check_model, op_catalog, refuse_unimplemented
 
         try:
+            if mode == "replan":
+                check_model(model)  # a model without a key: one line now, not after the gate
             reader = self.app.ensure_reader()
             kw = {"inject": payload} if mode == "inject" else ({"edit": payload} if mode == "edit" else {"prompt": payload})
             catalog = op_catalog(workspace, self.app.store_dir)

@@ -11,6 +11,14 @@ offline: no model call, no side effect) or **go live** — through the side-effe
 re-plans the what-if in a worker (:func:`flux.timemachine.plan_what_if`, nothing written). The result
 is written where ``flux what-if`` writes it: a new session in the same store, ``{correlation_id: S,
 agent_id: "what_if:S@latest"}``, so it shows in the lineage tree and the sessions list.
+
+Scope (``F4``): the whole session (default) or **this turn only** — ``flux what-if --turn N``. Re-plan
+(``F5``): instead of re-running the recorded plans, a **live model turn** re-drives the turn (the
+cursor's with "this turn only", else the last) against the frozen world, the earlier turns replayed
+from tape — ``flux what-if -m MODEL [--instructions TEXT]``: a model field (prefilled with the
+session's) and the turn's instructions (its system prompt, prefilled with the default). A model
+that cannot be called (unknown, no key) is refused in one line while planning, before the gate and
+before anything is written; a re-plan always passes the side-effect gate (the model call is network).
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from .gate import GateScreen, preview_text
 __all__ = ["WhatIfScreen", "WhatIfTarget", "start_what_if", "result_badge"]
 
 KINDS = ("cell", "op", "policy")
+SCOPES = ("session", "turn")
 DEBOUNCE_S = 0.25
 
 
@@ -94,9 +103,9 @@ def policy_problem(path: str) -> str | None:
 
 
 class _Setup(Message):
-    def __init__(self, row: int | None = None, error: str | None = None) -> None:
+    def __init__(self, row: int | None = None, error: str | None = None, model: str = "mock", turns: int = 1) -> None:
         super().__init__()
-        self.row, self.error = row, error
+        self.row, self.error, self.model, self.turns = row, error, model, turns
 
 
 class _Planned(Message):
@@ -117,6 +126,16 @@ class _Done(Message):
         self.result, self.diff, self.error = result, diff, error
 
 
+def _highlight(button: RadioButton) -> None:
+    """Move its set's highlight onto a button chosen by a key: the highlight (a background) would
+    otherwise stay on the button the set last moved to, and read as the choice."""
+    group = button.parent
+    if isinstance(group, RadioSet):
+        buttons = list(group.query(RadioButton))
+        if button in buttons:
+            group._selected = buttons.index(button)
+
+
 class WhatIfScreen(ModalScreen[str | None]):
     """The what-if dialog; dismisses with the counterfactual session's id once written."""
 
@@ -131,6 +150,10 @@ class WhatIfScreen(ModalScreen[str | None]):
                 tooltip="Cycle the question: this cell returned, every call to this op returned, the policy were"),
         Binding("f3", "toggle_off_tape", "Off tape", id="whatif.off_tape",
                 tooltip="Off tape (a dispatch with no recorded cell): halt there, or go live through the gate"),
+        Binding("f4", "toggle_scope", "Scope", id="whatif.scope",
+                tooltip="Re-run the whole session, or this turn only (flux what-if --turn N)"),
+        Binding("f5", "toggle_replan", "Re-plan", id="whatif.replan",
+                tooltip="Re-run the recorded plans, or re-plan the turn with a live model call (-m MODEL)"),
         Binding("f1", "app.help", "Help", id="whatif.help", tooltip="Explain this dialog and list its keys"),
     ]
 
@@ -139,6 +162,9 @@ class WhatIfScreen(ModalScreen[str | None]):
         self.target = target
         self.kind = "cell" if target.cell is not None else "policy"
         self.off_tape = "halt"
+        self.scope = "session"  # or "turn": this turn only (--turn N)
+        self.replan = False  # a live model turn re-drives the turn (-m MODEL / --instructions)
+        self.turns = 1  # how many turns the session has (a whole-session re-plan re-drives the last)
         self.row: int | None = None  # the diff row substitute_at names (the cell question)
         self.preview = None
         self.problem: str | None = "reading the session…"
@@ -150,6 +176,8 @@ class WhatIfScreen(ModalScreen[str | None]):
     # -- layout ---------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
+        from flux.agent.client import DEFAULT_INSTRUCTIONS
+
         from ..writes import default_workspace
 
         t = self.target
@@ -175,6 +203,23 @@ class WhatIfScreen(ModalScreen[str | None]):
                     yield RadioButton("halt", id="offtape-halt", value=True)
                     yield RadioButton("go live (through the gate)", id="offtape-live")
             with Horizontal(classes="tm-row"):
+                yield Label("scope      ", classes="tm-label")
+                with RadioSet(id="whatif-scope", classes="tm-choice"):
+                    yield RadioButton("whole session", id="scope-session", value=True)
+                    yield RadioButton(f"turn {t.turn} only", id="scope-turn")
+            with Horizontal(classes="tm-row"):
+                yield Label("re-plan    ", classes="tm-label")
+                with RadioSet(id="whatif-replan", classes="tm-choice"):
+                    yield RadioButton("no: the recorded plans", id="replan-off", value=True)
+                    yield RadioButton("a live model turn", id="replan-on")
+            with Vertical(id="whatif-replan-fields"):
+                with Horizontal(classes="tm-row"):
+                    yield Label("model      ", classes="tm-label")
+                    yield Input("", id="whatif-model", placeholder="provider:model, e.g. mock", compact=True)
+                yield Label("instructions (the re-planned turn's system prompt)", classes="tm-label")
+                yield TextArea(DEFAULT_INSTRUCTIONS, id="whatif-instructions", soft_wrap=True, tab_behavior="focus",
+                               compact=True)
+            with Horizontal(classes="tm-row"):
                 yield Label("workspace ", classes="tm-label")
                 yield Input(default_workspace(self.app.store_dir), id="whatif-workspace",
                             placeholder="directory live ops act on", compact=True)
@@ -188,23 +233,37 @@ class WhatIfScreen(ModalScreen[str | None]):
         t = self.target
         box = self.query_one("#whatif-box")
         box.border_title = f"What if… {t.session} · {t.what}"
-        box.border_subtitle = "F2 question · F3 off tape · Ctrl+R run · Esc cancel"
+        box.border_subtitle = "F2 question · F3 off tape · F4 scope · F5 re-plan · Ctrl+R run · Esc"
+        self.query_one("#whatif-progress", Static).display = False
+        self._describe()
+        self._show_kind()
+        self._setup()
+
+    def _describe(self) -> None:
+        """The head: what was recorded, and what will re-run into the new session."""
+        t = self.target
         where = Text()
         where.append("recorded   ", style="dim")
         rec = (t.recorded if t.recorded is not None else "(no recorded result)").replace("\n", " ⏎ ")
         where.append(rec if len(rec) <= 150 else rec[:149] + "…")
-        where.append(f"\nturn {t.turn} · the session re-runs from its recording into a new linked session",
-                     style="dim")
+        if self.replan:
+            turn = t.turn if self.scope == "turn" else self.turns
+            before = f"turns 1–{turn - 1} replay from tape, then " if turn > 2 else \
+                ("turn 1 replays from tape, then " if turn == 2 else "")
+            how = f"{before}a live model turn re-plans turn {turn} against the frozen world"
+        elif self.scope == "turn":
+            how = f"turn {t.turn} re-runs from its recording"
+        else:
+            how = "the whole session re-runs from its recording"
+        where.append(f"\n{how} into a new linked session", style="dim")
         self.query_one("#whatif-where", Static).update(where)
-        self.query_one("#whatif-progress", Static).display = False
-        self._show_kind()
-        self._setup()
 
     def on_resize(self, event) -> None:
-        """A short terminal: no blank lines between the rows, a one-line editor, so Run stays on screen."""
+        """A short terminal: no blank lines between the rows, one-line editors, so Run stays on screen."""
         short = self.size.height < 32
         self.set_class(short, "-short")
         self.query_one("#whatif-value").styles.height = 1 if short else 3
+        self.query_one("#whatif-instructions").styles.height = 2 if short else 3
 
     # -- setup: which diff row the cell is --------------------------------------------------------
 
@@ -224,7 +283,7 @@ class WhatIfScreen(ModalScreen[str | None]):
             self.post_message(_Setup(error=self.app.mask_path(str(e))))
             return
         if not get_current_worker().is_cancelled:
-            self.post_message(_Setup(row))
+            self.post_message(_Setup(row, model=detail.row.model or "mock", turns=max(1, len(detail.turns))))
 
     @on(_Setup)
     def _on_setup(self, message: _Setup) -> None:
@@ -233,6 +292,9 @@ class WhatIfScreen(ModalScreen[str | None]):
             self._paint(None)
             return
         self.row = message.row
+        self.turns = message.turns
+        self.query_one("#whatif-model", Input).value = message.model
+        self._describe()
         if self.row is None and self.kind == "cell":
             # Not the first cell of its statement: substitute_at cannot name it; every call to its op can.
             self.kind = "op"
@@ -260,11 +322,14 @@ class WhatIfScreen(ModalScreen[str | None]):
             if btn.value != (k == self.kind):
                 with btn.prevent(RadioButton.Changed):
                     btn.value = k == self.kind
+            if k == self.kind:
+                _highlight(btn)
         self._mark()
         value = self.kind in ("cell", "op")
         self.query_one("#whatif-value-label").display = value
         self.query_one("#whatif-value").display = value
         self.query_one("#whatif-policy-row").display = not value
+        self.query_one("#whatif-replan-fields").display = self.replan
 
     @on(RadioSet.Changed, "#whatif-kind")
     def _on_kind(self, event: RadioSet.Changed) -> None:
@@ -287,17 +352,55 @@ class WhatIfScreen(ModalScreen[str | None]):
         self.query_one("#whatif-value" if self.kind != "policy" else "#whatif-policy").focus()
         self._changed()
 
+    @on(RadioSet.Changed, "#whatif-scope")
+    def _on_scope(self, event: RadioSet.Changed) -> None:
+        self.scope = "turn" if event.pressed.id == "scope-turn" else "session"
+        self._mark()
+        self._describe()
+        self._changed()
+
+    @on(RadioSet.Changed, "#whatif-replan")
+    def _on_replan(self, event: RadioSet.Changed) -> None:
+        self._set_replan(event.pressed.id == "replan-on")
+
+    def _choose(self, group: str, chosen: str, other: str) -> None:
+        """Set a two-way radio choice from a key, without the change event re-entering."""
+        for name, value in ((chosen, True), (other, False)):
+            btn = self.query_one(f"#{group}-{name}", RadioButton)
+            with btn.prevent(RadioButton.Changed):
+                btn.value = value
+        _highlight(self.query_one(f"#{group}-{chosen}", RadioButton))
+        self._mark()
+
     def action_toggle_off_tape(self) -> None:
         if self.running:
             return
         self.off_tape = "live" if self.off_tape == "halt" else "halt"
-        btn = self.query_one(f"#offtape-{self.off_tape}", RadioButton)
-        with btn.prevent(RadioButton.Changed):
-            btn.value = True
-        other = self.query_one(f"#offtape-{'halt' if self.off_tape == 'live' else 'live'}", RadioButton)
-        with other.prevent(RadioButton.Changed):
-            other.value = False
+        self._choose("offtape", self.off_tape, "halt" if self.off_tape == "live" else "live")
+        self._changed()
+
+    def action_toggle_scope(self) -> None:
+        if self.running:
+            return
+        self.scope = "turn" if self.scope == "session" else "session"
+        self._choose("scope", self.scope, "session" if self.scope == "turn" else "turn")
+        self._describe()
+        self._changed()
+
+    def action_toggle_replan(self) -> None:
+        if self.running:
+            return
+        on_ = not self.replan
+        self._choose("replan", "on" if on_ else "off", "off" if on_ else "on")
+        self._set_replan(on_)
+        if on_:
+            self.query_one("#whatif-model", Input).focus()
+
+    def _set_replan(self, on_: bool) -> None:
+        self.replan = on_
         self._mark()
+        self.query_one("#whatif-replan-fields").display = on_
+        self._describe()
         self._changed()
 
     @on(TextArea.Changed)
@@ -310,8 +413,18 @@ class WhatIfScreen(ModalScreen[str | None]):
             return self.problem
         if self.kind in ("cell", "op"):
             p = json_problem(self.query_one("#whatif-value", JsonTextArea).text)
-            return f"not JSON: {p}" if p else None
-        return policy_problem(self.query_one("#whatif-policy", Input).value)
+            if p:
+                return f"not JSON: {p}"
+        else:
+            p = policy_problem(self.query_one("#whatif-policy", Input).value)
+            if p:
+                return p
+        if self.replan and not self._model():
+            return "type the model that re-plans the turn (provider:model, e.g. mock)"
+        return None
+
+    def _model(self) -> str:
+        return self.query_one("#whatif-model", Input).value.strip()
 
     def _same_as_recorded(self) -> bool:
         try:
@@ -339,9 +452,14 @@ class WhatIfScreen(ModalScreen[str | None]):
 
     def spec(self):
         """The what-if the dialog describes, as the engine's :class:`~flux.timemachine.WhatIfSpec`."""
+        from flux.agent.client import DEFAULT_INSTRUCTIONS
         from flux.timemachine import WhatIfSpec
 
-        spec = WhatIfSpec(off_tape=self.off_tape)
+        spec = WhatIfSpec(off_tape=self.off_tape, turn=self.target.turn if self.scope == "turn" else None)
+        if self.replan:
+            spec.model = self._model()
+            text = self.query_one("#whatif-instructions", TextArea).text
+            spec.instructions = text if text.strip() and text != DEFAULT_INSTRUCTIONS else None
         if self.kind == "cell" and self.row is not None:
             spec.substitute_at = {self.row: json.loads(self.query_one("#whatif-value", JsonTextArea).text)}
         elif self.kind == "op" and self.target.op is not None:
@@ -354,12 +472,14 @@ class WhatIfScreen(ModalScreen[str | None]):
     def _plan(self, serial: int, spec, workspace: str) -> None:
         from flux.timemachine import plan_what_if
 
-        from ..writes import op_catalog, refuse_unimplemented
+        from ..writes import check_model, op_catalog, refuse_unimplemented
 
         try:
+            if spec.replan:
+                check_model(spec.model)  # a model without a key: one line now, not after the gate
             catalog = op_catalog(workspace, self.app.store_dir)
             preview = plan_what_if(self.app.ensure_reader(), self.target.session, spec, catalog=catalog,
-                                   workspace=workspace)
+                                   workspace=workspace, model=spec.model)
             if spec.policy:
                 from flux.agent.approver import load_policy
 
@@ -384,12 +504,14 @@ class WhatIfScreen(ModalScreen[str | None]):
         if self._ready and self.kind in ("cell", "op"):
             bad = (self.problem or "").startswith("not JSON")
             status.append("JSON ✗" if bad else "JSON ✓", style="bold red" if bad else "green")
-            if not bad and self.kind == "cell" and self._same_as_recorded():
+            if not bad and self.kind == "cell" and not self.replan and self._same_as_recorded():
                 status.append(" · same as recorded: change it to ask a what-if", style="dim")
         elif self._ready:
             bad = self.problem is not None and preview is None and self.preview is None and \
                 self._local_problem() is not None
             status.append("policy ✗" if bad else "policy ✓", style="bold red" if bad else "green")
+        if self._ready and self.replan and not self._model():
+            status.append("  model ✗", style="bold red")
         if self.problem is not None and self._ready and self._local_problem() is not None:
             status.append("  " + self.problem, style="red")
         self.query_one("#whatif-status", Static).update(status)
@@ -408,8 +530,11 @@ class WhatIfScreen(ModalScreen[str | None]):
                 body.append(note + "\n", style="dim")
             body.append_text(preview_text(preview))
             if not preview.offline:
-                effects = ", ".join(e for e in preview.effects if e != "none") or "network"
-                body.append(f"\n⚠ off-tape dispatches may {effects} — you confirm at the gate first", style="bold yellow")
+                effects = ", ".join(e for e in preview.effects if e != "none")
+                what = ([f"a live model call ({preview.model})"] if preview.model else []) + \
+                    ([f"off-tape dispatches that may {effects}"] if preview.ops and effects else [])
+                body.append(f"\n⚠ {' and '.join(what) or 'live dispatches'} — you confirm at the gate first",
+                            style="bold yellow")
             panel.update(body)
         btn = self.query_one("#whatif-run", Button)
         btn.disabled = not self.check_action("run", ())
@@ -421,7 +546,7 @@ class WhatIfScreen(ModalScreen[str | None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "run":
             return self.problem is None and self.preview is not None and not self.running
-        if action in ("next_kind", "toggle_off_tape"):
+        if action in ("next_kind", "toggle_off_tape", "toggle_scope", "toggle_replan"):
             return not self.running
         return True
 
@@ -457,7 +582,8 @@ class WhatIfScreen(ModalScreen[str | None]):
         self.refresh_bindings()
         progress = self.query_one("#whatif-progress", Static)
         progress.display = True
-        progress.update(Text("re-running the session from its recording…", style="bold cyan"))
+        progress.update(Text("re-planning the turn with a live model call…" if spec.replan else
+                             "re-running the session from its recording…", style="bold cyan"))
         self._run(preview, spec, workspace, live)
 
     @work(thread=True, exclusive=True, group="whatif-run", exit_on_error=False, description="Running the what-if")
@@ -471,7 +597,8 @@ class WhatIfScreen(ModalScreen[str | None]):
             return run_what_if(client, self.target.session, spec, confirm=within_gate(confirmed, live))
 
         try:
-            cf = run_write(self.app, what_if, workspace=workspace, live=live)
+            cf = run_write(self.app, what_if, workspace=workspace, live=live,
+                           model=spec.model if spec.replan else None)
             self.post_message(_Stage(f"written {cf.session} · diffing it against {cf.source}…"))
             diff = cf.diff()
         except (StoreError, FluxError) as e:
