@@ -217,6 +217,14 @@ async def shot_whatif_diff(pilot) -> None:
     await keys(pilot, "ctrl+r")
 
 
+async def shot_whatif_replan(pilot) -> None:
+    """The same what-if, re-planned: this turn only (F4), a live model turn (F5) with mock."""
+    await shot_whatif(pilot)
+    await keys(pilot, "f4", "f5")
+    pilot.app.screen.query_one("#whatif-model", Input).value = "mock"
+    await until_whatif(pilot)
+
+
 async def until_whatif(pilot) -> None:
     for _ in range(200):
         await settle(pilot)
@@ -244,6 +252,7 @@ SHOTS = {
     "resurrect": shot_resurrect,
     "whatif": shot_whatif,
     "whatif-diff": shot_whatif_diff,
+    "whatif-replan": shot_whatif_replan,
     "fork-diff": shot_fork_diff,  # writes a fork: keep it last
 }
 

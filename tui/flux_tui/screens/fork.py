@@ -383,7 +383,10 @@ class ForkScreen(ModalScreen[str | None]):
             self.query_one(target, Static).update(status)
         btn = self.query_one("#fork-run", Button)
         btn.disabled = not ok or checking or self.running is not None
-        btn.label = "Fork and run live…" if (self.preview is not None and not self.preview.offline) else "Fork"
+        label = "Fork and run live…" if (self.preview is not None and not self.preview.offline) else "Fork"
+        if str(btn.label) != label:
+            btn.label = label
+            btn.refresh(layout=True)  # the button is as wide as its label: a new one needs a new width
         self.refresh_bindings()
 
     def _paint_preview(self, preview, error: str | None) -> None:

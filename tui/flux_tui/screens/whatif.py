@@ -538,7 +538,10 @@ class WhatIfScreen(ModalScreen[str | None]):
             panel.update(body)
         btn = self.query_one("#whatif-run", Button)
         btn.disabled = not self.check_action("run", ())
-        btn.label = "Run live…" if (preview is not None and not preview.offline) else "Run"
+        label = "Run live…" if (preview is not None and not preview.offline) else "Run"
+        if str(btn.label) != label:
+            btn.label = label
+            btn.refresh(layout=True)  # the button is as wide as its label: a new one needs a new width
         self.refresh_bindings()
 
     # -- running --------------------------------------------------------------------------------
