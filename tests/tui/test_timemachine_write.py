@@ -297,6 +297,35 @@ async def test_fork_edit_is_validated_as_you_type(make_app, tmp_path, monkeypatc
     assert len(_registry(store)) == 4  # validating never writes
 
 
+async def test_fork_replan_with_a_model_without_a_key_is_refused_in_the_dialog(make_app, tmp_path, monkeypatch):
+    """Re-plan with `openai:…` and no key: one line while checking, Fork disabled — not an error
+    after the gate — and nothing written."""
+    from textual.widgets import Input
+
+    from flux_tui.screens.fork import ForkScreen
+
+    monkeypatch.chdir(tmp_path)
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    store = _family(tmp_path / "fam")
+    app = make_app(store)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        dialog = await _open_fork(app, pilot)
+        await pilot.press("f2", "f2")  # re-plan
+        await settle(pilot)
+        assert dialog.mode == "replan"
+        dialog.query_one("#replan-model", Input).value = "openai:gpt-4.1-mini"
+        await settle(pilot)
+        await checked(pilot)
+        assert (dialog.problem or "").startswith("missing key: set OPENAI_API_KEY")
+        assert "✗ missing key: set OPENAI_API_KEY" in screen_text(app) and dialog.query_one("#fork-run").disabled
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert isinstance(app.screen, ForkScreen)
+    assert len(_registry(store)) == 4
+
+
 async def test_fork_that_goes_live_passes_the_gate(make_app, tmp_path, monkeypatch):
     from flux_tui.screens.fork import ChildSessionScreen, ForkScreen
     from flux_tui.screens.gate import GateScreen
