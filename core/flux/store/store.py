@@ -1052,3 +1052,56 @@ class StoreWriter:
     def session_exists(self, session_id: str) -> bool:
         n = session_number(session_id)
         return n is not None and self.conn.execute("SELECT 1 FROM streams WHERE n = ?", (n,)).fetchone() is not None
+
+    # -- bulk run rows (fork's prefix, resurrect's and what-if's re-executed runs) ----------------
+
+    _RUN_ROWS_PER_INSERT = 256
+
+    def append_run_texts(self, stream: str, payloads: Sequence[str], *, ts: int | None = None) -> int:
+        """Append ``run`` events whose payload texts are already encoded (``encode_run_body``), in
+        one transaction (or the enclosing one): exactly the rows :meth:`append_runs` writes —
+        consecutive ``stream_seq``, ids minted in order, one ``ts``, scrubbed payloads, no
+        ``turn_id``, the same registry update — but 256 rows per ``INSERT … VALUES`` with the
+        stream, ``ts`` and first ``stream_seq`` bound once, and the ids minted in one go
+        (:func:`~flux.store.ulid.new_ulids`). One statement per row costs as much again in the
+        driver's bind-and-step loop as SQLite spends storing the row. Returns how many."""
+        from .ulid import new_ulids
+
+        n = len(payloads)
+        if not n:
+            return 0
+        ts = self.now() if ts is None else ts
+        with self.transaction():  # writes what was buffered before, then these rows
+            c = self.conn
+            seq = self._next_seq.get(stream)
+            if seq is None:
+                seq = self._max_seq(stream)
+            self._next_seq[stream] = seq + n  # forgotten by transaction() if it rolls back
+            ids = new_ulids(ts, n)
+            step = self._RUN_ROWS_PER_INSERT
+            for k in range(0, n, step):
+                m = min(step, n - k)
+                args: list = [stream, ts, seq + k]
+                for i in range(k, k + m):
+                    args.append(ids[i])
+                    args.append(scrub_text(payloads[i]))
+                c.execute(_run_rows_insert(m), args)
+            num = session_number(stream)
+            if num is not None:  # what _write_pending's per-stream update does for run rows
+                c.execute("UPDATE streams SET updated_at = ?, last_seq = ?, model = COALESCE(?, model),"
+                          " msg_count = msg_count + 0 WHERE n = ?", (ts, seq + n - 1, None, num))
+        return n
+
+
+_RUN_INSERTS: dict[int, str] = {}
+
+
+def _run_rows_insert(m: int) -> str:
+    """``INSERT`` of ``m`` run rows: ``?1`` stream, ``?2`` ts, ``?3`` the first stream_seq, then an
+    (id, payload) pair per row."""
+    sql = _RUN_INSERTS.get(m)
+    if sql is None:
+        rows = ",".join(f"(?1, ?3 + {j}, ?{4 + 2 * j}, 'run', 1, ?2, ?{5 + 2 * j}, NULL)" for j in range(m))
+        sql = _RUN_INSERTS[m] = ("INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload,"
+                                 " turn_id) VALUES " + rows)
+    return sql

@@ -54,3 +54,34 @@ def _encode(value: int) -> str:
     then the value, 5 bits a digit), two digits per 10-bit table lookup."""
     p = _PAIRS
     return "".join([p[(value >> s) & 1023] for s in range(120, -1, -10)])
+
+
+def new_ulids(ms: int, n: int) -> list[str]:
+    """``[new_ulid(ms) for _ in range(n)]``, minted in one go for a bulk append: the same ids (one
+    random draw, then +1 per id within the millisecond) and the same state left for the next call.
+    Consecutive ids share their first 22 digits until the low 20 bits carry, so only the last four
+    digits are looked up per id."""
+    global _last_ms, _last_rand
+    if n <= 0:
+        return []
+    mask = (1 << 80) - 1
+    with _lock:
+        if ms == _last_ms:
+            first = (_last_rand + 1) & mask
+        else:
+            first = int.from_bytes(os.urandom(10), "big") >> 1
+        _last_ms = ms
+        _last_rand = (first + n - 1) & mask
+    high = ms << 80
+    p = _PAIRS
+    out: list[str] = []
+    if first + n - 1 > mask:  # wraps within the millisecond (never in practice): the plain path
+        return [_encode(high | ((first + i) & mask)) for i in range(n)]
+    value = high | first
+    end = value + n
+    while value < end:
+        head = _encode(value)[:22]  # the digits above the low 20 bits
+        stop = min(end, (value | 0xFFFFF) + 1)  # the next carry into the head
+        out.extend([head + p[(v >> 10) & 1023] + p[v & 1023] for v in range(value, stop)])
+        value = stop
+    return out

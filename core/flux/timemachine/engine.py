@@ -416,9 +416,12 @@ def run_row(ev: dict, redactor: Any = None, cap: int | None = None) -> dict:
 
 def flush_events(writer: StoreWriter, sid: str, bodies: Sequence[dict], redactor: Any = None,
                  cap: int | None = None) -> None:
-    """Append run bodies to ``sid`` in one transaction (a prefix lands whole or not at all), as one
-    multi-row insert (:meth:`StoreWriter.append_runs`)."""
-    writer.append_runs(sid, [run_row(ev, redactor, cap) for ev in bodies])
+    """Append run bodies to ``sid`` in one transaction (a prefix lands whole or not at all): the
+    rows :meth:`StoreWriter.append_runs` writes, through its bulk twin
+    :meth:`StoreWriter.append_run_texts` (multi-row inserts, ids minted in one go)."""
+    from ..store.events import encode_run_body
+
+    writer.append_run_texts(sid, [encode_run_body(run_row(ev, redactor, cap)) for ev in bodies])
 
 
 class BufferedRunSink:

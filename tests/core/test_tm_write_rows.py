@@ -1,0 +1,179 @@
+"""The bulk run-row writer behind fork, resurrect and what-if (``StoreWriter.append_run_texts``,
+``ulid.new_ulids``) writes exactly the rows the one-statement-per-row path wrote: differential
+tests against ``append_runs`` / ``new_ulid``, and a fork of the same source written both ways
+compared row for row (ids and timestamps normalised)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from flux.agent.client import Client
+from flux.store import Message, StoreWriter
+from flux.store import ulid
+from flux.store.events import encode_run_body
+from flux.timemachine import engine, fork as fork_mod, fork_session
+
+
+def _fixed_random(monkeypatch, start: int) -> None:
+    monkeypatch.setattr(ulid.os, "urandom", lambda n: (start << 1).to_bytes(n, "big"))
+
+
+@pytest.mark.parametrize("start,n", [(5, 1), (5, 600), ((1 << 20) - 3, 7), ((1 << 20) * 3 - 300, 1200),
+                                     ((1 << 79) - 1, 3), (0, 0), ("wrap", 4)])
+def test_new_ulids_are_the_ids_successive_new_ulid_calls_mint(monkeypatch, start: int, n: int) -> None:
+    """Same ids (fresh millisecond: one draw, then +1; same millisecond: carry on from the last id),
+    and the same state left behind, across a carry into the head digits and the 80-bit wrap."""
+    for same_ms in (False, True):
+        _fixed_random(monkeypatch, start if start != "wrap" else 0)
+        ms = 1_700_000_000_000
+        if start == "wrap":  # the last id of the millisecond was two below 2**80: the third wraps to 0
+            ulid._last_ms, ulid._last_rand = ms, (1 << 80) - 3
+        elif same_ms:
+            ulid.new_ulid(ms)  # the next ids continue this one
+        state = (ulid._last_ms, ulid._last_rand)
+        one_by_one = [ulid.new_ulid(ms) for _ in range(n)]
+        after = (ulid._last_ms, ulid._last_rand)
+        ulid._last_ms, ulid._last_rand = state
+        assert ulid.new_ulids(ms, n) == one_by_one
+        assert (ulid._last_ms, ulid._last_rand) == after or n == 0
+
+
+def _bodies(n: int) -> list[dict]:
+    out: list[dict] = []
+    for i in range(n):
+        h = f"{i:064x}"
+        out.append({"event": "step_started", "step": f"step_read_{h[:16]}", "op": "read", "input_hash": h})
+        out.append({"event": "op_recorded", "seq": i, "step": f"step_read_{h[:16]}", "op": "read", "input_hash": h,
+                    "input_view": '{"path":"é\ud800"}', "content": f"line {i}\n", "is_error": False})
+        out.append({"event": "step_succeeded", "step": f"step_read_{h[:16]}", "output": f"v_{i}"})
+        out.append({"event": "statement_completed", "plan": "h:0", "node": i, "stmt": h[:16], "value": None})
+    return out
+
+
+def _dump(d: Path) -> tuple[list, list]:
+    con = sqlite3.connect(d / "events.db")
+    try:
+        rows = con.execute("SELECT global_seq, stream, stream_seq, id, kind, schema_version, ts, turn_id, payload,"
+                           " typeof(stream_seq) FROM events ORDER BY global_seq").fetchall()
+        reg = con.execute("SELECT * FROM streams ORDER BY n").fetchall()
+    finally:
+        con.close()
+    return rows, reg
+
+
+@pytest.mark.parametrize("n", [1, 64, 150])  # 4 rows a statement: 4, 256 (one full insert), 600 rows
+def test_append_run_texts_writes_the_rows_append_runs_writes(monkeypatch, tmp_path: Path, n: int) -> None:
+    bodies = _bodies(n)
+
+    def write(d: Path, bulk: bool) -> tuple[list, list]:
+        _fixed_random(monkeypatch, 12345)
+        ulid._last_ms = -1
+        with StoreWriter(d, clock=lambda: 1_000) as w:
+            sid = w.create_session("mock")
+            with w.grouped():
+                w.append(sid, Message.text("user", "buffered"), ts=999)
+                if bulk:  # the buffered row lands first, in the same transaction
+                    assert w.append_run_texts(sid, [encode_run_body(b) for b in bodies], ts=1_001) == len(bodies)
+                    assert w.append_run_texts(sid, [], ts=1_001) == 0
+                else:
+                    w.append_runs(sid, bodies, ts=1_001)
+            w.append(sid, Message.text("user", "after"), ts=1_002)
+        return _dump(d)
+
+    assert write(tmp_path / "bulk", True) == write(tmp_path / "rows", False)
+
+
+def test_append_run_texts_rolls_back_with_its_transaction(tmp_path: Path) -> None:
+    with StoreWriter(tmp_path / "s", clock=lambda: 1_000) as w:
+        sid = w.create_session("mock")
+        with pytest.raises(RuntimeError):
+            with w.transaction():
+                w.append_run_texts(sid, [encode_run_body(b) for b in _bodies(100)])
+                raise RuntimeError("boom")
+        w.append_run_texts(sid, [encode_run_body(b) for b in _bodies(1)])
+    rows, reg = _dump(tmp_path / "s")
+    assert [r[2] for r in rows] == [0, 1, 2, 3, 4] and reg[0][4] == 4  # stream_seq contiguous, last_seq
+
+
+# ---- a fork's child, written by the legacy row-by-row path and by the bulk path -----------------------
+
+
+def _legacy_flush(writer, sid, bodies, redactor=None, cap=None) -> None:
+    writer.append_runs(sid, [engine.run_row(ev, redactor, cap) for ev in bodies])
+
+
+def _child(store: Path, sid: str) -> tuple[list, tuple]:
+    """The child's rows with ids, timestamps and global positions normalised: (stream_seq, kind,
+    schema_version, turn row's stream_seq, payload) per row, and its registry row minus times."""
+    con = sqlite3.connect(store / "events.db")
+    try:
+        rows = con.execute("SELECT global_seq, stream_seq, id, kind, schema_version, ts, turn_id, payload FROM events"
+                           " WHERE stream = ? ORDER BY stream_seq", (sid,)).fetchall()
+        reg = con.execute("SELECT model, last_seq, msg_count, account, agent_id, agent_version, correlation_id"
+                          " FROM streams WHERE n = ?", (int(sid[2:]),)).fetchone()
+    finally:
+        con.close()
+    by_gs = {r[0]: r[1] for r in rows}
+    ids = [r[2] for r in rows]
+    assert len(set(ids)) == len(ids) and all(len(i) == 26 for i in ids)
+    assert [r[1] for r in rows] == list(range(len(rows)))
+    return [(r[1], r[3], r[4], by_gs.get(r[6]) if r[6] is not None else None, r[7]) for r in rows], reg
+
+
+def _fork_both_ways(monkeypatch, store: Path, tmp_path: Path, source: str, at: int, **kw) -> None:
+    children = []
+    for legacy in (True, False):
+        with monkeypatch.context() as m:
+            if legacy:
+                m.setattr(fork_mod, "flush_events", _legacy_flush)
+            ws = tmp_path / f"ws-{legacy}"
+            ws.mkdir()
+            c = Client("mock", store=store, workspace=ws, env_secrets=False, auto_resurrect=False)
+            try:
+                res = fork_session(c, source, at, **kw)
+            finally:
+                c.close()
+            children.append(_child(store, res.session))
+    (old_rows, old_reg), (new_rows, new_reg) = children
+    assert new_rows == old_rows and new_reg == old_reg
+    assert len(new_rows) > 3
+
+
+def test_fork_child_rows_equal_the_legacy_writer_on_the_fixture(monkeypatch, fixture_store: Path,
+                                                                 tmp_path: Path) -> None:
+    """The fixture's one adaptive position: the child is the fork turn and its tail."""
+    _fork_both_ways(monkeypatch, fixture_store, tmp_path, "s_1", 0, inject="injected")
+
+
+def test_fork_child_rows_equal_the_legacy_writer_on_the_demo(monkeypatch, demo: Path, tmp_path: Path) -> None:
+    _fork_both_ways(monkeypatch, demo, tmp_path, "s_1", 2, inject="F. injected failure")
+
+
+def _bench():
+    import sys
+
+    bench = str(Path(__file__).resolve().parents[2] / "benchmarks")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import bench_timemachine
+
+    return bench_timemachine
+
+
+def test_fork_child_rows_equal_the_legacy_writer_on_a_long_ledgered_session(monkeypatch, tmp_path: Path) -> None:
+    """300 statements: 1,200 prefix rows, several full 256-row inserts and a partial one."""
+    store = tmp_path / "store"
+    with StoreWriter(store) as w:
+        sid = _bench().write_ledgered(w, 1, 300)
+    _fork_both_ways(monkeypatch, store, tmp_path, sid, 299, inject="injected")
+
+
+def test_fork_child_rows_equal_the_legacy_writer_on_an_adaptive_session(monkeypatch, tmp_path: Path) -> None:
+    """80 one-statement host plans without a ledger: the prefix is 79 executions of cell rows."""
+    store = tmp_path / "store"
+    with StoreWriter(store) as w:
+        sid = _bench().write_adaptive(w, 80)
+    _fork_both_ways(monkeypatch, store, tmp_path, sid, 79, inject="injected")
