@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from flux.agent.client import Client
-from flux.store import Message, StoreWriter
+from flux.store import Message, StoreReader, StoreWriter
 from flux.store import ulid
+from flux.model.session import TRACE_KINDS, load_session
 from flux.store.events import encode_run_body
 from flux.timemachine import engine, fork as fork_mod, fork_session
+from flux.timemachine.replay_input import read_replay_input
 
 
 def _fixed_random(monkeypatch, start: int) -> None:
@@ -123,12 +125,22 @@ def _child(store: Path, sid: str) -> tuple[list, tuple]:
     return [(r[1], r[3], r[4], by_gs.get(r[6]) if r[6] is not None else None, r[7]) for r in rows], reg
 
 
+def _legacy_read(reader, ref, *, full_cells=False):
+    """The read as fork did it before: each cell fully decoded (``OpRecorded``, re-recorded through
+    ``to_body()``), no recorded bodies."""
+    inp = read_replay_input(reader, ref, full_cells=full_cells)
+    inp.cells = [c.rec for c in load_session(reader, inp.id, kinds=TRACE_KINDS).cells]
+    inp.cell_bodies = None
+    return inp
+
+
 def _fork_both_ways(monkeypatch, store: Path, tmp_path: Path, source: str, at: int, **kw) -> None:
     children = []
     for legacy in (True, False):
         with monkeypatch.context() as m:
             if legacy:
                 m.setattr(fork_mod, "flush_events", _legacy_flush)
+                m.setattr(fork_mod, "read_replay_input", _legacy_read)
             ws = tmp_path / f"ws-{legacy}"
             ws.mkdir()
             c = Client("mock", store=store, workspace=ws, env_secrets=False, auto_resurrect=False)
@@ -177,3 +189,38 @@ def test_fork_child_rows_equal_the_legacy_writer_on_an_adaptive_session(monkeypa
     with StoreWriter(store) as w:
         sid = _bench().write_adaptive(w, 80)
     _fork_both_ways(monkeypatch, store, tmp_path, sid, 79, inject="injected")
+
+
+# ---- the recorded cell bodies fork re-records, on corrupted stores -----------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tests.core.test_replay_fastpath import _mutate, replay_base  # noqa: E402,F401  (a fixture)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_recorded_cell_bodies_encode_as_the_decoded_cells_on_corrupted_rows(replay_base, tmp_path_factory, data):
+    """``read_replay_input(full_cells=True).cell_bodies[i]`` with F's ``seq`` encodes to the text the
+    fully decoded cell's ``to_body()`` did — the row fork writes — and the tape is the full decode's."""
+    import shutil
+
+    from flux.cassette.replay import TapeCell
+
+    store = tmp_path_factory.mktemp("v") / "store"
+    shutil.copytree(replay_base, store)
+    _mutate(store, data)
+    with StoreReader(store) as fast, StoreReader(store) as full:
+        inp = read_replay_input(fast, "s_1", full_cells=True)
+        decoded = [c.rec for c in load_session(full, "s_1", kinds=TRACE_KINDS).cells]
+        assert fast.skipped_rows == full.skipped_rows
+    assert inp.cell_bodies is not None and len(inp.cell_bodies) == len(inp.cells) == len(decoded)
+    assert inp.cells == [TapeCell.of(c) for c in decoded]
+    seq = data.draw(st.integers(0, 2 ** 40), label="seq")
+    for body, cell in zip(inp.cell_bodies, decoded):
+        old = cell.to_body()
+        old["seq"] = seq
+        new = dict(body)
+        new["seq"] = seq
+        assert encode_run_body(new) == encode_run_body(old)

@@ -75,7 +75,7 @@ def default_prompt(task: str | None) -> str:
 class ForkPlan:
     """A validated fork, ready to run (``prepare_fork``); nothing has been written."""
 
-    detail: ReplayInput  # S as read for the fork: turns, ledger executions, full cells, model
+    detail: ReplayInput  # S as read for the fork: turns, ledger executions, cells and their bodies, model
     source: str
     at: int
     mode: str
@@ -212,8 +212,8 @@ def prepare_fork(reader: StoreReader, session: str, at: int, *, inject: Any = _U
         raise FluxError("edit mode needs a plan (--edit FILE)")
     if at < 0:
         raise FluxError(f"--at is a 0-based statement position: got {at}")
-    # The lean read replay uses (turns, ledger executions, cells), with the cells in full: the prefix
-    # re-records them on F as S recorded them. Fork needs nothing else of S (the re-plan turn's
+    # The lean read replay uses (turns, ledger executions, cells), with each cell's body as recorded:
+    # the prefix re-records them on F. Fork needs nothing else of S (the re-plan turn's
     # conversation is read on its own, by _conversation).
     detail = read_replay_input(reader, session, full_cells=True)
     sid = detail.id
@@ -430,7 +430,7 @@ def _fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, e
     tape = ReplayTape(detail.cells)
     mem = MemorySink()
     items: list[tuple[str, Any]] = []  # ("attempt", draft) | ("run", [bodies])
-    interp = Interpreter(cat, _PrefixHost(tape, mem), mem, approver=lambda m, r: True,
+    interp = Interpreter(cat, _PrefixHost(tape, mem, detail.cell_bodies), mem, approver=lambda m, r: True,
                          run_id=f"fork:{plan.source}@{at}")
     prefix_execs = plan.executions[:pos.execution]
     resumable = writes_ledger(detail)
@@ -546,16 +546,18 @@ class _PrefixHost(ReplayHost):
     prefix's cells. (Rebuilding the cell from the served outcome would redact and cap text that
     was redacted and capped when S recorded it.)"""
 
-    def __init__(self, tape: ReplayTape, sink: MemorySink):
+    def __init__(self, tape: ReplayTape, sink: MemorySink, bodies: list[dict] | None = None):
         super().__init__(tape)
         self.sink = sink
         self.seq = 0
+        self.bodies = bodies  # each tape cell's body as recorded (read_replay_input(full_cells=True))
 
     def dispatch(self, op: str, input: Any, input_json: str | None = None) -> Any:
         served = len(self.tape.served)
         outcome = super().dispatch(op, input, input_json)
         if len(self.tape.served) > served:  # a miss or a refusal latches: the fork stops before writing
-            body = self.tape.cells[self.tape.served[-1]].to_body()
+            i = self.tape.served[-1]
+            body = dict(self.bodies[i]) if self.bodies is not None else self.tape.cells[i].to_body()
             body["seq"] = self.seq
             self.seq += 1
             self.sink.emit(body)

@@ -49,6 +49,9 @@ class ReplayInput:
     executions: list[tuple[str, int]]  # (flow_key, global_seq) per execution (§3.7)
     has_trace: bool  # any run row decoded
     model: str | None = None  # the session row's model
+    # read_replay_input(full_cells=True): each cell's body as recorded, aligned with ``cells`` (fork
+    # re-records the prefix's cells from them); None otherwise
+    cell_bodies: list[dict] | None = None
 
     @classmethod
     def of_detail(cls, detail: SessionDetail) -> "ReplayInput":
@@ -58,8 +61,10 @@ class ReplayInput:
 
 def read_replay_input(reader: StoreReader, ref: str | None, *, full_cells: bool = False) -> ReplayInput:
     """Resolve ``s_<n>``/``last`` and read what replay needs of it (see the module doc).
-    ``full_cells``: the cells are the decoded :class:`OpRecorded` events, every field as recorded
-    (fork re-records the prefix's cells on the child), not :class:`TapeCell` tuples."""
+    ``full_cells``: also keep each cell's body, every field as recorded (``cell_bodies``: fork
+    re-records the prefix's cells on the child) — the row's own JSON object when its fields already
+    have their types (decoding would build ``OpRecorded(**fields)`` from it, and encoding that
+    writes the same text), else the decoded event's ``to_body()``."""
     row = reader.resolve_session(ref)
     try:
         out = _read(reader, row.id, tolerant=False, full_cells=full_cells)
@@ -72,6 +77,7 @@ def read_replay_input(reader: StoreReader, ref: str | None, *, full_cells: bool 
 def _read(reader: StoreReader, sid: str, *, tolerant: bool, full_cells: bool = False) -> ReplayInput:
     others = []  # the decoded rows that are not run rows: turns and plan attempts fold from them
     cells: list[Any] = []
+    bodies: list[dict] | None = [] if full_cells else None
     ledger: list[tuple[str, int, bool, bool, int]] = []
     has_trace = False
     skipped = 0
@@ -97,9 +103,9 @@ def _read(reader: StoreReader, sid: str, *, tolerant: bool, full_cells: bool = F
         cls = RUN_VARIANTS.get(tag) if type(tag) is str else None
         if cls is not None and run_fields_exact(cls, d):
             has_trace = True
-            if cls is OpRecorded and full_cells:
-                cells.append(decode_run(d))
-            elif cls is OpRecorded:  # OpRecorded's defaults where a field is absent
+            if cls is OpRecorded:  # OpRecorded's defaults where a field is absent
+                if bodies is not None:
+                    bodies.append(d)
                 cells.append(TapeCell(d.get("op", ""), d.get("input_hash", ""), d.get("input_hash_redacted"),
                                       d.get("content", ""), d.get("view"), d.get("is_error", False),
                                       d.get("denied", False), d.get("truncated", False)))
@@ -115,11 +121,13 @@ def _read(reader: StoreReader, sid: str, *, tolerant: bool, full_cells: bool = F
             continue
         has_trace = True
         if isinstance(ev, OpRecorded):
-            cells.append(ev if full_cells else TapeCell.of(ev))
+            if bodies is not None:
+                bodies.append(ev.to_body())
+            cells.append(TapeCell.of(ev))
         elif isinstance(ev, StatementCompleted):
             ledger.append((ev.plan, ev.node, bool(ev.skipped), False, gs))
         elif isinstance(ev, PlanHalted):
             ledger.append((ev.plan, ev.node, False, True, gs))
     if skipped:
         reader.skipped_rows += skipped
-    return ReplayInput(sid, fold_turns(others), cells, executions_from_rows(ledger), has_trace)
+    return ReplayInput(sid, fold_turns(others), cells, executions_from_rows(ledger), has_trace, cell_bodies=bodies)
