@@ -15,7 +15,14 @@ reference, measured, …), medians of --repeat runs, printing the ratio:
    those cells. Target ≤ 1.5×.
 
 Every run of either side works on a fresh copy of its store; the copy is made before the clock
-starts (excluded from both sides). Stores live in a temp dir; nothing else is touched.
+starts (excluded from both sides). Stores live in a temp dir; nothing else is touched. Each run is
+timed in wall-clock and in CPU time (``time.process_time``: this process, SQLite included), and
+both ratios are printed — on a shared machine the CPU ratio is the steadier one.
+
+``--against OTHER/core`` (fork and resurrect): every run happens in a fresh worker process, and
+the rounds interleave this checkout's code with the other one's (e.g. a detached worktree of main:
+``git worktree add --detach /tmp/main-wt main``), so both are measured in the same minutes on the
+same stores: per round, old replay, old measured, new replay, new measured.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "core"))
+# A worker of --against runs the other checkout's code: its core comes first on the path.
+sys.path.insert(0, os.environ.get("FLUX_BENCH_CORE") or str(ROOT / "core"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_timemachine import _cell, write_ledgered  # noqa: E402
@@ -90,24 +98,90 @@ def write_corpus(w: StoreWriter, sessions: int, reads: int) -> list[str]:
 Timed = Callable[[Path], tuple[Callable[[], None], Callable[[], None]]]
 
 
-def paired(ref: Timed, meas: Timed, master: Path, tmp: Path,
-           repeat: int) -> tuple[float, float]:
-    """Interleave ``ref`` and ``meas``, each on a fresh copy of ``master`` (copy not timed)."""
-    rt, mt = [], []
+Times = tuple[float, float]  # (wall ms, CPU ms)
+
+
+def timed(fn: Timed, work: Path) -> Times:
+    """One run of ``fn`` in ``work`` (its store already copied there); setup is not timed."""
+    run, done = fn(work)  # setup (opening a client) is not timed
+    c, t = time.process_time(), time.perf_counter()
+    run()
+    dt, dc = (time.perf_counter() - t) * 1000, (time.process_time() - c) * 1000
+    done()
+    return dt, dc
+
+
+def _fresh(master: Path, work: Path) -> Path:
+    shutil.copytree(master, work / "store")
+    (work / "ws").mkdir()
+    return work
+
+
+def _medians(runs: list[Times]) -> Times:
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+
+def paired(ref: Timed, meas: Timed, master: Path, tmp: Path, repeat: int) -> tuple[Times, Times]:
+    """Interleave ``ref`` and ``meas``, each on a fresh copy of ``master`` (copy not timed):
+    medians of (wall, CPU) for each."""
+    rt: list[Times] = []
+    mt: list[Times] = []
     for i in range(repeat + 1):  # the first pair warms up and is dropped
         for fn, out in ((ref, rt), (meas, mt)):
-            work = tmp / f"run-{i}-{len(out)}-{id(out)}"
-            shutil.copytree(master, work / "store")
-            (work / "ws").mkdir()
-            run, done = fn(work)  # setup (opening a client) is not timed
-            t = time.perf_counter()
-            run()
-            dt = (time.perf_counter() - t) * 1000
-            done()
+            work = _fresh(master, tmp / f"run-{i}-{len(out)}-{id(out)}")
+            t = timed(fn, work)
             if i:
-                out.append(dt)
+                out.append(t)
             shutil.rmtree(work)
-    return statistics.median(rt), statistics.median(mt)
+    return _medians(rt), _medians(mt)
+
+
+def _worker_times(core: str | None, what: str, work: Path, sid: str, arg: int) -> Times:
+    """One run in a fresh process on ``core``'s code (None: this checkout's)."""
+    import json
+    import subprocess
+
+    env = dict(os.environ)
+    env.pop("FLUX_BENCH_CORE", None)
+    if core:
+        env["FLUX_BENCH_CORE"] = core
+    out = subprocess.run([sys.executable, __file__, "--worker", what, str(work), sid, str(arg)], env=env,
+                         check=True, capture_output=True, text=True).stdout
+    d = json.loads(out.strip().splitlines()[-1])
+    expect = Path(core or ROOT / "core").resolve()
+    assert Path(d["flux"]).resolve().is_relative_to(expect), f"the worker ran {d['flux']}, not {expect}"
+    return d["wall"], d["cpu"]
+
+
+def against(other_core: str, what: str, master: Path, sid: str, arg: int, tmp: Path,
+            repeat: int) -> dict[str, tuple[Times, Times]]:
+    """``what`` (fork/resurrect) vs replay, for the other checkout's code and this one's, every run
+    in a fresh worker, the four interleaved per round (the first round warms up and is dropped)."""
+    runs: dict[tuple[str, str], list[Times]] = {}
+    for i in range(repeat + 1):
+        for label, core in (("other", other_core), ("this", None)):
+            for side in ("replay", what):
+                work = _fresh(master, tmp / f"w-{i}-{label}-{side}")
+                # replay's arg: 1 = the replay must be faithful (the fork's source), 0 = may not be
+                t = _worker_times(core, side, work, sid, arg if side == what else int(what == "fork"))
+                if i:
+                    runs.setdefault((label, side), []).append(t)
+                shutil.rmtree(work)
+    return {label: (_medians(runs[(label, "replay")]), _medians(runs[(label, what)])) for label in ("other", "this")}
+
+
+def worker(what: str, work: Path, sid: str, arg: int) -> None:
+    """``--worker``: one timed run of replay / fork at ``arg`` / resurrect in ``work``; prints its times."""
+    import json
+
+    if what == "replay":
+        fn = _replay(sid, faithful=bool(arg))
+    elif what == "fork":
+        fn = _fork(sid, arg)
+    else:
+        fn = _resurrect(sid)
+    wall, cpu = timed(fn, work)
+    print(json.dumps({"wall": wall, "cpu": cpu, "flux": sys.modules["flux"].__file__}))
 
 
 def _client(work: Path) -> Client:
@@ -126,11 +200,40 @@ def _replay(sid: str, faithful: bool = True) -> Timed:
     return setup
 
 
-def report(label: str, ref_label: str, ref: float, meas: float, target: float) -> None:
-    ratio = meas / ref
+def _fork(sid: str, at: int) -> Timed:
+    def setup(work: Path):
+        c = _client(work)
+
+        def run() -> None:
+            res = fork_session(c, sid, at, inject="injected")
+            assert res.hermetic and res.live_ops == [] and res.prefix_served == at, res
+        return run, c.close
+    return setup
+
+
+def _resurrect(sid: str) -> Timed:
+    def setup(work: Path):
+        c = _client(work)
+
+        def run() -> None:
+            rep = resurrect_session(c, sid)
+            assert rep is not None and rep.ops_run_live == 0 and rep.outcome == "resurrected", rep
+        return run, c.close
+    return setup
+
+
+def report(label: str, ref_label: str, ref: Times, meas: Times, target: float, cpu: bool = True) -> None:
+    """``cpu=False``: the CPU time of this process is not the work (the sweep's jobs run in children)."""
+    ratio, cpu_ratio = meas[0] / ref[0], meas[1] / ref[1]
     verdict = "met" if ratio <= target else "MISSED"
-    print(f"  {ref_label:<44} {ref:9.1f} ms")
-    print(f"  {label:<44} {meas:9.1f} ms  ratio {ratio:.2f}× (target ≤ {target}×: {verdict})")
+    cpu_verdict = "met" if cpu_ratio <= target else "MISSED"
+    if not cpu:
+        print(f"  {ref_label:<44} {ref[0]:9.1f} ms")
+        print(f"  {label:<44} {meas[0]:9.1f} ms  ratio {ratio:.2f}× (target ≤ {target}×: {verdict})")
+        return
+    print(f"  {ref_label:<44} {ref[0]:9.1f} ms wall {ref[1]:9.1f} ms CPU")
+    print(f"  {label:<44} {meas[0]:9.1f} ms wall {meas[1]:9.1f} ms CPU")
+    print(f"  {'':<44} ratio {ratio:.2f}× wall ({verdict}), {cpu_ratio:.2f}× CPU ({cpu_verdict}); target ≤ {target}×")
 
 
 def main() -> None:
@@ -142,7 +245,14 @@ def main() -> None:
     ap.add_argument("--reads", type=int, default=40, help="read statements (cells) per sweep session")
     ap.add_argument("--cells", type=int, default=5_000, help="tail cells of the interrupted turn")
     ap.add_argument("--only", choices=("fork", "sweep", "resurrect"), action="append")
+    ap.add_argument("--against", metavar="OTHER_CORE", help="also measure fork/resurrect on another checkout's "
+                    "core/ directory, interleaved with this one, each run in a fresh worker process")
+    ap.add_argument("--worker", nargs=4, metavar=("WHAT", "WORK", "SID", "ARG"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.worker:
+        what, work, sid, arg = a.worker
+        worker(what, Path(work), sid, int(arg))
+        return
     if a.quick:
         a.statements, a.sessions, a.reads, a.cells, a.repeat = 1_000, 20, 20, 500, 3
     only = set(a.only or ("fork", "sweep", "resurrect"))
@@ -157,18 +267,13 @@ def main() -> None:
             with StoreWriter(master) as w:
                 sid = write_ledgered(w, 1, a.statements)
             at = a.statements - 1
-
-            def fork(work: Path):
-                c = _client(work)
-
-                def run() -> None:
-                    res = fork_session(c, sid, at, inject="injected")
-                    assert res.hermetic and res.live_ops == [] and res.prefix_served == at, res
-                return run, c.close
-
-            ref, meas = paired(_replay(sid), fork, master, tmp, a.repeat)
             print(f"1. fork of a {a.statements:,}-statement session at N = {at:,} (inject, tail on tape)")
-            report(f"fork_session at {at:,}", f"replay_session of the same session", ref, meas, 1.5)
+            if a.against:
+                for label, (ref, meas) in against(a.against, "fork", master, sid, at, tmp, a.repeat).items():
+                    report(f"fork_session at {at:,} [{label}]", f"replay_session [{label}]", ref, meas, 1.5)
+            else:
+                ref, meas = paired(_replay(sid), _fork(sid, at), master, tmp, a.repeat)
+                report(f"fork_session at {at:,}", "replay_session of the same session", ref, meas, 1.5)
 
         if "sweep" in only:
             master = tmp / "sweep-master"
@@ -188,24 +293,20 @@ def main() -> None:
 
             ref, meas = paired(sweep(1), sweep(2), master, tmp, a.repeat)
             print(f"2. sweep of {a.sessions} pure-substitution what-ifs ({a.reads} read cells each)")
-            report("what_if_over jobs=2", "what_if_over jobs=1 (sequential)", ref, meas, 0.7)
+            report("what_if_over jobs=2", "what_if_over jobs=1 (sequential)", ref, meas, 0.7, cpu=False)
 
         if "resurrect" in only:
             master = tmp / "resurrect-master"
             with StoreWriter(master) as w:
                 sid = write_interrupted(w, a.cells)
 
-            def resurrect(work: Path):
-                c = _client(work)
-
-                def run() -> None:
-                    rep = resurrect_session(c, sid)
-                    assert rep is not None and rep.ops_run_live == 0 and rep.outcome == "resurrected", rep
-                return run, c.close
-
-            ref, meas = paired(_replay(sid, faithful=False), resurrect, master, tmp, a.repeat)
             print(f"3. resurrect of a turn with {a.cells:,} tail cells (no statement rows, no turn_ended)")
-            report("resurrect_session", "replay_session of those cells", ref, meas, 1.5)
+            if a.against:
+                for label, (ref, meas) in against(a.against, "resurrect", master, sid, 0, tmp, a.repeat).items():
+                    report(f"resurrect_session [{label}]", f"replay_session of those cells [{label}]", ref, meas, 1.5)
+            else:
+                ref, meas = paired(_replay(sid, faithful=False), _resurrect(sid), master, tmp, a.repeat)
+                report("resurrect_session", "replay_session of those cells", ref, meas, 1.5)
 
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
