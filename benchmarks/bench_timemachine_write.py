@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # A worker of --against runs the other checkout's code: its core comes first on the path.
 sys.path.insert(0, os.environ.get("FLUX_BENCH_CORE") or str(ROOT / "core"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+import flux  # noqa: E402,F401  (first: bench_timemachine puts this checkout's core in front)
 
 from bench_timemachine import _cell, write_ledgered  # noqa: E402
 
