@@ -32,12 +32,15 @@ from ..lang.interpreter import Interpreter, LedgerEntry, ResumeLedger
 from ..lang.parser import parse
 from ..model.interrupted import check_interrupted
 from ..model.ledger import ledger_from_interrupted
-from ..model.session import TRACE_KINDS, Cell, SessionDetail, load_session
+from ..cassette.replay import TapeCell
+from ..model.session import TRACE_KINDS, Turn, fold_turns
 from ..store.events import (
-    Message, OpRecorded, PlanHalted, Run, StatementCompleted, StepFailed, StepStarted, StepSucceeded, TurnEnded,
+    DECODE_ERRORS, RUN_VARIANTS, CheckpointReached, Message, OpRecorded, PayloadError, PlanHalted, PlanResumed, Run,
+    StatementCompleted, StepFailed, StepStarted, StepSucceeded, TurnEnded, decode_run, load_payload, payload_kind,
+    run_fields_exact,
 )
 from ..store.bindings import FlowDbBindings
-from ..store.store import StoreReader
+from ..store.store import NotUTF8, SessionRow, StoreReader, StoredEvent, stored_event, valid_event_row
 from .engine import BufferedRunSink, binder_of, catalog_for, live_effect, predict_calls, simulate_serve
 from .gate import LiveOp, LivePreview
 
@@ -50,8 +53,35 @@ class ResurrectCancelled(FluxError):
 
 
 @dataclass
+class ResurrectInput:
+    """What resurrect reads of a session (:func:`read_resurrect_input`): its registry row, its turns
+    (headers and plan attempts) and the run rows of its newest turn — the only one flux resurrects
+    (§3.8) — each folded to what resurrect uses of it (:class:`TraceRow`)."""
+
+    row: SessionRow
+    turns: list[Turn]
+    trace: list["TraceRow"]  # the newest turn's run rows in stream order (empty when it has ended)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRow:
+    """One run row of the interrupted turn: its tag and ``global_seq``; ``step`` for the step rows
+    and cells, ``value`` = ``step_succeeded.output`` / the cell's ``content``; ``cell`` the tape's
+    view of a cell; ``event`` the decoded row for the ledger's and the boundary's variants
+    (``statement_completed``, ``plan_halted``, ``plan_resumed``, ``checkpoint_reached``)."""
+
+    global_seq: int
+    tag: str
+    step: str = ""
+    value: str = ""
+    op: str = ""
+    cell: Optional[TapeCell] = None
+    event: Optional[StoredEvent] = None
+
+
+@dataclass
 class ResurrectPlan:
-    detail: SessionDetail
+    detail: ResurrectInput
     session: str
     turn: int  # 1-based
     turn_id: int
@@ -60,7 +90,7 @@ class ResurrectPlan:
     completed: int  # statements the ledger shows completed (flux's K)
     ledger: Optional[ResumeLedger]  # what fast-forwards (values rebuildable)
     values: dict[str, Any]
-    tail: list[Cell]  # the crash tail served from tape
+    tail: list[TapeCell]  # the crash tail served from tape
     unanchored_cells: int  # flux's field: cells of a turn with no boundary at all
     in_flight: Optional[str]  # the op dispatched with no result and no cell
     preview: LivePreview
@@ -104,16 +134,117 @@ def resurrect_lines(plan_or_report: Any) -> str:
             "finishing it offline (no model call)")
 
 
-def _values_from_trace(trace: list) -> dict[str, Any]:
+# ------------------------------------------------------------------------------------------------
+# Reading: the newest turn's run rows, folded straight from the rows
+
+
+_HEADERS = ("turn_started", "turn_ended", "plan_attempted")
+_WINDOW_SQL = ("SELECT global_seq, stream, stream_seq, id, kind, ts, turn_id, payload FROM events WHERE stream = ?"
+               " AND stream_seq >= ? AND kind IN (" + ",".join("?" * len(TRACE_KINDS)) + ") ORDER BY stream_seq")
+_DECODED = (StatementCompleted, PlanHalted, PlanResumed, CheckpointReached)
+
+
+def read_resurrect_input(reader: StoreReader, ref: str | None) -> ResurrectInput:
+    """Resolve ``s_<n>``/``last`` and read what resurrect needs of it: the turn headers (an index
+    search), then — only when the newest turn has no end — that turn's rows (an index range from
+    its ``turn_started``), each validated as every reader validates it (``json.loads``-ed with the
+    surrogate rule; a row whose fields are not already typed is decoded in full; a corrupt row is
+    skipped and counted), but only the ledger's variants become objects: a step row or a cell is
+    read for the few fields resurrect uses (:class:`TraceRow`). ``load_session`` decoded every
+    row of the session into objects to serve the same turn."""
+    row = reader.resolve_session(ref)
+    header = reader.events(row.id, kinds=_HEADERS, sparse=True)
+    turns = fold_turns(header)
+    trace: list[TraceRow] = []
+    if turns and not turns[-1].ended:
+        newest = turns[-1]
+        try:
+            trace = _read_window(reader, row.id, newest, tolerant=False)
+        except NotUTF8:  # a TEXT cell is not UTF-8: read again, that row comes back as bytes and is skipped
+            trace = _read_window(reader, row.id, newest, tolerant=True)
+    return ResurrectInput(row, turns, trace)
+
+
+def _read_window(reader: StoreReader, sid: str, turn: Turn, *, tolerant: bool) -> list[TraceRow]:
+    """The run rows at or after ``turn``'s ``turn_started`` (by stream position, then by
+    ``global_seq``, the turn's window as ``SessionDetail.turn_run_trace`` cuts it). A header kind's
+    row was read (and a corrupt one counted) with the headers: here it counts only when its payload
+    says ``run``."""
+    out: list[TraceRow] = []
+    skipped = 0
+    start = turn.turn_id
+    for gs, stream, sseq, eid, kind, ts, turn_id, payload in reader.scan(_WINDOW_SQL, (sid, turn.stream_seq, *TRACE_KINDS),
+                                                                        tolerant=tolerant):
+        counted = kind == "run"
+        if not valid_event_row(gs, stream, sseq, kind, payload):
+            skipped += counted
+            continue
+        try:
+            obj = load_payload(payload)
+        except PayloadError:
+            skipped += counted
+            continue
+        if payload_kind(kind, obj) != "run":
+            continue  # a header (read with the headers) or another kind: not a run row
+        if gs < start:
+            counted = False  # outside the window: load_session validated it with the session; not ours
+        d = obj.get("data")
+        tag = d.get("event") if type(d) is dict else None
+        cls = RUN_VARIANTS.get(tag) if type(tag) is str else None
+        if cls is not None and cls not in _DECODED and run_fields_exact(cls, d):
+            if gs < start:
+                continue
+            if cls is StepStarted:
+                out.append(TraceRow(gs, tag, d.get("step", ""), op=d.get("op", "")))
+            elif cls is StepSucceeded:
+                out.append(TraceRow(gs, tag, d.get("step", ""), d.get("output", "")))
+            elif cls is StepFailed:
+                out.append(TraceRow(gs, tag, d.get("step", "")))
+            elif cls is OpRecorded:  # OpRecorded's defaults where a field is absent
+                content = d.get("content", "")
+                out.append(TraceRow(gs, tag, d.get("step", ""), content, cell=TapeCell(
+                    d.get("op", ""), d.get("input_hash", ""), d.get("input_hash_redacted"), content, d.get("view"),
+                    d.get("is_error", False), d.get("denied", False), d.get("truncated", False))))
+            else:
+                out.append(TraceRow(gs, tag))
+            continue
+        try:  # a ledger row, or an odd one: decoded in full, exactly as every reader does
+            ev = decode_run(d)
+        except DECODE_ERRORS:
+            skipped += counted
+            continue
+        if gs < start:
+            continue
+        out.append(_trace_row(stored_event(gs, stream, sseq, eid, kind, ts, turn_id, Run(event=ev))))
+    if skipped:
+        reader.skipped_rows += skipped
+    return out
+
+
+def _trace_row(e: StoredEvent) -> TraceRow:
+    """A decoded run event as a :class:`TraceRow`."""
+    r = e.body.event
+    gs, tag = e.global_seq, r.TAG
+    if isinstance(r, StepStarted):
+        return TraceRow(gs, tag, r.step, op=r.op)
+    if isinstance(r, StepSucceeded):
+        return TraceRow(gs, tag, r.step, r.output)
+    if isinstance(r, StepFailed):
+        return TraceRow(gs, tag, r.step)
+    if isinstance(r, OpRecorded):
+        return TraceRow(gs, tag, r.step, r.content, cell=TapeCell.of(r))
+    return TraceRow(gs, tag, event=e if isinstance(r, _DECODED) else None)
+
+
+def _values_from_trace(trace: list[TraceRow]) -> dict[str, Any]:
     """Value ids of the dead process rebuilt from the cells: ``step_succeeded.output`` → content."""
     values: dict[str, Any] = {}
     pending: dict[str, str] = {}
     for e in trace:
-        r = e.body.event
-        if isinstance(r, OpRecorded):
-            pending[r.step] = r.content
-        elif isinstance(r, StepSucceeded) and r.step in pending:
-            values[r.output] = pending.pop(r.step)
+        if e.tag == "op_recorded":
+            pending[e.step] = e.value
+        elif e.tag == "step_succeeded" and e.step in pending:
+            values[e.value] = pending.pop(e.step)
     return values
 
 
@@ -121,21 +252,23 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
                       workspace: str | None = None) -> Optional[ResurrectPlan]:
     """Validate and preview a resurrect; ``None`` when no turn is interrupted. A turn flux would not
     flag (needs manual recovery, no accepted plan, unparsable plan) is a one-line error."""
-    detail = load_session(reader, session, kinds=TRACE_KINDS)
-    sid = detail.id
-    check = check_interrupted(detail.turns, detail.turn_run_trace)
+    detail = read_resurrect_input(reader, session)
+    sid = detail.row.id
+    trace = detail.trace
+    ledger_rows = [e.event for e in trace if e.event is not None]  # all the check and the ledger read
+    check = check_interrupted(detail.turns, lambda turn: ledger_rows)
     if check.interrupted is None:
         if check.reason is not None:
             raise FluxError(f"session {sid} cannot be resurrected: {check.reason}")
         return None
     it = check.interrupted
     turn = detail.turns[it.turn_number - 1]
+    assert turn is detail.turns[-1]  # flux resurrects only the newest turn (§3.8): the one read in full
     draft = it.draft if it.draft is not None else parse(it.plan_source)
     key = it.flow_key
-    trace = detail.turn_run_trace(turn)
     anchor = turn.accepted_plans[-1].global_seq
     after = [e for e in trace if e.global_seq > anchor]
-    full = ledger_from_interrupted(trace, key)
+    full = ledger_from_interrupted(ledger_rows, key)
     values = _values_from_trace(after)
     kept: list[LedgerEntry] = []
     if full is not None:
@@ -153,21 +286,20 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
     if kept:
         last = kept[-1].node
         for e in after:
-            r = e.body.event
+            r = e.event.body.event if e.event is not None else None
             if isinstance(r, StatementCompleted) and r.plan == key and r.node == last:
                 boundary = e.global_seq
-    has_boundary = any(isinstance(e.body.event, (StatementCompleted, PlanHalted)) for e in trace)
-    turn_cells = detail.turn_cells(turn)
-    tail = [c for c in turn_cells if c.global_seq > boundary]
+    has_boundary = any(e.tag in ("statement_completed", "plan_halted") for e in trace)
+    turn_cells = [e for e in trace if e.cell is not None]
+    tail = [e.cell for e in turn_cells if e.global_seq > boundary]
     unanchored = 0 if has_boundary else len(turn_cells)
     # the op in flight: a step_started after the anchor with no result row and no cell
     open_steps: dict[str, str] = {}
     for e in after:
-        r = e.body.event
-        if isinstance(r, StepStarted):
-            open_steps[r.step] = r.op
-        elif isinstance(r, (StepSucceeded, StepFailed, OpRecorded)):
-            open_steps.pop(r.step, None)
+        if e.tag == "step_started":
+            open_steps[e.step] = e.op
+        elif e.tag in ("step_succeeded", "step_failed", "op_recorded"):
+            open_steps.pop(e.step, None)
     in_flight = next(iter(reversed(list(open_steps.values()))), None)
 
     start = 0
