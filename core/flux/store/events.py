@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterable
 
 from json.encoder import encode_basestring as json_str  # C: serde's escapes, raw UTF-8
 
@@ -824,3 +824,65 @@ def encode_run_body(body: dict) -> str:
         else:
             return compact_json({"kind": "run", "data": data})
     return encode_payload(Run(event=decode_run(body)))
+
+
+# Bulk encoding of run bodies (fork's prefix, resurrect's and what-if's re-executed runs): one
+# generated function per variant writes the payload text in a single concatenation, where
+# encode_run_body walks the variant's fields in a Python loop and then builds and encodes a dict.
+_RUN_WRITERS: dict[str, Any] = {}
+
+
+def _run_writer(tag: str) -> Any:
+    """For a variant :func:`encode_run_body` takes its fast path on (every field ``str``, ``int``,
+    ``bool`` or ``str | None``): a function ``body -> payload text`` that writes exactly that
+    path's text — ``{"kind":"run","data":{"event":…, fields in declared order}}``, a missing field
+    taken at its default, a ``None`` left out — or returns None when a value is not of its field's
+    exact type (the caller then takes :func:`encode_run_body`, which takes the slow path). None for
+    any other variant. Generated once per variant from the dataclass's fields (trusted names and
+    literal defaults, never stored text)."""
+    if tag in _RUN_WRITERS:
+        return _RUN_WRITERS[tag]
+    if tag not in RUN_VARIANTS:
+        return None  # an unknown tag (a hostile body): encode_run_body's reference path, nothing cached
+    plan = _fast_plan(tag)
+    fn = None
+    if plan is not None and all(type(d) in (str, int, bool, type(None)) for _, _, d in plan):
+        head = '{"kind":"run","data":{"event":' + json_str(tag)
+        loads, checks, parts = [], [], [repr(head)]
+        for i, (key, types, default) in enumerate(plan):
+            frag = repr("," + json_str(key) + ":")
+            loads.append(f"    v{i} = g({key!r}, {default!r})")
+            if types == (str,):
+                checks.append(f"type(v{i}) is str")
+                parts.append(f"{frag} + js(v{i})")
+            elif types == (int,):
+                checks.append(f"type(v{i}) is int")
+                parts.append(f"{frag} + ir(v{i})")
+            elif types == (bool,):
+                checks.append(f"type(v{i}) is bool")
+                parts.append(f"({frag} + ('true' if v{i} else 'false'))")
+            else:  # str | None: None is left out
+                checks.append(f"(v{i} is None or type(v{i}) is str)")
+                parts.append(f"({frag} + js(v{i}) if v{i} is not None else '')")
+        src = "\n".join(["def write(b):", "    g = b.get", *loads,
+                         f"    if not ({' and '.join(checks) or 'True'}):", "        return None",
+                         f"    return {' + '.join(parts)} + '}}}}'"])
+        scope: dict[str, Any] = {"js": json_str, "ir": int.__repr__}
+        exec(compile(src, f"<run writer {tag}>", "exec"), scope)  # noqa: S102 - generated from field names
+        fn = scope["write"]
+    _RUN_WRITERS[tag] = fn
+    return fn
+
+
+def encode_run_bodies(bodies: Iterable[dict]) -> list[str]:
+    """``[encode_run_body(b) for b in bodies]`` — the same texts — written by a generated writer per
+    variant (:func:`_run_writer`) where the values have their types, else by :func:`encode_run_body`."""
+    out: list[str] = []
+    add = out.append
+    writers = _RUN_WRITERS
+    for b in bodies:
+        tag = b.get("event") if type(b) is dict else None
+        w = (writers[tag] if tag in writers else _run_writer(tag)) if type(tag) is str else None
+        text = w(b) if w is not None else None
+        add(text if text is not None else encode_run_body(b))
+    return out

@@ -418,10 +418,11 @@ def flush_events(writer: StoreWriter, sid: str, bodies: Sequence[dict], redactor
                  cap: int | None = None) -> None:
     """Append run bodies to ``sid`` in one transaction (a prefix lands whole or not at all): the
     rows :meth:`StoreWriter.append_runs` writes, through its bulk twin
-    :meth:`StoreWriter.append_run_texts` (multi-row inserts, ids minted in one go)."""
-    from ..store.events import encode_run_body
+    :meth:`StoreWriter.append_run_texts` (multi-row inserts, ids minted in one go), the payloads
+    written by :func:`~flux.store.events.encode_run_bodies` (the same texts as ``encode_run_body``)."""
+    from ..store.events import encode_run_bodies
 
-    writer.append_run_texts(sid, [encode_run_body(run_row(ev, redactor, cap)) for ev in bodies])
+    writer.append_run_texts(sid, encode_run_bodies([run_row(ev, redactor, cap) for ev in bodies]))
 
 
 class BufferedRunSink:
