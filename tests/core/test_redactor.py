@@ -277,3 +277,17 @@ def test_redact_value_fast_path_equals_the_reference(value, secrets):
     got = r.redact_value(value)
     assert repr(got) == repr(expected)  # repr: type-strict (1 vs True vs 1.0), nan-safe
     assert repr(r.redact_value(value)) == repr(expected)  # memoized
+
+
+# The prefilter's long-ASCII path (``in`` on the lowered text) finds what the regex finds.
+@settings(max_examples=200, deadline=None)
+@given(parts=st.lists(st.one_of(triggers, st.text(max_size=12), st.text(alphabet="abcdeKkSsyY-_:/ \n", max_size=40)),
+                      min_size=1, max_size=6),
+       pad=st.sampled_from(["", "x" * 600, "é" * 300, "k" * 513]))
+def test_long_text_prefilter_equals_the_regex(parts, pad):
+    from flux.cassette.redactor import _MAY_MATCH, _may_match
+
+    for text in ("".join(parts), pad + "".join(parts), "".join(parts) + pad):
+        assert _may_match(text) == (_MAY_MATCH.search(text) is not None)
+    long = "flow\n" + '  s = write({"path":"a","body":"b"})\n' * 40
+    assert not _may_match(long) and _may_match(long + "  t = read({\"tOkEn\":1})\n")
