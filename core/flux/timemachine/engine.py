@@ -36,8 +36,8 @@ __all__ = [
 
 
 def _has_placeholder(v: Any) -> bool:
-    if isinstance(v, str):
-        return any(m.group(1) for m in _PLACEHOLDER.finditer(v))
+    if isinstance(v, str):  # every placeholder spelling starts with "{"
+        return "{" in v and any(m.group(1) for m in _PLACEHOLDER.finditer(v))
     if isinstance(v, list):
         return any(_has_placeholder(x) for x in v)
     if isinstance(v, dict):

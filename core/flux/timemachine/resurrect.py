@@ -20,7 +20,7 @@ cannot be rebuilt is re-executed instead of fast-forwarded, its dispatches serve
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from ..cassette.record import RecordingHost
 from ..cassette.replay import ReplayTape, TapeFirstHost
@@ -63,8 +63,7 @@ class ResurrectInput:
     trace: list["TraceRow"]  # the newest turn's run rows in stream order (empty when it has ended)
 
 
-@dataclass(frozen=True, slots=True)
-class TraceRow:
+class TraceRow(NamedTuple):
     """One run row of the interrupted turn: its tag and ``global_seq``; ``step`` for the step rows
     and cells, ``value`` = ``step_succeeded.output`` / the cell's ``content``; ``cell`` the tape's
     view of a cell; ``event`` the decoded row for the ledger's and the boundary's variants
