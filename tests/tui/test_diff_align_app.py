@@ -115,3 +115,45 @@ class TestSnapshots:
     def test_shifted_fork_diff_80x24(self, snap_compare, forked_demo):
         app, before = _snap(*forked_demo)
         assert snap_compare(app, terminal_size=(80, 24), run_before=before)
+
+
+def _mixed(path: Path) -> Path:
+    """s_1: task, read, run_tests (fails), edit a, run_tests; s_2 (its fork): task, run_tests
+    (passes), edit b, run_tests, append — same length, shifted by one from the second cell on."""
+    from flux.store import StoreWriter
+    from tests.helpers import cell, write_turn
+
+    with StoreWriter(path) as w:
+        a = w.create_session("mock")
+        write_turn(w, a, "go", cells=[
+            cell("task", {"p": "map"}, "mapped"), cell("read", {"path": "x.py"}, "code"),
+            cell("run_tests", {"path": "tests"}, "F. 1 failed"), cell("edit", {"path": "x.py", "new": "a"}, "ok"),
+            cell("run_tests", {"path": "tests"}, "2 passed")])
+        b = w.create_session("mock", context={"agent_id": f"fork:{a}@1", "correlation_id": a})
+        write_turn(w, b, "go", cells=[
+            cell("task", {"p": "map"}, "mapped"), cell("run_tests", {"path": "tests"}, "2 passed"),
+            cell("edit", {"path": "x.py", "new": "b"}, "ok"), cell("run_tests", {"path": "tests"}, "2 passed"),
+            cell("append", {"path": "CHANGELOG"}, "ok")])
+    return path
+
+
+async def test_gap_world_and_replaced_rows_of_a_shifted_pair(make_app, tmp_path):
+    app = make_app(_mixed(tmp_path / "mixed"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = await _diff_of_fork(app, pilot, "s_2")
+        assert screen.diff.sequence_aligned and screen.rows_view.cursor == 1
+        body = [ln[1:-1] for ln in screen_text(app).splitlines()[3:10]]
+        assert body[0].startswith("= 0 op `task`") and "│ 0 op `task`" in body[0]
+        assert body[1].startswith("~   ∅ no cell here") and "│ 1 op `read`" in body[1]
+        assert body[2].startswith("≠ 1 op `run_tests`") and "│ 2 op `run_tests`" in body[2]
+        assert body[3].startswith("    → 2 passed") and "│   → F. 1 failed" in body[3]  # under each side's text
+        assert body[4].startswith("~ 2 op `edit`") and "│ 3 op `edit`" in body[4]  # a changed call: both sides
+        assert body[5].startswith("= 3 op `run_tests`") and "│ 4 op `run_tests`" in body[5]
+        assert body[6].startswith("~ 4 op `append`") and "│   ∅ no cell here" in body[6]
+        await pilot.press("n")
+        await settle(pilot)
+        row = screen.rows_view.current
+        assert screen.rows_view.cursor == 2 and (row.kind, row.a_index, row.b_index) == ("output", 1, 2)
+        text = " ".join(screen_text(app).replace("│", " ").split())  # the row panel wraps at 80
+        assert "row 2 · A cell #1 ↔ B cell #2" in text and "s_2 2 passed" in text and "s_1 F. 1 failed" in text

@@ -213,6 +213,12 @@ class DiffList(VirtualList[Any]):
             return t
         # second line of an output row: the recorded outputs
         t.append(" " * self._gutter(num))
+        if self.sequence_aligned:  # under each side's text, past its own number column
+            pad = " " * (num + 1)
+            t.append_text(_fit(Text.assemble((pad + "→ ", "dim"), (_excerpt(row.a), "red")), side))
+            t.append(" │ ", style="dim")
+            t.append_text(_fit(Text.assemble((pad + "→ ", "dim"), (_excerpt(row.b), "green")), side))
+            return t
         t.append_text(_fit(Text.assemble(("  → ", "dim"), (_excerpt(row.a), "red")), side))
         t.append(" │ ", style="dim")
         t.append_text(_fit(Text.assemble(("  → ", "dim"), (_excerpt(row.b), "green")), side))
