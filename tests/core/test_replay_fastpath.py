@@ -180,3 +180,23 @@ def test_the_base_store_replays_and_the_mutations_reach_both_halves(replay_base)
         inp = read_replay_input(r, "s_1")
     assert rep.cells_total == 6 and rep.cells_consumed == 5 and len(inp.executions) == 2 and inp.has_trace
     assert rep.diverged is None and rep.plans[-1].halt_kind == "runtime"
+
+
+def test_a_plan_text_accepted_twice_is_parsed_once_and_runs_at_both_executions(tmp_path, monkeypatch):
+    import flux.timemachine.replay as replay_mod
+
+    store = tmp_path / "store"
+    host = 'flow\n  adaptive_gather_1 = read({"path":"a.txt"})\n'
+    with StoreWriter(store) as w:
+        sid = w.create_session("mock")
+        write_turn(w, sid, "one", plan=host, cells=[cell("read", {"path": "a.txt"}, "A")])
+        write_turn(w, sid, "two", plan=host, cells=[cell("read", {"path": "a.txt"}, "A")])
+    calls: list[str] = []
+    real = replay_mod.parse_stored_plan
+    monkeypatch.setattr(replay_mod, "parse_stored_plan", lambda text: calls.append(text) or real(text))
+    with StoreReader(store) as r:
+        rep = replay_session(r, "last")
+    # one parse for the two acceptances, and the plan runs at both executions
+    assert calls == [host]
+    assert [p.flow_key for p in rep.plans] == [rep.plans[0].flow_key] * 2
+    assert rep.cells_total == 2 and rep.cells_consumed == 2 and rep.diverged is None and rep.faithful

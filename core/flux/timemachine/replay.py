@@ -220,7 +220,12 @@ def accepted_plans(detail: SessionDetail, *, direct: bool = False):
     """``(turn, flow_key, parsed plan)`` per accepted plan in acceptance order; a damaged
     ``plan_source`` is :class:`NotReplayable` naming the turn and attempt. With ``direct``, a host
     plan comes as the :class:`~flux.timemachine.replay_direct.HostCall` its text gives (same key)
-    instead of its AST."""
+    instead of its AST.
+
+    Identical plan texts are parsed once (the AST is frozen, and the same text always parses to
+    the same AST and key): a session that accepts the same plan again — a retry, a revision that
+    changed nothing, a loop of identical host-derived calls — pays for one parse."""
+    parsed: dict[str, tuple[A.DraftAst, str]] = {}
     for t in detail.turns:
         for att in t.plan_attempts:
             if att.outcome != "accepted" or att.plan_source is None:
@@ -230,7 +235,10 @@ def accepted_plans(detail: SessionDetail, *, direct: bool = False):
                 yield t, hc.flow_key, hc
                 continue
             try:
-                draft, key = parse_stored_plan(att.plan_source)
+                hit = parsed.get(att.plan_source)
+                if hit is None:
+                    hit = parsed[att.plan_source] = parse_stored_plan(att.plan_source)
+                draft, key = hit
             except FluxError as e:
                 raise _not_replayable(
                     detail.id,
