@@ -123,6 +123,7 @@ def fold_turns(events: Iterable[StoredEvent]) -> list[Turn]:
     """Turns with their plan attempts, ending and usage attached by ``turn_id`` (§3.3)."""
     turns: list[Turn] = []
     by_id: dict[int, Turn] = {}
+    words: dict[str, str] = {}  # one copy of each outcome/phase word, not one per attempt (long sessions)
     for ev in events:
         b = ev.body
         if isinstance(b, TurnStarted):
@@ -137,8 +138,13 @@ def fold_turns(events: Iterable[StoredEvent]) -> list[Turn]:
         if t is None:
             continue
         if isinstance(b, PlanAttempted):
-            t.plan_attempts.append(PlanAttempt(ev.global_seq, ev.stream_seq, ev.ts, ev.turn_id, b.step, b.outcome,
-                                               b.error, b.fingerprint, b.phase, b.plan_source, b.plan_text))
+            outcome, phase = b.outcome, b.phase
+            if type(outcome) is str and len(outcome) < 32:
+                outcome = words.setdefault(outcome, outcome)
+            if type(phase) is str and len(phase) < 32:
+                phase = words.setdefault(phase, phase)
+            t.plan_attempts.append(PlanAttempt(ev.global_seq, ev.stream_seq, ev.ts, ev.turn_id, b.step, outcome,
+                                               b.error, b.fingerprint, phase, b.plan_source, b.plan_text))
         elif isinstance(b, TurnEnded):
             t.outcome = b.outcome
             t.iterations = b.iterations

@@ -75,10 +75,22 @@ def read_replay_input(reader: StoreReader, ref: str | None, *, full_cells: bool 
 
 
 def _read(reader: StoreReader, sid: str, *, tolerant: bool, full_cells: bool = False) -> ReplayInput:
-    others = []  # the decoded rows that are not run rows: turns and plan attempts fold from them
     cells: list[Any] = []
     bodies: list[dict] | None = [] if full_cells else None
     ledger: list[tuple[str, int, bool, bool, int]] = []
+    seen = {"trace": False, "skipped": 0}
+    # The rows that are not run rows (turns, plan attempts) are folded as the scan yields them, not
+    # gathered first: a long session's decoded plan rows never sit in one list.
+    turns = fold_turns(_scan(reader, sid, tolerant, cells, bodies, ledger, seen))
+    if seen["skipped"]:
+        reader.skipped_rows += seen["skipped"]
+    return ReplayInput(sid, turns, cells, executions_from_rows(ledger), seen["trace"], cell_bodies=bodies)
+
+
+def _scan(reader: StoreReader, sid: str, tolerant: bool, cells: list[Any], bodies: list[dict] | None,
+          ledger: list[tuple[str, int, bool, bool, int]], seen: dict[str, Any]):
+    """The session's decoded non-run rows, in order; the run rows go to ``cells`` and ``ledger``,
+    and ``seen`` gets whether any run row decoded (``trace``) and how many rows were ``skipped``."""
     has_trace = False
     skipped = 0
     for gs, stream, sseq, eid, kind, ts, turn_id, payload in reader.scan(_SQL, (sid, *TRACE_KINDS), tolerant=tolerant):
@@ -96,7 +108,7 @@ def _read(reader: StoreReader, sid: str, *, tolerant: bool, full_cells: bool = F
             except PayloadError:
                 skipped += 1
                 continue
-            others.append(stored_event(gs, stream, sseq, eid, kind, ts, turn_id, body))
+            yield stored_event(gs, stream, sseq, eid, kind, ts, turn_id, body)
             continue
         d = obj.get("data")
         tag = d.get("event") if type(d) is dict else None
@@ -128,6 +140,5 @@ def _read(reader: StoreReader, sid: str, *, tolerant: bool, full_cells: bool = F
             ledger.append((ev.plan, ev.node, bool(ev.skipped), False, gs))
         elif isinstance(ev, PlanHalted):
             ledger.append((ev.plan, ev.node, False, True, gs))
-    if skipped:
-        reader.skipped_rows += skipped
-    return ReplayInput(sid, fold_turns(others), cells, executions_from_rows(ledger), has_trace, cell_bodies=bodies)
+    seen["trace"] = has_trace
+    seen["skipped"] = skipped
