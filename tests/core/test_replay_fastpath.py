@@ -49,6 +49,7 @@ from hypothesis import HealthCheck  # noqa: E402
 
 from flux.canonical import canonical_json, sha256_hex  # noqa: E402
 from flux.errors import FluxError  # noqa: E402
+from flux.lang.catalog import OpCatalog, OpSpec  # noqa: E402
 from flux.lang.hashes import flow_key, stmt_hash16  # noqa: E402
 from flux.lang.parser import parse  # noqa: E402
 from flux.model.session import TRACE_KINDS, load_session  # noqa: E402
@@ -110,6 +111,13 @@ _PAYLOAD_TEXTS = st.sampled_from([
 ])
 
 
+_PLAN_TEXTS = st.sampled_from([
+    "flow\n  x = \n", "not a plan", 'flow\n  s0 = erase({"path":"b"})\n',
+    'flow\n  adaptive_gather_1 = read({"path":"a.txt"})\n',
+    'flow\n  s0 = write({"path":"b","body":"x"})\n  s1 = write({"path":"c","body":"x"})\n  s2 = write({"path":"d","body":"x"})\n',
+])
+
+
 def _mutate(store: Path, data, stream: str | None = None) -> None:
     """Corrupt 1-3 rows of the store (of ``stream`` only, when given)."""
     con = sqlite3.connect(store / "events.db", isolation_level=None)
@@ -118,8 +126,16 @@ def _mutate(store: Path, data, stream: str | None = None) -> None:
                            " ORDER BY global_seq", (stream, stream)).fetchall()
         for _ in range(data.draw(st.integers(1, 3), label="mutations")):
             gs, kind, payload = data.draw(st.sampled_from(rows), label="row")
-            how = data.draw(st.sampled_from(["field", "text", "kind", "utf8", "blob"]), label="how")
-            if how == "field":
+            how = data.draw(st.sampled_from(["field", "text", "kind", "utf8", "blob", "plan"]), label="how")
+            if how == "plan":  # an accepted plan damaged, or naming an op a catalog may lack, or another's text
+                plans = [r for r in rows if r[1] == "plan_attempted"]
+                if not plans:
+                    continue
+                gs, kind, payload = data.draw(st.sampled_from(plans), label="plan row")
+                obj = json.loads(payload)
+                obj["data"]["plan_source"] = data.draw(_PLAN_TEXTS, label="plan text")
+                con.execute("UPDATE events SET payload = ? WHERE global_seq = ?", (json.dumps(obj), gs))
+            elif how == "field":
                 obj = json.loads(payload)
                 d = obj.get("data")
                 if not isinstance(d, dict) or not d:
@@ -140,13 +156,31 @@ def _mutate(store: Path, data, stream: str | None = None) -> None:
         con.close()
 
 
-def _outcome(fn):
+def _outcome(fn, *, detail: bool = True):
     try:
         rep = fn()
     except FluxError as e:
         return ("error", type(e).__name__, str(e))
+    if not detail:  # what a detail=False report promises: everything but the per-statement detail, left empty
+        assert (rep.statement_results, rep.requests, rep.scratch_events, rep.detail) == ([], [], [], False)
+        return ("report", rep.to_json(), rep.summary_lines(), rep.served, rep.cell_status, rep.plans,
+                rep.redacted_standins, rep.tape_end, rep.faithful, rep.unconsumed)
     return ("report", rep.to_json(), rep.summary_lines(), rep.served, rep.cell_status, rep.statement_results,
             rep.requests, rep.scratch_events, rep.plans, rep.redacted_standins, rep.tape_end)
+
+
+def _brief(outcome):
+    """The part of a full report's outcome a detail=False report keeps."""
+    if outcome[0] == "error":
+        return outcome
+    _tag, js, lines, served, status, _sr, _req, _ev, plans, standins, end = outcome
+    faithful = js["diverged"] is None and js["cells_consumed"] == js["cells_total"]
+    return ("report", js, lines, served, status, plans, standins, end, faithful,
+            [i for i, s in enumerate(status) if s != "served"])
+
+
+# The catalogs a replay may be given: none (permissive), one with every op, one without `write`.
+_CATALOGS = st.sampled_from([None, ("read", "write"), ("read",), ("read", "write", "erase")])
 
 
 def _same_input(a: ReplayInput, b: ReplayInput) -> None:
@@ -169,6 +203,17 @@ def test_the_streamed_replay_read_equals_the_full_decode_on_corrupted_rows(repla
         assert _outcome(lambda: replay_session(fast, "s_1")) == \
             _outcome(lambda: replay_detail(load_session(full, "s_1", kinds=TRACE_KINDS)))
         assert fast.skipped_rows == full.skipped_rows
+        # Plans parsed as the replay reaches them (and the lean report `flux replay` asks for) give
+        # what parsing every plan first gives (on_progress takes that path): the same report, or
+        # the same error — a damaged plan, a missing turn, an op the catalog lacks, in flux's order.
+        turn = data.draw(st.sampled_from([None, 1, 2, 3]), label="turn")
+        ops = data.draw(_CATALOGS, label="catalog")
+        catalog = None if ops is None else OpCatalog([OpSpec(op, ("path",)) for op in ops])
+        eager = _outcome(lambda: replay_detail(load_session(full, "s_1", kinds=TRACE_KINDS), turn=turn,
+                                               catalog=catalog, on_progress=lambda done, total: None))
+        assert _outcome(lambda: replay_session(fast, "s_1", turn, catalog=catalog)) == eager
+        assert _outcome(lambda: replay_session(fast, "s_1", turn, catalog=catalog, detail=False),
+                        detail=False) == _brief(eager)
     finally:
         full.close()
         fast.close()
@@ -186,7 +231,7 @@ def test_a_plan_text_accepted_twice_is_parsed_once_and_runs_at_both_executions(t
     import flux.timemachine.replay as replay_mod
 
     store = tmp_path / "store"
-    host = 'flow\n  adaptive_gather_1 = read({"path":"a.txt"})\n'
+    host = 'flow\n  adaptive_gather_1 = read({"path": "a.txt"})\n'  # not canonical JSON: parsed, not direct
     with StoreWriter(store) as w:
         sid = w.create_session("mock")
         write_turn(w, sid, "one", plan=host, cells=[cell("read", {"path": "a.txt"}, "A")])
@@ -200,3 +245,127 @@ def test_a_plan_text_accepted_twice_is_parsed_once_and_runs_at_both_executions(t
     assert calls == [host]
     assert [p.flow_key for p in rep.plans] == [rep.plans[0].flow_key] * 2
     assert rep.cells_total == 2 and rep.cells_consumed == 2 and rep.diverged is None and rep.faithful
+
+
+# ------------------------------------------------------------------------------------------------
+# Plans parsed as the replay reaches them: let go after their last run, refused as flux refuses.
+
+def _host_store(tmp_path, plans: list[tuple[str, str, str]]) -> Path:
+    """One turn per (op, path, content) plan, each with its one cell (no ledger rows). The argument
+    is not canonical JSON (a space), so the plan is parsed, not taken by the direct path."""
+    store = tmp_path / "store"
+    with StoreWriter(store) as w:
+        sid = w.create_session("mock")
+        for i, (op, path, content) in enumerate(plans):
+            plan = f'flow\n  adaptive_gather_{i} = {op}({{"path": "{path}"}})\n'
+            write_turn(w, sid, f"t{i}", plan=plan, cells=[cell(op, {"path": path}, content)])
+    return store
+
+
+@pytest.mark.parametrize("ledgered", [False, True])
+def test_a_plan_is_let_go_after_its_last_run_and_parsed_no_earlier_than_needed(tmp_path, monkeypatch, ledgered):
+    import gc
+    import weakref
+
+    import flux.timemachine.replay as replay_mod
+    from flux.lang.interpreter import Interpreter
+
+    if ledgered:  # execution order from ledger rows: plan 0 runs twice (a re-run), the others once
+        store = tmp_path / "store"
+        with StoreWriter(store) as w:
+            sid = w.create_session("mock")
+            for t in range(3):
+                tid = write_turn(w, sid, f"t{t}", cells=[], end=None)
+                _ledgered(w, sid, tid, [f"p{t}"])
+            tid = write_turn(w, sid, "again", cells=[], end=None)
+            _ledgered(w, sid, tid, ["p0"])
+    else:
+        store = _host_store(tmp_path, [("read", f"f{i}", f"F{i}") for i in range(4)])
+    refs: list[weakref.ref] = []
+    real_parse = replay_mod.parse_stored_plan
+
+    def parse(text):
+        draft, key = real_parse(text)
+        refs.append(weakref.ref(draft))
+        return draft, key
+
+    alive_at_run: list[int] = []
+    real_run = Interpreter.run
+
+    def run(self, draft, *a, **k):
+        gc.collect()
+        alive_at_run.append(sum(r() is not None for r in refs))
+        return real_run(self, draft, *a, **k)
+
+    monkeypatch.setattr(replay_mod, "parse_stored_plan", parse)
+    monkeypatch.setattr(replay_mod, "_PARSE_CACHE", 0)  # (the cache would hold the last texts parsed)
+    monkeypatch.setattr(Interpreter, "run", run)
+    with StoreReader(store) as r:
+        rep = replay_session(r, "last", detail=False)
+    assert rep.faithful and len(rep.plans) == 4
+    if ledgered:  # plan 0 is held until its second run, the others only for theirs
+        assert alive_at_run == [1, 2, 2, 1]
+    else:  # one plan alive at a time: the one running
+        assert alive_at_run == [1, 1, 1, 1]
+
+
+def _ledger_store(tmp_path, *, damaged_last: bool = False, unknown_op_last: bool = False,
+                  diverge_first: bool = False) -> Path:
+    store = tmp_path / "store"
+    with StoreWriter(store) as w:
+        sid = w.create_session("mock")
+        tid = write_turn(w, sid, "one", cells=[], end=None)
+        if diverge_first:  # the first plan's one cell answers another input: replay stops there
+            text = 'flow\n  s0 = write({"path":"a","body":"x"})\n'
+            draft = parse(text)
+            w.append(sid, PlanAttempted(step=1, outcome="accepted", plan_source=text), turn_id=tid)
+            w.append(sid, cell("write", {"body": "x", "path": "zzz"}, "ok"))
+            w.append(sid, Run(StatementCompleted(plan=flow_key(draft.name, draft.body), node=0,
+                                                 stmt=stmt_hash16(draft.body[0]))))
+        else:
+            _ledgered(w, sid, tid, ["a"])
+        tid = write_turn(w, sid, "two", cells=[], end=None)
+        if damaged_last:
+            w.append(sid, PlanAttempted(step=1, outcome="accepted", plan_source="flow\n  x = \n"), turn_id=tid)
+        elif unknown_op_last:
+            w.append(sid, PlanAttempted(step=1, outcome="accepted", plan_source='flow\n  s0 = erase({"path":"q"})\n'),
+                     turn_id=tid)
+        else:
+            _ledgered(w, sid, tid, ["b"])
+    return store
+
+
+@pytest.mark.parametrize("case", ["damaged_and_no_such_turn", "damaged_and_unknown_op", "unknown_op_after_divergence"])
+def test_refusals_are_flux_s_in_flux_s_order_when_plans_parse_late(tmp_path, case):
+    if case == "damaged_and_no_such_turn":
+        store, kw = _ledger_store(tmp_path, damaged_last=True), {"turn": 9}
+        want = "no longer parses"
+    elif case == "damaged_and_unknown_op":  # the first plan's op is unknown, a later plan is damaged
+        store, kw = _ledger_store(tmp_path, damaged_last=True), {"catalog": OpCatalog([OpSpec("read", ("path",))])}
+        want = "no longer parses"
+    else:  # the first plan diverges and stops the replay; a later one names an op the catalog lacks
+        store = _ledger_store(tmp_path, unknown_op_last=True, diverge_first=True)
+        with StoreWriter(store) as w:  # the unknown-op plan is an execution (a ledger row names it)
+            draft = parse('flow\n  s0 = erase({"path":"q"})\n')
+            w.append("s_1", Run(StatementCompleted(plan=flow_key(draft.name, draft.body), node=0,
+                                                   stmt=stmt_hash16(draft.body[0]))))
+        kw = {"catalog": OpCatalog([OpSpec("write", ("path",))])}
+        want = "unknown op `erase`"
+    with StoreReader(store) as r:
+        lazy = _outcome(lambda: replay_session(r, "s_1", kw.get("turn"), catalog=kw.get("catalog"), detail=False),
+                        detail=False)
+        eager = _outcome(lambda: replay_session(r, "s_1", kw.get("turn"), catalog=kw.get("catalog"),
+                                                on_progress=lambda d, t: None))
+    assert lazy == eager and lazy[0] == "error" and want in lazy[2]
+
+
+def test_a_lean_tape_lets_go_of_served_cells_and_spent_index_entries():
+    cells = [TapeCell("read", "h1", None, "A"), TapeCell("read", "h2", None, "B"), TapeCell("read", "h1", None, "C")]
+    tape = ReplayTape(cells, lean=True)
+    assert tape.find("read", "h1") == 0 and tape.take("read", "h1", 0).content == "A"
+    assert tape.cells[0] is None and ("read", "h1") in tape._index  # cell 2 still answers h1
+    assert tape.take("read", "h1", tape.find("read", "h1")).content == "C"
+    assert tape.cells == [None, cells[1], None] and ("read", "h1") not in tape._index
+    assert tape.find("read", "h1") is None and tape.log == [] and tape.requests == 2 and tape.unserved == 0
+    with pytest.raises(ValueError):
+        tape.copy()

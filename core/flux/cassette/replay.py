@@ -88,13 +88,25 @@ class TapeCell(NamedTuple):
 
 
 class ReplayTape:
-    """The cells of a recording and which of them a replay has consumed."""
+    """The cells of a recording and which of them a replay has consumed.
 
-    def __init__(self, cells: Iterable[Any]):
-        self.cells: list[OpRecorded | TapeCell] = [getattr(c, "rec", c) for c in cells]
+    Every request is logged (``log``, a :class:`ServeRecord` each) unless the tape is ``lean``;
+    either way it counts what a caller asks of the log without it: ``requests``, ``unserved`` (the
+    requests not served), ``last`` (the latest record) and ``truncated`` (tape indices that refused
+    service). A ``lean`` tape (hermetic replay when no caller wants the per-request detail) also lets
+    go of each cell once it is consumed and of each index entry once its cells are all consumed, so
+    what it holds shrinks as the replay runs; it cannot be :meth:`copy`-ed."""
+
+    def __init__(self, cells: Iterable[Any], *, lean: bool = False):
+        self.cells: list[OpRecorded | TapeCell | None] = [getattr(c, "rec", c) for c in cells]
         self._consumed = [False] * len(self.cells)
         self.served: list[int] = []  # tape indices in the order they were served
         self.log: list[ServeRecord] = []
+        self.lean = lean
+        self.requests = 0
+        self.unserved = 0
+        self.last: ServeRecord | None = None
+        self.truncated: list[int] = []
         self.diverged: str | None = None  # the latched message
         # (op, hash) -> tape indices in order, for both keys of every cell.
         self._index: dict[tuple[str, str], list[int]] = {}
@@ -128,14 +140,33 @@ class ReplayTape:
     def find(self, op: str, h: str) -> int | None:
         """The first unconsumed cell with this op whose ``input_hash`` or ``input_hash_redacted``
         is ``h`` (an index lookup plus a cursor that skips consumed cells, not a rescan)."""
-        candidates = self._index.get((op, h))
+        key = (op, h)
+        candidates = self._index.get(key)
         if not candidates:
             return None
-        pos = self._cursor.get((op, h), 0)
+        pos = self._cursor.get(key, 0)
         while pos < len(candidates) and self._consumed[candidates[pos]]:
             pos += 1
-        self._cursor[(op, h)] = pos
-        return candidates[pos] if pos < len(candidates) else None
+        if pos < len(candidates):
+            self._cursor[key] = pos
+            return candidates[pos]
+        if self.lean:  # every cell under this key is consumed: the entry can answer nothing again
+            del self._index[key]
+            self._cursor.pop(key, None)
+        else:
+            self._cursor[key] = pos
+        return None
+
+    def record(self, rec: ServeRecord) -> None:
+        """Log one request (counted even on a lean tape, which keeps no log)."""
+        self.requests += 1
+        self.last = rec
+        if rec.status != "served":
+            self.unserved += 1
+            if rec.status == "truncated" and rec.index is not None:
+                self.truncated.append(rec.index)
+        if not self.lean:
+            self.log.append(rec)
 
     def serve(self, op: str, input_json: str | None, h: str | None = None) -> Any:
         """Answer one dispatch from tape (see the module doc). Returns an ``OpOutcome``. A caller
@@ -147,7 +178,7 @@ class ReplayTape:
             msg = miss_message(op, h)
             if self.diverged is None:
                 self.diverged = msg
-            self.log.append(ServeRecord(op, h, None, "miss", msg))
+            self.record(ServeRecord(op, h, None, "miss", msg))
             return make_outcome(f"replay diverged: {msg}", is_error=True)
         refused = self.refuse_truncated(op, h, i)
         if refused is not None:
@@ -161,30 +192,40 @@ class ReplayTape:
             return None
         msg = truncated_message(i, op)
         self.diverged = msg  # overwrites: the truncation is the more specific story
-        self.log.append(ServeRecord(op, h, i, "truncated", msg))
+        self.record(ServeRecord(op, h, i, "truncated", msg))
         return make_outcome(f"replay diverged: {msg}", is_error=True)
 
     def take(self, op: str, h: str, i: int) -> OpRecorded | TapeCell:
         """Consume cell ``i`` (found by :meth:`find`) and log the serve."""
         self._consumed[i] = True
         self.served.append(i)
-        self.log.append(ServeRecord(op, h, i, "served"))
-        return self.cells[i]
+        self.record(ServeRecord(op, h, i, "served"))
+        cell = self.cells[i]
+        if self.lean:
+            self.cells[i] = None
+            candidates = self._index.get((op, h))
+            if candidates is not None and candidates[-1] == i:  # (op, h) has no unconsumed cell left
+                del self._index[(op, h)]
+                self._cursor.pop((op, h), None)
+        return cell
 
     def copy(self) -> "ReplayTape":
         """A tape over the same cells with the same cells consumed (for a what-would-happen
         simulation that must not consume the real one); the log and latch are not copied."""
+        if self.lean:
+            raise ValueError("a lean tape lets go of consumed cells: it cannot be copied")
         t = ReplayTape.__new__(ReplayTape)
         t.cells, t._consumed, t._index = self.cells, list(self._consumed), self._index
         t._cursor = dict(self._cursor)
         t.served, t.log, t.diverged = list(self.served), [], None
+        t.lean, t.requests, t.unserved, t.last, t.truncated = False, 0, 0, None, []
         return t
 
     def latch(self, op: str, h: str, msg: str) -> None:
         """Log a miss and latch ``msg`` if nothing is latched yet."""
         if self.diverged is None:
             self.diverged = msg
-        self.log.append(ServeRecord(op, h, None, "miss", msg))
+        self.record(ServeRecord(op, h, None, "miss", msg))
 
 
 class ReplayHost:
@@ -241,7 +282,7 @@ class TapeFirstHost:
             msg = miss_message(op, h)
             self.tape.latch(op, h, msg)
             return make_outcome(f"replay diverged: {msg}", is_error=True)
-        self.tape.log.append(ServeRecord(op, h, None, "live"))
+        self.tape.record(ServeRecord(op, h, None, "live"))
         self.live_ops.append(op)
         return self.live.dispatch(op, input, input_json)
 
@@ -304,7 +345,7 @@ class FrozenHost:
                 return make_outcome(_sub_content(self.by_op[op]))
             return make_outcome(cell.content, view=cell.view, is_error=cell.is_error, denied=cell.denied)
         if self.off_tape == "live" and self.live is not None:
-            self.tape.log.append(ServeRecord(op, h, None, "live"))
+            self.tape.record(ServeRecord(op, h, None, "live"))
             self.live_ops.append(op)
             return self.live.dispatch(op, input, input_json)
         msg = off_tape_message(op, h)

@@ -80,7 +80,7 @@ def replay(session: str, turn: int | None, sub_agents: bool, as_json: bool, stri
     with common.open_reader(store) as reader:
         row = reader.resolve_session(session)
         notes.append(f"replay · session {row.id} · offline (no model call, no live IO)")
-        tree = replay_tree(reader, row.id, turn, sub_agents=sub_agents, catalog=catalog,
+        tree = replay_tree(reader, row.id, turn, sub_agents=sub_agents, catalog=catalog, detail=False,
                            on_child=lambda c: notes.append(f"replay · {_child_kind(reader, c)[0]} {c}"))
         report = tree.report
         left = report.cells_total - report.cells_consumed

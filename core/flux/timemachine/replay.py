@@ -145,6 +145,10 @@ class ReplayReport:
     redacted_standins: int = 0  # executions replayed from their redacted stored plan (see _redacted_standins)
     turn: int | None = None
     tape_end: TapeEnd | None = None  # the recording stops mid-turn (interrupted), not a divergence
+    # False when the caller asked for no per-statement detail (``detail=False``, `flux replay`):
+    # statement_results, requests and scratch_events are then left empty — they are most of what
+    # a long replay holds (three event dicts, a serve record and a statement result per cell).
+    detail: bool = True
 
     @property
     def unconsumed(self) -> list[int]:
@@ -216,6 +220,9 @@ def plan_turns(detail: SessionDetail) -> dict[str, int]:
     return {key: turn.number for turn, key, _draft in accepted_plans(detail, direct=True)}
 
 
+_PARSE_CACHE = 256  # distinct plan texts whose parse a replay keeps for a repeat (bounded: memory stays flat)
+
+
 def accepted_plans(detail: SessionDetail, *, direct: bool = False):
     """``(turn, flow_key, parsed plan)`` per accepted plan in acceptance order; a damaged
     ``plan_source`` is :class:`NotReplayable` naming the turn and attempt. With ``direct``, a host
@@ -224,28 +231,35 @@ def accepted_plans(detail: SessionDetail, *, direct: bool = False):
 
     Identical plan texts are parsed once (the AST is frozen, and the same text always parses to
     the same AST and key): a session that accepts the same plan again — a retry, a revision that
-    changed nothing, a loop of identical host-derived calls — pays for one parse."""
+    changed nothing, a loop of identical host-derived calls — pays for one parse. The cache keeps
+    the last ``_PARSE_CACHE`` distinct texts, so a long session does not hold every plan's AST."""
     parsed: dict[str, tuple[A.DraftAst, str]] = {}
     for t in detail.turns:
         for att in t.plan_attempts:
             if att.outcome != "accepted" or att.plan_source is None:
                 continue
-            hc = host_call(att.plan_source) if direct else None
-            if hc is not None:
-                yield t, hc.flow_key, hc
-                continue
-            try:
-                hit = parsed.get(att.plan_source)
-                if hit is None:
-                    hit = parsed[att.plan_source] = parse_stored_plan(att.plan_source)
-                draft, key = hit
-            except FluxError as e:
-                raise _not_replayable(
-                    detail.id,
-                    f"the accepted plan of turn {t.number} (attempt step {att.step}, stream_seq {att.stream_seq}) "
-                    f"no longer parses: {e} — the stored plan_source is damaged; replay cannot re-execute it",
-                ) from None
-            yield t, key, draft
+            yield _accepted(detail, t, att, parsed, direct)  # no local of this generator holds the plan meanwhile
+
+
+def _accepted(detail: SessionDetail, t: Any, att: Any, parsed: dict[str, tuple[A.DraftAst, str]], direct: bool):
+    hc = host_call(att.plan_source) if direct else None
+    if hc is not None:
+        return t, hc.flow_key, hc
+    try:
+        hit = parsed.get(att.plan_source)
+        if hit is None:
+            hit = parse_stored_plan(att.plan_source)
+            if _PARSE_CACHE > 0:
+                if len(parsed) >= _PARSE_CACHE:
+                    del parsed[next(iter(parsed))]
+                parsed[att.plan_source] = hit
+    except FluxError as e:
+        raise _not_replayable(
+            detail.id,
+            f"the accepted plan of turn {t.number} (attempt step {att.step}, stream_seq {att.stream_seq}) "
+            f"no longer parses: {e} — the stored plan_source is damaged; replay cannot re-execute it",
+        ) from None
+    return t, hit[1], hit[0]
 
 
 def _redacted_standins(detail: SessionDetail, exec_keys: list[str], plans: dict[str, A.DraftAst]) -> dict[str, A.DraftAst]:
@@ -311,8 +325,9 @@ class _ScratchSink:
     """The interpreter's event sink: keeps the replayed run in memory (and optionally in a store),
     and cuts the tape's request log at every statement boundary."""
 
-    def __init__(self, tape: ReplayTape, writer: StoreWriter | None, session: str | None):
+    def __init__(self, tape: ReplayTape, writer: StoreWriter | None, session: str | None, *, keep: bool = True):
         self.tape = tape
+        self.keep = keep  # keep the events and the per-statement results (else only the halt latch)
         self.events: list[dict] = []
         self.writer = writer
         self.session = session
@@ -343,7 +358,8 @@ class _ScratchSink:
         return self._ledger
 
     def emit(self, ev: dict) -> None:
-        self.events.append(ev)
+        if self.keep:
+            self.events.append(ev)
         if self.writer is not None:
             self.writer.append(self.session, Run(decode_run(ev)))
         kind = ev.get("event")
@@ -358,7 +374,7 @@ class _ScratchSink:
             prior = ev.get("prior")
             if prior in self._open_halts:
                 self._open_halts = [p for p in self._open_halts if p != prior]
-        if kind in ("statement_completed", "plan_halted"):
+        if self.keep and kind in ("statement_completed", "plan_halted"):
             reqs = tuple(self.tape.log[self._log_mark:])
             self._log_mark = len(self.tape.log)
             if kind == "statement_completed":
@@ -379,10 +395,10 @@ def _never_asked(message: str, risk: str) -> bool:
 def replay_detail(detail: SessionDetail, *, turn: int | None = None, catalog: OpCatalog | None = None,
                   on_progress: ProgressFn | None = None, scratch_dir: str | os.PathLike[str] | None = None,
                   recorded_dir: Path | None = None) -> ReplayReport:
-    """Replay an already-loaded session (see :func:`replay_session`)."""
+    """Replay an already-loaded session (see :func:`replay_session`), with every per-statement detail."""
     with _gc_paused():
         return _replay(ReplayInput.of_detail(detail), turn=turn, catalog=catalog, on_progress=on_progress,
-                       scratch_dir=scratch_dir, recorded_dir=recorded_dir)
+                       scratch_dir=scratch_dir, recorded_dir=recorded_dir, keep=True)
 
 
 _gc_lock = threading.Lock()
@@ -412,47 +428,203 @@ def _gc_paused():
                 gc.enable()
 
 
+def _check_ops(sid: str, key: str, draft: A.DraftAst | HostCall, cat: OpCatalog) -> None:
+    """A plan naming an op the caller's catalog lacks is refused (before it runs)."""
+    ops: list[str] = []
+    if type(draft) is HostCall:
+        ops.append(draft.op)
+    else:
+        _ops_in(draft.body, ops)
+    unknown = sorted({op for op in ops if cat.get(op) is None})
+    if unknown:
+        names = ", ".join(f"`{op}`" for op in unknown)
+        raise _not_replayable(sid, f"plan {key} uses unknown op {names} — the catalog has no such op")
+
+
+# One execution as the replay loop takes it: (execution key, plan to run or None when it has no stored
+# source, the key to run it under (None for a stand-in, whose own key differs), replayed from a stand-in).
+_Execution = tuple[str, "A.DraftAst | None", "str | None", bool]
+
+
+class _EagerPlans:
+    """flux's order of work: every accepted plan parsed and keyed, and every execution's plan
+    checked against the catalog, before the first runs. The app's path (it reports progress out of
+    a known total) and a replay that writes a scratch store (nothing is written when a later plan
+    cannot be replayed)."""
+
+    def __init__(self, detail: ReplayInput, turn: int | None, catalog: OpCatalog | None, direct: bool):
+        sid = detail.id
+        self.plans: dict[str, A.DraftAst | HostCall] = {}
+        accepted_order: list[str] = []
+        for _turn, key, plan in accepted_plans(detail, direct=direct):
+            accepted_order.append(key)
+            self.plans[key] = plan
+        exec_keys = [k for k, _ in detail.executions]
+        if not exec_keys:
+            exec_keys = list(accepted_order)
+            if not exec_keys:
+                raise _not_replayable(sid, "no executed statements and no accepted plan_source recorded")
+        if turn is not None:
+            wanted = _turn_keys(detail, turn)
+            exec_keys = [k for k in exec_keys if k in wanted]
+        self.keys = exec_keys
+        self.standins = _redacted_standins(detail, exec_keys, self.plans) \
+            if any(k not in self.plans for k in exec_keys) else {}
+        if catalog is not None:
+            for key in exec_keys:
+                draft = self.plans.get(key) or self.standins.get(key)
+                if draft is not None:
+                    _check_ops(sid, key, draft, catalog)
+        self.catalog = None  # checked above, every one
+
+    @property
+    def total(self) -> int:
+        return len(self.keys)
+
+    def __iter__(self):
+        plans, standins = self.plans, self.standins
+        for key in self.keys:
+            draft = plans.get(key)
+            if draft is not None:
+                yield key, draft, key, False
+            else:
+                draft = standins.get(key)
+                yield key, draft, None, draft is not None
+
+    def finish(self) -> None:
+        """Nothing left to check: everything was parsed and checked up front."""
+
+
+class _LazyPlans:
+    """The same executions, plans and refusals as :class:`_EagerPlans`, with each accepted plan
+    parsed when the replay reaches it and let go after its key's last execution — a long session
+    does not hold every plan's AST (about 1.3 KB per one-op plan) at once.
+
+    * Execution order from the ledger rows (§3.7): plans are parsed forward in acceptance order
+      until the wanted key turns up; one whose key runs later is held until its last run, any other
+      dropped. Any plan with the key serves: a flow_key is the plan's name and body (§4.1), all the
+      interpreter runs, so "last acceptance wins" (§3.4) picks an equal plan.
+    * No ledger rows: the executions are the acceptances themselves, each parsed as it runs.
+    * Errors are flux's, in flux's order: :meth:`finish` (and every refusal raised on the way)
+      parses what is left first, so a damaged ``plan_source`` anywhere is the error even when an
+      earlier one was found first; after a divergence stops the replay, the executions it did not
+      reach are still checked against the catalog. Nothing is written meanwhile (no scratch store
+      on this path), so refusing late is refusing up front.
+    """
+
+    def __init__(self, detail: ReplayInput, turn: int | None, catalog: OpCatalog | None, direct: bool):
+        self.detail = detail
+        self.catalog = catalog
+        self._cursor = accepted_plans(detail, direct=direct)
+        self._left: dict[str, int] | None = None  # executions left per key (ledger order only)
+        self._held: dict[str, A.DraftAst] = {}
+        self._standins: dict[str, A.DraftAst] | None = None
+        self._stopped = False
+        try:
+            keys = [k for k, _ in detail.executions]
+            if not keys and not any(att.outcome == "accepted" and att.plan_source is not None
+                                    for t in detail.turns for att in t.plan_attempts):
+                raise _not_replayable(detail.id, "no executed statements and no accepted plan_source recorded")
+            self._wanted = _turn_keys(detail, turn) if turn is not None else None
+        except NotReplayable:
+            self.refuse()
+        if keys:
+            self._keys: list[str] | None = keys if self._wanted is None else [k for k in keys if k in self._wanted]
+            left: dict[str, int] = {}
+            for k in self._keys:
+                left[k] = left.get(k, 0) + 1
+            self._left = left
+        else:
+            self._keys = None
+
+    def refuse(self) -> None:
+        """Re-raise the refusal being handled, unless a damaged plan later in the session is the
+        error flux reports first (it parses every plan before refusing anything else)."""
+        self.drain()
+        raise
+
+    def drain(self) -> None:
+        for _ in self._cursor:  # parses (and drops) every plan not reached yet; raises on a damaged one
+            pass
+
+    def _checked(self, key: str, draft: A.DraftAst) -> A.DraftAst:
+        if self.catalog is not None:
+            try:
+                _check_ops(self.detail.id, key, draft, self.catalog)
+            except NotReplayable:
+                self.refuse()
+        return draft
+
+    def _plan(self, key: str) -> A.DraftAst | None:
+        held = self._held.get(key)
+        if held is not None:
+            return held
+        left = self._left
+        for _t, k, draft in self._cursor:
+            if k == key:
+                if left.get(k, 0) > 1:
+                    self._held[k] = draft
+                return draft
+            if k in left and k not in self._held:
+                self._held[k] = draft
+        return None
+
+    def _ran(self, key: str) -> None:
+        left = self._left
+        n = left.get(key, 0) - 1
+        if n > 0:
+            left[key] = n
+        else:
+            left.pop(key, None)
+            self._held.pop(key, None)
+
+    def _standin(self, key: str) -> A.DraftAst | None:
+        if self._standins is None:  # rare: a plan redacted before it was stored; pair them as flux's order does
+            known = {k for _t, k, _d in accepted_plans(self.detail, direct=True)}
+            self._standins = _redacted_standins(self.detail, self._keys or [], known)
+        return self._standins.get(key)
+
+    def __iter__(self):
+        if self._keys is None:  # the acceptances are the executions
+            wanted = self._wanted
+            for _t, key, draft in self._cursor:
+                if wanted is None or key in wanted:
+                    yield key, self._checked(key, draft), key, False
+            return
+        for key in self._keys:
+            draft = self._plan(key)
+            if draft is not None:
+                yield key, self._checked(key, draft), key, False
+            else:
+                draft = self._standin(key)
+                yield key, (self._checked(key, draft) if draft is not None else None), None, draft is not None
+            self._ran(key)
+
+    def finish(self, rest) -> None:
+        """After the loop: check the executions a divergence kept from running, then parse the rest."""
+        if self.catalog is not None:
+            for _ in rest:
+                pass
+        self.drain()
+
+
 def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None, on_progress: ProgressFn | None,
-            scratch_dir: str | os.PathLike[str] | None, recorded_dir: Path | None, direct: bool = True) -> ReplayReport:
+            scratch_dir: str | os.PathLike[str] | None, recorded_dir: Path | None, direct: bool = True,
+            keep: bool = True) -> ReplayReport:
     """The replay. ``direct=False`` runs every plan through the interpreter (the differential test
-    compares it with the direct path of :mod:`~flux.timemachine.replay_direct`)."""
+    compares it with the direct path of :mod:`~flux.timemachine.replay_direct`); ``keep=False`` is
+    ``detail=False`` (see :func:`replay_session`)."""
     sid = detail.id
     if not detail.has_trace:
         raise _not_replayable(sid, "no run trace recorded")
-    tape = ReplayTape(detail.cells)
+    tape = ReplayTape(detail.cells, lean=not keep)
+    if not keep:  # the tape holds the cells now, and lets each go once it is served
+        detail.cells = []
     if tape.total == 0:
         raise _not_replayable(sid, "no cassette cells recorded (pre-C-43 run, or FLUX_CASSETTE=0)")
-    plans: dict[str, A.DraftAst | HostCall] = {}
-    accepted_order: list[str] = []
-    for _turn, key, plan in accepted_plans(detail, direct=direct):
-        accepted_order.append(key)
-        plans[key] = plan
-    exec_keys = [k for k, _ in detail.executions]
-    if not exec_keys:
-        exec_keys = list(accepted_order)
-        if not exec_keys:
-            raise _not_replayable(sid, "no executed statements and no accepted plan_source recorded")
-    if turn is not None:
-        wanted = _turn_keys(detail, turn)
-        exec_keys = [k for k in exec_keys if k in wanted]
-
-    standins = _redacted_standins(detail, exec_keys, plans) if any(k not in plans for k in exec_keys) else {}
-
+    eager = scratch_dir is not None or on_progress is not None
+    source = (_EagerPlans if eager else _LazyPlans)(detail, turn, catalog, direct)
     cat = catalog if catalog is not None else OpCatalog.permissive()
-    if catalog is not None:
-        for key in exec_keys:
-            draft = plans.get(key) or standins.get(key)
-            if draft is None:
-                continue
-            ops: list[str] = []
-            if type(draft) is HostCall:
-                ops.append(draft.op)
-            else:
-                _ops_in(draft.body, ops)
-            unknown = sorted({op for op in ops if cat.get(op) is None})
-            if unknown:
-                names = ", ".join(f"`{op}`" for op in unknown)
-                raise _not_replayable(sid, f"plan {key} uses unknown op {names} — the catalog has no such op")
 
     writer = None
     scratch_sid = None
@@ -464,17 +636,15 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
         scratch_sid = writer.create_session("replay", context={"correlation_id": sid, "agent_id": f"replay:{sid}"})
 
     host = ReplayHost(tape)
-    sink = _ScratchSink(tape, writer, scratch_sid)
+    sink = _ScratchSink(tape, writer, scratch_sid, keep=keep)
     interp = Interpreter(cat, host, sink, _never_asked, run_id=scratch_sid or "replay")
     report = ReplayReport(session=sid, plans=[], cells_total=tape.total, cells_consumed=0, diverged=None,
-                          missing_sources=0, turn=turn, scratch_session=scratch_sid)
-    total = len(exec_keys)
+                          missing_sources=0, turn=turn, scratch_session=scratch_sid, detail=keep)
+    total = source.total if eager else 0
+    executions = iter(source)
     try:
-        for done, key in enumerate(exec_keys, 1):
-            draft = plans.get(key)
-            known_key = key if draft is not None else None  # a stand-in's own key differs: computed by run
-            if draft is None and key in standins:
-                draft = standins[key]
+        for done, (key, draft, known_key, standin) in enumerate(executions, 1):
+            if standin:
                 report.redacted_standins += 1
             if draft is None:
                 report.missing_sources += 1
@@ -488,6 +658,7 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
                     h = interp.run(draft, resumable=True, ledger=ledger, flow_key=known_key).halted
                 report.plans.append(ReplayedPlan(key, h.error if h else None, h.kind if h else None,
                                                  h.node if h else None))
+            draft = None  # let a plan go as soon as it ran (the source holds one that runs again)
             if on_progress is not None:
                 on_progress(done, total)
             if tape.diverged is not None:
@@ -495,6 +666,8 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
     finally:
         if writer is not None:
             writer.close()
+    if not eager:
+        source.finish(executions)
 
     report.cells_consumed = tape.consumed
     report.diverged = tape.diverged
@@ -504,11 +677,10 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
         report.diverged = None
         last = report.plans[-1]
         report.plans[-1] = ReplayedPlan(last.flow_key, end.message(), "tape_end", last.node)
-    report.served = list(tape.served)
+    report.served = tape.served  # the tape is this replay's own: its list, not a copy
     status = ["unconsumed"] * tape.total
-    for r in tape.log:
-        if r.index is not None and r.status == "truncated" and status[r.index] == "unconsumed":
-            status[r.index] = "truncated"
+    for i in tape.truncated:
+        status[i] = "truncated"
     for i in tape.served:
         status[i] = "served"
     report.cell_status = status
@@ -522,10 +694,10 @@ def _tape_end(detail: ReplayInput, tape: ReplayTape, report: ReplayReport) -> Ta
     """A "divergence" that is only the end of an interrupted recording: the one failed request is
     the last one, a miss after every recorded cell was served, in a plan of the newest turn, which
     never ended."""
-    if tape.diverged is None or not tape.log or not report.plans or not detail.turns:
+    last_req = tape.last
+    if tape.diverged is None or last_req is None or not report.plans or not detail.turns:
         return None
-    last_req = tape.log[-1]
-    if last_req.status != "miss" or any(r.status != "served" for r in tape.log[:-1]):
+    if last_req.status != "miss" or tape.unserved != 1:  # the last request, and only it, was not served
         return None
     if tape.consumed != tape.total:
         return None
@@ -538,16 +710,21 @@ def _tape_end(detail: ReplayInput, tape: ReplayTape, report: ReplayReport) -> Ta
 
 def replay_session(reader: StoreReader, session_ref: str | None, turn: int | None = None, *,
                    catalog: OpCatalog | None = None, on_progress: ProgressFn | None = None,
-                   scratch_dir: str | os.PathLike[str] | None = None) -> ReplayReport:
+                   scratch_dir: str | os.PathLike[str] | None = None, detail: bool = True) -> ReplayReport:
     """Hermetically replay ``session_ref`` (``s_<n>`` or ``last``) of ``reader``'s store.
 
     Raises :class:`~flux.errors.SessionNotFound` for an id the store does not hold and
     :class:`~flux.errors.NotReplayable` (one line, what to do) when there is nothing to replay.
     Divergence is not an exception: it is ``report.diverged``.
+
+    ``detail=False`` (what `flux replay` prints needs no more) leaves the report's
+    ``statement_results``, ``requests`` and ``scratch_events`` empty and lets the tape go of each
+    cell once it is served: everything else — verdict, counts, plans, ``served``, ``cell_status``,
+    ``tape_end`` — is the same, in memory that no longer grows with them.
     """
     with _gc_paused():
         return _replay(read_replay_input(reader, session_ref), turn=turn, catalog=catalog, on_progress=on_progress,
-                       scratch_dir=scratch_dir, recorded_dir=reader.dir)
+                       scratch_dir=scratch_dir, recorded_dir=reader.dir, keep=detail)
 
 
 @dataclass
@@ -587,19 +764,20 @@ class ReplayTree:
 def replay_tree(reader: StoreReader, session_ref: str | None, turn: int | None = None, *,
                 sub_agents: bool = False, catalog: OpCatalog | None = None,
                 on_progress: ProgressFn | None = None,
-                on_child: Callable[[str], None] | None = None) -> ReplayTree:
+                on_child: Callable[[str], None] | None = None, detail: bool = True) -> ReplayTree:
     """The parent replay, then (with ``sub_agents``) every ``children_of`` stream in order.
 
     A child that cannot be replayed at all is kept with its ``error`` and skipped; a child that
-    diverges is reported (the CLI fails on it)."""
-    parent = replay_session(reader, session_ref, turn, catalog=catalog, on_progress=on_progress)
+    diverges is reported (the CLI fails on it). ``detail``: see :func:`replay_session`."""
+    parent = replay_session(reader, session_ref, turn, catalog=catalog, on_progress=on_progress, detail=detail)
     tree = ReplayTree(parent)
     if sub_agents:
         for row in reader.children_of(parent.session):
             if on_child is not None:
                 on_child(row.id)
             try:
-                tree.children.append(ChildReplay(row.id, report=replay_session(reader, row.id, catalog=catalog)))
+                tree.children.append(ChildReplay(row.id, report=replay_session(reader, row.id, catalog=catalog,
+                                                                                 detail=detail)))
             except (NotReplayable, SessionNotFound) as e:
                 tree.children.append(ChildReplay(row.id, error=str(e)))
     return tree
