@@ -369,3 +369,35 @@ def test_a_lean_tape_lets_go_of_served_cells_and_spent_index_entries():
     assert tape.find("read", "h1") is None and tape.log == [] and tape.requests == 2 and tape.unserved == 0
     with pytest.raises(ValueError):
         tape.copy()
+
+
+def test_a_plan_s_rows_are_kept_while_it_may_run_again_and_its_revision_fast_forwards_alike(tmp_path):
+    """K runs in full, runs again and halts at its second statement, then runs a third time: the
+    halt latch's rows include the first run's, so the third run fast-forwards both statements. A
+    replay that let K's rows go after its first run would run the second statement again (a miss)."""
+    text = 'flow\n  s0 = write({"path":"a","body":"x"})\n  s1 = write({"path":"b","body":"x"})\n'
+    draft = parse(text)
+    key = flow_key(draft.name, draft.body)
+    stmts = [stmt_hash16(n) for n in draft.body]
+    store = tmp_path / "store"
+    with StoreWriter(store) as w:
+        sid = w.create_session("mock")
+        for run, halt in ((0, False), (1, True), (2, None)):
+            tid = write_turn(w, sid, f"t{run}", cells=[], end=None)
+            w.append(sid, PlanAttempted(step=1, outcome="accepted", plan_source=text), turn_id=tid)
+            if halt is None:  # the revision: both statements fast-forwarded from the ledger
+                for node in (0, 1):
+                    w.append(sid, Run(StatementCompleted(plan=key, node=node, stmt=stmts[node], skipped=True)))
+                continue
+            w.append(sid, cell("write", {"body": "x", "path": "a"}, "ok"))
+            w.append(sid, Run(StatementCompleted(plan=key, node=0, stmt=stmts[0], value=f"v_{run}a")))
+            w.append(sid, cell("write", {"body": "x", "path": "b"}, "boom" if halt else "ok", is_error=halt))
+            if halt:
+                w.append(sid, Run(PlanHalted(plan=key, node=1, stmt=stmts[1], op="write", kind="runtime", error="boom")))
+            else:
+                w.append(sid, Run(StatementCompleted(plan=key, node=1, stmt=stmts[1], value=f"v_{run}b")))
+    with StoreReader(store) as r:
+        lazy = _outcome(lambda: replay_session(r, "s_1", detail=False), detail=False)
+        eager = _outcome(lambda: replay_session(r, "s_1", on_progress=lambda d, t: None))
+    assert lazy == _brief(eager)
+    assert lazy[1]["cells_consumed"] == 4 and lazy[1]["diverged"] is None and len(lazy[1]["plans"]) == 3

@@ -338,9 +338,10 @@ class _ScratchSink:
         # the whole scratch trace before every plan (that made a replay with many halted plans
         # quadratic): the halted plans not yet named `prior` by a later plan_resumed, in order
         # (the latch is the last), and per plan its statement_completed entries and its last
-        # checkpoint — exactly what fold reads.
+        # checkpoint — exactly what fold reads. A plan's rows are one (node, stmt, value) tuple, as
+        # LedgerEntry holds them, or a list of them from its second row on (most plans have one).
         self._open_halts: list[Any] = []
-        self._completed: dict[Any, list[tuple[int, str, Any]]] = {}  # (node, stmt, value), as LedgerEntry holds them
+        self._completed: dict[Any, Any] = {}
         self._checkpoints: dict[Any, int] = {}
         self._ledger: ResumeLedger | None = None  # the last one handed out, reused while unchanged
 
@@ -350,6 +351,8 @@ class _ScratchSink:
             return None
         plan = self._open_halts[-1]
         rows = self._completed.get(plan, [])
+        if type(rows) is tuple:
+            rows = [rows]
         cp = self._checkpoints.get(plan)
         last = self._ledger
         if last is not None and last.plan == plan and len(last.completed) == len(rows) and last.checkpoint == cp:
@@ -364,8 +367,15 @@ class _ScratchSink:
             self.writer.append(self.session, Run(decode_run(ev)))
         kind = ev.get("event")
         if kind == "statement_completed":
-            self._completed.setdefault(ev.get("plan"), []).append(
-                (int(ev.get("node", 0)), str(ev.get("stmt", "")), ev.get("value")))
+            plan = ev.get("plan")
+            row = (int(ev.get("node", 0)), str(ev.get("stmt", "")), ev.get("value"))
+            had = self._completed.get(plan)
+            if had is None:
+                self._completed[plan] = row
+            elif type(had) is list:
+                had.append(row)
+            else:
+                self._completed[plan] = [had, row]
         elif kind == "checkpoint_reached":
             self._checkpoints[ev.get("flow_key")] = int(ev.get("node", 0))
         elif kind == "plan_halted":
@@ -385,6 +395,14 @@ class _ScratchSink:
                 self.results.append(StatementResult(ev.get("plan", ""), self.execution, int(ev.get("node", 0)),
                                                     ev.get("stmt", ""), "halted", ev.get("kind"), ev.get("error"),
                                                     requests=reqs))
+
+
+    def forget(self, plan: Any) -> None:
+        """``plan`` will not run again: unless it stands halted, nothing can make it the latch, so
+        its rows are let go (a plan becomes the latch only by halting, which takes a run)."""
+        if plan not in self._open_halts:
+            self._completed.pop(plan, None)
+            self._checkpoints.pop(plan, None)
 
 
 def _never_asked(message: str, risk: str) -> bool:
@@ -519,7 +537,7 @@ class _LazyPlans:
         self._left: dict[str, int] | None = None  # executions left per key (ledger order only)
         self._held: dict[str, A.DraftAst] = {}
         self._standins: dict[str, A.DraftAst] | None = None
-        self._stopped = False
+        self.on_last_run: Callable[[str], None] | None = None  # told when a key has run for the last time
         try:
             keys = [k for k, _ in detail.executions]
             if not keys and not any(att.outcome == "accepted" and att.plan_source is not None
@@ -577,6 +595,8 @@ class _LazyPlans:
         else:
             left.pop(key, None)
             self._held.pop(key, None)
+            if self.on_last_run is not None:
+                self.on_last_run(key)
 
     def _standin(self, key: str) -> A.DraftAst | None:
         if self._standins is None:  # rare: a plan redacted before it was stored; pair them as flux's order does
@@ -637,6 +657,8 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
 
     host = ReplayHost(tape)
     sink = _ScratchSink(tape, writer, scratch_sid, keep=keep)
+    if not eager:
+        source.on_last_run = sink.forget
     interp = Interpreter(cat, host, sink, _never_asked, run_id=scratch_sid or "replay")
     report = ReplayReport(session=sid, plans=[], cells_total=tape.total, cells_consumed=0, diverged=None,
                           missing_sources=0, turn=turn, scratch_session=scratch_sid, detail=keep)
