@@ -483,7 +483,9 @@ class TurnRunner:
                         ttft = cfg.timer() - t0
                     # A model's text or tool input may carry a lone surrogate ("\ud83d"): scrubbed here,
                     # once, so the answer, the tool inputs, their hashes and the store all agree.
-                    ch = Chunk(ch.t, scrub_value(ch.c))
+                    c = scrub_value(ch.c)
+                    if c is not ch.c:
+                        ch = Chunk(ch.t, c)
                     chunks.append(ch)
                     if ch.t == "text_delta":
                         self._notify("text", text=str(ch.c))
