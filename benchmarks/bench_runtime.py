@@ -15,6 +15,7 @@ Prints medians: turn wall time with the cassette on and off, their ratio (the is
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import statistics
 import sys
@@ -39,6 +40,9 @@ def echo(i: int) -> str:
     return str(i)
 
 
+LAST_CPU = [0.0]  # process time of the last timed turn
+
+
 def one_turn(calls: int, cassette: bool) -> tuple[float, int]:
     responses = [
         {"tool_calls": [{"name": "echo", "input": {"i": i}} for i in range(calls)],
@@ -50,9 +54,10 @@ def one_turn(calls: int, cassette: bool) -> tuple[float, int]:
         client = Client(ScriptedProvider(responses=responses), model="scripted", ops=[echo], store=store,
                         workspace=d, env_secrets=False, cassette=cassette)
         session = client.session()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = session.send_sync(f"call echo {calls} times")
         elapsed = time.perf_counter() - t0
+        LAST_CPU[0] = time.process_time() - c0
         client.close()
         assert out.outcome == "ok" and len(out.tool_calls) == calls, out.outcome
         assert len(out.cells) == (calls if cassette else 0)
@@ -69,12 +74,15 @@ def main() -> None:
     args = ap.parse_args()
     one_turn(20, True)  # warm-up (imports, page cache)
     on_t, off_t, on_rate, off_rate, on_ev, off_ev = [], [], [], [], 0, 0
+    on_c, off_c = [], []
     for _ in range(args.repeat):
         t, on_ev = one_turn(args.calls, True)
         on_t.append(t)
+        on_c.append(LAST_CPU[0])
         on_rate.append(on_ev / t)
         t, off_ev = one_turn(args.calls, False)
         off_t.append(t)
+        off_c.append(LAST_CPU[0])
         off_rate.append(off_ev / t)
     m_on, m_off = statistics.median(on_t), statistics.median(off_t)
     print(f"turn of {args.calls} op calls, median of {args.repeat}:")
@@ -83,6 +91,9 @@ def main() -> None:
     print(f"  FLUX_CASSETTE=0 {m_off * 1000:6.1f} ms  ({off_ev} events, {statistics.median(off_rate):8.0f} events/s, "
           f"{m_off / args.calls * 1e6:6.0f} µs per call)")
     print(f"  ratio on/off  {m_on / m_off:8.2f}×  (bar: within 2×)")
+    c_on, c_off = statistics.median(on_c), statistics.median(off_c)
+    print(f"  CPU: cassette on {c_on * 1000:.1f} ms ({c_on / args.calls * 1e6:.0f} µs per call), "
+          f"off {c_off * 1000:.1f} ms; ratio {c_on / c_off:.2f}×  (load {os.getloadavg()[0]:.1f}, flux from {args.core})")
 
 
 if __name__ == "__main__":
