@@ -38,7 +38,7 @@ def _reference(bind: str, op: str, inp: dict) -> tuple:
     return draft, format_flow(draft), fingerprint(draft), flow_key(None, draft.body), node_json_text(draft.body[0])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(bind=_NAMES, op=_OPS, inp=_INPUT)
 def test_host_plan_facts_equal_the_formatter_and_the_hashes(bind, op, inp):
     value, text, fp, key = host_plan_facts(bind, op, inp)

@@ -172,7 +172,7 @@ def cells(draw):
                       redacted=field("bool"), truncated=field("bool"))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(cell=cells())
 def test_op_recorded_text_equals_the_encoded_cell(cell):
     from flux.store.events import encode_op_recorded

@@ -89,7 +89,7 @@ _SURR_JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), _SU
                           max_leaves=10)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(value=_SURR_JSON)
 def test_scrub_value_skips_the_copy_only_when_nothing_needs_scrubbing(value):
     from flux.canonical import _scrub_copy, scrub_value
