@@ -266,10 +266,12 @@ def _publish(ws: Path, repository: str, error: Any) -> str:
             info.size, info.mtime, info.mode = len(data), 0, 0o644
             tar.addfile(info, io.BytesIO(data))
     out = ws / "index" / repository / f"{name}.tar.gz"
-    if out.exists():
-        raise error(f"{name} is already published to {repository} (index/{repository}/{name}.tar.gz) — bump VERSION first")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(gzip.compress(buf.getvalue(), mtime=0))
+    try:  # created exclusively: of two publishes of one version racing (two sweep workers), one wins
+        with out.open("xb") as f:
+            f.write(gzip.compress(buf.getvalue(), mtime=0))
+    except FileExistsError:
+        raise error(f"{name} is already published to {repository} (index/{repository}/{name}.tar.gz) — bump VERSION first") from None
     return f"published {name} to {repository}: index/{repository}/{name}.tar.gz ({out.stat().st_size} bytes)"
 
 
