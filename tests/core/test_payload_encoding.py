@@ -204,3 +204,14 @@ def test_plan_attempted_text_equals_the_encoded_body(body):
     from flux.store.events import encode_plan_attempted
 
     assert encode_plan_attempted(body) == encode_payload_reference(body)
+
+
+def test_an_int_field_holding_inf_or_nan_decodes_to_its_default():
+    """Python's json reads 1e999 as inf and the bare NaN: an int field holding one has no whole
+    number to keep, so it takes its default like any other wrong type (it raised OverflowError)."""
+    from flux.store.events import Awaiting, decode_run, encode_run_body
+
+    for v in (float("inf"), float("-inf"), float("nan")):
+        assert decode_run({"event": "awaiting", "node": v}) == Awaiting(run="", node=0)
+        assert encode_run_body({"event": "awaiting", "node": v}) == '{"kind":"run","data":{"event":"awaiting","run":"","node":0}}'
+    assert decode_run({"event": "awaiting", "node": 3.0}).node == 3

@@ -10,6 +10,7 @@ field takes its default, an unknown kind or run variant is kept as :class:`Unkno
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, Iterable
@@ -508,7 +509,9 @@ def _coerce(cls: type, obj: Any) -> Any:
         if t == "int":
             if not isinstance(v, int) or isinstance(v, bool):
                 changes = changes or {}
-                changes[name] = int(v) if isinstance(v, float) else 0
+                # A float field holding a whole number keeps it; inf and NaN (Python's json reads
+                # 1e999 and the bare NaN) have none: the default, like any other wrong type.
+                changes[name] = int(v) if isinstance(v, float) and math.isfinite(v) else 0
         elif t == "str":
             if not isinstance(v, str):
                 changes = changes or {}
