@@ -163,6 +163,9 @@ async def test_what_if_every_call_halts_off_tape_or_goes_live_through_the_gate(m
         await settle(pilot)
         assert isinstance(app.screen, DiffScreen)
         assert "halted off tape" in screen_text(app).splitlines()[0]
+        toasts = [n.message for n in app._notifications]
+        assert any("halted off tape" in t and "F3 off tape: live" in t for t in toasts), toasts
+        assert not any("--off-tape" in t for t in toasts), toasts  # the CLI's flag means nothing here
         assert not any("sea" in (r.b or "") for r in app.screen.diff.rows)
         await pilot.press("escape")
         await settle(pilot)

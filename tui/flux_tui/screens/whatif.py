@@ -23,6 +23,8 @@ before anything is written; a re-plan always passes the side-effect gate (the mo
 
 from __future__ import annotations
 
+import re
+
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -632,7 +634,10 @@ class WhatIfScreen(ModalScreen[str | None]):
         where = f"first divergence at row {fd.node} ({fd.kind})" if fd else "no divergence: the same run"
         toast = f"what-if {cf.session} ← {cf.source} · {cf.badge} · {where}"
         if cf.latched:
-            toast += f" · halted off tape: {cf.latched}"
+            # The engine's reason names the CLI flag; here the same switch is the dialog's F3.
+            reason = re.sub(r"is off tape: .*? — rerun with --off-tape live",
+                            "has no recorded cell left — ask again (w) with F3 off tape: live", cf.latched)
+            toast += f" · {reason}"  # the badge already says it halted off tape
         self.app.notify(toast, severity="warning" if cf.latched else "information", timeout=8)
 
     def action_cancel(self) -> None:
