@@ -87,7 +87,8 @@ def fuzz_secrets(n: int, seed: int) -> int:
     forms = ["{n}={v}", "{n} = {v}", "{n}: {v}", '"{n}": "{v}"', "{n}='{v}'", 'export {n}="{v}"', '{n} = "{v}"',
              "  {n}:{v}", '{{"{n}":"{v}"}}', "set {n}={v}", "{n}={v};", "{n}=\"{v}\" # note", "<{n}>{v}"]
     prefixes = ["", "secret.txt:3:", "src/a.py:12:", "src/a.py:12:40:", "a/b-c.txt-7-", "password:1:", "token.json:2:4:",
-                "12:", "./.env:1:", "C:\\x\\key.txt:3:"]
+                "12:", "./.env:1:", "C:\\x\\key.txt:3:", "Bearer ", "Authorization: Bearer\n", "bearer  ",
+                "token: Bearer "]
     alphabet = string.ascii_letters + string.digits
     leaks = non_idem = 0
     examples = []

@@ -58,7 +58,10 @@ _PREFIX_TOKENS = re.compile(
     r"|AIza[0-9A-Za-z_\-]{30,}"
     r")"
 )
-_BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_])(bearer\s+)([A-Za-z0-9._~+/\-]+=*)")
+# The token is the whole run of b64token characters *and* '=': RFC 6750 puts '=' only at the end,
+# but a hostile or odd text does not follow it, and stopping at the first '=' handed the rest of the
+# run to nobody ("Bearer API_KEY=v" hid "API_KEY=" and left "v" for a pass that no longer saw a NAME).
+_BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_])(bearer\s+)([A-Za-z0-9._~+/\-=]+)")
 
 # Pass 4b — NAME=VALUE / NAME: VALUE / "NAME":"VALUE". NAME contains one of the words, not followed
 # by a lowercase letter (so `tokens`, `keyboard`, `secretary` are not names of secrets, while
@@ -212,12 +215,15 @@ class Redactor:
             text = _URL_USERINFO.sub(lambda mo: mo.group(1) + (m if mo.group(2) != m else mo.group(2)) + mo.group(3), text)
         # Pass 4: credential prefixes, bearer tokens, NAME=VALUE.
         text = _PREFIX_TOKENS.sub(m, text)
-        text = _BEARER.sub(lambda mo: mo.group(1) + m, text)
-        text = self._redact_assignments(text)
-        return text
+        # Bearer tokens and NAME=VALUE values are found on the same text and hidden together: run
+        # one after the other, either could eat the other's anchor ("Bearer password: v" — the token
+        # is "password", and the value v would lose its NAME; "token: Bearer v" — the value is
+        # "Bearer", and v would lose its bearer word).
+        return self._redact_assignments(text)
 
     def _redact_assignments(self, text: str) -> str:
-        """Pass 4b over *every* ``NAME sep VALUE`` candidate, overlapping ones included.
+        """Pass 4's bearer tokens and pass 4b over *every* ``NAME sep VALUE`` candidate, overlapping
+        ones included.
 
         A plain left-to-right ``sub`` lets one candidate swallow the next one's name: in a grep line
         ``secret.txt:3:api_key = "v"`` the path ``secret.txt`` looks like a name, its "value" is
@@ -230,6 +236,9 @@ class Redactor:
         rx = self._assign
         m = self.marker
         spans: list[tuple[int, int, str]] = []  # (start, end, quote) of each value to hide
+        for mo in _BEARER.finditer(text):
+            if mo.group(2) != m:
+                spans.append((mo.start(2), mo.end(2), ""))
         pos = 0
         n = len(text)
         while pos < n:
