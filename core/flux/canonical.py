@@ -110,7 +110,7 @@ def _dump(v: Any, out: list[str], sort: bool) -> None:
         out.append("{")
         items = v.items()
         if sort:
-            items = sorted(items, key=lambda kv: kv[0].encode("utf-8"))
+            items = sorted(items, key=lambda kv: kv[0].encode("utf-8", "surrogatepass"))  # a lone surrogate key sorts by code point, as the C encoder sorts it
         first = True
         for key, val in items:
             if not first:

@@ -37,3 +37,12 @@ def test_keys_sorted_by_bytes_and_escapes():
 def test_fixture_input_hash():
     inp = {"content": "created by flux mock\n", "path": "flux-mock.txt"}
     assert sha256_hex(canonical_json(inp)) == "7b7d06ae306ee31ae768f1e70ebbc4e4e92750881536d135cbec17de7d4f2dff"
+
+
+def test_a_lone_surrogate_key_sorts_by_code_point_on_both_paths():
+    # A float written with an exponent sends the value down the reference path, whose byte-order
+    # sort could not encode a lone surrogate key (UnicodeEncodeError, not our one-line error).
+    v = {"\ue000": 1, "\ud83d": 1e16, "a": 2, "\ud7ff": 3, "\U0001f600": 4}
+    assert canonical_json(v) == '{"a":2,"\ud7ff":3,"\ud83d":1e16,"\ue000":1,"\U0001f600":4}'
+    w = dict(v, **{"\ud83d": 1})  # no exponent: the C encoder's path
+    assert canonical_json(w) == canonical_json_slow(w, True)
