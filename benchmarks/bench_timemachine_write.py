@@ -23,6 +23,12 @@ both ratios are printed — on a shared machine the CPU ratio is the steadier on
 the rounds interleave this checkout's code with the other one's (e.g. a detached worktree of main:
 ``git worktree add --detach /tmp/main-wt main``), so both are measured in the same minutes on the
 same stores: per round, old replay, old measured, new replay, new measured.
+
+``--cli`` (fork): also time the ``flux fork S --at N --inject JSON --json`` verb in-process
+(click's ``CliRunner`` on ``flux.cli.main``: it resolves the session, loads the store's toolbox,
+shows the side-effect gate and forks), interleaved per round with the replay and ``fork_session``
+runs: replay, fork_session, flux fork. The CLI modules are imported in the untimed setup. With
+``--against`` it replaces ``fork_session`` as the measured side (each run a fresh worker).
 """
 
 from __future__ import annotations
@@ -139,6 +145,19 @@ def paired(ref: Timed, meas: Timed, master: Path, tmp: Path, repeat: int) -> tup
     return _medians(rt), _medians(mt)
 
 
+def interleaved(fns: dict[str, Timed], master: Path, tmp: Path, repeat: int) -> dict[str, tuple]:
+    """Like :func:`paired` for any number of sides, in the order given, one round after another."""
+    runs: dict[str, list[Times]] = {k: [] for k in fns}
+    for i in range(repeat + 1):  # the first round warms up and is dropped
+        for label, fn in fns.items():
+            work = _fresh(master, tmp / f"run-{i}-{label}")
+            t = timed(fn, work)
+            if i:
+                runs[label].append(t)
+            shutil.rmtree(work)
+    return {k: _medians(v) for k, v in runs.items()}
+
+
 def _worker_times(core: str | None, what: str, work: Path, sid: str, arg: int) -> Times:
     """One run in a fresh process on ``core``'s code (None: this checkout's)."""
     import json
@@ -166,7 +185,7 @@ def against(other_core: str, what: str, master: Path, sid: str, arg: int, tmp: P
             for side in ("replay", what):
                 work = _fresh(master, tmp / f"w-{i}-{label}-{side}")
                 # replay's arg: 1 = the replay must be faithful (the fork's source), 0 = may not be
-                t = _worker_times(core, side, work, sid, arg if side == what else int(what == "fork"))
+                t = _worker_times(core, side, work, sid, arg if side == what else int(what.startswith("fork")))
                 if i:
                     runs.setdefault((label, side), []).append(t)
                 shutil.rmtree(work)
@@ -181,6 +200,8 @@ def worker(what: str, work: Path, sid: str, arg: int) -> None:
         fn = _replay(sid, faithful=bool(arg))
     elif what == "fork":
         fn = _fork(sid, arg)
+    elif what == "forkcli":
+        fn = _fork_cli(sid, arg)
     else:
         fn = _resurrect(sid)
     wall, cpu = timed(fn, work)
@@ -200,6 +221,33 @@ def _replay(sid: str, faithful: bool = True) -> Timed:
             rep = replay_session(r, sid)
             assert rep.diverged is None and (rep.faithful or not faithful), rep.unfaithful_reason
         return run, r.close
+    return setup
+
+
+def _fork_cli(sid: str, at: int) -> Timed:
+    """``flux fork SID --at AT --inject '"injected"' --json`` in-process: the verb a user runs, gate
+    included. Importing the CLI is setup, not timed (a replay's imports are not timed either)."""
+    import json
+
+    def setup(work: Path):
+        from click.testing import CliRunner
+
+        import flux.agent.client  # noqa: F401  (what the verb imports lazily: setup, not the fork)
+        import flux.agent.providers.null  # noqa: F401
+        import flux.agent.toolboxes  # noqa: F401
+        import flux.cli.agent  # noqa: F401
+        import flux.timemachine.fork  # noqa: F401
+        from flux.cli import main as cli_main
+
+        args = ["fork", sid, "--at", str(at), "--inject", '"injected"', "--store", str(work / "store"),
+                "--workspace", str(work / "ws"), "--json"]
+
+        def run() -> None:
+            res = CliRunner().invoke(cli_main, args, catch_exceptions=False)
+            assert res.exit_code == 0, res.output
+            out = json.loads(res.stdout.strip().splitlines()[-1])
+            assert out["hermetic"] and out["live_ops"] == [] and out["prefix_served"] == at, out
+        return run, lambda: None
     return setup
 
 
@@ -251,6 +299,8 @@ def main() -> None:
     ap.add_argument("--only", choices=("fork", "sweep", "resurrect"), action="append")
     ap.add_argument("--against", metavar="OTHER_CORE", help="also measure fork/resurrect on another checkout's "
                     "core/ directory, interleaved with this one, each run in a fresh worker process")
+    ap.add_argument("--cli", action="store_true", help="fork: also time the `flux fork` verb in-process "
+                    "(CliRunner), interleaved with replay and fork_session; with --against, instead of fork_session")
     ap.add_argument("--worker", nargs=4, metavar=("WHAT", "WORK", "SID", "ARG"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
@@ -273,8 +323,17 @@ def main() -> None:
             at = a.statements - 1
             print(f"1. fork of a {a.statements:,}-statement session at N = {at:,} (inject, tail on tape)")
             if a.against:
-                for label, (ref, meas) in against(a.against, "fork", master, sid, at, tmp, a.repeat).items():
-                    report(f"fork_session at {at:,} [{label}]", f"replay_session [{label}]", ref, meas, 1.5)
+                what, name = ("forkcli", "flux fork --inject") if a.cli else ("fork", "fork_session")
+                for label, (ref, meas) in against(a.against, what, master, sid, at, tmp, a.repeat).items():
+                    report(f"{name} at {at:,} [{label}]", f"replay_session [{label}]", ref, meas, 1.5)
+            elif a.cli:
+                t = interleaved({"replay": _replay(sid), "sdk": _fork(sid, at), "cli": _fork_cli(sid, at)},
+                                master, tmp, a.repeat)
+                report(f"fork_session at {at:,}", "replay_session of the same session", t["replay"], t["sdk"], 1.5)
+                report(f"flux fork --at {at:,} --inject (CLI)", "replay_session of the same session", t["replay"],
+                       t["cli"], 1.5)
+                cli, sdk = t["cli"], t["sdk"]
+                print(f"  {'flux fork / fork_session':<44} {cli[0] / sdk[0]:.2f}× wall, {cli[1] / sdk[1]:.2f}× CPU")
             else:
                 ref, meas = paired(_replay(sid), _fork(sid, at), master, tmp, a.repeat)
                 report(f"fork_session at {at:,}", "replay_session of the same session", ref, meas, 1.5)

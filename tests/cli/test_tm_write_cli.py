@@ -146,3 +146,35 @@ def test_read_only_store_is_one_line(demo: Path, ws: Path) -> None:
     last = p.stderr.splitlines()[-1]
     assert last.startswith("error: ") and "read-only" in last and "Traceback" not in p.stderr
     assert tree_digest(demo) == before
+
+
+def test_fork_refuses_an_op_the_toolbox_lacks_even_with_yes(demo: Path, ws: Path) -> None:
+    """The gate runs after the prefix ran in memory: an op the tail would dispatch live that this
+    toolbox cannot run is still refused up front, as one line, with nothing written."""
+    (demo / "toolbox.json").unlink()
+    before = tree_digest(demo)
+    res = flux("fork", "s_9", "--at", 1, "--inject", '"x"', "--store", demo, "--workspace", ws, "--yes")
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.startswith("error: fork s_9 @ statement 1 (inject) would dispatch `publish` live, and this "
+                                 "toolbox has no implementation of it")
+    assert tree_digest(demo) == before and not list(ws.iterdir())
+
+
+def test_fork_cli_runs_the_prefix_once_and_predicts_only_the_tail(demo: Path, ws: Path, monkeypatch) -> None:
+    """`flux fork` runs the prefix in memory once (the gate's preview comes from the tape it left,
+    the write reuses it): no static prediction of the prefix, no second prefix run."""
+    from flux.timemachine import fork as fork_mod
+
+    runs: list[int] = []
+    previews: list[bool] = []
+    real_run, real_preview = fork_mod._run_fork_prefix, fork_mod._preview
+    monkeypatch.setattr(fork_mod, "_run_fork_prefix", lambda *a: runs.append(1) or real_run(*a))
+    monkeypatch.setattr(fork_mod, "_preview",
+                        lambda plan, after_prefix=None: previews.append(after_prefix is not None)
+                        or real_preview(plan, after_prefix))
+    res = flux("fork", "s_1", "--at", 2, "--inject", '"2 passed"', "--store", demo, "--workspace", ws, "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert runs == [1] and previews == [True]
+    assert out["prefix_served"] == out["preview"]["prefix_cells"] == 2 and out["preview"]["offline"] is True
+    assert out["hermetic"] is True

@@ -328,7 +328,18 @@ def fork_cmd(session: str, at: int, turn: int | None, inject: str | None, edit: 
              as_json: bool, store: Path | None) -> None:
     """Branch SESSION at statement --at into a new linked session: the prefix from tape (no model
     call, no side effect), then the tail diverges — inject a value, run an edited plan, or re-plan."""
-    from ..timemachine.fork import fork_session, prepare_fork
+    from ..timemachine.replay import _gc_paused
+
+    # As fork_session does for the SDK: the session read, the prefix run and the write allocate
+    # acyclic rows and values; the cyclic collector, on between them, only re-scans that heap.
+    with _gc_paused():
+        _fork(session, at, turn, inject, edit, replan, prompt, model, workspace, yes, policy, as_json, store)
+
+
+def _fork(session: str, at: int, turn: int | None, inject: str | None, edit: Path | None, replan: bool,
+          prompt: str | None, model: str | None, workspace: Path | None, yes: bool, policy: Path | None,
+          as_json: bool, store: Path | None) -> None:
+    from ..timemachine.fork import fork_session, prepare_fork, run_fork_prefix
 
     if sum(x is not None and x is not False for x in (inject, edit, replan or None)) > 1:
         common.fail("pass one of --inject, --edit and --replan")
@@ -356,7 +367,7 @@ def fork_cmd(session: str, at: int, turn: int | None, inject: str | None, edit: 
     catalog = _toolbox_catalog(ws, reader.dir)
     row = reader.resolve_session(session)
     plan = prepare_fork(reader, row.id, at, turn=turn, catalog=catalog, model=model,
-                        workspace=str(ws), **kw)
+                        workspace=str(ws), preview=False, **kw)
     reader.close()
     mode = plan.mode
     approval = _approval_kw(yes, policy)
@@ -377,6 +388,10 @@ def fork_cmd(session: str, at: int, turn: int | None, inject: str | None, edit: 
         finish = lambda: None  # noqa: E731
         client_factory = lambda: _offline_client(reader.dir, ws, plan.detail.model or "mock",  # noqa: E731
                                                  auto_resurrect=False, **approval)
+    # The prefix runs in memory from tape (nothing written; a divergence is one line) and the gate's
+    # preview comes from the tape it left: the same run fork_session writes (prefix=), done once.
+    prefix = run_fork_prefix(plan, catalog)
+    assert plan.preview is not None
     _gate(plan.preview, yes, policy, as_json, f"fork {row.id} @ {at}", catalog)
     client = _writable(client_factory, reader.dir)
     try:
@@ -384,7 +399,7 @@ def fork_cmd(session: str, at: int, turn: int | None, inject: str | None, edit: 
             tail = "tail live" if not plan.preview.offline else "tail from tape (offline)"
             click.echo(_dim(f"fork · {row.id} @ statement {at} → … · prefix from tape, {tail}"), err=True)
         try:
-            res = fork_session(client, row.id, at, turn=turn, plan=plan, **kw)
+            res = fork_session(client, row.id, at, turn=turn, prefix=prefix, **kw)
             finish()
         except KeyboardInterrupt:
             click.echo("cancelled", err=True)

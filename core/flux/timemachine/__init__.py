@@ -31,8 +31,12 @@ Fork — :mod:`.fork`
     edit mode starts from; ``analyze_plan(draft, catalog, bound, known_ops) -> [problem]`` is the
     static analysis the edit mode runs (live validation in an editor). ``default_prompt(task)``.
     ``fork_session(client, session, at, *, inject= | edit= | prompt=, turn=None, confirm=None,
-    on_progress=None, on_event=None) -> ForkResult{source, session, at, mode, prefix_served,
-    tail_served, live_ops, halted, answer, turn, hermetic}``.
+    on_progress=None, on_event=None, plan=None, prefix=None) -> ForkResult{source, session, at, mode,
+    prefix_served, tail_served, live_ops, halted, answer, turn, hermetic}``.
+    ``run_fork_prefix(plan, toolbox_catalog) -> ForkPrefix`` runs a ``prepare_fork(preview=False)``
+    plan's prefix in memory (nothing written) and sets ``plan.preview`` from the tape it left; show
+    that gate, then ``fork_session(client, …, prefix=it)`` writes the fork without running the
+    prefix again (what ``flux fork`` does).
 
 Resurrect — :mod:`.resurrect`
     ``plan_resurrect(reader, session, *, catalog=None, workspace=None) -> LivePreview | None``
@@ -74,8 +78,8 @@ from __future__ import annotations
 from .diff import DiffRow, PayloadDiff, RunDiff, diff_details, payload_diff, run_diff
 from .engine import NotForkable, Position
 from .fork import (
-    ForkCancelled, ForkPlan, ForkResult, analyze_plan, default_prompt, edit_template, fork_points, fork_session,
-    plan_fork, prepare_fork,
+    ForkCancelled, ForkPlan, ForkPrefix, ForkResult, analyze_plan, default_prompt, edit_template, fork_points,
+    fork_session, plan_fork, prepare_fork, run_fork_prefix,
 )
 from .gate import LiveOp, LivePreview
 from .replay import (
@@ -94,7 +98,7 @@ __all__ = [
     "replay_tree", "run_diff",
     "LiveOp", "LivePreview", "NotForkable", "Position",
     "ForkCancelled", "ForkPlan", "ForkResult", "analyze_plan", "default_prompt", "edit_template", "fork_points",
-    "fork_session", "plan_fork", "prepare_fork",
+    "fork_session", "plan_fork", "prepare_fork", "ForkPrefix", "run_fork_prefix",
     "ResurrectCancelled", "ResurrectReport", "plan_resurrect", "prepare_resurrect", "resurrect_session",
     "Counterfactual", "FirstDivergence", "SweepOutcome", "SweepReport", "WhatIf", "WhatIfCancelled", "WhatIfSpec",
     "plan_what_if", "prepare_what_if", "run_what_if", "what_if_over",

@@ -53,8 +53,8 @@ from .gate import LiveOp, LivePreview
 from .replay_input import ReplayInput, read_replay_input
 
 __all__ = [
-    "ForkPlan", "ForkResult", "ForkCancelled", "prepare_fork", "plan_fork", "fork_session", "fork_points",
-    "edit_template", "analyze_plan", "default_prompt", "MODES",
+    "ForkPlan", "ForkPrefix", "ForkResult", "ForkCancelled", "prepare_fork", "plan_fork", "fork_session",
+    "run_fork_prefix", "fork_points", "edit_template", "analyze_plan", "default_prompt", "MODES",
 ]
 
 MODES = ("inject", "edit", "replan")
@@ -393,28 +393,37 @@ def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, ed
                  prompt: str | None = None, turn: int | None = None, mode: str | None = None,
                  confirm: Callable[[LivePreview], bool] | None = None,
                  on_progress: Callable[[str, int, int], None] | None = None,
-                 on_event: Callable[[dict], None] | None = None, plan: ForkPlan | None = None) -> ForkResult:
+                 on_event: Callable[[dict], None] | None = None, plan: ForkPlan | None = None,
+                 prefix: ForkPrefix | None = None) -> ForkResult:
     """Fork ``session`` of ``client``'s store at position ``at`` (see the module doc).
 
     ``confirm(preview)`` is asked when the preview is not offline (the gate); ``False`` raises
     :class:`ForkCancelled` with nothing written. Live dispatches go through ``client.approver``.
-    ``plan``: a :func:`prepare_fork` result for the same fork (the CLI showed its gate already), so
-    the session is not loaded and validated twice. Without one, the prefix runs in memory first and
-    the gate's preview counts the cells it really consumed."""
+    ``plan``: a :func:`prepare_fork` result for the same fork, so the session is not loaded and
+    validated twice. ``prefix``: a :func:`run_fork_prefix` result for that plan (the CLI ran the
+    prefix and showed its gate already), so the prefix is not run twice. Without one, the prefix
+    runs in memory first and the gate's preview (when the plan has none) counts the cells it
+    really consumed — before anything is written."""
     from .replay import _gc_paused
 
     with _gc_paused():  # a fork allocates acyclic rows and values: the cyclic collector only slows it (as replay)
         return _fork_session(client, session, at, inject=inject, edit=edit, prompt=prompt, turn=turn, mode=mode,
-                             confirm=confirm, on_progress=on_progress, on_event=on_event, plan=plan)
+                             confirm=confirm, on_progress=on_progress, on_event=on_event, plan=plan,
+                             prefix=prefix)
 
 
 def _fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, edit: str | None = None,
                  prompt: str | None = None, turn: int | None = None, mode: str | None = None,
                  confirm: Callable[[LivePreview], bool] | None = None,
                  on_progress: Callable[[str, int, int], None] | None = None,
-                 on_event: Callable[[dict], None] | None = None, plan: ForkPlan | None = None) -> ForkResult:
+                 on_event: Callable[[dict], None] | None = None, plan: ForkPlan | None = None,
+                 prefix: ForkPrefix | None = None) -> ForkResult:
     from ..agent.loop import _LiveHost, _Recorder
 
+    if prefix is not None:
+        if plan is not None and plan is not prefix.plan:
+            raise ValueError("fork_session: prefix= was run for another plan")
+        plan = prefix.plan
     reader = StoreReader(client.store_dir)
     try:
         if plan is None:
@@ -425,46 +434,12 @@ def _fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, e
     finally:
         reader.close()
 
+    if prefix is None:
+        prefix = run_fork_prefix(plan, client.toolbox.catalog(), on_progress=on_progress)
     detail, pos = plan.detail, plan.position
-    cat = catalog_for(client.toolbox.catalog())
-    tape = ReplayTape(detail.cells)
-    mem = MemorySink()
-    items: list[tuple[str, Any]] = []  # ("attempt", draft) | ("run", [bodies])
-    interp = Interpreter(cat, _PrefixHost(tape, mem, detail.cell_bodies), mem, approver=lambda m, r: True,
-                         run_id=f"fork:{plan.source}@{at}")
-    prefix_execs = plan.executions[:pos.execution]
-    resumable = writes_ledger(detail)
-    total = len(prefix_execs) + (1 if pos.node else 0)
-    halted_open = False
-
-    def run_prefix(draft: A.DraftAst) -> None:
-        nonlocal halted_open
-        mark = len(mem.events)
-        ledger = ResumeLedger.fold(mem.events) if halted_open else None
-        res = interp.run(draft, resumable=resumable, ledger=ledger)
-        halted_open = halted_open or res.halted is not None
-        items.append(("attempt", draft))
-        items.append(("run", mem.events[mark:]))
-        if tape.diverged is not None:
-            raise NotForkable(f"the fork prefix diverged from the recording of {plan.source}: {tape.diverged} — "
-                              "nothing was written")
-
-    for n, ex in enumerate(prefix_execs, 1):
-        run_prefix(ex.draft)
-        if on_progress is not None:
-            on_progress("prefix", n, total)
-    target = plan.target
-    trunc_key = None
-    if pos.node:
-        trunc = A.DraftAst(name=None, params=target.draft.params, returns=None, body=tuple(target.draft.body[:pos.node]))
-        if plan.mode == "edit":  # the edited plan fast-forwards from the truncated target's ledger
-            trunc_key = flow_key(None, trunc.body)
-        run_prefix(trunc)
-        if on_progress is not None:
-            on_progress("prefix", total, total)
-    prefix_served = tape.consumed
-    if plan.preview is None:
-        plan.preview = _preview(plan, after_prefix=tape)
+    interp, tape, mem, items = prefix.interp, prefix.tape, prefix.mem, prefix.items
+    resumable, trunc_key, prefix_served = prefix.resumable, prefix.trunc_key, prefix.served
+    assert plan.preview is not None
     if confirm is not None and plan.preview.needs_confirm and not confirm(plan.preview):
         raise ForkCancelled("fork cancelled at the side-effect gate — nothing was written")
 
@@ -537,6 +512,80 @@ def _fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, e
         if not out.ok:
             result.halted = out.error or f"the re-planned turn ended {out.outcome}"
     return result
+
+
+@dataclass
+class ForkPrefix:
+    """A fork's prefix, run in memory from S's tape (:func:`run_fork_prefix`); nothing written.
+    :func:`fork_session` writes it and runs the tail on the same interpreter and tape."""
+
+    plan: ForkPlan
+    interp: Interpreter
+    tape: ReplayTape
+    mem: MemorySink
+    items: list  # ("attempt", draft) | ("run", [bodies]), in order
+    resumable: bool
+    trunc_key: Any  # edit mode: the truncated target's flow key (the tail fast-forwards from its ledger)
+    served: int  # cells the prefix consumed
+
+
+def run_fork_prefix(plan: ForkPlan, toolbox_catalog: OpCatalog | None, *,
+                    on_progress: Callable[[str, int, int], None] | None = None) -> ForkPrefix:
+    """Run ``plan``'s prefix in memory from S's tape (no model call, no side effect, nothing
+    written) and, when ``plan.preview`` is None, compute the gate's preview from the tape as the
+    prefix left it — the cells it really consumed, the tail predicted against what is left. A
+    prefix that diverges from the recording raises :class:`NotForkable`. The CLI runs this, shows
+    the gate, then hands the result to :func:`fork_session` (``prefix=``), so the session is read,
+    run and predicted once."""
+    from .replay import _gc_paused
+
+    with _gc_paused():
+        return _run_fork_prefix(plan, toolbox_catalog, on_progress)
+
+
+def _run_fork_prefix(plan: ForkPlan, toolbox_catalog: OpCatalog | None,
+                     on_progress: Callable[[str, int, int], None] | None) -> ForkPrefix:
+    detail, pos, at = plan.detail, plan.position, plan.at
+    cat = catalog_for(toolbox_catalog)
+    tape = ReplayTape(detail.cells)
+    mem = MemorySink()
+    items: list[tuple[str, Any]] = []  # ("attempt", draft) | ("run", [bodies])
+    interp = Interpreter(cat, _PrefixHost(tape, mem, detail.cell_bodies), mem, approver=lambda m, r: True,
+                         run_id=f"fork:{plan.source}@{at}")
+    prefix_execs = plan.executions[:pos.execution]
+    resumable = writes_ledger(detail)
+    total = len(prefix_execs) + (1 if pos.node else 0)
+    halted_open = False
+
+    def run_prefix(draft: A.DraftAst) -> None:
+        nonlocal halted_open
+        mark = len(mem.events)
+        ledger = ResumeLedger.fold(mem.events) if halted_open else None
+        res = interp.run(draft, resumable=resumable, ledger=ledger)
+        halted_open = halted_open or res.halted is not None
+        items.append(("attempt", draft))
+        items.append(("run", mem.events[mark:]))
+        if tape.diverged is not None:
+            raise NotForkable(f"the fork prefix diverged from the recording of {plan.source}: {tape.diverged} — "
+                              "nothing was written")
+
+    for n, ex in enumerate(prefix_execs, 1):
+        run_prefix(ex.draft)
+        if on_progress is not None:
+            on_progress("prefix", n, total)
+    target = plan.target
+    trunc_key = None
+    if pos.node:
+        trunc = A.DraftAst(name=None, params=target.draft.params, returns=None, body=tuple(target.draft.body[:pos.node]))
+        if plan.mode == "edit":  # the edited plan fast-forwards from the truncated target's ledger
+            trunc_key = flow_key(None, trunc.body)
+        run_prefix(trunc)
+        if on_progress is not None:
+            on_progress("prefix", total, total)
+    prefix_served = tape.consumed
+    if plan.preview is None:
+        plan.preview = _preview(plan, after_prefix=tape)
+    return ForkPrefix(plan, interp, tape, mem, items, resumable, trunc_key, prefix_served)
 
 
 class _PrefixHost(ReplayHost):
