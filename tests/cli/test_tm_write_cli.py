@@ -178,3 +178,23 @@ def test_fork_cli_runs_the_prefix_once_and_predicts_only_the_tail(demo: Path, ws
     assert runs == [1] and previews == [True]
     assert out["prefix_served"] == out["preview"]["prefix_cells"] == 2 and out["preview"]["offline"] is True
     assert out["hermetic"] is True
+
+
+def test_a_prefix_forks_once(demo: Path, ws: Path) -> None:
+    """run_fork_prefix's interpreter and tape move on with the tail: a second fork_session on the
+    same prefix is refused (not a child built from a spent tape)."""
+    from flux.cli.timemachine import _offline_client, _toolbox_catalog
+    from flux.timemachine import fork_session, prepare_fork, run_fork_prefix
+
+    cat = _toolbox_catalog(ws, demo)
+    with StoreReader(demo) as r:
+        plan = prepare_fork(r, "s_1", 2, inject="2 passed", catalog=cat, workspace=str(ws), preview=False)
+    prefix = run_fork_prefix(plan, cat)
+    assert plan.preview is not None and plan.preview.offline and prefix.served == 2
+    client = _offline_client(demo, ws, "mock", auto_resurrect=False)
+    try:
+        assert fork_session(client, "s_1", 2, prefix=prefix).session == "s_12"
+        with pytest.raises(ValueError, match="forked already"):
+            fork_session(client, "s_1", 2, prefix=prefix)
+    finally:
+        client.close()

@@ -423,6 +423,8 @@ def _fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, e
     if prefix is not None:
         if plan is not None and plan is not prefix.plan:
             raise ValueError("fork_session: prefix= was run for another plan")
+        if prefix.used:
+            raise ValueError("fork_session: this prefix= was forked already — run_fork_prefix again")
         plan = prefix.plan
     reader = StoreReader(client.store_dir)
     try:
@@ -442,6 +444,7 @@ def _fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, e
     assert plan.preview is not None
     if confirm is not None and plan.preview.needs_confirm and not confirm(plan.preview):
         raise ForkCancelled("fork cancelled at the side-effect gate — nothing was written")
+    prefix.used = True
 
     w = client.writer
     red = client.redactor
@@ -527,6 +530,7 @@ class ForkPrefix:
     resumable: bool
     trunc_key: Any  # edit mode: the truncated target's flow key (the tail fast-forwards from its ledger)
     served: int  # cells the prefix consumed
+    used: bool = False  # fork_session ran the tail on it (the interpreter and tape move on: one use)
 
 
 def run_fork_prefix(plan: ForkPlan, toolbox_catalog: OpCatalog | None, *,
