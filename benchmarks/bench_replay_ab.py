@@ -1,0 +1,116 @@
+"""Replay of two checkouts against each other and the read floor, in one run (issue 10), by hand:
+
+    python benchmarks/bench_replay_ab.py --base /path/to/other/checkout [--cells 1000,10000] [--rounds 7]
+                                         [--stores DIR]
+
+Two worker processes: one imports ``<base>/core`` (e.g. a detached worktree of main), the other
+this checkout's ``core``. Each round asks both to replay the same store (``replay_session(reader,
+"last")``, the order alternating round by round) and then runs the read floor — the same code as
+``bench_replay.read_floor``: the rows replay reads, all eight columns, every payload
+``json.loads``-ed. Wall and CPU (process time, measured inside the worker) medians and each
+replay's ratio to the floor are printed. The stores are ``bench_replay.py``'s (made once, kept
+under ``--stores``). Keep a run under ~2 minutes on a shared machine: 100,000 cells takes ~30 s
+per round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_WORKER = r"""
+import json, sys, time
+from pathlib import Path
+from flux.store.store import StoreReader  # first: flux comes from PYTHONPATH (bench_replay puts its own core first)
+from flux.timemachine.replay import replay_session
+sys.path.insert(0, {bench!r})
+from bench_replay import read_floor
+import flux
+assert flux.__file__.startswith({core!r}), flux.__file__
+
+def replay(store):
+    with StoreReader(store) as r:
+        rep = replay_session(r, "last")
+    assert rep.diverged is None and rep.cells_consumed == rep.cells_total, rep.unfaithful_reason
+
+print("ready", flush=True)
+for line in sys.stdin:
+    what, store = line.split(maxsplit=1)
+    fn = replay if what == "replay" else read_floor
+    w, c = time.perf_counter(), time.process_time()
+    fn(Path(store.strip()))
+    print(json.dumps([time.perf_counter() - w, time.process_time() - c]), flush=True)
+"""
+
+
+class _Worker:
+    def __init__(self, core: Path):
+        env = {**os.environ, "PYTHONPATH": str(core)}
+        code = _WORKER.format(bench=str(ROOT / "benchmarks"), core=str(core.resolve()))
+        self.proc = subprocess.Popen([sys.executable, "-c", code],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        assert self.proc.stdout.readline().strip() == "ready"
+
+    def ask(self, what: str, store: Path) -> tuple[float, float]:
+        self.proc.stdin.write(f"{what} {store}\n")
+        self.proc.stdin.flush()
+        return tuple(json.loads(self.proc.stdout.readline()))
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", type=Path, required=True, help="the other checkout (its core/ is imported)")
+    ap.add_argument("--cells", default="1000,10000")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--stores", type=Path, default=None, help="keep the generated stores here (reused next time)")
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_replay
+
+    tmp = None
+    base = args.stores
+    if base is None:
+        tmp = tempfile.TemporaryDirectory(prefix="flux-bench-replay-ab-")
+        base = Path(tmp.name)
+    base.mkdir(parents=True, exist_ok=True)
+    workers = {"base": _Worker(args.base / "core"), "this": _Worker(ROOT / "core")}
+    print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at start; base = {args.base}")
+    try:
+        for n in [int(x) for x in args.cells.split(",")]:
+            store = bench_replay.make_store(base / f"cells-{n}", n)
+            if n < 100_000:
+                for w in workers.values():
+                    w.ask("replay", store)  # warm: imports, page cache
+            t: dict[str, list[tuple[float, float]]] = {"base": [], "this": [], "floor": []}
+            for r in range(args.rounds):
+                for name in (("base", "this") if r % 2 == 0 else ("this", "base")):
+                    t[name].append(workers[name].ask("replay", store))
+                t["floor"].append(workers["this"].ask("floor", store))
+            med = {k: (statistics.median(x[0] for x in v) * 1000, statistics.median(x[1] for x in v) * 1000)
+                   for k, v in t.items()}
+            fw, fc = med["floor"]
+            print(f"{n:>7} cells, median of {args.rounds}, load {os.getloadavg()[0]:.1f}:")
+            for k in ("base", "this", "floor"):
+                w, c = med[k]
+                print(f"    {k:<6} wall {w:9.1f} ms   cpu {c:9.1f} ms   vs floor: wall {w / fw:5.2f}×   cpu {c / fc:5.2f}×")
+    finally:
+        for w in workers.values():
+            w.close()
+        if tmp is not None:
+            tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()
