@@ -219,9 +219,9 @@ class Redactor:
         # one after the other, either could eat the other's anchor ("Bearer password: v" — the token
         # is "password", and the value v would lose its NAME; "token: Bearer v" — the value is
         # "Bearer", and v would lose its bearer word).
-        return self._redact_assignments(text)
+        return self._redact_bearers_and_assignments(text)
 
-    def _redact_assignments(self, text: str) -> str:
+    def _redact_bearers_and_assignments(self, text: str) -> str:
         """Pass 4's bearer tokens and pass 4b over *every* ``NAME sep VALUE`` candidate, overlapping
         ones included.
 

@@ -47,9 +47,14 @@ def miss_message(op: str, h: str) -> str:
             f"dataflow diverged from the recording")
 
 
+# The halt's reason and the CLI's way out, apart so a front end with another way out (the app's F3)
+# can say its own: ``off_tape_message`` is their join.
+OFF_TAPE_HALT = "is off tape: no unconsumed recorded cell matches it, and this Frozen scope is OffTape::Halt"
+OFF_TAPE_CLI_WAY_OUT = "rerun with --off-tape live to dispatch it for real"
+
+
 def off_tape_message(op: str, h: str) -> str:
-    return (f"op `{op}` (input hash {h[:16]}…) is off tape: no unconsumed recorded cell matches it, and this Frozen "
-            f"scope is OffTape::Halt — rerun with --off-tape live to dispatch it for real")
+    return f"op `{op}` (input hash {h[:16]}…) {OFF_TAPE_HALT} — {OFF_TAPE_CLI_WAY_OUT}"
 
 
 def unconsumed_message(left: int, total: int) -> str:

@@ -30,7 +30,7 @@ from textual.worker import get_current_worker
 from flux.errors import FluxError, StoreError
 
 from ..widgets.editors import FluxTextArea, JsonTextArea
-from .gate import GateScreen, preview_text
+from .gate import GateScreen, preview_text, relabel
 from .session import SessionScreen
 
 __all__ = ["ForkScreen", "ForkTarget", "ChildSessionScreen", "start_fork", "open_child", "json_problem", "flux_problem"]
@@ -383,10 +383,7 @@ class ForkScreen(ModalScreen[str | None]):
             self.query_one(target, Static).update(status)
         btn = self.query_one("#fork-run", Button)
         btn.disabled = not ok or checking or self.running is not None
-        label = "Fork and run live…" if (self.preview is not None and not self.preview.offline) else "Fork"
-        if str(btn.label) != label:
-            btn.label = label
-            btn.refresh(layout=True)  # the button is as wide as its label: a new one needs a new width
+        relabel(btn, "Fork and run live…" if (self.preview is not None and not self.preview.offline) else "Fork")
         self.refresh_bindings()
 
     def _paint_preview(self, preview, error: str | None) -> None:

@@ -17,10 +17,18 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-__all__ = ["GateScreen", "preview_text", "EFFECT_STYLES", "live_summary"]
+__all__ = ["GateScreen", "preview_text", "EFFECT_STYLES", "live_summary", "relabel"]
 
 EFFECT_STYLES = {"write": "bold red", "exec": "bold red", "network": "bold yellow", "none": "green"}
 OFFLINE = "offline: no model call, no side effect"
+
+
+def relabel(button: Button, label: str) -> None:
+    """Set a dialog's run button to ``label`` ("Fork" / "Fork and run live…"): a button is as wide
+    as its label, so a new label needs a new layout."""
+    if str(button.label) != label:
+        button.label = label
+        button.refresh(layout=True)
 
 
 def live_summary(preview) -> Text:

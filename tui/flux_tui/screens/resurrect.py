@@ -19,7 +19,7 @@ from textual.worker import get_current_worker
 
 from flux.errors import FluxError, StoreError
 
-from .gate import GateScreen, live_summary
+from .gate import GateScreen, live_summary, relabel
 
 __all__ = ["ResurrectScreen", "report_text", "plan_text"]
 
@@ -167,8 +167,7 @@ class ResurrectScreen(ModalScreen[object]):
             t.append(": the turn's remaining events, turn_ended and the answer", style="dim")
             body.update(t)
             yes.disabled = False
-            yes.label = "y  Resurrect" if p.preview.offline else "y  Resurrect (runs live)…"
-            yes.refresh(layout=True)
+            relabel(yes, "y  Resurrect" if p.preview.offline else "y  Resurrect (runs live)…")
         self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -23,8 +23,6 @@ before anything is written; a re-plan always passes the side-effect gate (the mo
 
 from __future__ import annotations
 
-import re
-
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -40,11 +38,12 @@ from textual.timer import Timer
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static, TextArea
 from textual.worker import get_current_worker
 
+from flux.cassette.replay import OFF_TAPE_CLI_WAY_OUT, OFF_TAPE_HALT
 from flux.errors import FluxError, StoreError
 
 from ..widgets.editors import JsonTextArea
 from .fork import json_problem, recorded_json
-from .gate import GateScreen, preview_text
+from .gate import GateScreen, preview_text, relabel
 
 __all__ = ["WhatIfScreen", "WhatIfTarget", "start_what_if", "result_badge"]
 
@@ -540,10 +539,7 @@ class WhatIfScreen(ModalScreen[str | None]):
             panel.update(body)
         btn = self.query_one("#whatif-run", Button)
         btn.disabled = not self.check_action("run", ())
-        label = "Run live…" if (preview is not None and not preview.offline) else "Run"
-        if str(btn.label) != label:
-            btn.label = label
-            btn.refresh(layout=True)  # the button is as wide as its label: a new one needs a new width
+        relabel(btn, "Run live…" if (preview is not None and not preview.offline) else "Run")
         self.refresh_bindings()
 
     # -- running --------------------------------------------------------------------------------
@@ -635,8 +631,8 @@ class WhatIfScreen(ModalScreen[str | None]):
         toast = f"what-if {cf.session} ← {cf.source} · {cf.badge} · {where}"
         if cf.latched:
             # The engine's reason names the CLI flag; here the same switch is the dialog's F3.
-            reason = re.sub(r"is off tape: .*? — rerun with --off-tape live",
-                            "has no recorded cell left — ask again (w) with F3 off tape: live", cf.latched)
+            reason = cf.latched.replace(f"{OFF_TAPE_HALT} — {OFF_TAPE_CLI_WAY_OUT}",
+                                        "has no recorded cell left — ask again (w) with F3 off tape: live to dispatch it for real")
             toast += f" · {reason}"  # the badge already says it halted off tape
         self.app.notify(toast, severity="warning" if cf.latched else "information", timeout=8)
 
