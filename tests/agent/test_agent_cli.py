@@ -170,9 +170,13 @@ def test_flow_run_cli_records_a_replayable_turn(tmp_path, ws):
     res = run("flow", "run", f, "--store", s, "--workspace", ws, "--yes")
     assert res.exit_code == 0, res.output
     assert "Flow completed (2 step(s))." in res.stdout
+    # a flow never calls a model: its turn is numbered like any other and costs nothing, known
+    assert " · turn 1 · completed · 0 model call(s), 2 tool call(s) · 0 in / 0 out tokens · $0.0000" in res.stderr
     assert (ws / "NOTES.md").read_text() == "seen # demo project\n"
     res = run("flow", "run", f, "--store", s, "--workspace", ws, "--json", "--continue")
-    assert res.exit_code == 1 and json.loads(res.stdout)["outcome"] == "halted"  # deny-all halts at the first read
+    out = json.loads(res.stdout)
+    assert res.exit_code == 1 and out["outcome"] == "halted"  # deny-all halts at the first read
+    assert out["turn"] == 2 and out["cost_usd"] == 0.0
     rep = json.loads(run("replay", "last", "--store", s, "--json").stdout)
     assert rep["diverged"] is None and rep["cells_consumed"] == rep["cells_total"] == 3
     bad = tmp_path / "bad.flux"

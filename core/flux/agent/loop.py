@@ -88,6 +88,12 @@ class ToolCall:
     plan_step: Optional[int] = None
 
 
+def _turn_number(cfg: Any) -> int:
+    """The 1-based number of the turn just begun in ``cfg.session`` (people count turns; ids are seqs)."""
+    return cfg.writer.conn.execute(
+        "SELECT COUNT(*) FROM events WHERE stream = ? AND kind = 'turn_started'", (cfg.session,)).fetchone()[0]
+
+
 @dataclass
 class TurnOutput:
     """What one turn produced. ``cells`` are the recorded (redacted) cassette cells."""
@@ -532,8 +538,7 @@ class TurnRunner:
         rec.message("user", user_msg["content"])
         turn_id = cfg.writer.begin_turn(cfg.session, cfg.redactor.redact(user_input), cfg.model_name)
         out = TurnOutput(cfg.session, turn_id, "ok", "", Usage(), None, cfg.model_name)
-        out.number = cfg.writer.conn.execute(
-            "SELECT COUNT(*) FROM events WHERE stream = ? AND kind = 'turn_started'", (cfg.session,)).fetchone()[0]
+        out.number = _turn_number(cfg)
         observations: list[Observation] = []
         usages: list[Usage] = []
         turn_msgs: list[dict] = []  # assistant/user exchanges of this turn (unredacted)
@@ -708,7 +713,9 @@ class TurnRunner:
         user_input = "<flow run>"
         rec.message("user", [{"type": "text", "text": user_input}])
         turn_id = cfg.writer.begin_turn(cfg.session, user_input, cfg.model_name)
-        out = TurnOutput(cfg.session, turn_id, "completed", "", Usage(), None, cfg.model_name)
+        # a flow never calls a model: its spend is known, and nothing
+        out = TurnOutput(cfg.session, turn_id, "completed", "", Usage(), 0.0, cfg.model_name)
+        out.number = _turn_number(cfg)
         src = cfg.redactor.redact(format_flow(draft))
         fp = fingerprint(draft)
         rec.append(PlanAttempted(step=1, outcome="accepted", fingerprint=fp, plan_source=src), turn_id=turn_id)
