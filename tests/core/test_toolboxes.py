@@ -141,3 +141,25 @@ def test_a_live_sweep_with_two_workers_runs_the_stores_toolbox_too(demo, tmp_pat
     assert len(cells) == 2 and cells[0].startswith("published tokenizer-0.4.0 to pypi"), cells
     assert cells[1].startswith("tokenizer-0.4.0 is already published to pypi"), cells
     assert [p.name for p in (demo / "workspace" / "index" / "pypi").iterdir()] == ["tokenizer-0.4.0.tar.gz"]
+
+
+def test_a_live_sweep_needing_an_op_the_toolbox_lacks_is_an_error_row_and_writes_nothing(demo, tmp_path):
+    """Without toolbox.json the store's toolbox is the coding ops: s_8's killed `publish` would go
+    live with no implementation. The sweep refuses that session up front (as `flux what-if` does),
+    as its error row naming the op; the other session still runs; nothing is written for s_8."""
+    from flux.store.store import StoreReader
+
+    (demo / "toolbox.json").unlink()
+    with StoreReader(demo) as r:
+        before = {row.id for row in r.list_sessions()}
+    res = _sweep(demo, tmp_path / "cwd", "--sessions", "s_8,s_1")
+    assert res.exit_code == 1, res.output
+    outs = {o["session"]: o for o in json.loads(res.stdout)["outcomes"]}
+    err = outs["s_8"]["error"]
+    assert err is not None and "would dispatch `publish` live" in err and "no implementation" in err, err
+    assert "\n" not in err and outs["s_8"]["result"] is None
+    assert outs["s_1"]["error"] is None, outs["s_1"]
+    with StoreReader(demo) as r:
+        made = {row.id for row in r.list_sessions()} - before
+    assert made == {outs["s_1"]["result"]["session"]}  # s_1's what-if only: nothing for s_8
+    assert not (demo / "workspace" / "index").exists() or not any((demo / "workspace" / "index").rglob("*.tar.gz"))

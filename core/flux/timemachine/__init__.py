@@ -88,7 +88,7 @@ from .replay import (
 )
 from .resurrect import ResurrectCancelled, ResurrectReport, plan_resurrect, prepare_resurrect, resurrect_session
 from .whatif import (
-    Counterfactual, FirstDivergence, SweepOutcome, SweepReport, WhatIf, WhatIfCancelled, WhatIfSpec, plan_what_if,
+    Counterfactual, FirstDivergence, SweepOutcome, SweepReport, WhatIf, WhatIfCancelled, WhatIfRefused, WhatIfSpec, plan_what_if,
     prepare_what_if, run_what_if, what_if_over,
 )
 
@@ -100,6 +100,6 @@ __all__ = [
     "ForkCancelled", "ForkPlan", "ForkResult", "analyze_plan", "default_prompt", "edit_template", "fork_points",
     "fork_session", "plan_fork", "prepare_fork", "ForkPrefix", "run_fork_prefix",
     "ResurrectCancelled", "ResurrectReport", "plan_resurrect", "prepare_resurrect", "resurrect_session",
-    "Counterfactual", "FirstDivergence", "SweepOutcome", "SweepReport", "WhatIf", "WhatIfCancelled", "WhatIfSpec",
+    "Counterfactual", "FirstDivergence", "SweepOutcome", "SweepReport", "WhatIf", "WhatIfCancelled", "WhatIfRefused", "WhatIfSpec",
     "plan_what_if", "prepare_what_if", "run_what_if", "what_if_over",
 ]

@@ -41,11 +41,16 @@ from .engine import (
 from .gate import LiveOp, LivePreview
 
 __all__ = ["WhatIfSpec", "WhatIf", "Counterfactual", "FirstDivergence", "SweepOutcome", "SweepReport",
-           "plan_what_if", "run_what_if", "what_if_over", "WhatIfCancelled"]
+           "plan_what_if", "run_what_if", "what_if_over", "WhatIfCancelled", "WhatIfRefused"]
 
 
 class WhatIfCancelled(FluxError):
     """The user declined the side-effect gate; nothing was written."""
+
+
+class WhatIfRefused(FluxError):
+    """The live part may dispatch an op the client's toolbox has no implementation of (it would
+    halt there, or record a fake "unknown op" result); refused before anything is written."""
 
 
 @dataclass
@@ -384,6 +389,9 @@ def run_what_if(client: Any, session: str, spec: WhatIfSpec, *, confirm: Callabl
             if plan.target_turn else []
     finally:
         reader.close()
+    refusal = plan.preview.refusal(client.toolbox.catalog())
+    if refusal is not None:  # as `flux what-if` and the app refuse it: up front, whoever runs it (sweeps too)
+        raise WhatIfRefused(refusal)
     if confirm is not None and plan.preview.needs_confirm and not confirm(plan.preview):
         raise WhatIfCancelled("what-if cancelled at the side-effect gate — nothing was written")
     detail = plan.detail
