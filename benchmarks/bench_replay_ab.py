@@ -5,7 +5,8 @@
 
 Two worker processes: one imports ``<base>/core`` (e.g. a detached worktree of main), the other
 this checkout's ``core``. Each round asks both to replay the same store (``replay_session(reader,
-"last")``, the order alternating round by round) and then runs the read floor — the same code as
+"last", detail=False)``, what `flux replay` runs and ``bench_replay.py`` times — without
+``detail`` on a checkout that lacks it — the order alternating round by round) and then runs the read floor — the same code as
 ``bench_replay.read_floor``: the rows replay reads, all eight columns, every payload
 ``json.loads``-ed. Wall and CPU (process time, measured inside the worker) medians and each
 replay's ratio to the floor are printed. The stores are ``bench_replay.py``'s (made once, kept
@@ -36,9 +37,12 @@ from bench_replay import read_floor
 import flux
 assert flux.__file__.startswith({core!r}), flux.__file__
 
+import inspect
+_LEAN = {{"detail": False}} if "detail" in inspect.signature(replay_session).parameters else {{}}
+
 def replay(store):
     with StoreReader(store) as r:
-        rep = replay_session(r, "last")
+        rep = replay_session(r, "last", **_LEAN)
     assert rep.diverged is None and rep.cells_consumed == rep.cells_total, rep.unfaithful_reason
 
 print("ready", flush=True)

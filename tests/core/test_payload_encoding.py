@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from flux.canonical import json_string
 from flux.store.events import (
-    EVENT_KINDS, RUN_VARIANTS, Observation, Run, Usage, _field_plan, encode_payload, encode_payload_reference,
+    EVENT_KINDS, RUN_VARIANTS, Observation, Run, RunEvent, Usage, _field_plan, encode_payload, encode_payload_reference,
 )
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=30),
@@ -120,6 +120,51 @@ def test_decode_body_shortcut_equals_from_body_and_coerce(case):
     except (ValueError, OverflowError) as e:
         got = type(e)
     assert type(got) is type(want) and repr(got) == repr(want)
+
+def _reader_cases():
+    from flux.store.events import PlanAttempted, TurnStarted
+
+    classes = {**{f"run:{t}": c for t, c in RUN_VARIANTS.items()}, "plan_attempted": PlanAttempted,
+               "turn_started": TurnStarted}
+    return classes
+
+
+@st.composite
+def reader_cases(draw):
+    classes = _reader_cases()
+    name = draw(st.sampled_from(sorted(classes)))
+    cls = classes[name]
+    keys = [key for _name, key, _sub in _field_plan(cls)]
+    literal = [f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING]  # (no list fields)
+    want = tuple(draw(st.lists(st.sampled_from(literal), unique=True))) if literal else ()
+    d = {"event": cls.TAG} if name.startswith("run:") else {}
+    for key in draw(st.lists(st.sampled_from(keys + ["extra"]), unique=True)):
+        d[key] = draw(st.one_of(values, st.sampled_from([True, False, 0, 1.5, "s", None, 2 ** 70, float("inf")])))
+    return cls, want, d
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=reader_cases())
+def test_a_field_reader_answers_what_fields_exact_and_decoding_answer(case):
+    """field_reader(cls, want)(d) is None exactly when fields_exact(cls, d) is False; else the
+    wanted fields' values as decoding the body gives them (the replay read takes them from it)."""
+    from flux.store.events import decode_body, decode_run, field_reader, fields_exact
+
+    cls, want, d = case
+    read = field_reader(cls, want)
+    assert read is not None  # every run variant, plan_attempted and turn_started has one
+    got = read(d)
+    exact = fields_exact(cls, d)
+    assert (got is not None) == exact
+    if exact:
+        body = decode_run(d) if issubclass(cls, RunEvent) else decode_body(cls.KIND, d)
+        names = {key: name for name, key, _sub in _field_plan(cls)}
+        expected = tuple(getattr(body, names[k]) for k in want)
+        assert (got == expected if want else got is True)
+        assert all(type(a) is type(b) for a, b in zip(got if want else (), expected))
+        if want:
+            assert read(d, lambda *v: v) == expected  # the build hook gets the same values
+
 
 # -- the recorder's hot rows written straight to text (encode_run_step, encode_op_recorded,
 #    encode_observation) equal encode_payload of the body they stand for --------------------------

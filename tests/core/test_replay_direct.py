@@ -29,7 +29,7 @@ from flux.store import PlanAttempted, Run, StatementCompleted, StoreReader, Stor
 from flux.timemachine.replay import _gc_paused, _replay, replay_session
 from flux.timemachine.replay_direct import host_call
 from flux.timemachine.replay_input import read_replay_input
-from tests.core.test_replay_fastpath import _mutate, _outcome
+from tests.core.test_replay_fastpath import _brief, _mutate, _outcome
 from tests.helpers import REPO, cell, fixture_dir
 
 # ------------------------------------------------------------------------------------------------
@@ -184,6 +184,57 @@ def _plain(text, how, edit, value, name, op) -> bool:
     return True
 
 
+# Flat objects near the line: strings with what canonical JSON escapes or a placeholder may hold,
+# numbers serde or the parser reads otherwise, keys out of order or twice.
+_FLAT_STRINGS = st.one_of(st.text(max_size=6), st.sampled_from(
+    ["", "a", "b", "ab", "é", "\x7f", "\u2028", "\x1f", '"', "\\", "{", "}", "{a}", "a}", "Z", "_", "10"]))
+_FLAT_SCALARS = st.one_of(_FLAT_STRINGS, st.none(), st.booleans(), st.integers(-(10 ** 20), 10 ** 20),
+                          st.sampled_from([0, -1, 10 ** 17, 10 ** 18 - 1, 10 ** 18, -(10 ** 18), 1.5, -0.0, 1e16]))
+
+
+@st.composite
+def _flat_texts(draw):
+    items = draw(st.lists(st.tuples(_FLAT_STRINGS, _FLAT_SCALARS), max_size=4))
+    text = "{" + ",".join(json_string(k) + ":" + canonical_json(v) for k, v in items) + "}"
+    edit = draw(st.sampled_from(["none"] * 4 + ["sorted", "number", "ws"]))
+    if edit == "sorted":  # what canonical JSON writes for these members (sorted, the last of a key)
+        text = canonical_json(dict(items))
+    elif edit == "number":  # a member whose number JSON reads but canonical JSON writes otherwise
+        raw = draw(st.sampled_from(["-0", "00", "01", "-01", "1.0", "1e2", "1E2", "-", "+1", "1" * 19]))
+        text = canonical_json(dict(items))[:-1] + ("," if items else "") + '"~":' + raw + "}"
+    elif edit == "ws":
+        text = text.replace(",", ", ", 1)
+    return text
+
+
+@settings(max_examples=int(os.environ.get("FLUX_DIRECT_EXAMPLES", "300")), deadline=None)
+@given(_flat_texts())
+def test_a_flat_object_is_read_as_canonical_only_when_canonical_json_writes_it(arg):
+    """host_call's shortcut (no decode) agrees with the full check it stands for; and it says no
+    to a brace inside a string, so a placeholder is never missed."""
+    from flux.timemachine.replay_direct import _flat_canonical
+
+    if not _flat_canonical(arg):
+        return
+    value = json.loads(arg)
+    assert type(value) is dict and canonical_json(value) == arg
+    assert "{" not in arg[1:-1] and "}" not in arg[1:-1]
+    assert not any(type(v) is int and abs(v) >= 10 ** 18 for v in value.values())  # an i64 the parser reads as one
+
+
+@pytest.mark.parametrize("arg,flat", [
+    ('{}', True), ('{"a":1}', True), ('{"a":"x","b":null,"c":true,"d":false,"e":-12}', True),
+    ('{"a":1,"a":2}', False), ('{"b":1,"a":2}', False), ('{"a":01}', False), ('{"a":-0}', False),
+    ('{"a":1.5}', False), ('{"a":"{b}"}', False), ('{"a":"\\n"}', False), ('{"a":[1]}', False),
+    ('{"a":{"b":1}}', False), ('{"a":1234567890123456789}', False), ('{"a":1 }', False), ('{"a":1,}', False),
+    ('{"z":"\u2028","é":"✓"}', True), ('{"é":"✓","z":"x"}', False),
+])
+def test_flat_canonical_cases(arg, flat):
+    from flux.timemachine.replay_direct import _flat_canonical
+
+    assert _flat_canonical(arg) is flat
+
+
 @pytest.mark.parametrize("text", [
     'flow\n  adaptive_gather_1 = read({"path":"src/a.py"})\n',
     'flow\n  $adaptive_batch_1_action_1 = append({"content":"""created\n""","path":"x.txt"})\n',
@@ -237,6 +288,32 @@ def test_every_host_plan_in_the_fixture_demo_and_benchmark_stores_keys_as_the_pa
         sources = _plan_sources(store / "events.db")
         recognised = sum(_check_key(s) for s in sources)
         assert recognised >= at_least, (store, recognised, len(sources))
+
+
+def test_the_fused_read_equals_the_full_decode_on_every_session_of_the_stores(demo_master, gen_store, tmp_path):
+    """read_replay_input (one fused pass, no event per plan row) reads what the full decode gives,
+    on every session of the fixture, the demo store and a generated store — and on a session of
+    plans and cells only (flux's batch path: no step or statement rows, so the cells alone make
+    the trace)."""
+    from flux.model.session import TRACE_KINDS, load_session
+    from flux.timemachine.replay_input import ReplayInput
+    from tests.core.test_replay_fastpath import _same_input
+
+    cells_only = tmp_path / "cells-only"
+    with StoreWriter(cells_only) as w:
+        sid = w.create_session("mock")
+        tid = w.begin_turn(sid, "t", "mock")
+        w.append(sid, PlanAttempted(step=1, outcome="accepted", plan_source='flow\n  a = read({"path":"a"})\n'),
+                 turn_id=tid)
+        w.append(sid, cell("read", {"path": "a"}, "A"))
+    for store in (fixture_dir(), demo_master, gen_store, cells_only):
+        with StoreReader(store) as fast, StoreReader(store) as full:
+            for row in full.list_sessions():
+                _same_input(read_replay_input(fast, row.id),
+                            ReplayInput.of_detail(load_session(full, row.id, kinds=TRACE_KINDS)))
+                assert fast.skipped_rows == full.skipped_rows
+    with StoreReader(cells_only) as r:
+        assert read_replay_input(r, "s_1").has_trace and replay_session(r, "s_1").faithful
 
 
 # ------------------------------------------------------------------------------------------------
@@ -321,16 +398,22 @@ _CATALOG = OpCatalog([OpSpec("read"), OpSpec("write")])  # no `grep`: a plan nam
 
 
 def _both(reader: StoreReader, sid: str = "s_1", turn=None, catalog=None):
-    try:
-        inp = read_replay_input(reader, sid)
-    except FluxError as e:
-        return [("error", type(e).__name__, str(e))] * 2
-    out = []
+    """The full reports, direct and interpreted; and, checked here, the lean (``detail=False``,
+    `flux replay`'s: a quiet sink, a lean tape) reports both ways are the full one's brief."""
+    out = {}
     for direct in (True, False):
-        with _gc_paused():
-            out.append(_outcome(lambda: _replay(inp, on_progress=None, scratch_dir=None, recorded_dir=None,
-                                                direct=direct, turn=turn, catalog=catalog)))
-    return out
+        for keep in (True, False):
+            try:
+                inp = read_replay_input(reader, sid)  # afresh: a lean replay takes the cells from it
+            except FluxError as e:
+                out[direct, keep] = ("error", type(e).__name__, str(e))
+                continue
+            with _gc_paused():
+                out[direct, keep] = _outcome(lambda: _replay(inp, on_progress=None, scratch_dir=None, recorded_dir=None,
+                                                             direct=direct, turn=turn, catalog=catalog, keep=keep),
+                                             detail=keep)
+    assert out[True, False] == out[False, False] == _brief(out[False, True])
+    return [out[True, True], out[False, True]]
 
 
 @pytest.fixture(scope="module")
@@ -406,17 +489,18 @@ def test_the_differential_sees_the_direct_path(tmp_path):
     import flux.timemachine.replay as R
 
     calls = []
-    real = R.run_host_call
+    real = R.DirectRunner
 
-    def spy(interp, hc, ledger):
-        calls.append(hc.flow_key)
-        return real(interp, hc, ledger)
+    class Spy(real):
+        def run(self, hc, ledger):
+            calls.append(hc.flow_key)
+            return real.run(self, hc, ledger)
     with StoreReader(store) as r:
-        R.run_host_call = spy
+        R.DirectRunner = Spy
         try:
             rep = replay_session(r, "s_1")
         finally:
-            R.run_host_call = real
+            R.DirectRunner = real
         direct, interpreted = _both(r)
     assert direct == interpreted
     # The fourth execution repeats the first plan, whose statement the halted third plan completed:

@@ -40,6 +40,7 @@ def test_the_incremental_halt_latch_is_the_fold_of_the_trace(events):
 # The streamed replay read equals the full decode, row for row, on corrupted stores.
 
 import json  # noqa: E402
+import os  # noqa: E402
 import shutil  # noqa: E402
 import sqlite3  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -108,6 +109,21 @@ _PAYLOAD_TEXTS = st.sampled_from([
     '{"kind":"run","data":{"event":"plan_halted","plan":"\\ud83d","node":0}}',
     '{"kind":"message","data":{"role":"user","content":[]}}', '{"kind":"turn_ended","data":{"iterations":1e999}}',
     '{"kind":"run","data":' + "[" * 5000 + "]" * 5000 + "}", '{"kind":"run","data":{"event":"op_recorded","seq":' + "9" * 5000 + "}}",
+    # plan rows the fused read must decode as every reader does: coerced fields, odd shapes, a kind
+    # that is not text (the column's then), surrogates, duplicate keys
+    '{"kind":"plan_attempted","data":{"step":1.0,"outcome":"accepted","plan_source":"flow\\n  a = read({\\"path\\":\\"a.txt\\"})\\n"}}',
+    '{"kind":"plan_attempted","data":{"step":1,"outcome":"accepted","phase":7,"plan_source":"flow\\n  a = read({\\"path\\":\\"a.txt\\"})\\n"}}',
+    '{"kind":"plan_attempted","data":{"step":1,"outcome":"accepted","plan_source":"flow\\n  a = read({\\"path\\":\\"\\ud800\\"})\\n"}}',
+    '{"kind":"plan_attempted","data":{"step":1,"outcome":"accepted","plan_source":null,"plan_source":"flow\\n  a = read({\\"path\\":\\"a.txt\\"})\\n"}}',
+    '{"kind":"plan_attempted","data":[1]}', '{"kind":"plan_attempted","data":null}', '{"kind":"plan_attempted"}',
+    '{"kind":7,"data":{"event":"op_recorded","op":"read","content":"A"}}', '{"kind":null,"data":{"step":2}}',
+    '{"kind":"run","data":{"event":"op_recorded","op":"read","input_hash":"\\udc00","content":"\\ud83d"}}',
+    '{"kind":"run","data":{"event":"op_recorded","op":"read","is_error":1,"content":"A"}}',
+    '{"kind":"run","data":{"event":"statement_completed","plan":"p","node":1.0,"skipped":0}}',
+    '{"kind":"run","data":{"event":"plan_halted","plan":"p","node":true,"op":5}}',
+    '{"kind":"run","data":{"event":"step_started","step":1e999}}', '{"kind":"run","data":{"event":"step_succeeded","output":null}}',
+    '{"kind":"turn_started","data":{"user_input":"x","model":"m"}}', '{"kind":"turn_ended","data":{"outcome":"ok"}}',
+    '{"kind":"run","data":{"event":"op_recorded","op":"read","content":"A","content":7}}',
 ])
 
 
@@ -126,7 +142,7 @@ def _mutate(store: Path, data, stream: str | None = None) -> None:
                            " ORDER BY global_seq", (stream, stream)).fetchall()
         for _ in range(data.draw(st.integers(1, 3), label="mutations")):
             gs, kind, payload = data.draw(st.sampled_from(rows), label="row")
-            how = data.draw(st.sampled_from(["field", "text", "kind", "utf8", "blob", "plan"]), label="how")
+            how = data.draw(st.sampled_from(["field", "text", "kind", "utf8", "blob", "plan", "column"]), label="how")
             if how == "plan":  # an accepted plan damaged, or naming an op a catalog may lack, or another's text
                 plans = [r for r in rows if r[1] == "plan_attempted"]
                 if not plans:
@@ -144,6 +160,15 @@ def _mutate(store: Path, data, stream: str | None = None) -> None:
                 con.execute("UPDATE events SET payload = ? WHERE global_seq = ?", (json.dumps(obj), gs))
             elif how == "text":
                 con.execute("UPDATE events SET payload = ? WHERE global_seq = ?", (data.draw(_PAYLOAD_TEXTS), gs))
+            elif how == "column":  # a loose column (id, ts, turn_id) of another type, or NULL; mostly a plan row's
+                plans = [r for r in rows if r[1] == "plan_attempted"]
+                if plans and data.draw(st.booleans(), label="a plan row"):
+                    gs = data.draw(st.sampled_from(plans), label="plan row")[0]
+                col = data.draw(st.sampled_from(["id", "ts", "turn_id"]), label="column")
+                turn_ids = [float(r[0]) for r in rows if r[1] == "turn_started"]  # 3.0 finds turn 3 in a dict
+                value = data.draw(st.sampled_from([None, "7", 1.5, b"\x00", 10 ** 18, -1, True, *turn_ids]),
+                                  label="column value")
+                con.execute(f"UPDATE OR IGNORE events SET {col} = ? WHERE global_seq = ?", (value, gs))  # NOT NULL, UNIQUE
             elif how == "kind":
                 con.execute("UPDATE events SET kind = ? WHERE global_seq = ?",
                             (data.draw(st.sampled_from(["run", "turn_started", "plan_attempted", "message", "weird"])), gs))
@@ -188,7 +213,8 @@ def _same_input(a: ReplayInput, b: ReplayInput) -> None:
     assert [TapeCell.of(getattr(c, "rec", c)) for c in a.cells] == [TapeCell.of(getattr(c, "rec", c)) for c in b.cells]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=int(os.environ.get("FLUX_READ_EXAMPLES", "60")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_the_streamed_replay_read_equals_the_full_decode_on_corrupted_rows(replay_base, tmp_path_factory, data):
     store = tmp_path_factory.mktemp("v") / "store"

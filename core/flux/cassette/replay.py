@@ -110,7 +110,8 @@ class ReplayTape:
         self.lean = lean
         self.requests = 0
         self.unserved = 0
-        self.last: ServeRecord | None = None
+        self._last: ServeRecord | None = None
+        self._last_hit: tuple[str, str, int] | None = None  # a lean tape's latest serve, its record unbuilt
         self.truncated: list[int] = []
         self.diverged: str | None = None  # the latched message
         # (op, hash) -> tape indices in order, for both keys of every cell.
@@ -140,6 +141,14 @@ class ReplayTape:
     def is_consumed(self, index: int) -> bool:
         return self._consumed[index]
 
+    @property
+    def last(self) -> ServeRecord | None:
+        """The latest request's record (a lean tape builds a served one only when asked)."""
+        hit = self._last_hit
+        if hit is not None:
+            return ServeRecord(hit[0], hit[1], hit[2], "served")
+        return self._last
+
     # -- the matcher ----------------------------------------------------------------------------
 
     def find(self, op: str, h: str) -> int | None:
@@ -165,7 +174,7 @@ class ReplayTape:
     def record(self, rec: ServeRecord) -> None:
         """Log one request (counted even on a lean tape, which keeps no log)."""
         self.requests += 1
-        self.last = rec
+        self._last, self._last_hit = rec, None
         if rec.status != "served":
             self.unserved += 1
             if rec.status == "truncated" and rec.index is not None:
@@ -200,13 +209,25 @@ class ReplayTape:
         self.record(ServeRecord(op, h, i, "truncated", msg))
         return make_outcome(f"replay diverged: {msg}", is_error=True)
 
+    def serve_cell(self, op: str, h: str) -> Any:
+        """:meth:`serve` (with the hash) for a caller that reads only the answer's ``content``,
+        ``is_error`` and ``denied``: a served cell is answered by the cell itself (no outcome
+        built); a miss or a truncated match as :meth:`serve` answers it."""
+        i = self.find(op, h)
+        if i is None or self.cells[i].truncated:
+            return self.serve(op, None, h)  # finds the same (a find changes nothing a second find sees)
+        return self.take(op, h, i)
+
     def take(self, op: str, h: str, i: int) -> OpRecorded | TapeCell:
         """Consume cell ``i`` (found by :meth:`find`) and log the serve."""
         self._consumed[i] = True
         self.served.append(i)
-        self.record(ServeRecord(op, h, i, "served"))
         cell = self.cells[i]
-        if self.lean:
+        if not self.lean:
+            self.record(ServeRecord(op, h, i, "served"))
+        else:  # record(), without building the record: counted, and `last` builds it when asked
+            self.requests += 1
+            self._last, self._last_hit = None, (op, h, i)
             self.cells[i] = None
             candidates = self._index.get((op, h))
             if candidates is not None and candidates[-1] == i:  # (op, h) has no unconsumed cell left
@@ -223,7 +244,7 @@ class ReplayTape:
         t.cells, t._consumed, t._index = self.cells, list(self._consumed), self._index
         t._cursor = dict(self._cursor)
         t.served, t.log, t.diverged = list(self.served), [], None
-        t.lean, t.requests, t.unserved, t.last, t.truncated = False, 0, 0, None, []
+        t.lean, t.requests, t.unserved, t._last, t._last_hit, t.truncated = False, 0, 0, None, None, []
         return t
 
     def latch(self, op: str, h: str, msg: str) -> None:

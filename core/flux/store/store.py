@@ -478,6 +478,13 @@ class StoreReader:
         (or closed). A TEXT cell that is not UTF-8 raises :class:`NotUTF8` unless ``tolerant``
         (then it comes back as bytes, as :meth:`query` returns it): the caller scans again
         tolerantly from the start — rows already seen are not replayed."""
+        for rows in self.scan_batches(sql, params, tolerant=tolerant, batch=batch):
+            yield from rows
+
+    def scan_batches(self, sql: str, params: Sequence = (), *, tolerant: bool = False,
+                     batch: int = 4096) -> Iterator[list[tuple]]:
+        """:meth:`scan`, a batch (a list of up to ``batch`` rows) at a time: a hot loop over the
+        rows iterates each list itself instead of resuming a generator per row."""
         with self._lock:
             if self._conn is None:
                 raise StoreError("the store was closed")
@@ -498,7 +505,7 @@ class StoreReader:
                     rows = cur.fetchmany(batch)
                     if not rows:
                         return
-                    yield from rows
+                    yield rows
             except sqlite3.OperationalError as e:
                 if "decode to UTF-8" in str(e) and not tolerant:
                     raise NotUTF8(f"{self.events_path} has a TEXT cell that is not UTF-8") from None

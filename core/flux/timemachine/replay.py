@@ -52,7 +52,7 @@ from ..model.stored_plan import parse_stored_plan, stored_plan_key
 from ..model.session import SessionDetail
 from ..store.events import Run, decode_run
 from ..store.store import StoreReader, StoreWriter
-from .replay_direct import NOT_DIRECT, HostCall, host_call, run_host_call
+from .replay_direct import NOT_DIRECT, DirectRunner, HostCall, host_call
 from .replay_input import ReplayInput, read_replay_input
 
 __all__ = [
@@ -238,7 +238,11 @@ def accepted_plans(detail: SessionDetail, *, direct: bool = False):
         for att in t.plan_attempts:
             if att.outcome != "accepted" or att.plan_source is None:
                 continue
-            yield _accepted(detail, t, att, parsed, direct)  # no local of this generator holds the plan meanwhile
+            hc = host_call(att.plan_source) if direct else None
+            if hc is not None:  # (held meanwhile: a HostCall is its text and three hashes, no AST)
+                yield t, hc.flow_key, hc
+            else:
+                yield _accepted(detail, t, att, parsed, False)  # no local of this generator holds the plan meanwhile
 
 
 def _accepted(detail: SessionDetail, t: Any, att: Any, parsed: dict[str, tuple[A.DraftAst, str]], direct: bool):
@@ -328,6 +332,9 @@ class _ScratchSink:
     def __init__(self, tape: ReplayTape, writer: StoreWriter | None, session: str | None, *, keep: bool = True):
         self.tape = tape
         self.keep = keep  # keep the events and the per-statement results (else only the halt latch)
+        # Nothing reads a step_* event (nothing kept, nothing written): the direct path then builds
+        # none, and hands a completed statement to `completed` (replay_direct.DirectRunner).
+        self.quiet = not keep and writer is None
         self.events: list[dict] = []
         self.writer = writer
         self.session = session
@@ -367,15 +374,7 @@ class _ScratchSink:
             self.writer.append(self.session, Run(decode_run(ev)))
         kind = ev.get("event")
         if kind == "statement_completed":
-            plan = ev.get("plan")
-            row = (int(ev.get("node", 0)), str(ev.get("stmt", "")), ev.get("value"))
-            had = self._completed.get(plan)
-            if had is None:
-                self._completed[plan] = row
-            elif type(had) is list:
-                had.append(row)
-            else:
-                self._completed[plan] = [had, row]
+            self.completed(ev.get("plan"), int(ev.get("node", 0)), str(ev.get("stmt", "")), ev.get("value"))
         elif kind == "checkpoint_reached":
             self._checkpoints[ev.get("flow_key")] = int(ev.get("node", 0))
         elif kind == "plan_halted":
@@ -396,6 +395,18 @@ class _ScratchSink:
                                                     ev.get("stmt", ""), "halted", ev.get("kind"), ev.get("error"),
                                                     requests=reqs))
 
+
+    def completed(self, plan: Any, node: int, stmt: str, value: Any) -> None:
+        """A ``statement_completed`` row into the halt latch's rows (what :meth:`emit` does with
+        one, less the event itself: a quiet sink's direct path calls it instead)."""
+        row = (node, stmt, value)
+        had = self._completed.get(plan)
+        if had is None:
+            self._completed[plan] = row
+        elif type(had) is list:
+            had.append(row)
+        else:
+            self._completed[plan] = [had, row]
 
     def forget(self, plan: Any) -> None:
         """``plan`` will not run again: unless it stands halted, nothing can make it the latch, so
@@ -607,9 +618,10 @@ class _LazyPlans:
     def __iter__(self):
         if self._keys is None:  # the acceptances are the executions
             wanted = self._wanted
+            checked = self.catalog is not None
             for _t, key, draft in self._cursor:
                 if wanted is None or key in wanted:
-                    yield key, self._checked(key, draft), key, False
+                    yield key, (self._checked(key, draft) if checked else draft), key, False
             return
         for key in self._keys:
             draft = self._plan(key)
@@ -660,6 +672,7 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
     if not eager:
         source.on_last_run = sink.forget
     interp = Interpreter(cat, host, sink, _never_asked, run_id=scratch_sid or "replay")
+    run_direct = DirectRunner(interp).run
     report = ReplayReport(session=sid, plans=[], cells_total=tape.total, cells_consumed=0, diverged=None,
                           missing_sources=0, turn=turn, scratch_session=scratch_sid, detail=keep)
     total = source.total if eager else 0
@@ -673,7 +686,7 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
             else:
                 ledger = sink.ledger()
                 sink.execution = len(report.plans)
-                h = run_host_call(interp, draft, ledger) if type(draft) is HostCall else NOT_DIRECT
+                h = run_direct(draft, ledger) if type(draft) is HostCall else NOT_DIRECT
                 if h is NOT_DIRECT:
                     if type(draft) is HostCall:
                         draft = draft.draft()

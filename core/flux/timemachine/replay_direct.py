@@ -43,7 +43,7 @@ from ..cassette.replay import ReplayHost
 from ..lang.interpreter import PlanHalt, ResumeError, _interpolate_json
 from ..lang.parser import _HOST_PLAN, MAX_JSON_DEPTH, RESERVED
 
-__all__ = ["HostCall", "host_call", "run_host_call", "NOT_DIRECT"]
+__all__ = ["HostCall", "host_call", "run_host_call", "DirectRunner", "NOT_DIRECT"]
 
 #: ``run_host_call``'s answer when the plan must go through the interpreter instead.
 NOT_DIRECT: Any = object()
@@ -87,28 +87,61 @@ def host_call(source: Any) -> HostCall | None:
     _sigil, name, op, arg = m.groups()
     if name in RESERVED or op in RESERVED or op == "fmt":
         return None
-    if scrub_text(source) is not source or arg.count("{") + arg.count("[") > MAX_JSON_DEPTH \
-            or _LONG_DIGITS.search(arg) is not None:
+    if scrub_text(source) is not source:
         return None
-    if '"""' in arg:
-        arg = _without_triple_quotes(arg)
-        if arg is None:
+    if _flat_canonical(arg):  # the common case, proven canonical without decoding it (and no placeholder)
+        value_or_hash: tuple[Any, str | None] = (None, _sha256(arg.encode()).hexdigest())
+    else:
+        if arg.count("{") + arg.count("[") > MAX_JSON_DEPTH or _LONG_DIGITS.search(arg) is not None:
             return None
-    try:
-        value = json.loads(arg)
-        if type(value) is not dict or canonical_json(value) != arg:
+        if '"""' in arg:
+            arg = _without_triple_quotes(arg)
+            if arg is None:
+                return None
+        try:
+            value = json.loads(arg)
+            if type(value) is not dict or canonical_json(value) != arg:
+                return None
+        except (ValueError, RecursionError, TypeError, OverflowError):  # UnicodeError is a ValueError
             return None
-    except (ValueError, RecursionError, TypeError, OverflowError):  # UnicodeError is a ValueError
-        return None
+        # (hashlib straight away: the text holds no surrogate, so sha256_hex would not scrub anything)
+        if _PLACEHOLDER_LIKE.search(arg) is not None:
+            value_or_hash = (value, None)
+        else:
+            value_or_hash = (None, _sha256(arg.encode()).hexdigest())
     stmt_text = ('{"kind":"bind","name":"' + name + '","value":{"kind":"call","op":"' + op
                  + '","args":[{"kind":"lit","value":' + arg + '}]}}').encode()
-    # (hashlib straight away: the text holds no surrogate, so sha256_hex would not scrub anything)
-    if _PLACEHOLDER_LIKE.search(arg) is not None:
-        value_or_hash: tuple[Any, str | None] = (value, None)
-    else:
-        value_or_hash = (None, _sha256(arg.encode()).hexdigest())
     return HostCall("h:" + _sha256(b"[" + stmt_text + b"]").hexdigest()[:16], _sha256(stmt_text).hexdigest()[:16],
                     name, op, arg, *value_or_hash, source)
+
+
+# One member of a flat object as canonical JSON writes it: a key and a scalar value — a string with
+# nothing canonical JSON escapes (no quote, backslash or control character) and no brace, an
+# integer as serde and the parser read one (no sign on zero, no leading zero, at most 18 digits:
+# an i64), true, false or null — then the `,` or `}` after it.
+_FLAT_MEMBER = re.compile(r'"([^"\\\x00-\x1f{}]*)":(?:"[^"\\\x00-\x1f{}]*"|0|-?[1-9][0-9]{0,17}|true|false|null)([,}])')
+
+
+def _flat_canonical(arg: str) -> bool:
+    """Whether ``arg`` (``{…}``) is a flat object exactly as :func:`canonical_json` writes it —
+    members as :data:`_FLAT_MEMBER` reads them, keys strictly ascending in code-point order (sorted,
+    none twice) — so ``canonical_json(json.loads(arg)) == arg`` without decoding it; and it holds
+    no brace but its own, so no ``{name}`` placeholder. False sends it to the full check."""
+    if arg == "{}":
+        return True
+    pos, end, prev = 1, len(arg), None
+    match = _FLAT_MEMBER.match
+    while True:
+        m = match(arg, pos)
+        if m is None:
+            return False
+        key = m.group(1)
+        if prev is not None and key <= prev:
+            return False
+        prev = key
+        pos = m.end()
+        if m.group(2) == "}":
+            return pos == end
 
 
 def _without_triple_quotes(arg: str) -> str | None:
@@ -144,51 +177,80 @@ def _without_triple_quotes(arg: str) -> str | None:
 def run_host_call(interp: Any, hc: HostCall, ledger: Any) -> Any:
     """Run ``hc`` as ``interp.run(hc.draft(), resumable=True, ledger=ledger, flow_key=hc.flow_key)``
     would, and return its :class:`PlanHalt` or None; :data:`NOT_DIRECT` when it cannot (nothing
-    has happened then)."""
-    host = interp.host
-    if type(host) is not ReplayHost or interp._sched is not None or hc.op not in interp.catalog:
-        return NOT_DIRECT
-    emit = interp.sink.emit
-    key, stmt, name, op = hc.flow_key, hc.stmt, hc.name, hc.op
-    if ledger is not None:  # §4.10 fast-forward over the one statement
-        entry = ledger.entry(0)
-        matched = entry is not None and entry.stmt == stmt
-        if matched:
-            vid = entry.value
-            if vid is not None:
-                if vid not in interp.values:
-                    raise ResumeError(f"recorded value {vid} of statement 0 is missing from the value store; "
-                                      "resume from a store that holds it")
-                interp.symbols[name] = interp.values[vid]
-            ev: dict[str, Any] = {"event": "statement_completed", "plan": key, "node": 0, "stmt": entry.stmt}
-            if vid is not None:
-                ev["value"] = vid
-            ev["skipped"] = True
-            emit(ev)
-        emit({"event": "plan_resumed", "plan": key, "prior": ledger.plan, "skipped": 1 if matched else 0})
-        cp = ledger.checkpoint
-        if matched or (cp is not None and cp >= 0):
-            return None  # nothing left to run
-    interp._last_vid = None
-    ih = hc.input_hash
-    if ih is None:
-        input_json = canonical_json(_interpolate_json(hc.value, interp.symbols))
-        ih = sha256_hex(input_json)
-    sid = "step_" + op + "_" + ih[:16]
-    emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
-    outcome = host.tape.serve(op, None, ih)
-    interp.clock.dispatched()
-    interp._steps_base += 1
-    content = outcome.content
-    if outcome.denied or outcome.is_error:
-        emit({"event": "step_failed", "step": sid, "error": content})
-        kind = "denied" if outcome.denied else "runtime"
-        emit({"event": "plan_halted", "plan": key, "node": 0, "stmt": stmt, "op": op, "kind": kind,
-              "error": content})
-        return PlanHalt(kind, content, 0, stmt, op)
-    vid = interp._mint(content)
-    interp._last_vid = vid
-    emit({"event": "step_succeeded", "step": sid, "output": vid})
-    interp.symbols[name] = content
-    emit({"event": "statement_completed", "plan": key, "node": 0, "stmt": stmt, "value": vid, "skipped": False})
-    return None
+    has happened then). A replay running many plans takes :class:`DirectRunner` once instead."""
+    return DirectRunner(interp).run(hc, ledger)
+
+
+class DirectRunner:
+    """:func:`run_host_call` for one interpreter, what does not change between its plans looked up
+    once: the host and its tape, the sink (and whether it is quiet: nothing reads a ``step_*``
+    event, so none is built), whether the catalog has every op."""
+
+    __slots__ = ("interp", "tape", "sink", "emit", "quiet", "catalog", "every_op")
+
+    def __init__(self, interp: Any):
+        self.interp = interp
+        host = interp.host
+        self.tape = host.tape if type(host) is ReplayHost else None
+        self.sink = interp.sink
+        self.emit = interp.sink.emit
+        self.quiet = getattr(self.sink, "quiet", False) is True  # replay._ScratchSink, nothing kept or written
+        self.catalog = interp.catalog
+        self.every_op = getattr(interp.catalog, "is_permissive", False) is True
+
+    def run(self, hc: HostCall, ledger: Any) -> Any:
+        """See :func:`run_host_call`."""
+        interp = self.interp
+        tape = self.tape
+        if tape is None or interp._sched is not None or not (self.every_op or hc.op in self.catalog):
+            return NOT_DIRECT
+        emit = self.emit
+        key, stmt, name, op = hc.flow_key, hc.stmt, hc.name, hc.op
+        if ledger is not None:  # §4.10 fast-forward over the one statement
+            entry = ledger.entry(0)
+            matched = entry is not None and entry.stmt == stmt
+            if matched:
+                vid = entry.value
+                if vid is not None:
+                    if vid not in interp.values:
+                        raise ResumeError(f"recorded value {vid} of statement 0 is missing from the value store; "
+                                          "resume from a store that holds it")
+                    interp.symbols[name] = interp.values[vid]
+                ev: dict[str, Any] = {"event": "statement_completed", "plan": key, "node": 0, "stmt": entry.stmt}
+                if vid is not None:
+                    ev["value"] = vid
+                ev["skipped"] = True
+                emit(ev)
+            emit({"event": "plan_resumed", "plan": key, "prior": ledger.plan, "skipped": 1 if matched else 0})
+            cp = ledger.checkpoint
+            if matched or (cp is not None and cp >= 0):
+                return None  # nothing left to run
+        interp._last_vid = None
+        ih = hc.input_hash
+        if ih is None:
+            input_json = canonical_json(_interpolate_json(hc.value, interp.symbols))
+            ih = sha256_hex(input_json)
+        quiet = self.quiet
+        sid = "" if quiet else "step_" + op + "_" + ih[:16]
+        if not quiet:
+            emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
+        outcome = tape.serve_cell(op, ih)
+        interp.clock.dispatched()
+        interp._steps_base += 1
+        content = outcome.content
+        if outcome.denied or outcome.is_error:
+            if not quiet:
+                emit({"event": "step_failed", "step": sid, "error": content})
+            kind = "denied" if outcome.denied else "runtime"
+            emit({"event": "plan_halted", "plan": key, "node": 0, "stmt": stmt, "op": op, "kind": kind,
+                  "error": content})
+            return PlanHalt(kind, content, 0, stmt, op)
+        vid = interp._mint(content)
+        interp._last_vid = vid
+        interp.symbols[name] = content
+        if quiet:
+            self.sink.completed(key, 0, stmt, vid)
+            return None
+        emit({"event": "step_succeeded", "step": sid, "output": vid})
+        emit({"event": "statement_completed", "plan": key, "node": 0, "stmt": stmt, "value": vid, "skipped": False})
+        return None

@@ -21,16 +21,18 @@ on stores with corrupt rows.
 
 from __future__ import annotations
 
+import json
+from itertools import chain
 from dataclasses import dataclass
 from typing import Any
 
 from ..cassette.replay import TapeCell
-from ..model.session import TRACE_KINDS, SessionDetail, Turn, fold_turns
+from ..model.session import TRACE_KINDS, SessionDetail, Turn, TurnFold
 from ..store.events import (
-    DECODE_ERRORS, RUN_VARIANTS, OpRecorded, PayloadError, PlanHalted, StatementCompleted, decode_object, decode_run,
-    load_payload, payload_kind, run_fields_exact,
+    DECODE_ERRORS, RUN_VARIANTS, OpRecorded, PayloadError, PlanAttempted, PlanHalted, StatementCompleted,
+    decode_object, decode_run, field_reader, load_payload,
 )
-from ..store.store import NotUTF8, StoreReader, stored_event, valid_event_row
+from ..store.store import NotUTF8, StoreReader, _as_int, stored_event, valid_event_row
 from .engine import executions_from_rows, executions_in_trace
 
 __all__ = ["ReplayInput", "read_replay_input"]
@@ -74,71 +76,108 @@ def read_replay_input(reader: StoreReader, ref: str | None, *, full_cells: bool 
     return out
 
 
+# The fields the fused read takes from a row's body (JSON keys, in the order their records take them).
+_CELL_KEYS = ("op", "input_hash", "input_hash_redacted", "content", "view", "is_error", "denied", "truncated")
+_PLAN_KEYS = ("step", "outcome", "error", "fingerprint", "phase", "plan_source", "plan_text")
+
+
 def _read(reader: StoreReader, sid: str, *, tolerant: bool, full_cells: bool = False) -> ReplayInput:
+    """One pass over the session's turn, plan and run rows, each validated as every reader
+    validates it (:func:`~flux.store.store.valid_event_row`, :func:`~flux.store.events.load_payload`,
+    then decoding) and turned straight into what replay keeps: a well-typed row (every row flux
+    writes) is checked by its variant's generated :func:`~flux.store.events.field_reader` — the
+    same verdict as :func:`~flux.store.events.fields_exact`, with the values — and builds no event:
+    a cell becomes a :class:`TapeCell`, a ledger row a tuple, a plan row its
+    :class:`~flux.model.session.PlanAttempt` (through :class:`TurnFold`), a ``step_*`` row
+    nothing. Any other row is decoded in full, exactly as every reader does (skipped and counted
+    when it cannot be)."""
     cells: list[Any] = []
     bodies: list[dict] | None = [] if full_cells else None
     ledger: list[tuple[str, int, bool, bool, int]] = []
-    seen = {"trace": False, "skipped": 0}
-    # The rows that are not run rows (turns, plan attempts) are folded as the scan yields them, not
-    # gathered first: a long session's decoded plan rows never sit in one list.
-    turns = fold_turns(_scan(reader, sid, tolerant, cells, bodies, ledger, seen))
-    if seen["skipped"]:
-        reader.skipped_rows += seen["skipped"]
-    return ReplayInput(sid, turns, cells, executions_from_rows(ledger), seen["trace"], cell_bodies=bodies)
-
-
-def _scan(reader: StoreReader, sid: str, tolerant: bool, cells: list[Any], bodies: list[dict] | None,
-          ledger: list[tuple[str, int, bool, bool, int]], seen: dict[str, Any]):
-    """The session's decoded non-run rows, in order; the run rows go to ``cells`` and ``ledger``,
-    and ``seen`` gets whether any run row decoded (``trace``) and how many rows were ``skipped``."""
+    fold = TurnFold()
+    attempt = fold.plan_attempted
+    read_cell = field_reader(OpRecorded, _CELL_KEYS)
+    read_plan = field_reader(PlanAttempted, _PLAN_KEYS)
+    read_stmt = field_reader(StatementCompleted, ("plan", "node", "skipped"))
+    read_halt = field_reader(PlanHalted, ("plan", "node"))
+    valid = {tag: field_reader(cls, ()) for tag, cls in RUN_VARIANTS.items()}  # a step row: only whether it decodes
+    loads = json.loads
     has_trace = False
     skipped = 0
-    for gs, stream, sseq, eid, kind, ts, turn_id, payload in reader.scan(_SQL, (sid, *TRACE_KINDS), tolerant=tolerant):
-        if not valid_event_row(gs, stream, sseq, kind, payload):
+    for gs, stream, sseq, eid, kind, ts, turn_id, payload in chain.from_iterable(
+            reader.scan_batches(_SQL, (sid, *TRACE_KINDS), tolerant=tolerant)):
+        if not (type(payload) is str and type(kind) is str and type(sseq) is int and type(gs) is int
+                and type(stream) is str) and not valid_event_row(gs, stream, sseq, kind, payload):
             skipped += 1
             continue
-        try:
+        try:  # load_payload, inline: the same errors skip the row
+            obj = loads(payload)
+        except (ValueError, TypeError, RecursionError):
+            skipped += 1
+            continue
+        if type(obj) is not dict:
+            skipped += 1
+            continue
+        if "\\u" in payload:  # may spell a lone surrogate: load_payload applies the one rule
             obj = load_payload(payload)
+        k = obj.get("kind", kind)  # payload_kind, inline
+        if type(k) is not str:
+            k = kind
+        d = obj.get("data")
+        if k == "run":
+            tag = d.get("event") if type(d) is dict else None
+            if tag == "op_recorded":
+                c = read_cell(d, TapeCell)
+                if c is not None:
+                    has_trace = True
+                    cells.append(c)
+                    if bodies is not None:
+                        bodies.append(d)
+                    continue
+            elif tag == "statement_completed":
+                v = read_stmt(d)
+                if v is not None:
+                    has_trace = True
+                    ledger.append((v[0], v[1], v[2], False, gs))
+                    continue
+            elif tag == "plan_halted":
+                v = read_halt(d)
+                if v is not None:
+                    has_trace = True
+                    ledger.append((v[0], v[1], False, True, gs))
+                    continue
+            elif type(tag) is str:
+                check = valid.get(tag)
+                if check is not None and check(d):
+                    has_trace = True
+                    continue
+            try:  # an odd row: decode it in full, exactly as every reader does
+                ev = decode_run(d)
+            except DECODE_ERRORS:
+                skipped += 1
+                continue
+            has_trace = True
+            if isinstance(ev, OpRecorded):
+                if bodies is not None:
+                    bodies.append(ev.to_body())
+                cells.append(TapeCell.of(ev))
+            elif isinstance(ev, StatementCompleted):
+                ledger.append((ev.plan, ev.node, bool(ev.skipped), False, gs))
+            elif isinstance(ev, PlanHalted):
+                ledger.append((ev.plan, ev.node, False, True, gs))
+            continue
+        if k == "plan_attempted" and type(d) is dict:
+            v = read_plan(d)
+            if v is not None:  # decoding gives PlanAttempted(**fields): fold its values, build no event
+                attempt(gs, sseq, ts if type(ts) is int else _as_int(ts), turn_id if type(turn_id) is int else None,
+                        *v)
+                continue
+        try:
+            body = decode_object(kind, obj)
         except PayloadError:
             skipped += 1
             continue
-        if payload_kind(kind, obj) != "run":
-            try:
-                body = decode_object(kind, obj)
-            except PayloadError:
-                skipped += 1
-                continue
-            yield stored_event(gs, stream, sseq, eid, kind, ts, turn_id, body)
-            continue
-        d = obj.get("data")
-        tag = d.get("event") if type(d) is dict else None
-        cls = RUN_VARIANTS.get(tag) if type(tag) is str else None
-        if cls is not None and run_fields_exact(cls, d):
-            has_trace = True
-            if cls is OpRecorded:  # OpRecorded's defaults where a field is absent
-                if bodies is not None:
-                    bodies.append(d)
-                cells.append(TapeCell(d.get("op", ""), d.get("input_hash", ""), d.get("input_hash_redacted"),
-                                      d.get("content", ""), d.get("view"), d.get("is_error", False),
-                                      d.get("denied", False), d.get("truncated", False)))
-            elif cls is StatementCompleted:
-                ledger.append((d.get("plan", ""), d.get("node", 0), d.get("skipped", False), False, gs))
-            elif cls is PlanHalted:
-                ledger.append((d.get("plan", ""), d.get("node", 0), False, True, gs))
-            continue
-        try:  # an odd row: decode it in full, exactly as every reader does
-            ev = decode_run(d)
-        except DECODE_ERRORS:
-            skipped += 1
-            continue
-        has_trace = True
-        if isinstance(ev, OpRecorded):
-            if bodies is not None:
-                bodies.append(ev.to_body())
-            cells.append(TapeCell.of(ev))
-        elif isinstance(ev, StatementCompleted):
-            ledger.append((ev.plan, ev.node, bool(ev.skipped), False, gs))
-        elif isinstance(ev, PlanHalted):
-            ledger.append((ev.plan, ev.node, False, True, gs))
-    seen["trace"] = has_trace
-    seen["skipped"] = skipped
+        fold.add(stored_event(gs, stream, sseq, eid, kind, ts, turn_id, body))
+    if skipped:
+        reader.skipped_rows += skipped
+    return ReplayInput(sid, fold.turns_in_order(), cells, executions_from_rows(ledger), has_trace, cell_bodies=bodies)
