@@ -22,6 +22,7 @@ on stores with corrupt rows.
 from __future__ import annotations
 
 import json
+from collections import deque
 from itertools import chain
 from dataclasses import dataclass
 from typing import Any
@@ -82,20 +83,36 @@ _PLAN_KEYS = ("step", "outcome", "error", "fingerprint", "phase", "plan_source",
 
 
 def _read(reader: StoreReader, sid: str, *, tolerant: bool, full_cells: bool = False) -> ReplayInput:
+    cells: list[Any] = []
+    bodies: list[dict] | None = [] if full_cells else None
+    ledger: list[tuple[str, int, bool, bool, int]] = []
+    fold = TurnFold()
+    seen: dict[str, Any] = {}
+    deque(_scan(reader, sid, tolerant, fold, cells, bodies, ledger, seen), maxlen=0)  # run it through
+    if seen["skipped"]:
+        reader.skipped_rows += seen["skipped"]
+    return ReplayInput(sid, fold.turns_in_order(), cells, executions_from_rows(ledger), seen["trace"],
+                       cell_bodies=bodies)
+
+
+def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, bodies: list[dict] | None,
+          ledger: Any, seen: dict[str, Any]):
     """One pass over the session's turn, plan and run rows, each validated as every reader
     validates it (:func:`~flux.store.store.valid_event_row`, :func:`~flux.store.events.load_payload`,
     then decoding) and turned straight into what replay keeps: a well-typed row (every row flux
     writes) is checked by its variant's generated :func:`~flux.store.events.field_reader` — the
     same verdict as :func:`~flux.store.events.fields_exact`, with the values — and builds no event:
-    a cell becomes a :class:`TapeCell`, a ledger row a tuple, a plan row its
-    :class:`~flux.model.session.PlanAttempt` (through :class:`TurnFold`), a ``step_*`` row
-    nothing. Any other row is decoded in full, exactly as every reader does (skipped and counted
-    when it cannot be)."""
-    cells: list[Any] = []
-    bodies: list[dict] | None = [] if full_cells else None
-    ledger: list[tuple[str, int, bool, bool, int]] = []
-    fold = TurnFold()
+    a cell becomes a :class:`TapeCell` (``cells.append``), a ledger row a tuple (``ledger.append``),
+    a plan row its values handed to ``fold.plan_attempted`` (a :class:`TurnFold`'s: no event, no
+    ``PlanAttempted``), a ``step_*`` row nothing. Any other row is decoded in full, exactly as
+    every reader does, and a turn row goes to ``fold.add`` (a row that cannot be decoded is skipped
+    and counted). A generator: it yields after each row it hands to ``fold`` (so a caller can pull
+    the session as it goes); at the end ``seen`` gets whether any run row decoded (``trace``) and
+    how many rows were ``skipped``."""
     attempt = fold.plan_attempted
+    add = fold.add
+    add_cell = cells.append
+    add_row = ledger.append
     read_cell = field_reader(OpRecorded, _CELL_KEYS)
     read_plan = field_reader(PlanAttempted, _PLAN_KEYS)
     read_stmt = field_reader(StatementCompleted, ("plan", "node", "skipped"))
@@ -130,7 +147,7 @@ def _read(reader: StoreReader, sid: str, *, tolerant: bool, full_cells: bool = F
                 c = read_cell(d, TapeCell)
                 if c is not None:
                     has_trace = True
-                    cells.append(c)
+                    add_cell(c)
                     if bodies is not None:
                         bodies.append(d)
                     continue
@@ -138,13 +155,13 @@ def _read(reader: StoreReader, sid: str, *, tolerant: bool, full_cells: bool = F
                 v = read_stmt(d)
                 if v is not None:
                     has_trace = True
-                    ledger.append((v[0], v[1], v[2], False, gs))
+                    add_row((v[0], v[1], v[2], False, gs))
                     continue
             elif tag == "plan_halted":
                 v = read_halt(d)
                 if v is not None:
                     has_trace = True
-                    ledger.append((v[0], v[1], False, True, gs))
+                    add_row((v[0], v[1], False, True, gs))
                     continue
             elif type(tag) is str:
                 check = valid.get(tag)
@@ -160,24 +177,25 @@ def _read(reader: StoreReader, sid: str, *, tolerant: bool, full_cells: bool = F
             if isinstance(ev, OpRecorded):
                 if bodies is not None:
                     bodies.append(ev.to_body())
-                cells.append(TapeCell.of(ev))
+                add_cell(TapeCell.of(ev))
             elif isinstance(ev, StatementCompleted):
-                ledger.append((ev.plan, ev.node, bool(ev.skipped), False, gs))
+                add_row((ev.plan, ev.node, bool(ev.skipped), False, gs))
             elif isinstance(ev, PlanHalted):
-                ledger.append((ev.plan, ev.node, False, True, gs))
+                add_row((ev.plan, ev.node, False, True, gs))
             continue
         if k == "plan_attempted" and type(d) is dict:
             v = read_plan(d)
             if v is not None:  # decoding gives PlanAttempted(**fields): fold its values, build no event
                 attempt(gs, sseq, ts if type(ts) is int else _as_int(ts), turn_id if type(turn_id) is int else None,
                         *v)
+                yield
                 continue
         try:
             body = decode_object(kind, obj)
         except PayloadError:
             skipped += 1
             continue
-        fold.add(stored_event(gs, stream, sseq, eid, kind, ts, turn_id, body))
-    if skipped:
-        reader.skipped_rows += skipped
-    return ReplayInput(sid, fold.turns_in_order(), cells, executions_from_rows(ledger), has_trace, cell_bodies=bodies)
+        add(stored_event(gs, stream, sseq, eid, kind, ts, turn_id, body))
+        yield
+    seen["trace"] = has_trace
+    seen["skipped"] = skipped
