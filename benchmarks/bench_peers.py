@@ -20,9 +20,9 @@ Floors do exactly the work of the measured path, nothing more:
 * write floor — the same rows (same count, same payload bytes), same schema and pragmas, raw
   ``sqlite3``, in the same transactions as the measured run (one per op: an effectful op's
   ``step_started`` ends a transaction, which also holds the previous op's cell — plus the turn's
-  few), each one ``executemany`` and the registry ``UPDATE`` the writer runs; the boundaries are
-  read from the measured run's own ``COMMIT``s (``sqlite3`` trace callback, in the warm-up round
-  only). Every row is made as any recorder must make it: its payload encoded from its value with
+  few), each one multi-row ``INSERT … VALUES`` per 64 rows (the writer's statement shape) and the
+  registry ``UPDATE`` the writer runs; the boundaries are read from the measured run's own
+  ``COMMIT``s (``sqlite3`` trace callback, in the warm-up round only). Every row is made as any recorder must make it: its payload encoded from its value with
   the standard library (``json.dumps``, checked to give the recorded bytes), a ULID minted and a
   millisecond timestamp read. ``write floor (pre-encoded)`` is the same without making the rows
   (payload texts and ids copied from the recorded run: SQLite alone);
@@ -111,15 +111,16 @@ def flux_record(d: Path, calls: int, ops, commits: list[int] | None = None) -> f
     client = Client(ScriptedProvider(responses=_responses(calls)), model="scripted", ops=ops, store=d / "store",
                     workspace=d, env_secrets=False, auto_approve=True)
     session = client.session()
-    if commits is not None:
-        inserted = [client.writer.conn.execute("SELECT COUNT(*) FROM events").fetchone()[0]]
+    if commits is not None:  # rows in events at each COMMIT: the rows before, plus every row changed
+        conn = client.writer.conn  # since, less the registry's one-row UPDATEs (an INSERT may hold many rows)
+        base = [conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] - conn.total_changes]
 
         def trace(sql: str) -> None:
-            if sql.startswith("INSERT INTO events"):
-                inserted[0] += 1
+            if sql.startswith("UPDATE streams"):
+                base[0] -= 1
             elif sql == "COMMIT":
-                commits.append(inserted[0])
-        client.writer.conn.set_trace_callback(trace)
+                commits.append(base[0] + conn.total_changes)
+        conn.set_trace_callback(trace)
     t0, c0 = time.perf_counter(), time.process_time()
     out = session.send_sync(f"call echo {calls} times")
     elapsed = time.perf_counter() - t0
@@ -178,25 +179,38 @@ def write_floor(src: Path, d: Path, commits: list[int], *, make_rows: bool = Tru
         if stmt.strip():
             con.execute(stmt)
     con.execute("INSERT INTO streams (model, created_at, updated_at, last_seq, msg_count) VALUES ('scripted', 0, 0, 0, 0)")
-    insert = ("INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload, turn_id)"
-              " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+    inserts: dict[int, str] = {}  # rows -> the INSERT of that many rows (the writer's shape: up to 64 a statement)
+
+    def insert(flat: list) -> None:  # 7 values a row (schema_version is the literal 1, as the writer's)
+        n = len(flat) // 7
+        for k in range(0, n, 64):
+            m = min(64, n - k)
+            sql = inserts.get(m)
+            if sql is None:
+                sql = inserts[m] = ("INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload,"
+                                    " turn_id) VALUES " + ",".join(["(?, ?, ?, ?, 1, ?, ?, ?)"] * m))
+            con.execute(sql, flat if m == n else flat[7 * k:7 * (k + m)])
     update = "UPDATE streams SET updated_at = ?, last_seq = ?, model = COALESCE(?, model), msg_count = msg_count + ? WHERE n = 1"
     dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
     now = time.time
+    flat_rows = [(r[0], r[1], r[2], r[3], r[5], r[6], r[7]) for r in rows]  # pre-encoded: the recorded values
     t0, c0 = time.perf_counter(), time.process_time()
     start = 0
     for end in cuts:
         con.execute("BEGIN IMMEDIATE")
+        flat: list = []
+        messages = 0
         if make_rows:
-            batch = []
             for r, v in zip(rows[start:end], values[start:end]):
                 ms = int(now() * 1000)
-                batch.append((r[0], r[1], floor_ulid(ms), r[3], 1, ms, dumps(v), r[7]))
+                flat += (r[0], r[1], floor_ulid(ms), r[3], ms, dumps(v), r[7])
+                messages += r[3] == "message"
         else:
-            batch = rows[start:end]
-        con.executemany(insert, batch)
-        last = batch[-1]
-        con.execute(update, (last[5], last[1], None, sum(1 for r in batch if r[3] == "message")))
+            for r in flat_rows[start:end]:
+                flat += r
+                messages += r[3] == "message"
+        insert(flat)
+        con.execute(update, (flat[-3], flat[-6], None, messages))
         con.execute("COMMIT")
         start = end
     elapsed = time.perf_counter() - t0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -101,6 +102,34 @@ def put(path: str, text: str) -> OpOutcome:
     return OpOutcome(content=f"wrote {path}", view=f"[{text}]")
 
 
+@op(effect="pure")
+def keep(v: Any = None) -> Any:
+    """Answers its input (any JSON: a dict or list answer is JSON-encoded content)."""
+    return v
+
+
+@op(effect="write")
+def stash(v: Any = None) -> str:
+    """A write op taking any JSON."""
+    return "stashed"
+
+
+@op(effect="pure")
+def grow(v: Any = None) -> str:
+    """Mutates the value it was given (an op may): the run hands it a copy of the model's input."""
+    if isinstance(v, list):
+        v.append("grown")
+    elif isinstance(v, dict):
+        v["grown"] = 1
+    return "grew"
+
+
+@op(effect="pure")
+def ghost(i: int) -> str:
+    """Answers a lone surrogate (the run must see, and the cell store, U+FFFD)."""
+    return f"a\ud800b{i}"
+
+
 _CALLS = [
     {"name": "echo", "input": {"i": 1}},
     {"name": "shout", "input": {"text": "{name} and {{x}} and sk-SECRETSECRET1234"}},
@@ -113,18 +142,40 @@ _CALLS = [
 ]
 
 
-def _record(tmp_path, direct: bool, monkeypatch):
+def _record(tmp_path, way: str, monkeypatch, calls=None):
+    """Record the turn one of three ways: ``fused`` (the loop's one-pass call, _DirectCall),
+    ``run_call`` (Interpreter.run_call through the recording and live hosts) or ``run`` (the
+    reference: Interpreter.run of each call's host plan)."""
+    from flux.agent import loop
     from flux.agent.approver import CallbackApprover
 
-    if not direct:  # the reference: every tool call through Interpreter.run of its host plan
+    if way != "fused":
+        monkeypatch.setattr(loop._DirectCall, "of", classmethod(lambda cls, *a: None))
+    if way == "run":
         def run_call(self, name, op_name, value):
             self.run(_plan(name, op_name, value), resumable=False)
         monkeypatch.setattr(Interpreter, "run_call", run_call)
-    d = tmp_path / ("direct" if direct else "general")
-    c = Client(ScriptedProvider(responses=[{"tool_calls": _CALLS}, {"text": "done"}]), model="scripted",
-               ops=[echo, shout, boom, put], store=d / "store", workspace=tmp_path, env_secrets=False,
-               secrets=["sk-SECRETSECRET1234"], approver=CallbackApprover(lambda r: r.input.get("path") != "no"),
-               clock=lambda: 1_000, timer=lambda: 7)
+    state: list = []  # the interpreter's and the live host's state at the turn's end
+    finish = loop.TurnRunner._finish
+
+    def spy(self, rec, out, interp, observations, usages, turn_msgs, live):
+        state.append((dict(interp.symbols), dict(interp.values), interp._next_vid, interp.steps, interp._last_vid,
+                      list(live.log), live.dispatches, live.last_exec_us, rec.appended, len(rec.owed)))
+        return finish(self, rec, out, interp, observations, usages, turn_msgs, live)
+    monkeypatch.setattr(loop.TurnRunner, "_finish", spy)
+    d = tmp_path / way
+    c = Client(ScriptedProvider(responses=[{"tool_calls": calls or _CALLS}, {"text": "done"}]), model="scripted",
+               ops=[echo, shout, boom, put, keep, stash, grow, ghost], store=d / "store", workspace=tmp_path, env_secrets=False,
+               secrets=["sk-SECRETSECRET1234"], approver=CallbackApprover(_approve), clock=lambda: 1_000, timer=lambda: 7)
+    commits: list[int] = []  # rows inserted before each COMMIT: where the durability flushes fall
+    inserted = [0]
+
+    def trace(sql):
+        if sql.startswith("INSERT INTO events"):
+            inserted[0] += 1
+        elif sql == "COMMIT":
+            commits.append(inserted[0])
+    c.writer.conn.set_trace_callback(trace)
     out = c.session().send_sync("go")
     c.close()
     monkeypatch.undo()
@@ -132,15 +183,60 @@ def _record(tmp_path, direct: bool, monkeypatch):
     rows = con.execute("SELECT stream, stream_seq, kind, ts, turn_id, payload FROM events ORDER BY global_seq").fetchall()
     reg = con.execute("SELECT model, created_at, updated_at, last_seq, msg_count FROM streams").fetchall()
     con.close()
-    summary = (out.outcome, out.answer, [(t.name, t.status, t.content) for t in out.tool_calls],
+    summary = (out.outcome, out.answer, out.error, [(t.name, t.status, t.content, t.input) for t in out.tool_calls],
                [c.to_body() for c in out.cells], [(p.step, p.phase, p.fingerprint, p.flow_key, p.source) for p in out.plans])
-    return rows, reg, summary
+    return rows, reg, summary, commits, state
 
 
-def test_a_recorded_turn_is_the_same_row_for_row_both_ways(tmp_path, monkeypatch):
-    direct = _record(tmp_path, True, monkeypatch)
-    general = _record(tmp_path, False, monkeypatch)
-    assert direct == general
+def _approve(r):
+    from flux.agent.approver import Decision
+
+    if r.input.get("path") == "no":
+        return Decision(False, "refused \udc00 by the test")  # a lone surrogate: scrubbed in the cell only
+    return True
+
+
+def test_a_recorded_turn_is_the_same_row_for_row_all_three_ways(tmp_path, monkeypatch):
+    direct = _record(tmp_path, "fused", monkeypatch)
+    assert direct == _record(tmp_path, "run_call", monkeypatch)
+    assert direct == _record(tmp_path, "run", monkeypatch)
     kinds = [json.loads(r[5])["data"].get("event") for r in direct[0] if r[2] == "run"]
     assert kinds.count("step_succeeded") == 4 and kinds.count("step_failed") == 2 and kinds.count("op_recorded") == 6
     assert "sk-SECRETSECRET1234" not in "".join(r[5] for r in direct[0])
+
+
+# Tool calls of every kind the loop meets: pure and write ops (durability flushes), results, dict
+# answers, op failures, refusals, unknown tools, bad input, nested and brace-holding values, a
+# registered secret, lone surrogates, and inputs that are not plain JSON (a tuple: run_call's path).
+_LEAF = st.one_of(st.integers(-3, 3), st.floats(allow_nan=False, allow_infinity=False), st.booleans(), st.none(),
+                  st.sampled_from(["{name}", "{{x}}", "a}b", "sk-SECRETSECRET1234", "\ud83d", "", "plain"]))
+_JSON = st.recursive(_LEAF, lambda inner: st.one_of(st.lists(inner, max_size=2),
+                                                    st.dictionaries(st.sampled_from(["a", "{k}", "b"]), inner,
+                                                                    max_size=2)), max_leaves=4)
+_CALL = st.one_of(
+    st.builds(lambda i: {"name": "echo", "input": {"i": i}}, st.integers(-2, 2)),
+    st.builds(lambda v: {"name": "keep", "input": {"v": v}}, _JSON),
+    st.builds(lambda v: {"name": "stash", "input": {"v": v}}, _JSON),
+    st.builds(lambda v: {"name": "grow", "input": {"v": v}}, st.one_of(st.lists(_LEAF, max_size=2),
+                                                                       st.dictionaries(st.just("a"), _LEAF))),
+    st.builds(lambda t: {"name": "shout", "input": {"text": t}}, st.sampled_from(["{name} {{x}}", "hi", "\ud83d"])),
+    st.builds(lambda i: {"name": "boom", "input": {"i": i}}, st.integers(0, 3)),
+    st.builds(lambda i: {"name": "ghost", "input": {"i": i}}, st.integers(0, 3)),
+    st.builds(lambda p, t: {"name": "put", "input": {"path": p, "text": t}}, st.sampled_from(["ok.txt", "no"]),
+              st.sampled_from(["x", "{y}", "\ud83d"])),
+    st.just({"name": "nope", "input": {}}),
+    st.just({"name": "keep", "input": {"v": (1, 2)}}),  # not plain JSON: run_call's path
+)
+
+
+@settings(max_examples=12, deadline=None)
+@given(calls=st.lists(_CALL, min_size=1, max_size=5))
+def test_random_turns_are_the_same_row_for_row_fused_and_through_run_call(tmp_path_factory, calls):
+    from _pytest.monkeypatch import MonkeyPatch
+
+    mp = MonkeyPatch()
+    try:
+        tmp = tmp_path_factory.mktemp("turn")
+        assert _record(tmp, "fused", mp, calls) == _record(tmp, "run_call", mp, calls)
+    finally:
+        mp.undo()

@@ -380,3 +380,36 @@ def test_new_ulid_text_is_encode_of_its_value(start, steps, ms0):
             rand = ulid._last_rand  # fresh random bits: read back what was drawn
             ms0 = ms
         assert text == ulid._encode((ms << 80) | rand)
+
+
+@settings(max_examples=60, deadline=None)
+@given(start=st.integers(0, (1 << 80) - 1),
+       calls=st.lists(st.tuples(st.booleans(), st.integers(0, 1500), st.integers(0, 3)), min_size=1, max_size=12))
+def test_new_ulids_text_is_encode_of_each_value_interleaved_with_new_ulid(start, calls):
+    """new_ulids and new_ulid share the cached runs of digits (the millisecond's, the random part's
+    top): however the two interleave — across ms changes, 10-bit carries and the 80-bit wrap —
+    every id is ``_encode`` of the value the reference rule gives."""
+    from flux.store import ulid
+
+    ms0 = 1_700_000_000_000
+    with ulid._lock:
+        ulid._last_ms, ulid._last_rand = ms0, start
+    rand = start
+    for k, (bulk, n, step) in enumerate(calls):
+        ms = ms0 + (step == 3)
+        if k == len(calls) // 2 and ms == ms0:
+            with ulid._lock:
+                ulid._last_rand = rand = (1 << 80) - 5  # near the wrap
+        fresh = ms != ms0
+        ids = ulid.new_ulids(ms, n) if bulk else [ulid.new_ulid(ms)]
+        count = n if bulk else 1
+        if count == 0:
+            continue
+        if fresh:
+            rand = (ulid._last_rand - (count - 1)) & ((1 << 80) - 1)  # the draw, read back
+            ms0 = ms
+        else:
+            rand = (rand + 1) & ((1 << 80) - 1)
+        want = [ulid._encode((ms << 80) | ((rand + i) & ((1 << 80) - 1))) for i in range(count)]
+        assert ids == want
+        rand = (rand + count - 1) & ((1 << 80) - 1)

@@ -38,12 +38,13 @@ import asyncio
 import logging
 import re
 import time
+from json.encoder import encode_basestring as json_str  # serde's escapes, raw UTF-8 (as events.py)
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ..canonical import scrub_text, scrub_value, sha256_hex
+from ..canonical import canonical_json, compact_json, scrub_text, scrub_value, sha256_hex
 from ..cassette.record import CassetteWriteError, RecordingHost, scrub_outcome
-from ..cassette.redactor import Redactor
+from ..cassette.redactor import Redactor, secret_name
 from ..errors import FluxError
 from ..lang import ast as A
 from ..lang.astjson import bind_call_json_text
@@ -249,6 +250,78 @@ def _bind_safe(s: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# Observations
+
+
+def observation_texts(observations: list[Observation], redactor: Redactor) -> list[str]:
+    """``[encode_observation(o.kind, o.phase, redactor.redact_value(o.data)) for o in observations]``
+    — the same texts — for the turn's observation flush (three per tool call).
+
+    ``redact_value`` of a data dict builds a new dict (each key redacted and checked for a secret
+    name, each value redacted by type) that ``compact_json`` then encodes. Here each key set is
+    looked at once per flush (its redacted keys' JSON fragments and secret flags), and each value's
+    text is written straight from the value by the same rules; a dict whose keys are not all
+    strings, or whose redacted keys collide, and any non-dict data take the general path. A
+    property test (tests/agent/test_observation_texts.py) checks the texts equal the general path's."""
+    red, red_value = redactor.redact, redactor.redact_value
+    numbers_stay = not redactor.has_registered  # redact_value leaves numbers alone only then
+    marker = json_str(redactor.marker)
+    heads: dict[tuple[str, str], str] = {}
+    shapes: dict[tuple, Optional[tuple]] = {}
+    out: list[str] = []
+    add = out.append
+    for ob in observations:
+        kind, phase, data = ob.kind, ob.phase, ob.data
+        if type(data) is not dict or type(kind) is not str or type(phase) is not str:
+            add(encode_observation(kind, phase, red_value(data)))
+            continue
+        keys = tuple(data)
+        shape = shapes.get(keys, _NO_SHAPE)
+        if shape is _NO_SHAPE:
+            shape = shapes[keys] = _observation_shape(keys, redactor)
+        if shape is None:
+            add(encode_observation(kind, phase, red_value(data)))
+            continue
+        head = heads.get((kind, phase))
+        if head is None:
+            head = heads[(kind, phase)] = ('{"kind":"observation","data":{"kind":' + json_str(kind) + ',"phase":'
+                                           + json_str(phase) + ',"data":{')
+        parts = [head]
+        for (frag, secret), v in zip(shape, data.values()):
+            t = type(v)
+            if secret and v is not None and not isinstance(v, (dict, list, bool)):
+                parts.append(frag + marker)  # a scalar under a key that names a secret
+            elif t is str:
+                parts.append(frag + json_str(red(v)))
+            elif t is int and numbers_stay:
+                parts.append(frag + int.__repr__(v))
+            elif v is None:
+                parts.append(frag + "null")
+            elif t is bool:
+                parts.append(frag + ("true" if v else "false"))
+            else:
+                parts.append(frag + compact_json(red_value(v)))
+        parts.append("}}}")
+        add("".join(parts))
+    return out
+
+
+_NO_SHAPE: Any = object()
+
+
+def _observation_shape(keys: tuple, redactor: Redactor) -> Optional[tuple[tuple[str, bool], ...]]:
+    """Per key of a data dict: (``,"<redacted key>":`` — no comma for the first —, names a secret);
+    None when a key is not a string or two keys redact to the same text (the general path)."""
+    if any(type(k) is not str for k in keys):
+        return None
+    red = [redactor.redact(k) for k in keys]
+    if len(set(red)) != len(red):
+        return None
+    return tuple((("," if i else "") + json_str(r) + ":", secret_name(k))
+                 for i, (k, r) in enumerate(zip(keys, red)))
+
+
+# ---------------------------------------------------------------------------------------------
 # Recording
 
 
@@ -393,6 +466,111 @@ class _LiveHost:
             self.last = out
             return out
         return work if self.concurrent else completed_work(work())
+
+
+class _NotPlain(Exception):
+    """An input the fused call does not take (see :func:`_plain_copy`)."""
+
+
+def _plain_copy(v: Any) -> Any:
+    """A copy of a JSON value of exact built-in types (dict with str keys, list, str, int, float,
+    bool, None) — what ``_interpolate_json(_escape_braces(v), {})`` returns for it (the run_call path
+    escapes a tool input's braces for the plan, then interpolates them back with no symbols bound);
+    raises :class:`_NotPlain` for anything else."""
+    t = type(v)
+    if t is dict:
+        out = {}
+        for k, x in v.items():
+            if type(k) is not str:
+                raise _NotPlain
+            tx = type(x)
+            out[k] = x if (tx is str or tx is int or x is None or tx is bool or tx is float) else _plain_copy(x)
+        return out
+    if t is list:
+        return [_plain_copy(x) for x in v]
+    if t is str or t is int or v is None or t is bool or t is float:
+        return v
+    raise _NotPlain
+
+
+_STEP_STARTED = '{"kind":"run","data":{"event":"step_started","step":'
+_STEP_SUCCEEDED = '{"kind":"run","data":{"event":"step_succeeded","step":'
+
+
+class _DirectCall:
+    """One adaptive tool call recorded in one pass: what ``Interpreter.run_call`` of its host plan
+    does through ``RecordingHost`` → ``_LiveHost`` with ``_Recorder`` as the sink — the same rows in
+    the same order, the same flushes, approver call, op call, cell, log, values, symbols and step
+    count — without the layers in between: no scheduler or root task, no interpolation of the
+    escaped input (a plain copy), no phase closures, no event dicts round-tripped through
+    ``encode_run_step`` (the step rows are written as text), the input hashed once (the cell reuses
+    the step's hash) and the outcome scrubbed once. Only for the plain case, checked once per turn
+    (:meth:`of`): the recording host wraps the live host directly with the cassette on; a call
+    whose input is not plain JSON takes ``run_call``. The differential tests
+    (tests/agent/test_direct_call.py) record turns this way, through ``run_call`` and through
+    ``Interpreter.run`` and compare them row for row."""
+
+    def __init__(self, interp: Interpreter, host: RecordingHost, live: _LiveHost, rec: "_Recorder"):
+        self.interp, self.host, self.live, self.rec = interp, host, live, rec
+
+    @classmethod
+    def of(cls, interp: Interpreter, host: Any, live: Any, rec: "_Recorder") -> Optional["_DirectCall"]:
+        if (type(host) is not RecordingHost or host.inner is not live or type(live) is not _LiveHost
+                or not host.enabled or interp.host is not host or interp.sink is not rec or type(rec) is not _Recorder):
+            return None
+        return cls(interp, host, live, rec)
+
+    def call(self, bind: str, op: str, o: Any, inp: Any) -> bool:
+        """Run and record the call ``bind = op(inp)``; False (nothing done) when ``inp`` is not plain."""
+        try:
+            input_obj = _plain_copy(inp)
+        except (_NotPlain, RecursionError):
+            return False
+        interp, live, rec, host = self.interp, self.live, self.rec, self.host
+        w, sid = rec.w, rec.sid
+        # Interpreter._dispatch_start: the input's canonical text, its hash, step_started.
+        input_json = canonical_json(input_obj)
+        ih = sha256_hex(input_json)
+        step = f"step_{op}_{ih[:16]}"
+        interp._last_vid = None
+        w.append_text(sid, "run", _STEP_STARTED + json_str(step) + ',"op":' + json_str(op) + ',"input_hash":'
+                      + json_str(ih) + "}}")
+        rec.appended += 1
+        # _LiveHost.begin and its work: the durability flush, the approval, the op.
+        rec.before_dispatch(op)
+        live.dispatches += 1
+        started = live.timer()
+        d = live.approver.decide(ApprovalRequest(op=op, effect=o.effect, input=input_obj))
+        if d.allowed:
+            out = o.call(input_obj)
+            if type(out) is not OpOutcome or out.view is not None or type(out.content) is not str \
+                    or scrub_text(out.content) is not out.content:  # else scrub_outcome has nothing to replace
+                out = scrub_outcome(out)
+            outcome = out  # RecordingHost.begin's scrub finds nothing left to replace
+        else:
+            out = OpOutcome(content=d.reason or f"denied: `{op}`", is_error=True, denied=True)
+            outcome = scrub_outcome(out)  # the refusal's text is scrubbed by RecordingHost.begin alone
+        exec_us = max(0, live.timer() - started)
+        live.last_exec_us = exec_us
+        live.log.append((op, input_obj, "denied" if out.denied else ("error" if out.is_error else "ok"), started,
+                         exec_us))
+        live.last = out
+        # RecordingHost.settle: the cell (the input hash is the step's).
+        host.record(op, input_json, outcome, input_hash=ih)
+        interp.clock.dispatched()
+        # Interpreter._dispatch_end: the step counted, then step_failed (a halt: nothing bound) or
+        # the value minted, step_succeeded, the binding.
+        interp._steps_base += 1
+        if outcome.denied or outcome.is_error:
+            rec.emit({"event": "step_failed", "step": step, "error": outcome.content})
+            return True
+        value = outcome.content
+        vid = interp._mint(value)
+        interp._last_vid = vid
+        w.append_text(sid, "run", _STEP_SUCCEEDED + json_str(step) + ',"output":' + json_str(vid) + "}}")
+        rec.appended += 1
+        interp.symbols[bind] = value
+        return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -546,6 +724,7 @@ class TurnRunner:
         host = RecordingHost(inner, rec, cfg.redactor, cfg.cap, enabled=cfg.cassette)
         interp = Interpreter(cfg.toolbox.catalog(), host, rec, run_id=cfg.session, sleep=rec.sleep,
                              session=_bindings(cfg))
+        direct = _DirectCall.of(interp, host, live, rec)
         base = provider_history(history + [user_msg])
         answer = ""
         outcome = "ok"
@@ -579,7 +758,8 @@ class TurnRunner:
                 # a re-drive of the same answers (the test kit's check) derives the same plan.
                 batch = sha256_hex(f"{round_}:" + ",".join(str(u.get("id", "")) for u in uses))[:20]
                 for i, tu in enumerate(uses, 1):
-                    results.append(self._tool(tu, i, batch, interp, host, live, rec, out, observations, turn_id))
+                    results.append(self._tool(tu, i, batch, interp, host, live, rec, out, observations, turn_id,
+                                              direct))
             else:
                 outcome, answer = "max_iter", ""
                 self._notify("max_iter", iterations=cfg.max_iter)
@@ -596,7 +776,8 @@ class TurnRunner:
         return out, new_msgs
 
     def _tool(self, tu: dict, index: int, batch: str, interp: Interpreter, host: RecordingHost, live: _LiveHost,
-              rec: _Recorder, out: TurnOutput, observations: list, turn_id: int) -> dict:
+              rec: _Recorder, out: TurnOutput, observations: list, turn_id: int,
+              direct: Optional["_DirectCall"] = None) -> dict:
         cfg = self.cfg
         name = str(tu.get("name", ""))
         tid = str(tu.get("id", ""))
@@ -629,7 +810,8 @@ class TurnRunner:
             out.plans.append(PlanRecord(out_step, phase, fp, key, src))
             live.last = None
             interp.symbols = {}
-            interp.run_call(bind, name, value)  # = interp.run(host_plan(bind, name, inp), resumable=False)
+            if direct is None or not direct.call(bind, name, o, inp):
+                interp.run_call(bind, name, value)  # = interp.run(host_plan(bind, name, inp), resumable=False)
             res = live.last
             plan_step = out_step
             if res is None:  # halted before dispatch (cannot happen for a validated single call)
@@ -674,8 +856,7 @@ class TurnRunner:
         transaction together with whatever is buffered before it."""
         cfg = self.cfg
         flush = cfg.writer.now()
-        redact = cfg.redactor.redact_value
-        texts = [encode_observation(ob.kind, ob.phase, redact(ob.data)) for ob in observations]
+        texts = observation_texts(observations, cfg.redactor)
         cfg.writer.append_texts(cfg.session, "observation", texts, turn_id=turn_id, ts=flush)  # with what is buffered
         rec.appended += len(texts)
         cfg.writer.flush()

@@ -116,14 +116,20 @@ def _text(v: Any) -> str:
     return canonical_json(v)
 
 
-def build_cell(seq: int, op: str, input_json: str, outcome: Any, redactor: Redactor, cap: int) -> OpRecorded:
+def build_cell(seq: int, op: str, input_json: str, outcome: Any, redactor: Redactor, cap: int, *,
+               input_hash: str | None = None) -> OpRecorded:
     """The ``op_recorded`` cell for one dispatch (§4.3 steps 1–6). Text is scrubbed of lone
-    surrogates first (flux.canonical.scrub_text), as every hashed or stored text is."""
+    surrogates first (flux.canonical.scrub_text), as every hashed or stored text is.
+    ``input_hash``: ``sha256_hex(input_json)`` when the caller has it already (the step's hash)."""
     input_json = scrub_text(input_json)
-    h = sha256_hex(input_json)
-    red_input = redactor.redact(input_json)
+    h = sha256_hex(input_json) if input_hash is None else input_hash
+    if redactor.leaves_alone(input_json):  # the usual input: every pass leaves it as it is (one check for both)
+        red_input = input_json
+        view_in = input_json if "\\" not in input_json else input_view(input_json, redactor)
+    else:
+        red_input = redactor.redact(input_json)
+        view_in = input_view(input_json, redactor)
     h_red = sha256_hex(red_input) if red_input != input_json else None
-    view_in = input_view(input_json, redactor)
     view_in_changed = view_in != input_json
     view_in, view_in_trunc = truncate_utf8(view_in, cap)
 
@@ -251,10 +257,11 @@ class RecordingHost:
             self.record(op, input_json, outcome)
         return outcome
 
-    def record(self, op: str, input_json: str, outcome: Any) -> OpRecorded:
-        """Build and append the cell for one dispatch; raises :class:`CassetteWriteError` if either fails."""
+    def record(self, op: str, input_json: str, outcome: Any, *, input_hash: str | None = None) -> OpRecorded:
+        """Build and append the cell for one dispatch; raises :class:`CassetteWriteError` if either
+        fails. ``input_hash``: ``sha256_hex(input_json)``, if the caller has it."""
         try:
-            cell = build_cell(self.seq, op, input_json, outcome, self.redactor, self.cap)
+            cell = build_cell(self.seq, op, input_json, outcome, self.redactor, self.cap, input_hash=input_hash)
             if self._emit_cell is not None:
                 self._emit_cell(cell)
             else:

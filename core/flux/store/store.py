@@ -41,7 +41,7 @@ from ..canonical import scrub_text
 from ..errors import SessionNotFound, StoreError, StoreLockedError
 from ..records import FrozenRecord
 from . import schema
-from .ulid import new_ulid
+from .ulid import new_ulid, new_ulids
 
 if TYPE_CHECKING:
     from .events import EventBody
@@ -879,38 +879,53 @@ class StoreWriter:
     def _write_pending(self) -> None:
         """Insert the buffered appends (inside the open transaction), then bring each registry row
         to where the per-row updates would leave it, in one UPDATE per stream."""
-        from .events import Compacted, Message, ModelChanged, SessionStarted, encode_payload
+        ev = _events()  # imported on first use (a reader-only process never loads the encoders)
+        Compacted, Message, ModelChanged, SessionStarted, encode_payload = (
+            ev.Compacted, ev.Message, ev.ModelChanged, ev.SessionStarted, ev.encode_payload)
 
         pending, self._pending = self._pending, []
         next_seq = self._next_seq
-        rows = []
-        add = rows.append
+        rows: list = []  # the rows' values, flat (7 per row: _insert_event_rows)
         reg: dict[str, list] = {}  # stream -> [ts, seq, model, msg base (None: keep), messages added]
         r: list | None = None
         r_stream = None
-        for stream, body, turn_id, ts in pending:
+        # The ids, minted in order: one new_ulids() per run of rows with the same ms (the same ids
+        # new_ulid() per row mints, and the same state left behind).
+        ids: list[str] = []
+        run_ts, run_n = None, 0
+        for _s, _b, _t, ts in pending:
+            if ts != run_ts:
+                if run_n:
+                    ids += new_ulids(run_ts, run_n)  # type: ignore[arg-type]
+                run_ts, run_n = ts, 0
+            run_n += 1
+        if run_n:
+            ids += new_ulids(run_ts, run_n)  # type: ignore[arg-type]
+        for (stream, body, turn_id, ts), eid in zip(pending, ids):
             if stream is not r_stream:
                 r = reg.get(stream)
                 if r is None:
                     seq = next_seq.get(stream)
                     r = reg[stream] = [ts, self._max_seq(stream) - 1 if seq is None else seq - 1, None, None, 0]
                 r_stream = stream
-            seq = r[1] + 1
-            r[0], r[1] = ts, seq
-            kind = body.KIND
+            seq = r[1] + 1  # type: ignore[index]
+            r[0], r[1] = ts, seq  # type: ignore[index]
             # Lone surrogates cannot be stored as UTF-8: the one rule (flux.canonical.scrub_text).
-            payload = body.payload if type(body) is _Encoded else encode_payload(body)
-            add((stream, seq, new_ulid(ts), kind, ts, scrub_text(payload), turn_id))
+            if type(body) is _Encoded:  # never a registry kind (append_text refuses them)
+                rows += (stream, seq, eid, body.KIND, ts, scrub_text(body.payload), turn_id)
+                continue
+            kind = body.KIND
+            rows += (stream, seq, eid, kind, ts, scrub_text(encode_payload(body)), turn_id)
             if kind in _REGISTRY_KINDS:
                 if isinstance(body, Message):
-                    r[4] += 1
+                    r[4] += 1  # type: ignore[index]
                 elif isinstance(body, (SessionStarted, ModelChanged)):
-                    r[2] = body.model
+                    r[2] = body.model  # type: ignore[index]
                 elif isinstance(body, Compacted):
-                    r[3], r[4] = len(body.messages), 0
+                    r[3], r[4] = len(body.messages), 0  # type: ignore[index]
         for stream, entry in reg.items():
             next_seq[stream] = entry[1] + 1  # forgotten by flush()/transaction() if this transaction rolls back
-        self.conn.executemany(self._INSERT, rows)
+        _insert_event_rows(self.conn, rows)
         for stream, (ts, seq, model, base, added) in reg.items():
             n = session_number(stream)
             if n is not None:
@@ -984,9 +999,16 @@ class StoreWriter:
         if kind in _REGISTRY_KINDS or (turn_id is not None and kind in schema.UNSCOPED_KINDS):
             raise ValueError(f"append_text cannot write a {kind} row" + (" with a turn_id" if turn_id is not None else ""))
         body = _Encoded(kind, payload)
-        ts = self.now() if ts is None else ts
-        if self._group is not None and self._tx_depth == 0:
-            self._buffer(stream, body, turn_id, ts)
+        if ts is None:
+            ts = self._clock()
+        group = self._group
+        if group is not None and self._tx_depth == 0:  # _buffer, inline (the recorder's four rows per op call)
+            pending = self._pending
+            if not pending:
+                self._pending_since = time.monotonic()
+            pending.append((stream, body, turn_id, ts))
+            if len(pending) >= group[0] or time.monotonic() - self._pending_since >= group[1]:
+                self.flush()
             return
         with self.transaction():
             self._pending.append((stream, body, turn_id, ts))
@@ -1098,6 +1120,39 @@ class StoreWriter:
                 c.execute("UPDATE streams SET updated_at = ?, last_seq = ?, model = COALESCE(?, model),"
                           " msg_count = msg_count + 0 WHERE n = ?", (ts, seq + n - 1, None, num))
         return n
+
+
+def _events():
+    """flux.store.events, imported once (an import statement in a per-flush path costs more than
+    the flush's own bookkeeping)."""
+    global _EVENTS
+    if _EVENTS is None:
+        from . import events
+
+        _EVENTS = events
+    return _EVENTS
+
+
+_EVENTS = None
+_EVENT_ROWS_PER_INSERT = 64
+_EVENT_INSERTS: dict[int, str] = {}
+
+
+def _insert_event_rows(conn: sqlite3.Connection, flat: list) -> None:
+    """Insert event rows given flat, 7 values a row (stream, stream_seq, id, kind, ts, payload,
+    turn_id; schema_version is 1), up to 64 rows per ``INSERT … VALUES (…), (…)``: the rows an
+    ``executemany`` of the one-row INSERT writes, in the same order, at about two thirds of its
+    cost — per row, the driver's bind-reset-step loop cost as much as SQLite storing it. (The
+    bench's write floor inserts the same way: benchmarks/bench_peers.py.)"""
+    n = len(flat) // 7
+    step = _EVENT_ROWS_PER_INSERT
+    for k in range(0, n, step):
+        m = min(step, n - k)
+        sql = _EVENT_INSERTS.get(m)
+        if sql is None:
+            sql = _EVENT_INSERTS[m] = ("INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload,"
+                                       " turn_id) VALUES " + ",".join(["(?, ?, ?, ?, 1, ?, ?, ?)"] * m))
+        conn.execute(sql, flat if m == n else flat[7 * k:7 * (k + m)])
 
 
 _RUN_INSERTS: dict[int, str] = {}

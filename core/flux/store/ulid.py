@@ -59,12 +59,13 @@ def _encode(value: int) -> str:
 def new_ulids(ms: int, n: int) -> list[str]:
     """``[new_ulid(ms) for _ in range(n)]``, minted in one go for a bulk append: the same ids (one
     random draw, then +1 per id within the millisecond) and the same state left for the next call.
-    Consecutive ids share their first 22 digits until the low 20 bits carry, so only the last four
-    digits are looked up per id."""
-    global _last_ms, _last_rand
+    Each id is built from the same three runs as :func:`new_ulid`'s (kept from the previous id
+    while unchanged): the millisecond's digits, the random part's top digits, which change once in
+    1,024 ids, and the last two digits, one table lookup per id."""
+    global _last_ms, _last_rand, _ms_text_of, _ms_text, _high_of, _high_text
     if n <= 0:
         return []
-    mask = (1 << 80) - 1
+    mask = _RAND_MASK
     with _lock:
         if ms == _last_ms:
             first = (_last_rand + 1) & mask
@@ -72,16 +73,22 @@ def new_ulids(ms: int, n: int) -> list[str]:
             first = int.from_bytes(os.urandom(10), "big") >> 1
         _last_ms = ms
         _last_rand = (first + n - 1) & mask
-    high = ms << 80
-    p = _PAIRS
-    out: list[str] = []
-    if first + n - 1 > mask:  # wraps within the millisecond (never in practice): the plain path
-        return [_encode(high | ((first + i) & mask)) for i in range(n)]
-    value = high | first
-    end = value + n
-    while value < end:
-        head = _encode(value)[:22]  # the digits above the low 20 bits
-        stop = min(end, (value | 0xFFFFF) + 1)  # the next carry into the head
-        out.extend([head + p[(v >> 10) & 1023] + p[v & 1023] for v in range(value, stop)])
-        value = stop
-    return out
+        if first + n - 1 > mask:  # wraps within the millisecond (never in practice): the plain path
+            high = ms << 80
+            return [_encode(high | ((first + i) & mask)) for i in range(n)]
+        if ms != _ms_text_of:
+            _ms_text = _encode(ms << 80)[:10]
+            _ms_text_of = ms
+        p = _PAIRS
+        out: list[str] = []
+        value, end = first, first + n
+        while value < end:
+            high = value >> 10
+            if high != _high_of:
+                _high_text = _encode(value)[10:24]
+                _high_of = high
+            stop = min(end, (high + 1) << 10)  # the next carry into the top digits
+            head = _ms_text + _high_text
+            out += [head + p[v & 1023] for v in range(value, stop)]
+            value = stop
+        return out

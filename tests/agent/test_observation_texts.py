@@ -1,0 +1,46 @@
+"""The observation flush's encoder (flux.agent.loop.observation_texts) against the general path it
+replaces: ``encode_observation(kind, phase, redactor.redact_value(data))`` per observation."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flux.agent.loop import observation_texts
+from flux.cassette.redactor import Redactor
+from flux.store.events import Observation, encode_observation
+
+# Keys that redact (two of them to the same marker), name a secret, or are not strings.
+_STR_KEYS = st.sampled_from(["tool", "status", "dispatch", "api_key", "password", "tokens", "sk-ant-aaaaaaaaaaaa",
+                             "[redacted]", "ghp_aaaaaaaaaaaaaaaaaaaa", "hunter22", "subjects", "", "\ud83d"])
+_KEYS = st.one_of(_STR_KEYS, _STR_KEYS, _STR_KEYS, st.text(max_size=6), st.integers(-3, 3))
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.sampled_from([1234, 7, -1234, 2 ** 70]),
+                     st.floats(allow_nan=True),
+                     st.sampled_from(["local", "ok", "echo", "sk-abcdefghijklmnopqrstu", "hunter22", "a\ud83db",
+                                      "Bearer abcdef", "key=v", "1234", ""]),
+                     st.text(max_size=8))
+_VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                         st.dictionaries(_KEYS, inner, max_size=3)), max_leaves=6)
+_DATA = st.one_of(st.dictionaries(_STR_KEYS, _VALUES, max_size=5), st.dictionaries(_KEYS, _VALUES, max_size=5), _VALUES)
+_OBS = st.builds(Observation, kind=st.one_of(st.sampled_from(["tool_call", "tool.ended", "model.call"]), st.text(max_size=4)),
+                 phase=st.sampled_from(["turn", "plan", "\ud83d"]), data=_DATA)
+
+
+@settings(max_examples=200, deadline=None)
+@given(obs=st.lists(_OBS, max_size=6), secrets=st.lists(st.sampled_from(["hunter22", "1234", "local", "echo1"]), max_size=2))
+def test_observation_texts_equal_the_general_path(obs, secrets):
+    red = Redactor(secrets)
+    want = [encode_observation(o.kind, o.phase, red.redact_value(o.data)) for o in obs]
+    assert observation_texts(obs, red) == want
+
+
+def test_the_turns_own_shapes_take_the_fast_path_with_a_secret_named_key():
+    red = Redactor(["hunter22", "1234"])
+    obs = [Observation("tool.ended", "turn", {"dispatch": 3, "elapsed_us": 1234, "execution_us": 5, "status": "ok",
+                                              "tool": "echo"}),
+           Observation("tool_call", "turn", {"caller": "local", "subjects": ["a/hunter22.txt"], "tool": "echo"}),
+           Observation("x", "turn", {"password": 7, "api_key": ["kept as a list"], "n": 1234})]
+    got = observation_texts(obs, red)
+    assert got == [encode_observation(o.kind, o.phase, red.redact_value(o.data)) for o in obs]
+    assert '"subjects":["a/[redacted].txt"]' in got[1] and '"password":"[redacted]"' in got[2]
+    assert '"n":"[redacted]"' in got[2] and '"elapsed_us":"[redacted]"' in got[0]
