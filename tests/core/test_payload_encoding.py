@@ -164,6 +164,15 @@ def test_a_field_reader_answers_what_fields_exact_and_decoding_answer(case):
         assert all(type(a) is type(b) for a, b in zip(got if want else (), expected))
         if want:
             assert read(d, lambda *v: v) == expected  # the build hook gets the same values
+            from collections import namedtuple
+
+            made = namedtuple("Made", [f"f{i}" for i in range(len(want))])
+            got_made = field_reader(cls, want, made)(d)
+            assert type(got_made) is made and got_made == made(*expected)
+    elif want:
+        from collections import namedtuple
+
+        assert field_reader(cls, want, namedtuple("Made", [f"f{i}" for i in range(len(want))]))(d) is None
 
 
 # -- the recorder's hot rows written straight to text (encode_run_step, encode_op_recorded,

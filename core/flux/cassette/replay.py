@@ -213,6 +213,29 @@ class ReplayTape:
         """:meth:`serve` (with the hash) for a caller that reads only the answer's ``content``,
         ``is_error`` and ``denied``: a served cell is answered by the cell itself (no outcome
         built); a miss or a truncated match as :meth:`serve` answers it."""
+        key = (op, h)
+        candidates = self._index.get(key)
+        if candidates is not None and self.lean:  # find + take, fused, for the usual hit
+            consumed = self._consumed
+            pos = self._cursor.get(key, 0)
+            last = len(candidates) - 1
+            while pos <= last and consumed[candidates[pos]]:
+                pos += 1
+            if pos <= last:
+                i = candidates[pos]
+                cell = self.cells[i]
+                if not cell.truncated:
+                    consumed[i] = True
+                    self.served.append(i)
+                    self.requests += 1
+                    self._last, self._last_hit = None, (op, h, i)
+                    self.cells[i] = None
+                    if pos == last:  # (op, h) has no unconsumed cell left
+                        del self._index[key]
+                        self._cursor.pop(key, None)
+                    else:
+                        self._cursor[key] = pos
+                    return cell
         i = self.find(op, h)
         if i is None or self.cells[i].truncated:
             return self.serve(op, None, h)  # finds the same (a find changes nothing a second find sees)

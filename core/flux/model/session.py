@@ -129,6 +129,9 @@ def fold_turns(events: Iterable[StoredEvent]) -> list[Turn]:
     return fold.turns_in_order()
 
 
+_new_tuple = tuple.__new__  # PlanAttempt(*fields) without the named tuple's own __new__ (all it does)
+
+
 class TurnFold:
     """:func:`fold_turns` one row at a time: :meth:`add` a decoded row, or hand
     :meth:`plan_attempted` a ``plan_attempted`` row's values straight (a reader that checks the
@@ -183,8 +186,8 @@ class TurnFold:
             outcome = words.setdefault(outcome, outcome)
         if type(phase) is str and len(phase) < 32:
             phase = words.setdefault(phase, phase)
-        t.plan_attempts.append(PlanAttempt(global_seq, stream_seq, ts, turn_id, step, outcome, error, fingerprint,
-                                           phase, plan_source, plan_text))
+        t.plan_attempts.append(_new_tuple(PlanAttempt, (global_seq, stream_seq, ts, turn_id, step, outcome, error,
+                                                        fingerprint, phase, plan_source, plan_text)))
 
     def turns_in_order(self) -> list[Turn]:
         turns = self.turns

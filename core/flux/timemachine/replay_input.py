@@ -78,7 +78,7 @@ def read_replay_input(reader: StoreReader, ref: str | None, *, full_cells: bool 
 
 
 # The fields the fused read takes from a row's body (JSON keys, in the order their records take them).
-_CELL_KEYS = ("op", "input_hash", "input_hash_redacted", "content", "view", "is_error", "denied", "truncated")
+_CELL_KEYS = TapeCell._fields  # op_recorded's JSON keys of the same names
 _PLAN_KEYS = ("step", "outcome", "error", "fingerprint", "phase", "plan_source", "plan_text")
 
 
@@ -113,7 +113,7 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
     add = fold.add
     add_cell = cells.append
     add_row = ledger.append
-    read_cell = field_reader(OpRecorded, _CELL_KEYS)
+    read_cell = field_reader(OpRecorded, _CELL_KEYS, TapeCell)
     read_plan = field_reader(PlanAttempted, _PLAN_KEYS)
     read_stmt = field_reader(StatementCompleted, ("plan", "node", "skipped"))
     read_halt = field_reader(PlanHalted, ("plan", "node"))
@@ -144,7 +144,7 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
         if k == "run":
             tag = d.get("event") if type(d) is dict else None
             if tag == "op_recorded":
-                c = read_cell(d, TapeCell)
+                c = read_cell(d)
                 if c is not None:
                     has_trace = True
                     add_cell(c)
