@@ -87,10 +87,10 @@ def host_call(source: Any) -> HostCall | None:
     _sigil, name, op, arg = m.groups()
     if name in RESERVED or op in RESERVED or op == "fmt":
         return None
-    if scrub_text(source) is not source:
+    if not source.isascii() and scrub_text(source) is not source:
         return None
     if _flat_canonical(arg):  # the common case, proven canonical without decoding it (and no placeholder)
-        value_or_hash: tuple[Any, str | None] = (None, _sha256(arg.encode()).hexdigest())
+        value, ih = None, _sha256(arg.encode()).hexdigest()
     else:
         if arg.count("{") + arg.count("[") > MAX_JSON_DEPTH or _LONG_DIGITS.search(arg) is not None:
             return None
@@ -106,13 +106,16 @@ def host_call(source: Any) -> HostCall | None:
             return None
         # (hashlib straight away: the text holds no surrogate, so sha256_hex would not scrub anything)
         if _PLACEHOLDER_LIKE.search(arg) is not None:
-            value_or_hash = (value, None)
+            ih = None
         else:
-            value_or_hash = (None, _sha256(arg.encode()).hexdigest())
+            value, ih = None, _sha256(arg.encode()).hexdigest()
     stmt_text = ('{"kind":"bind","name":"' + name + '","value":{"kind":"call","op":"' + op
                  + '","args":[{"kind":"lit","value":' + arg + '}]}}').encode()
-    return HostCall("h:" + _sha256(b"[" + stmt_text + b"]").hexdigest()[:16], _sha256(stmt_text).hexdigest()[:16],
-                    name, op, arg, *value_or_hash, source)
+    return _new_tuple(HostCall, ("h:" + _sha256(b"[" + stmt_text + b"]").hexdigest()[:16],
+                                 _sha256(stmt_text).hexdigest()[:16], name, op, arg, value, ih, source))
+
+
+_new_tuple = tuple.__new__  # HostCall(*fields) without the named tuple's own __new__ (all it does)
 
 
 # One member of a flat object as canonical JSON writes it: a key and a scalar value — a string with
