@@ -44,3 +44,67 @@ def test_the_turns_own_shapes_take_the_fast_path_with_a_secret_named_key():
     assert got == [encode_observation(o.kind, o.phase, red.redact_value(o.data)) for o in obs]
     assert '"subjects":["a/[redacted].txt"]' in got[1] and '"password":"[redacted]"' in got[2]
     assert '"n":"[redacted]"' in got[2] and '"elapsed_us":"[redacted]"' in got[0]
+
+
+# -- the same writer for the closing messages ----------------------------------------------------
+
+_BLOCKS = st.lists(st.one_of(
+    st.fixed_dictionaries({"type": st.just("tool_use"), "id": st.text(max_size=6), "name": st.sampled_from(["echo", "hunter22"]),
+                           "input": st.dictionaries(_STR_KEYS, _VALUES, max_size=3)}),
+    st.fixed_dictionaries({"type": st.just("tool_result"), "tool_use_id": st.text(max_size=4),
+                           "content": st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": _SCALARS}), max_size=2),
+                           "is_error": st.booleans()}),
+    _VALUES), max_size=4)
+
+
+@settings(max_examples=150, deadline=None)
+@given(role=st.one_of(st.sampled_from(["user", "assistant", "a\ud83d"]), st.integers()), content=st.one_of(_BLOCKS, _VALUES),
+       secrets=st.lists(st.sampled_from(["hunter22", "1234", "echo1", "text"]), max_size=2))
+def test_message_text_equals_the_message_body_encoded(role, content, secrets):
+    from flux.agent.loop import RedactedJson, message_text
+    from flux.store.events import Message, encode_payload
+
+    red = Redactor(secrets)
+    writer = RedactedJson(red)
+    got = message_text(role, content, writer)
+    if type(role) is not str or type(content) is not list:
+        assert got is None
+        return
+    assert got == encode_payload(Message(role=role, content=red.redact_value(content)))
+    assert writer.text(content) == message_text(role, content, RedactedJson(red)).split(',"content":', 1)[1][:-2]
+
+
+def test_a_message_appended_as_text_is_the_row_and_registry_append_writes(tmp_path):
+    import sqlite3
+
+    from flux.agent.loop import RedactedJson, message_text
+    from flux.store.events import Message
+    from flux.store.store import StoreWriter
+
+    red = Redactor(["hunter22"])
+    content = [{"type": "tool_use", "id": "t1", "name": "echo", "input": {"password": "x", "i": 3}},
+               {"type": "text", "text": "a hunter22 \ud83d"}]
+    got = []
+    for way in ("body", "text"):
+        w = StoreWriter(tmp_path / way, clock=lambda: 5)
+        sid = w.create_session("m", ts=1)
+        for grouped in (False, True):
+            if grouped:
+                with w.grouped():
+                    pass
+            if way == "body":
+                w.append(sid, Message(role="assistant", content=red.redact_value(content)))
+            else:
+                w.append_message_text(sid, message_text("assistant", content, RedactedJson(red)))
+        with w.grouped():
+            if way == "body":
+                w.append(sid, Message(role="user", content=[]))
+            else:
+                w.append_message_text(sid, message_text("user", [], RedactedJson(red)))
+        w.close()
+        con = sqlite3.connect(tmp_path / way / "events.db")
+        got.append((con.execute("SELECT stream, stream_seq, kind, ts, turn_id, payload FROM events").fetchall(),
+                    con.execute("SELECT model, updated_at, last_seq, msg_count FROM streams").fetchall()))
+        con.close()
+    assert got[0] == got[1]
+    assert got[1][1][0][3] == 3 and "hunter22" not in str(got[1][0]) and "\ud83d" not in str(got[1][0])

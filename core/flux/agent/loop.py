@@ -253,41 +253,53 @@ def _bind_safe(s: str) -> str:
 # Observations
 
 
-def observation_texts(observations: list[Observation], redactor: Redactor) -> list[str]:
-    """``[encode_observation(o.kind, o.phase, redactor.redact_value(o.data)) for o in observations]``
-    — the same texts — for the turn's observation flush (three per tool call).
+class RedactedJson:
+    """``compact_json(redactor.redact_value(v))`` written straight from ``v`` — the same text —
+    for what the recorder redacts by the thousand at a turn's end (the observations, three per
+    tool call, and the conversation's tool_use / tool_result blocks).
 
-    ``redact_value`` of a data dict builds a new dict (each key redacted and checked for a secret
-    name, each value redacted by type) that ``compact_json`` then encodes. Here each key set is
-    looked at once per flush (its redacted keys' JSON fragments and secret flags), and each value's
-    text is written straight from the value by the same rules; a dict whose keys are not all
-    strings, or whose redacted keys collide, and any non-dict data take the general path. A
-    property test (tests/agent/test_observation_texts.py) checks the texts equal the general path's."""
-    red, red_value = redactor.redact, redactor.redact_value
-    numbers_stay = not redactor.has_registered  # redact_value leaves numbers alone only then
-    marker = json_str(redactor.marker)
-    heads: dict[tuple[str, str], str] = {}
-    shapes: dict[tuple, Optional[tuple]] = {}
-    out: list[str] = []
-    add = out.append
-    for ob in observations:
-        kind, phase, data = ob.kind, ob.phase, ob.data
-        if type(data) is not dict or type(kind) is not str or type(phase) is not str:
-            add(encode_observation(kind, phase, red_value(data)))
-            continue
-        keys = tuple(data)
-        shape = shapes.get(keys, _NO_SHAPE)
+    ``redact_value`` of a dict builds a new dict (each key redacted and checked for a secret name,
+    each value redacted by type) that ``compact_json`` then encodes. Here each key set is looked at
+    once per writer (its redacted keys' JSON fragments and secret-name flags) and each value's text
+    is written from the value by the same rules, nested dicts and lists too. A dict whose keys are
+    not all strings or whose redacted keys collide, and any value that is not of an exact JSON type,
+    take the general path. Use one writer per batch: it keeps the key sets it has seen, not the
+    redactor's later secrets. Property tests (tests/agent/test_observation_texts.py) check every
+    text equals the general path's."""
+
+    def __init__(self, redactor: Redactor):
+        self.redactor = redactor
+        self.red, self.red_value = redactor.redact, redactor.redact_value
+        self.numbers_stay = not redactor.has_registered  # redact_value leaves numbers alone only then
+        self.marker = json_str(redactor.marker)
+        self.shapes: dict[tuple, Optional[tuple]] = {}
+
+    def text(self, v: Any) -> str:
+        t = type(v)
+        if t is str:
+            return json_str(self.red(v))
+        if t is dict:
+            return self.dict_text(v)
+        if t is list:
+            return "[" + ",".join([self.text(x) for x in v]) + "]"
+        if v is None:
+            return "null"
+        if t is bool:
+            return "true" if v else "false"
+        if t is int and self.numbers_stay:
+            return int.__repr__(v)
+        return compact_json(self.red_value(v))
+
+    def dict_text(self, d: dict) -> str:
+        keys = tuple(d)
+        shape = self.shapes.get(keys, _NO_SHAPE)
         if shape is _NO_SHAPE:
-            shape = shapes[keys] = _observation_shape(keys, redactor)
+            shape = self.shapes[keys] = _dict_shape(keys, self.redactor)
         if shape is None:
-            add(encode_observation(kind, phase, red_value(data)))
-            continue
-        head = heads.get((kind, phase))
-        if head is None:
-            head = heads[(kind, phase)] = ('{"kind":"observation","data":{"kind":' + json_str(kind) + ',"phase":'
-                                           + json_str(phase) + ',"data":{')
-        parts = [head]
-        for (frag, secret), v in zip(shape, data.values()):
+            return compact_json(self.red_value(d))
+        red, numbers_stay, marker = self.red, self.numbers_stay, self.marker
+        parts = []
+        for (frag, secret), v in zip(shape, d.values()):
             t = type(v)
             if secret and v is not None and not isinstance(v, (dict, list, bool)):
                 parts.append(frag + marker)  # a scalar under a key that names a secret
@@ -295,22 +307,16 @@ def observation_texts(observations: list[Observation], redactor: Redactor) -> li
                 parts.append(frag + json_str(red(v)))
             elif t is int and numbers_stay:
                 parts.append(frag + int.__repr__(v))
-            elif v is None:
-                parts.append(frag + "null")
-            elif t is bool:
-                parts.append(frag + ("true" if v else "false"))
             else:
-                parts.append(frag + compact_json(red_value(v)))
-        parts.append("}}}")
-        add("".join(parts))
-    return out
+                parts.append(frag + self.text(v))
+        return "{" + "".join(parts) + "}"
 
 
 _NO_SHAPE: Any = object()
 
 
-def _observation_shape(keys: tuple, redactor: Redactor) -> Optional[tuple[tuple[str, bool], ...]]:
-    """Per key of a data dict: (``,"<redacted key>":`` — no comma for the first —, names a secret);
+def _dict_shape(keys: tuple, redactor: Redactor) -> Optional[tuple[tuple[str, bool], ...]]:
+    """Per key of a dict: (``,"<redacted key>":`` — no comma for the first —, names a secret);
     None when a key is not a string or two keys redact to the same text (the general path)."""
     if any(type(k) is not str for k in keys):
         return None
@@ -319,6 +325,34 @@ def _observation_shape(keys: tuple, redactor: Redactor) -> Optional[tuple[tuple[
         return None
     return tuple((("," if i else "") + json_str(r) + ":", secret_name(k))
                  for i, (k, r) in enumerate(zip(keys, red)))
+
+
+def observation_texts(observations: list[Observation], redactor: Redactor) -> list[str]:
+    """``[encode_observation(o.kind, o.phase, redactor.redact_value(o.data)) for o in observations]``
+    — the same texts — for the turn's observation flush (:class:`RedactedJson`)."""
+    writer = RedactedJson(redactor)
+    heads: dict[tuple[str, str], str] = {}
+    out: list[str] = []
+    add = out.append
+    for ob in observations:
+        kind, phase, data = ob.kind, ob.phase, ob.data
+        if type(kind) is not str or type(phase) is not str:
+            add(encode_observation(kind, phase, writer.red_value(data)))
+            continue
+        head = heads.get((kind, phase))
+        if head is None:
+            head = heads[(kind, phase)] = ('{"kind":"observation","data":{"kind":' + json_str(kind) + ',"phase":'
+                                           + json_str(phase) + ',"data":')
+        add(head + writer.text(data) + "}}")
+    return out
+
+
+def message_text(role: str, content: list, writer: RedactedJson) -> Optional[str]:
+    """``encode_payload(Message(role, redactor.redact_value(content)))`` (the writer's redactor),
+    or None when ``role`` is not a string or ``content`` not a list (the caller takes that path)."""
+    if type(role) is not str or type(content) is not list:
+        return None
+    return '{"kind":"message","data":{"role":' + json_str(role) + ',"content":' + writer.text(content) + "}}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -420,8 +454,16 @@ class _Recorder:
         self.appended += 1
         self.w.append_text(self.sid, kind, payload, turn_id=turn_id)
 
-    def message(self, role: str, content: list[dict], ts: Optional[int] = None) -> None:
-        self.append(Message(role=role, content=self.redactor.redact_value(content)), ts=ts)
+    def message(self, role: str, content: list[dict], ts: Optional[int] = None,
+                writer: Optional[RedactedJson] = None) -> None:
+        """Append a conversation message, redacted (``writer``: a :class:`RedactedJson` shared by a
+        batch of messages; the text is :func:`message_text`'s, the same as the Message body's)."""
+        text = message_text(role, content, writer or RedactedJson(self.redactor))
+        if text is None:
+            self.append(Message(role=role, content=self.redactor.redact_value(content)), ts=ts)
+            return
+        self.appended += 1
+        self.w.append_message_text(self.sid, text, ts=ts)
 
 
 class _LiveHost:
@@ -757,6 +799,7 @@ class TurnRunner:
                 # From what the model asked (its tool-call ids) and the round, not the session id:
                 # a re-drive of the same answers (the test kit's check) derives the same plan.
                 batch = sha256_hex(f"{round_}:" + ",".join(str(u.get("id", "")) for u in uses))[:20]
+                batch = _bind_safe("batch-" + batch)  # the binds' batch part, once per round (action_<i> is safe as it is)
                 for i, tu in enumerate(uses, 1):
                     results.append(self._tool(tu, i, batch, interp, host, live, rec, out, observations, turn_id,
                                               direct))
@@ -787,7 +830,8 @@ class TurnRunner:
         observations.append(Observation("tool_call", "turn", {"caller": "local", "subjects": subjects, "tool": name}))
         t0 = cfg.timer()
         observations.append(Observation("tool.started", "turn", {"dispatch": n_dispatch, "elapsed_us": 0, "tool": name}))
-        self._notify("tool_start", name=name, input=inp, id=tid)
+        if cfg.on_event is not None:  # (a display callback: the kwargs dict is not built for nobody)
+            self._notify("tool_start", name=name, input=inp, id=tid)
         o = cfg.toolbox.get(name)
         err = None
         if o is None:
@@ -801,7 +845,7 @@ class TurnRunner:
             out_step = len(out.plans) + 1
             mutating = o.effect in MUTATING_EFFECTS
             phase = "execute" if mutating else "gather"
-            bind = f"adaptive_{_bind_safe('batch-' + batch)}_{_bind_safe(f'action-{index}')}" if mutating \
+            bind = f"adaptive_{batch}_action_{index}" if mutating \
                 else f"adaptive_gather_{out_step}"
             value, plan_text, fp, key = host_plan_facts(bind, name, inp)
             src = cfg.redactor.redact(plan_text)
@@ -824,7 +868,8 @@ class TurnRunner:
             "dispatch": n_dispatch, "elapsed_us": dur, "execution_us": live.last_exec_us if plan_step else 0,
             "status": status, "tool": name}))
         out.tool_calls.append(ToolCall(tid, name, inp, status, content, plan_step))
-        self._notify("tool_end", name=name, id=tid, status=status, content=content)
+        if cfg.on_event is not None:  # (a display callback: the kwargs dict is not built for nobody)
+            self._notify("tool_end", name=name, id=tid, status=status, content=content)
         return {"type": "tool_result", "tool_use_id": tid, "content": [{"type": "text", "text": content}],
                 "is_error": status != "ok"}
 
@@ -879,8 +924,9 @@ class TurnRunner:
         rec.append(TurnEnded(outcome=out.outcome, iterations=out.iterations, answer=cfg.redactor.redact(out.answer),
                              usage=total), turn_id=tid)
         self._observation_flush(rec, observations, tid)
+        writer = RedactedJson(cfg.redactor)
         for m in self._closing_messages(turn_msgs, out.outcome, out.answer):
-            rec.message(m["role"], m["content"])
+            rec.message(m["role"], m["content"], writer=writer)
 
     # ------------------------------------------------------------------ authored flows
     def run_flow(self, draft: A.DraftAst, confirm: Callable[[str, str], bool]) -> tuple[TurnOutput, list[dict]]:

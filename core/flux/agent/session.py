@@ -89,6 +89,10 @@ class Session:
 
     # ---------------------------------------------------------------- time machine
     def _resurrect_on_open(self) -> Any:
+        w = self.client.writer
+        if w.session_exists(self.id) and w.conn.execute(
+                "SELECT 1 FROM events WHERE stream = ? AND kind = 'turn_started' LIMIT 1", (self.id,)).fetchone() is None:
+            return None  # a session with no turn yet has none to finish (spares opening a reader and the check)
         from ..timemachine.resurrect import resurrect_session
 
         hook = self.client.on_resurrect

@@ -699,6 +699,19 @@ class _Encoded:
         self.payload = payload
 
 
+class _EncodedMessage(_Encoded):
+    """A ``message`` body whose payload text is already built (:meth:`StoreWriter.append_message_text`):
+    counted in the registry's ``msg_count`` as a :class:`~flux.store.events.Message` is."""
+
+    __slots__ = ()
+
+
+# The registry row after a batch of appends: msg_count moved by the messages appended, or set (a
+# compaction in the batch) — bound as a parameter, one statement text each.
+_REGISTRY_ADD = ("UPDATE streams SET updated_at = ?, last_seq = ?, model = COALESCE(?, model), msg_count = msg_count + ?"
+                 " WHERE n = ?")
+_REGISTRY_SET = "UPDATE streams SET updated_at = ?, last_seq = ?, model = COALESCE(?, model), msg_count = ? WHERE n = ?"
+
 # The kinds whose rows move the registry beyond updated_at/last_seq (msg_count, model).
 _REGISTRY_KINDS = frozenset({"message", "session_started", "model_changed", "compacted"})
 
@@ -914,6 +927,10 @@ class StoreWriter:
             if type(body) is _Encoded:  # never a registry kind (append_text refuses them)
                 rows += (stream, seq, eid, body.KIND, ts, scrub_text(body.payload), turn_id)
                 continue
+            if type(body) is _EncodedMessage:
+                rows += (stream, seq, eid, "message", ts, scrub_text(body.payload), turn_id)
+                r[4] += 1  # type: ignore[index]
+                continue
             kind = body.KIND
             rows += (stream, seq, eid, kind, ts, scrub_text(encode_payload(body)), turn_id)
             if kind in _REGISTRY_KINDS:
@@ -928,10 +945,12 @@ class StoreWriter:
         _insert_event_rows(self.conn, rows)
         for stream, (ts, seq, model, base, added) in reg.items():
             n = session_number(stream)
-            if n is not None:
-                msg = f"msg_count + {added}" if base is None else str(base + added)
-                self.conn.execute(f"UPDATE streams SET updated_at = ?, last_seq = ?, model = COALESCE(?, model),"
-                                  f" msg_count = {msg} WHERE n = ?", (ts, seq, model, n))
+            if n is None:
+                continue
+            if base is None:
+                self.conn.execute(_REGISTRY_ADD, (ts, seq, model, added, n))
+            else:
+                self.conn.execute(_REGISTRY_SET, (ts, seq, model, base + added, n))
 
     def _max_seq(self, stream: str) -> int:
         return self.conn.execute("SELECT COALESCE(MAX(stream_seq), -1) + 1 FROM events WHERE stream = ?", (stream,)).fetchone()[0]
@@ -1012,6 +1031,20 @@ class StoreWriter:
             return
         with self.transaction():
             self._pending.append((stream, body, turn_id, ts))
+            self._write_pending()
+
+    def append_message_text(self, stream: str, payload: str, *, ts: int | None = None) -> None:
+        """:meth:`append` of a ``Message`` whose payload text the caller has built — it must be
+        exactly ``encode_payload(body)`` (the recorder's closing messages, property-tested equal):
+        the same row, and the registry's ``msg_count`` counts it."""
+        body = _EncodedMessage("message", payload)
+        if ts is None:
+            ts = self._clock()
+        if self._group is not None and self._tx_depth == 0:
+            self._buffer(stream, body, None, ts)
+            return
+        with self.transaction():
+            self._pending.append((stream, body, None, ts))
             self._write_pending()
 
     def append_texts(self, stream: str, kind: str, payloads: Sequence[str], *, turn_id: int | None = None,
