@@ -408,6 +408,25 @@ class _ScratchSink:
         else:
             self._completed[plan] = [had, row]
 
+    @property
+    def completed_rows(self) -> dict[Any, Any]:
+        """Per plan, its ``statement_completed`` rows kept for the halt latch (read-only use)."""
+        return self._completed
+
+    def let_go_of_direct_row(self, plan: Any, values: dict[str, Any]) -> bool:
+        """``plan`` (a one-statement host plan) just completed with no latch open and had no row
+        before: let go of its one row and of the value it names (the interpreter's ``values``).
+        Only a fast-forward over this plan's rows reads them, and that needs the plan to be the
+        latch — the caller takes care that it never becomes one (replay_stream). False (nothing
+        let go) when the plan holds more than that one row."""
+        row = self._completed.get(plan)
+        if type(row) is not tuple or plan in self._checkpoints:
+            return False
+        del self._completed[plan]
+        if row[2] is not None:
+            values.pop(row[2], None)
+        return True
+
     def forget(self, plan: Any) -> None:
         """``plan`` will not run again: unless it stands halted, nothing can make it the latch, so
         its rows are let go (a plan becomes the latch only by halting, which takes a run)."""
@@ -684,13 +703,8 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
             if draft is None:
                 report.missing_sources += 1
             else:
-                ledger = sink.ledger()
                 sink.execution = len(report.plans)
-                h = run_direct(draft, ledger) if type(draft) is HostCall else NOT_DIRECT
-                if h is NOT_DIRECT:
-                    if type(draft) is HostCall:
-                        draft = draft.draft()
-                    h = interp.run(draft, resumable=True, ledger=ledger, flow_key=known_key).halted
+                h = _run_plan(run_direct, interp, draft, sink.ledger(), known_key)
                 report.plans.append(ReplayedPlan(key, h.error if h else None, h.kind if h else None,
                                                  h.node if h else None))
             draft = None  # let a plan go as soon as it ran (the source holds one that runs again)
@@ -704,14 +718,38 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
     if not eager:
         source.finish(executions)
 
-    report.cells_consumed = tape.consumed
-    report.diverged = tape.diverged
+    _settle(report, tape)
     end = _tape_end(detail, tape, report)
     if end is not None:
         report.tape_end = end
         report.diverged = None
         last = report.plans[-1]
         report.plans[-1] = ReplayedPlan(last.flow_key, end.message(), "tape_end", last.node)
+    report.requests = list(tape.log)
+    report.statement_results = sink.results
+    report.scratch_events = sink.events
+    return report
+
+
+def _run_plan(run_direct: Callable[[HostCall, Any], Any], interp: Interpreter, draft: Any,
+              ledger: ResumeLedger | None, known_key: str | None) -> Any:
+    """Run one execution's plan (a host plan straight from its text by ``run_direct``, a
+    :class:`~flux.timemachine.replay_direct.DirectRunner`'s ``run``, when it can) in resumable mode
+    against the scratch session's halt latch; its :class:`PlanHalt` or None."""
+    h = run_direct(draft, ledger) if type(draft) is HostCall else NOT_DIRECT
+    if h is NOT_DIRECT:
+        if type(draft) is HostCall:
+            draft = draft.draft()
+        h = interp.run(draft, resumable=True, ledger=ledger, flow_key=known_key).halted
+    return h
+
+
+def _settle(report: ReplayReport, tape: ReplayTape) -> ReplayReport:
+    """The report's tape side once the replay is over: counts, the latched divergence, and which
+    cells were served, refused (truncated) or left."""
+    report.cells_total = tape.total
+    report.cells_consumed = tape.consumed
+    report.diverged = tape.diverged
     report.served = tape.served  # the tape is this replay's own: its list, not a copy
     status = ["unconsumed"] * tape.total
     for i in tape.truncated:
@@ -719,9 +757,6 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
     for i in tape.served:
         status[i] = "served"
     report.cell_status = status
-    report.requests = list(tape.log)
-    report.statement_results = sink.results
-    report.scratch_events = sink.events
     return report
 
 
@@ -758,8 +793,19 @@ def replay_session(reader: StoreReader, session_ref: str | None, turn: int | Non
     ``tape_end`` — is the same, in memory that no longer grows with them.
     """
     with _gc_paused():
+        if not detail and turn is None and on_progress is None and scratch_dir is None and _STREAMED:
+            from .replay_stream import replay_streamed
+
+            report = replay_streamed(reader, session_ref, catalog)
+            if report is not None:
+                return report
         return _replay(read_replay_input(reader, session_ref), turn=turn, catalog=catalog, on_progress=on_progress,
                        scratch_dir=scratch_dir, recorded_dir=reader.dir, keep=detail)
+
+
+# Whether replay_session(detail=False) first tries the streamed replay (replay_stream); the
+# differential tests switch it off to get the classic replay of the same store.
+_STREAMED = True
 
 
 @dataclass

@@ -1,0 +1,259 @@
+"""Hermetic replay in memory that stays flat with the session's length (issue 10 item 2).
+
+:func:`~flux.timemachine.replay.replay_session` with ``detail=False`` (what `flux replay` asks
+for) first tries :func:`replay_streamed`: the session's rows are pulled through the read's cursor
+*while* the replay runs, so a long session is never in memory at once:
+
+* cassette cells go straight into a growing lean tape (:class:`StreamTape`) that lets each go once
+  it is served; a plan runs once the rows after it (its cells) are scanned, and a request the
+  scanned cells cannot answer reads on until one can, or to the end (a miss);
+* accepted ``plan_source`` texts wait in a queue of one or two and are let go once they ran;
+* a host plan that ran to completion with no halt latch open leaves no statement row and no value
+  behind (:class:`_SpentPlans`): nothing can read them, unless that same plan later halts and so
+  becomes the latch — and then the stream is abandoned (below);
+* the report keeps one compact record per execution.
+
+It covers the common shape — the executions are the acceptances (no ``statement_completed`` /
+``plan_halted`` row recorded, flux's batch path and every generated store), turns in order — and
+*abandons the stream* for anything else, returning None so the caller replays the classic way
+(read everything, then replay): a recorded ledger row, a turn or plan row out of order, a plan
+that does not parse or names an op the catalog lacks, a run with no trace or no cells, a halt of
+a plan whose completed rows were let go, a divergence that may be the tape's end, a non-UTF-8 row,
+any error. Nothing is written and nothing printed before it returns, so the classic replay then
+gives the very output and error it always gave; a differential test checks both agree.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from ..cassette.replay import ReplayHost, ReplayTape
+from ..errors import SessionNotFound
+from ..lang.catalog import OpCatalog
+from ..lang.interpreter import Interpreter
+from ..store.events import PlanAttempted, TurnStarted
+from ..store.store import StoreReader
+from ..model.stored_plan import parse_stored_plan
+from .replay import (
+    _PARSE_CACHE, ReplayedPlan, ReplayReport, _check_ops, _never_asked, _run_plan, _ScratchSink, _settle,
+)
+from .replay_direct import DirectRunner, HostCall, host_call
+from .replay_input import _scan
+
+__all__ = ["replay_streamed", "StreamTape"]
+
+
+class _Abandon(Exception):
+    """The stream cannot give the classic replay's answer: replay the classic way."""
+
+
+class StreamTape(ReplayTape):
+    """A lean :class:`~flux.cassette.replay.ReplayTape` that is filled while it serves: the read
+    appends each cell as it scans it, and a lookup the cells scanned so far cannot answer reads on
+    (``pump``) until one can or the session ends — so it answers exactly as the whole tape would
+    (the first unconsumed cell with the key), holding only the cells not yet served."""
+
+    def __init__(self) -> None:
+        super().__init__((), lean=True)
+        self.pump: Any = None  # () -> bool: scan one more row; False at the end of the session
+
+    def append(self, cell: Any) -> None:
+        i = len(self.cells)
+        self.cells.append(cell)
+        self._consumed.append(False)
+        self._index.setdefault((cell.op, cell.input_hash), []).append(i)
+        red = cell.input_hash_redacted
+        if red is not None and red != cell.input_hash:
+            self._index.setdefault((cell.op, red), []).append(i)
+
+    def find(self, op: str, h: str) -> int | None:
+        i = ReplayTape.find(self, op, h)
+        pump = self.pump
+        while i is None and pump is not None and pump():
+            i = ReplayTape.find(self, op, h)
+        return i
+
+
+class _NoLedger:
+    """The read's ledger sink: a recorded ``statement_completed`` / ``plan_halted`` orders the
+    executions by the ledger (§3.7) — not this path's shape."""
+
+    hit = False
+
+    def append(self, _row: Any) -> None:
+        self.hit = True
+        raise _Abandon("recorded ledger rows")
+
+
+class _Plans:
+    """The accepted plan texts in execution (= acceptance) order. It is the read's turn fold
+    (``_scan`` hands it each turn and plan row, as to a :class:`~flux.model.session.TurnFold`) and
+    keeps only what :class:`~flux.model.session.TurnFold` would attach that replay runs — the
+    accepted texts, queued — with one text of lookahead so the cells recorded after a plan are on
+    the tape before it runs."""
+
+    def __init__(self) -> None:
+        self.events: Any = None  # the read (a generator yielding after each row it folds)
+        self.queue: deque[Any] = deque()
+        self.done = False
+        self.abandoned = False  # set before _Abandon leaves pump (in case a caller swallowed it)
+        self.accepted = 0
+        self._turns: set[int] = set()
+        self._newest: int | None = None  # turn_id (global_seq) of the newest turn
+
+    def add(self, ev: Any) -> None:
+        """A decoded turn row, or a plan row the read decoded in full (TurnFold.add)."""
+        b = ev.body
+        if isinstance(b, TurnStarted):
+            if self._newest is not None and ev.global_seq <= self._newest:
+                self._abandon("turns out of order")  # the fold sorts them: another order
+            self._newest = ev.global_seq
+            self._turns.add(ev.global_seq)
+        elif ev.turn_id is not None and isinstance(b, PlanAttempted):
+            self.plan_attempted(ev.global_seq, ev.stream_seq, ev.ts, ev.turn_id, b.step, b.outcome, b.error,
+                                b.fingerprint, b.phase, b.plan_source, b.plan_text)
+
+    def plan_attempted(self, _gs: int, _sseq: int, _ts: int, turn_id: int | None, _step: Any, outcome: Any,
+                       _error: Any, _fingerprint: Any, _phase: Any, plan_source: Any, _plan_text: Any) -> None:
+        """A plan row's values (TurnFold.plan_attempted): an accepted text of the newest turn is queued."""
+        if turn_id is None or turn_id not in self._turns:
+            return  # the fold drops it too (no such turn started before it)
+        if turn_id != self._newest:
+            self._abandon("a plan row of an earlier turn")  # it would run before the newer turns' plans
+        if outcome == "accepted" and plan_source is not None:
+            self.accepted += 1
+            self.queue.append(plan_source)
+
+    def pump(self) -> bool:
+        """Read on to the next turn or plan row (scanning the run rows before it); False at the end."""
+        if self.done:
+            return False
+        if next(self.events, _END) is _END:
+            self.done = True
+            return False
+        return True
+
+    def _abandon(self, why: str) -> None:
+        self.abandoned = True
+        raise _Abandon(why)
+
+    def __iter__(self):
+        queue = self.queue
+        while True:
+            while len(queue) < 2 and self.pump():
+                pass
+            if not queue:
+                return
+            yield queue.popleft()
+
+
+_END = object()
+
+
+class _SpentPlans:
+    """Host plans whose statement row and value were let go after a complete run, as a Bloom
+    filter (fixed size, no per-plan object): a later halt of one of them would make it the halt
+    latch, whose rows were let go — the stream is abandoned then (a false positive only costs
+    the classic replay)."""
+
+    _BITS = 1 << 23
+
+    def __init__(self) -> None:
+        self._bits = bytearray(self._BITS // 8)
+
+    def _probes(self, key: str) -> tuple[int, int, int]:
+        h = hash(key) & 0xFFFF_FFFF_FFFF_FFFF
+        m = self._BITS - 1
+        return h & m, (h >> 21) & m, (h >> 42) & m
+
+    def add(self, key: str) -> None:
+        bits = self._bits
+        for p in self._probes(key):
+            bits[p >> 3] |= 1 << (p & 7)
+
+    def __contains__(self, key: str) -> bool:
+        bits = self._bits
+        return all(bits[p >> 3] & (1 << (p & 7)) for p in self._probes(key))
+
+
+def replay_streamed(reader: StoreReader, session_ref: str | None, catalog: OpCatalog | None) -> Any:
+    """``replay_session(reader, session_ref, catalog=catalog, detail=False)``'s report, or None when
+    this session is not of the streamed shape (see the module doc): then replay it the classic way.
+    :class:`~flux.errors.SessionNotFound` is raised as the classic path raises it."""
+    row = reader.resolve_session(session_ref)
+    tape = StreamTape()
+    seen: dict[str, Any] = {"trace": False, "skipped": 0}
+    ledger = _NoLedger()
+    plans = _Plans()
+    events = plans.events = _scan(reader, row.id, False, plans, tape, None, ledger, seen)
+    try:
+        report = _run(row.id, plans, tape, seen, catalog)
+        if ledger.hit:
+            return None
+    except SessionNotFound:
+        raise
+    except Exception:  # noqa: BLE001 - any surprise: the classic replay answers (and raises) as always
+        return None
+    finally:
+        events.close()
+    reader.skipped_rows += seen["skipped"]
+    return report
+
+
+def _run(sid: str, plans: _Plans, tape: StreamTape, seen: dict[str, Any], catalog: OpCatalog | None) -> Any:
+    tape.pump = plans.pump
+    sink = _ScratchSink(tape, None, None, keep=False)
+    interp = Interpreter(catalog if catalog is not None else OpCatalog.permissive(), ReplayHost(tape), sink,
+                         _never_asked, run_id="replay")
+    run_direct = DirectRunner(interp).run
+    report = ReplayReport(session=sid, plans=[], cells_total=0, cells_consumed=0, diverged=None, missing_sources=0,
+                          detail=False)
+    spent = _SpentPlans()
+    parsed: dict[str, Any] = {}
+
+    def keyed(text: Any) -> tuple[str, Any]:
+        hc = host_call(text)
+        if hc is not None:
+            draft: Any = hc
+            key = hc.flow_key
+        else:
+            hit = parsed.get(text)
+            if hit is None:
+                hit = parse_stored_plan(text)  # a damaged plan raises: the classic replay names it
+                if len(parsed) >= _PARSE_CACHE:
+                    del parsed[next(iter(parsed))]
+                parsed[text] = hit
+            draft, key = hit
+        if catalog is not None:
+            _check_ops(sid, key, draft, catalog)
+        return key, draft
+
+    completed = sink.completed_rows
+    for text in plans:
+        key, draft = keyed(text)
+        text = None
+        ledger = sink.ledger()
+        sink.execution = len(report.plans)
+        direct = type(draft) is HostCall and ledger is None and key not in completed
+        h = _run_plan(run_direct, interp, draft, ledger, key)
+        draft = None
+        if h is None:
+            if direct and sink.let_go_of_direct_row(key, interp.values):
+                spent.add(key)
+            report.plans.append(ReplayedPlan(key))
+        else:
+            if key in spent:
+                raise _Abandon("a plan whose rows were let go is the halt latch")
+            report.plans.append(ReplayedPlan(key, h.error, h.kind, h.node))
+        if tape.diverged is not None:
+            break
+    for text in plans:  # after a divergence: the plans not reached must still parse (and be known ops)
+        keyed(text)
+    if plans.abandoned or not seen["trace"] or tape.total == 0 or plans.accepted == 0:
+        raise _Abandon("nothing to replay: the classic replay says why")
+    last = tape.last
+    if tape.diverged is not None and last is not None and last.status == "miss" and tape.unserved == 1 \
+            and tape.consumed == tape.total:
+        raise _Abandon("perhaps the tape's end (an interrupted turn)")
+    return _settle(report, tape)

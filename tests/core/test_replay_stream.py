@@ -1,0 +1,183 @@
+"""The streamed lean replay (flux.timemachine.replay_stream, issue 10 item 2: memory flat with the
+session's length) reports exactly what the classic replay (read everything, then replay) reports,
+on generated and corrupted stores; it is the path `flux replay` takes; and what it lets go of is
+let go."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import flux.timemachine.replay as R
+import flux.timemachine.replay_stream as S
+from flux.store import PlanAttempted, StoreReader, StoreWriter, TurnEnded
+from flux.timemachine.replay import replay_session
+from tests.core.test_replay_direct import _CATALOG, _SCENARIOS, _host, _plan, _write_session
+from tests.core.test_replay_fastpath import _mutate, _outcome
+from tests.helpers import cell
+
+
+def _streamed_and_classic(reader: StoreReader, sid: str, catalog=None):
+    """(the lean report of the streamed path or None when it stood aside, what replay_session gives,
+    what the classic path gives) — with the reader's skipped-row count each added."""
+    skipped = reader.skipped_rows
+    with R._gc_paused():
+        try:
+            direct = S.replay_streamed(reader, sid, catalog)
+        except Exception as e:  # SessionNotFound only
+            direct = e
+    counted = reader.skipped_rows - skipped
+    got = _outcome(lambda: replay_session(reader, sid, catalog=catalog, detail=False), detail=False)
+    R._STREAMED = False
+    try:
+        skipped = reader.skipped_rows
+        want = _outcome(lambda: replay_session(reader, sid, catalog=catalog, detail=False), detail=False)
+        classic_counted = reader.skipped_rows - skipped
+    finally:
+        R._STREAMED = True
+    if direct is not None and not isinstance(direct, Exception):
+        assert counted == classic_counted  # the skipped rows are counted as the classic read counts them
+    return direct, got, want
+
+
+def _unledgered(plan):
+    kind, stmts, outcomes, _ledgered = plan
+    return kind, stmts, outcomes, False
+
+
+@pytest.fixture(scope="module")
+def shared_store(tmp_path_factory):
+    d = tmp_path_factory.mktemp("stream") / "store"
+    with StoreWriter(d) as w:
+        yield d, w
+
+
+_TAKEN: list[bool] = []
+
+
+@settings(max_examples=int(os.environ.get("FLUX_STREAM_EXAMPLES", "60")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turns=st.lists(st.tuples(st.lists(_plan().map(_unledgered), min_size=1, max_size=5), st.booleans()),
+                      min_size=1, max_size=3),
+       ledgered=st.sampled_from([False] * 5 + [True]), corrupt=st.sampled_from([False] * 3 + [True]),
+       catalog=st.sampled_from([None] * 3 + [_CATALOG]), data=st.data())
+def test_the_streamed_replay_reports_what_the_classic_replay_reports(shared_store, turns, ledgered, corrupt, catalog,
+                                                                      data):
+    """Plans reading earlier bindings (placeholders) across plans and turns, halts and their
+    fast-forwards, repeats, misses, truncated and denied cells, unended turns (the tape's end),
+    catalogs lacking an op, corrupted rows: the same report or the same error."""
+    store, writer = shared_store
+    if ledgered:  # one plan records its statement rows: the executions come from the ledger (classic)
+        plans, ended = turns[0]
+        turns = [([(k, s, o, True) for k, s, o, _l in plans], ended)] + turns[1:]
+    sid = _write_session(writer, turns, False)
+    if corrupt:
+        _mutate(store, data, stream=sid)
+    with StoreReader(store) as r:
+        direct, got, want = _streamed_and_classic(r, sid, catalog)
+    assert got == want
+    if direct is not None:
+        assert _outcome(lambda: direct, detail=False) == want
+    _TAKEN.append(direct is not None)
+
+
+def test_the_differential_exercises_the_streamed_path():
+    if len(_TAKEN) < 20:
+        pytest.skip("run together with the differential")
+    assert sum(_TAKEN) >= len(_TAKEN) // 3
+
+
+# Scenarios the classic replay answers in a particular way; each streamed (or standing aside) alike.
+_P = {"path": "a"}
+_STREAM_SCENARIOS = {
+    **_SCENARIOS,
+    # a host plan completes (its row and value let go), then halts: it is the latch, and the third
+    # run fast-forwards over the FIRST run's row with the first run's value — the stream stands aside
+    "ok-halt-again": [_host("adaptive_gather_1", "read", _P), _host("adaptive_gather_1", "read", _P, "error"),
+                      _host("adaptive_gather_1", "read", _P), _host("adaptive_gather_2", "read", {"path": "{adaptive_gather_1}"})],
+    # a binding made in turn 1 is read by a placeholder two plans and a turn later
+    "binding-across-turns": [_host("adaptive_gather_1", "read", _P), _host("adaptive_gather_2", "read", {"path": "b"})],
+}
+
+
+@pytest.mark.parametrize("name", sorted(_STREAM_SCENARIOS))
+def test_scenarios_stream_as_the_classic_replay_runs_them(shared_store, name):
+    store, writer = shared_store
+    turns = [([_unledgered(p) for p in _STREAM_SCENARIOS[name]], name != "halts")]
+    if name == "binding-across-turns":
+        turns.append(([_host("adaptive_gather_3", "grep", {"path": "{adaptive_gather_1}"}),
+                       ("multi", [("adaptive_gather_4", "read", {"path": "{adaptive_gather_3}"}, "spaced"),
+                                  ("adaptive_gather_5", "read", {"path": "{adaptive_gather_2}"}, "canonical")],
+                        ["ok", "ok"], False)], True))
+    sid = _write_session(writer, turns, False)
+    with StoreReader(store) as r:
+        direct, got, want = _streamed_and_classic(r, sid)
+    assert got == want and want[0] == "report"
+    if name == "ok-halt-again":
+        assert direct is None  # the first run's row was let go: only the classic replay has it
+        # the third run is fast-forwarded and rebinds the FIRST run's value, which the fourth
+        # reads: its input is not the recorded one (that read the third's), so it misses
+        assert want[1]["cells_consumed"] == 2 and "no matching unconsumed" in want[1]["diverged"]
+        assert [p.halt_kind for p in want[5]] == [None, "runtime", None, "runtime"]
+    elif name in ("binding-across-turns", "placeholder", "fast-forward", "rebind", "checkpoint"):
+        assert direct is not None and _outcome(lambda: direct, detail=False) == want
+    if name == "binding-across-turns":  # every binding was seen where it was read: the recording replays whole
+        assert want[1]["diverged"] is None and want[1]["cells_consumed"] == want[1]["cells_total"] == 5
+
+
+def test_flux_replay_s_path_streams_and_holds_neither_the_cells_nor_the_values(tmp_path, monkeypatch):
+    """200 host plans (every 10th halts, every plan's input reads the previous binding): the lean
+    replay streams; the tape never holds more than a plan's worth of unserved cells, and the
+    interpreter keeps no value of a completed host plan."""
+    store = tmp_path / "store"
+    with StoreWriter(store) as w, w.transaction():
+        sid = w.create_session("mock")
+        for t in range(2):
+            tid = w.begin_turn(sid, f"turn {t}", "mock")
+            for k in range(100):
+                name = f"adaptive_gather_{k % 7}"
+                inp = {"path": f"{t}/{k}", "prev": prev if t or k else "start"}
+                text = 'flow\n  %s = read({"path":"%s/%d","prev":"%s"})\n' % (
+                    name, t, k, "{%s}" % prev_name if t or k else "start")
+                w.append(sid, PlanAttempted(step=k + 1, outcome="accepted", plan_source=text), turn_id=tid)
+                bad = k % 10 == 9
+                content = f"c{t}-{k}"
+                w.append(sid, cell("read", inp, content, is_error=bad))
+                if not bad:
+                    prev, prev_name = content, name
+            w.append(sid, TurnEnded(outcome="ok", answer="done"), turn_id=tid)
+    held: list[int] = []
+    interps: list = []
+    real_append, real_interp = S.StreamTape.append, S.Interpreter
+
+    def append(self, c):
+        real_append(self, c)
+        held.append(sum(x is not None for x in self.cells))
+
+    class Spy(real_interp):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            interps.append(self)
+    monkeypatch.setattr(S.StreamTape, "append", append)
+    monkeypatch.setattr(S, "Interpreter", Spy)
+    with StoreReader(store) as r:
+        direct, got, want = _streamed_and_classic(r, "s_1")
+    assert direct is not None and got == want and want[1]["cells_consumed"] == 200 and want[1]["diverged"] is None
+    assert max(held) <= 2
+    values = interps[0].values
+    # only the values the halt latch may read are kept: those of plans run while one was open
+    assert len(values) <= 20, len(values)
+
+
+def test_a_session_with_ledger_rows_or_nothing_to_replay_takes_the_classic_path(shared_store):
+    store, writer = shared_store
+    sid = _write_session(writer, [([_host("a", "read", _P, ledgered=True)], True)], False)
+    empty = writer.create_session("mock")
+    with StoreReader(store) as r:
+        for s in (sid, empty):
+            direct, got, want = _streamed_and_classic(r, s)
+            assert direct is None and got == want
+        assert _streamed_and_classic(r, empty)[2][0] == "error"
