@@ -288,8 +288,10 @@ def _host_store(tmp_path, plans: list[tuple[str, str, str]]) -> Path:
     return store
 
 
+@pytest.mark.parametrize("streamed", [True, False])  # (a ledgered session never streams)
 @pytest.mark.parametrize("ledgered", [False, True])
-def test_a_plan_is_let_go_after_its_last_run_and_parsed_no_earlier_than_needed(tmp_path, monkeypatch, ledgered):
+def test_a_plan_is_let_go_after_its_last_run_and_parsed_no_earlier_than_needed(tmp_path, monkeypatch, ledgered,
+                                                                               streamed):
     import gc
     import weakref
 
@@ -326,6 +328,7 @@ def test_a_plan_is_let_go_after_its_last_run_and_parsed_no_earlier_than_needed(t
     monkeypatch.setattr(replay_mod, "parse_stored_plan", parse)
     monkeypatch.setattr(replay_mod, "_PARSE_CACHE", 0)  # (the cache would hold the last texts parsed)
     monkeypatch.setattr(Interpreter, "run", run)
+    monkeypatch.setattr(replay_mod, "_STREAMED", streamed)
     with StoreReader(store) as r:
         rep = replay_session(r, "last", detail=False)
     assert rep.faithful and len(rep.plans) == 4

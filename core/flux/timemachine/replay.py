@@ -250,13 +250,7 @@ def _accepted(detail: SessionDetail, t: Any, att: Any, parsed: dict[str, tuple[A
     if hc is not None:
         return t, hc.flow_key, hc
     try:
-        hit = parsed.get(att.plan_source)
-        if hit is None:
-            hit = parse_stored_plan(att.plan_source)
-            if _PARSE_CACHE > 0:
-                if len(parsed) >= _PARSE_CACHE:
-                    del parsed[next(iter(parsed))]
-                parsed[att.plan_source] = hit
+        hit = _parse_cached(att.plan_source, parsed)
     except FluxError as e:
         raise _not_replayable(
             detail.id,
@@ -264,6 +258,18 @@ def _accepted(detail: SessionDetail, t: Any, att: Any, parsed: dict[str, tuple[A
             f"no longer parses: {e} — the stored plan_source is damaged; replay cannot re-execute it",
         ) from None
     return t, hit[1], hit[0]
+
+
+def _parse_cached(source: Any, parsed: dict[str, tuple[A.DraftAst, str]]) -> tuple[A.DraftAst, str]:
+    """``parse_stored_plan(source)`` through ``parsed``, a cache of the last ``_PARSE_CACHE`` texts."""
+    hit = parsed.get(source)
+    if hit is None:
+        hit = parse_stored_plan(source)
+        if _PARSE_CACHE > 0:
+            if len(parsed) >= _PARSE_CACHE:
+                del parsed[next(iter(parsed))]
+            parsed[source] = hit
+    return hit
 
 
 def _redacted_standins(detail: SessionDetail, exec_keys: list[str], plans: dict[str, A.DraftAst]) -> dict[str, A.DraftAst]:

@@ -34,9 +34,8 @@ from ..lang.catalog import OpCatalog
 from ..lang.interpreter import Interpreter
 from ..store.events import PlanAttempted, TurnStarted
 from ..store.store import StoreReader
-from ..model.stored_plan import parse_stored_plan
 from .replay import (
-    _PARSE_CACHE, ReplayedPlan, ReplayReport, _check_ops, _never_asked, _run_plan, _ScratchSink, _settle,
+    ReplayedPlan, ReplayReport, _check_ops, _never_asked, _parse_cached, _run_plan, _ScratchSink, _settle,
 )
 from .replay_direct import DirectRunner, HostCall, host_call
 from .replay_input import _scan
@@ -70,8 +69,11 @@ class StreamTape(ReplayTape):
     def find(self, op: str, h: str) -> int | None:
         i = ReplayTape.find(self, op, h)
         pump = self.pump
-        while i is None and pump is not None and pump():
+        while i is None and pump is not None:
+            more = pump()  # (the last row's cells are appended by the call that finds the end)
             i = ReplayTape.find(self, op, h)
+            if not more:
+                break
         return i
 
 
@@ -218,13 +220,7 @@ def _run(sid: str, plans: _Plans, tape: StreamTape, seen: dict[str, Any], catalo
             draft: Any = hc
             key = hc.flow_key
         else:
-            hit = parsed.get(text)
-            if hit is None:
-                hit = parse_stored_plan(text)  # a damaged plan raises: the classic replay names it
-                if len(parsed) >= _PARSE_CACHE:
-                    del parsed[next(iter(parsed))]
-                parsed[text] = hit
-            draft, key = hit
+            draft, key = _parse_cached(text, parsed)  # a damaged plan raises: the classic replay names it
         if catalog is not None:
             _check_ops(sid, key, draft, catalog)
         return key, draft
