@@ -181,3 +181,80 @@ def test_a_session_with_ledger_rows_or_nothing_to_replay_takes_the_classic_path(
             direct, got, want = _streamed_and_classic(r, s)
             assert direct is None and got == want
         assert _streamed_and_classic(r, empty)[2][0] == "error"
+
+
+# Each guard of the stream, by a session that needs it: the stream either gives the classic report
+# itself (``direct`` not None) or stands aside — and which one is asserted.
+
+def _multi(stmts, outcomes):
+    return "multi", [(n, op, v, "canonical") for n, op, v in stmts], outcomes, False
+
+
+_S0 = ("adaptive_gather_1", "read", _P)
+_GUARDS = {
+    # the first plan's cell was not recorded, the second's (same plan) was: the first takes it, as
+    # the whole tape would give it — the tape reads on past the rows scanned so far
+    # (then the second misses: a divergence, the third plan's cell left)
+    "read-on-at-a-miss": ([_host(*_S0, "missing"), _host(*_S0), _host("adaptive_gather_2", "read", {"path": "b"})],
+                          True),
+    # L halts at its second statement; P (L's first statement) is fast-forwarded over L's row while
+    # L is the latch; L halts at its first statement, so its latch row is the FIRST run's, and P's
+    # fast-forward reads that row's value again: a value named by a latch row is never let go
+    "latch-row-value-kept": ([_multi([_S0, ("adaptive_gather_2", "grep", {"path": "b"})], ["ok", "error"]),
+                              _host(*_S0, "missing"),  # (fast-forwarded: its cell would be left over)
+                              _multi([_S0, ("adaptive_gather_2", "grep", {"path": "b"})], ["error"]),
+                              _host(*_S0, "missing"), _host("adaptive_gather_3", "read", {"path": "{adaptive_gather_1}"})],
+                             True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_GUARDS))
+def test_each_guard_of_the_stream_by_a_session_that_needs_it(shared_store, name):
+    store, writer = shared_store
+    plans, ended = _GUARDS[name]
+    sid = _write_session(writer, [(plans, ended)], False)
+    with StoreReader(store) as r:
+        direct, got, want = _streamed_and_classic(r, sid)
+    assert got == want and want[0] == "report"
+    assert direct is not None and _outcome(lambda: direct, detail=False) == want
+    if name == "read-on-at-a-miss":
+        assert want[1]["cells_consumed"] == 1 and want[5][0].halted is None
+    else:  # the last plan reads the value L's first run bound, rebound by both fast-forwards: as recorded
+        assert [p.halt_kind for p in want[5]] == ["runtime", None, "runtime", None, None]
+        assert want[1]["diverged"] is None and want[1]["cells_consumed"] == want[1]["cells_total"] == 4
+
+
+@pytest.mark.parametrize("how", ["earlier_turn_plan_row", "turns_out_of_order"])
+def test_a_plan_order_the_turn_fold_would_change_takes_the_classic_path(tmp_path, how):
+    """Two turns, each with one plan; the stream meets them in an order the turn fold does not run
+    them in (a plan row of the earlier turn after the newer turn's, or turn ids out of order)."""
+    import sqlite3
+
+    store = tmp_path / "store"
+    a = 'flow\n  adaptive_gather_1 = read({"path":"a"})\n'
+    b = 'flow\n  adaptive_gather_2 = read({"path":"b"})\n'
+    with StoreWriter(store) as w:
+        sid = w.create_session("mock")
+        t1 = w.begin_turn(sid, "one", "mock")
+        if how == "turns_out_of_order":
+            w.append(sid, PlanAttempted(step=1, outcome="accepted", plan_source=a), turn_id=t1)
+            w.append(sid, cell("read", {"path": "a"}, "A"))
+        t2 = w.begin_turn(sid, "two", "mock")
+        w.append(sid, PlanAttempted(step=1, outcome="accepted", plan_source=b), turn_id=t2)
+        w.append(sid, cell("read", {"path": "b"}, "B"))
+        if how == "earlier_turn_plan_row":
+            w.append(sid, PlanAttempted(step=2, outcome="accepted", plan_source=a), turn_id=t1)
+            w.append(sid, cell("read", {"path": "a"}, "A"))
+    if how == "turns_out_of_order":  # the second turn's id below the first's: the fold runs it first
+        con = sqlite3.connect(store / "events.db", isolation_level=None)
+        con.execute("UPDATE events SET global_seq = -7 WHERE global_seq = ?", (t2,))
+        con.execute("UPDATE events SET turn_id = -7 WHERE turn_id = ?", (t2,))
+        con.close()
+    with StoreReader(store) as r:
+        direct, got, want = _streamed_and_classic(r, sid)
+    assert direct is None and got == want
+    assert [p.flow_key for p in want[5]] != [] and want[1]["cells_consumed"] == 2
+    keys = [p.flow_key for p in want[5]]
+    from flux.timemachine.replay_direct import host_call
+    assert keys == ([host_call(a).flow_key, host_call(b).flow_key] if how == "earlier_turn_plan_row"
+                    else [host_call(b).flow_key, host_call(a).flow_key])
