@@ -258,3 +258,25 @@ def test_a_plan_order_the_turn_fold_would_change_takes_the_classic_path(tmp_path
     from flux.timemachine.replay_direct import host_call
     assert keys == ([host_call(a).flow_key, host_call(b).flow_key] if how == "earlier_turn_plan_row"
                     else [host_call(b).flow_key, host_call(a).flow_key])
+
+
+@pytest.mark.parametrize("late", ["damaged", "unknown_op"])
+def test_a_plan_a_divergence_kept_from_running_is_still_checked(tmp_path, late):
+    """flux refuses a damaged plan (or, with a catalog, an unknown op) anywhere in the session, even
+    after the replay diverged: the stream reads the plans it did not reach and stands aside."""
+    from flux.lang.catalog import OpCatalog, OpSpec
+
+    store = tmp_path / "store"
+    with StoreWriter(store) as w:
+        sid = w.create_session("mock")
+        tid = w.begin_turn(sid, "one", "mock")
+        w.append(sid, PlanAttempted(step=1, outcome="accepted",
+                                    plan_source='flow\n  adaptive_gather_1 = read({"path":"a"})\n'), turn_id=tid)
+        w.append(sid, cell("read", {"path": "other"}, "A"))  # not the plan's input: a miss
+        late_text = "flow\n  x = \n" if late == "damaged" else 'flow\n  adaptive_gather_2 = erase({"path":"b"})\n'
+        w.append(sid, PlanAttempted(step=2, outcome="accepted", plan_source=late_text), turn_id=tid)
+        w.append(sid, TurnEnded(outcome="ok", answer="done"), turn_id=tid)
+    catalog = OpCatalog([OpSpec("read")]) if late == "unknown_op" else None
+    with StoreReader(store) as r:
+        direct, got, want = _streamed_and_classic(r, sid, catalog)
+    assert direct is None and got == want and want[0] == "error" and want[1] == "NotReplayable"
