@@ -103,7 +103,8 @@ class ReplayTape:
     what it holds shrinks as the replay runs; it cannot be :meth:`copy`-ed."""
 
     def __init__(self, cells: Iterable[Any], *, lean: bool = False):
-        self.cells: list[OpRecorded | TapeCell | None] = [getattr(c, "rec", c) for c in cells]
+        self.cells: list[OpRecorded | TapeCell | None] = [c if type(c) is TapeCell else getattr(c, "rec", c)
+                                                          for c in cells]
         self._consumed = [False] * len(self.cells)
         self.served: list[int] = []  # tape indices in the order they were served
         self.log: list[ServeRecord] = []
@@ -117,11 +118,16 @@ class ReplayTape:
         # (op, hash) -> tape indices in order, for both keys of every cell.
         self._index: dict[tuple[str, str], list[int]] = {}
         self._cursor: dict[tuple[str, str], int] = {}
+        index = self._index
         for i, cell in enumerate(self.cells):
-            self._index.setdefault((cell.op, cell.input_hash), []).append(i)
-            red = cell.input_hash_redacted
-            if red is not None and red != cell.input_hash:
-                self._index.setdefault((cell.op, red), []).append(i)
+            op, h, red = cell.op, cell.input_hash, cell.input_hash_redacted
+            at = index.get((op, h))
+            if at is None:
+                index[(op, h)] = [i]
+            else:
+                at.append(i)
+            if red is not None and red != h:
+                index.setdefault((op, red), []).append(i)
 
     # -- counts ---------------------------------------------------------------------------------
 

@@ -189,7 +189,7 @@ class DirectRunner:
     once: the host and its tape, the sink (and whether it is quiet: nothing reads a ``step_*``
     event, so none is built), whether the catalog has every op."""
 
-    __slots__ = ("interp", "tape", "sink", "emit", "quiet", "catalog", "every_op")
+    __slots__ = ("interp", "tape", "sink", "emit", "quiet", "fused", "catalog", "every_op")
 
     def __init__(self, interp: Any):
         self.interp = interp
@@ -198,6 +198,7 @@ class DirectRunner:
         self.sink = interp.sink
         self.emit = interp.sink.emit
         self.quiet = getattr(self.sink, "quiet", False) is True  # replay._ScratchSink, nothing kept or written
+        self.fused = not self.quiet and hasattr(self.sink, "host_succeeded")  # replay._ScratchSink, keeping
         self.catalog = interp.catalog
         self.every_op = getattr(interp.catalog, "is_permissive", False) is True
 
@@ -234,14 +235,17 @@ class DirectRunner:
             input_json = canonical_json(_interpolate_json(hc.value, interp.symbols))
             ih = sha256_hex(input_json)
         quiet = self.quiet
+        fused = self.fused  # the sink takes the three events of a success in one call, after the serve
         sid = "" if quiet else "step_" + op + "_" + ih[:16]
-        if not quiet:
+        if not (quiet or fused):
             emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
         outcome = tape.serve_cell(op, ih)
         interp.clock.dispatched()
         interp._steps_base += 1
         content = outcome.content
         if outcome.denied or outcome.is_error:
+            if fused:
+                emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
             if not quiet:
                 emit({"event": "step_failed", "step": sid, "error": content})
             kind = "denied" if outcome.denied else "runtime"
@@ -253,6 +257,9 @@ class DirectRunner:
         interp.symbols[name] = content
         if quiet:
             self.sink.completed(key, 0, stmt, vid)
+            return None
+        if fused:
+            self.sink.host_succeeded(key, stmt, sid, op, ih, vid)
             return None
         emit({"event": "step_succeeded", "step": sid, "output": vid})
         emit({"event": "statement_completed", "plan": key, "node": 0, "stmt": stmt, "value": vid, "skipped": False})
