@@ -269,3 +269,13 @@ def test_an_int_field_holding_inf_or_nan_decodes_to_its_default():
         assert decode_run({"event": "awaiting", "node": v}) == Awaiting(run="", node=0)
         assert encode_run_body({"event": "awaiting", "node": v}) == '{"kind":"run","data":{"event":"awaiting","run":"","node":0}}'
     assert decode_run({"event": "awaiting", "node": 3.0}).node == 3
+
+
+@settings(max_examples=200, deadline=None)
+@given(step=st.one_of(st.integers(), _odd), fp=st.one_of(_texts, _odd), phase=st.one_of(st.none(), st.just("gather"), _texts, _odd),
+       src=st.one_of(_texts, _odd))
+def test_an_accepted_plan_text_equals_the_encoded_body(step, fp, phase, src):
+    from flux.store.events import PlanAttempted, encode_accepted_plan
+
+    body = PlanAttempted(step=step, outcome="accepted", fingerprint=fp, phase=phase, plan_source=src)
+    assert encode_accepted_plan(step, fp, phase, src) == encode_payload_reference(body)

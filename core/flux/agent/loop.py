@@ -52,8 +52,8 @@ from ..lang.formatter import format_bind_call, format_flow
 from ..lang.hashes import fingerprint, flow_key, one_statement_hashes
 from ..lang.interpreter import Interpreter, OpOutcome, completed_work
 from ..store.events import (
-    CallUsage, Message, Observation, OpRecorded, PlanAttempted, Run, TurnEnded, Usage, decode_run, encode_observation,
-    encode_op_recorded, encode_plan_attempted, encode_run_step,
+    CallUsage, Message, Observation, OpRecorded, PlanAttempted, Run, TurnEnded, Usage, decode_run, encode_accepted_plan,
+    encode_observation, encode_op_recorded, encode_run_step,
 )
 from ..model.pricing import Spend
 from ..store.bindings import FlowDbBindings
@@ -849,8 +849,7 @@ class TurnRunner:
                 else f"adaptive_gather_{out_step}"
             value, plan_text, fp, key = host_plan_facts(bind, name, inp)
             src = cfg.redactor.redact(plan_text)
-            rec.append_text("plan_attempted", encode_plan_attempted(
-                PlanAttempted(step=out_step, outcome="accepted", fingerprint=fp, phase=phase, plan_source=src)), turn_id)
+            rec.append_text("plan_attempted", encode_accepted_plan(out_step, fp, phase, src), turn_id)
             out.plans.append(PlanRecord(out_step, phase, fp, key, src))
             live.last = None
             interp.symbols = {}

@@ -822,6 +822,19 @@ def encode_plan_attempted(body: "PlanAttempted") -> str:
             + ("" if b.delta_source is None else ',"delta_source":' + json_str(b.delta_source)) + "}}")
 
 
+def encode_accepted_plan(step: int, fingerprint: str, phase: str | None, plan_source: str) -> str:
+    """``encode_plan_attempted(PlanAttempted(step=step, outcome="accepted", fingerprint=fingerprint,
+    phase=phase, plan_source=plan_source))`` without building the body (an adaptive turn's host plan,
+    one per tool call)."""
+    if type(step) is not int or type(fingerprint) is not str or type(plan_source) is not str or \
+            (phase is not None and type(phase) is not str):
+        return encode_plan_attempted(PlanAttempted(step=step, outcome="accepted", fingerprint=fingerprint, phase=phase,
+                                                   plan_source=plan_source))
+    return ('{"kind":"plan_attempted","data":{"step":' + int.__repr__(step) + ',"outcome":"accepted","fingerprint":'
+            + json_str(fingerprint) + ("" if phase is None else ',"phase":' + json_str(phase)) + ',"plan_source":'
+            + json_str(plan_source) + "}}")
+
+
 def encode_observation(kind: str, phase: str, data: Any) -> str:
     """``encode_payload(Observation(kind, phase, data))`` without building the body."""
     if type(kind) is not str or type(phase) is not str:
