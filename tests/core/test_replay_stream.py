@@ -280,3 +280,35 @@ def test_a_plan_a_divergence_kept_from_running_is_still_checked(tmp_path, late):
     with StoreReader(store) as r:
         direct, got, want = _streamed_and_classic(r, sid, catalog)
     assert direct is None and got == want and want[0] == "error" and want[1] == "NotReplayable"
+
+
+_KEYS = st.one_of(st.integers(0, 2 ** 64 - 1).map(lambda n: f"h:{n:016x}"),
+                  st.sampled_from(["h:ABCDEF0123456789", "h:+123456789abcde", "h:1_23456789abcdef", "h:0123", "", "x"]),
+                  st.text(max_size=20))
+_REPLAYED = st.one_of(st.builds(R.ReplayedPlan, _KEYS),
+                      st.builds(R.ReplayedPlan, _KEYS, st.none() | st.text(max_size=5),
+                                st.sampled_from([None, "runtime", "tape_end"]), st.none() | st.integers(0, 3)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(plans=st.lists(_REPLAYED, max_size=12), last=_REPLAYED, data=st.data())
+def test_a_plan_log_reads_as_the_list_of_plans_it_keeps(plans, last, data):
+    log = R.PlanLog()
+    for p in plans:
+        if data.draw(st.booleans()) and p.halted is None and p.halt_kind is None and p.node is None:
+            log.ran(p.flow_key)
+        else:
+            log.append(p)
+    assert log == plans and plans == log and list(log) == plans and len(log) == len(plans)
+    assert [log[i] for i in range(-len(plans), len(plans))] == plans + plans
+    assert log[1:-1] == plans[1:-1] and log[::2] == plans[::2]
+    with pytest.raises(IndexError):
+        log[len(plans)]
+    if plans:
+        log[-1] = last
+        plans[-1] = last
+        assert log == plans and log[-1] == last
+    assert log != plans + [last]
+    rep = R.ReplayReport("s_1", log, 0, 0, None, 0)
+    assert rep.to_json() == R.ReplayReport("s_1", plans, 0, 0, None, 0).to_json()
+    assert rep.summary_lines() == R.ReplayReport("s_1", plans, 0, 0, None, 0).summary_lines()

@@ -34,7 +34,10 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import threading
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
@@ -56,7 +59,7 @@ from .replay_direct import NOT_DIRECT, DirectRunner, HostCall, host_call
 from .replay_input import ReplayInput, read_replay_input
 
 __all__ = [
-    "ReplayReport", "ReplayedPlan", "StatementResult", "TapeEnd", "ChildReplay", "ReplayTree", "replay_session",
+    "ReplayReport", "ReplayedPlan", "PlanLog", "StatementResult", "TapeEnd", "ChildReplay", "ReplayTree", "replay_session",
     "replay_detail", "replay_tree", "plans_by_key", "plan_turns",
 ]
 
@@ -76,6 +79,82 @@ class ReplayedPlan:
 
     def to_json(self) -> dict[str, Any]:
         return {"flow_key": self.flow_key, "halted": self.halted}
+
+
+class PlanLog(Sequence):
+    """``ReplayReport.plans`` of a long lean replay, compact: a :class:`ReplayedPlan` that ran
+    through (no halt) under a plain key — ``h:`` and 16 lowercase hex digits, every key replay makes
+    — is 8 bytes (the key's number in an ``array``), any other kept whole. It reads as the list of
+    :class:`ReplayedPlan` it stands for (indexing builds the plan; equal to a list of the same
+    plans); it grows by :meth:`append` (or :meth:`ran`, a plan that ran through, by its key) and
+    its last item may be replaced."""
+
+    __slots__ = ("_keys", "_whole")
+
+    def __init__(self, plans: Iterable[ReplayedPlan] = ()) -> None:
+        self._keys = array("Q")
+        self._whole: dict[int, ReplayedPlan] = {}  # index -> a plan not kept as its key's number
+        for p in plans:
+            self.append(p)
+
+    def ran(self, flow_key: str) -> None:
+        """Append ``ReplayedPlan(flow_key)`` (it ran through)."""
+        if len(flow_key) == 18 and _PLAIN_KEY.fullmatch(flow_key) is not None:
+            self._keys.append(int(flow_key[2:], 16))
+        else:
+            self._whole[len(self._keys)] = ReplayedPlan(flow_key)
+            self._keys.append(0)
+
+    def append(self, plan: ReplayedPlan) -> None:
+        if plan.halted is None and plan.halt_kind is None and plan.node is None:
+            self.ran(plan.flow_key)
+        else:
+            self._whole[len(self._keys)] = plan
+            self._keys.append(0)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def _at(self, i: int) -> ReplayedPlan:
+        p = self._whole.get(i)
+        return p if p is not None else ReplayedPlan(f"h:{self._keys[i]:016x}")
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._at(j) for j in range(*i.indices(len(self._keys)))]
+        n = len(self._keys)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("plan index out of range")
+        return self._at(i)
+
+    def __setitem__(self, i: int, plan: ReplayedPlan) -> None:
+        n = len(self._keys)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("plan index out of range")
+        self._whole[i] = plan
+
+    def __iter__(self) -> Iterator[ReplayedPlan]:
+        whole = self._whole
+        for i, k in enumerate(self._keys):
+            p = whole.get(i)
+            yield p if p is not None else ReplayedPlan(f"h:{k:016x}")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (PlanLog, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  (mutable, like the list it stands for)
+
+    def __repr__(self) -> str:
+        return f"PlanLog({list(self)!r})"
+
+
+_PLAIN_KEY = re.compile(r"h:[0-9a-f]{16}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +210,7 @@ class TapeEnd:
 @dataclass
 class ReplayReport:
     session: str
-    plans: list[ReplayedPlan]
+    plans: list[ReplayedPlan] | PlanLog  # (a long lean replay keeps a compact PlanLog)
     cells_total: int
     cells_consumed: int
     diverged: str | None

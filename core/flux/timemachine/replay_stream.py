@@ -35,7 +35,7 @@ from ..lang.interpreter import Interpreter
 from ..store.events import PlanAttempted, TurnStarted
 from ..store.store import StoreReader
 from .replay import (
-    ReplayedPlan, ReplayReport, _check_ops, _never_asked, _parse_cached, _run_plan, _ScratchSink, _settle,
+    PlanLog, ReplayedPlan, ReplayReport, _check_ops, _never_asked, _parse_cached, _run_plan, _ScratchSink, _settle,
 )
 from .replay_direct import DirectRunner, HostCall, host_call
 from .replay_input import _scan
@@ -209,8 +209,8 @@ def _run(sid: str, plans: _Plans, tape: StreamTape, seen: dict[str, Any], catalo
     interp = Interpreter(catalog if catalog is not None else OpCatalog.permissive(), ReplayHost(tape), sink,
                          _never_asked, run_id="replay")
     run_direct = DirectRunner(interp).run
-    report = ReplayReport(session=sid, plans=[], cells_total=0, cells_consumed=0, diverged=None, missing_sources=0,
-                          detail=False)
+    report = ReplayReport(session=sid, plans=PlanLog(), cells_total=0, cells_consumed=0, diverged=None,
+                          missing_sources=0, detail=False)
     spent = _SpentPlans()
     parsed: dict[str, Any] = {}
 
@@ -237,7 +237,7 @@ def _run(sid: str, plans: _Plans, tape: StreamTape, seen: dict[str, Any], catalo
         if h is None:
             if direct and sink.let_go_of_direct_row(key, interp.values):
                 spent.add(key)
-            report.plans.append(ReplayedPlan(key))
+            report.plans.ran(key)
         else:
             if key in spent and tape.diverged is None:  # (after a divergence no plan runs: no latch is read)
                 raise _Abandon("a plan whose rows were let go is the halt latch")
