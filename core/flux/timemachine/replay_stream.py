@@ -9,17 +9,19 @@ for) first tries :func:`replay_streamed`: the session's rows are pulled through 
   scanned cells cannot answer reads on until one can, or to the end (a miss);
 * accepted ``plan_source`` texts wait in a queue of one or two and are let go once they ran;
 * a host plan that ran to completion with no halt latch open leaves no statement row and no value
-  behind (:class:`_SpentPlans`): nothing can read them, unless that same plan later halts and so
-  becomes the latch — and then the stream is abandoned (below);
+  behind: nothing can read them, unless that same plan later halts (so becomes the latch) and the
+  plan after it begins with the same statement (its fast-forward would read the row) — and then
+  the stream is abandoned (below);
 * the report keeps one compact record per execution.
 
 It covers the common shape — the executions are the acceptances (no ``statement_completed`` /
 ``plan_halted`` row recorded, flux's batch path and every generated store), turns in order — and
 *abandons the stream* for anything else, returning None so the caller replays the classic way
 (read everything, then replay): a recorded ledger row, a turn or plan row out of order, a plan
-that does not parse or names an op the catalog lacks, a run with no trace or no cells, a halt of
-a plan whose completed rows were let go, a divergence that may be the tape's end, a non-UTF-8 row,
-any error. Nothing is written and nothing printed before it returns, so the classic replay then
+that does not parse or names an op the catalog lacks, a run with no trace or no cells, a halted
+one-statement plan followed by a plan that begins with the same statement (a failed call tried
+again: its fast-forward may read a row let go), a divergence that may be the tape's end, a
+non-UTF-8 row, any error. Nothing is written and nothing printed before it returns, so the classic replay then
 gives the very output and error it always gave; a differential test checks both agree.
 """
 
@@ -31,6 +33,7 @@ from typing import Any
 from ..cassette.replay import ReplayHost, ReplayTape
 from ..errors import SessionNotFound
 from ..lang.catalog import OpCatalog
+from ..lang.hashes import stmt_hash16
 from ..lang.interpreter import Interpreter
 from ..store.events import PlanAttempted, TurnStarted
 from ..store.store import StoreReader
@@ -153,30 +156,15 @@ class _Plans:
 _END = object()
 
 
-class _SpentPlans:
-    """Host plans whose statement row and value were let go after a complete run, as a Bloom
-    filter (fixed size, no per-plan object): a later halt of one of them would make it the halt
-    latch, whose rows were let go — the stream is abandoned then (a false positive only costs
-    the classic replay)."""
-
-    _BITS = 1 << 23
-
-    def __init__(self) -> None:
-        self._bits = bytearray(self._BITS // 8)
-
-    def _probes(self, key: str) -> tuple[int, int, int]:
-        h = hash(key) & 0xFFFF_FFFF_FFFF_FFFF
-        m = self._BITS - 1
-        return h & m, (h >> 21) & m, (h >> 42) & m
-
-    def add(self, key: str) -> None:
-        bits = self._bits
-        for p in self._probes(key):
-            bits[p >> 3] |= 1 << (p & 7)
-
-    def __contains__(self, key: str) -> bool:
-        bits = self._bits
-        return all(bits[p >> 3] & (1 << (p & 7)) for p in self._probes(key))
+def _first_stmt(draft: Any) -> str | None:
+    """The statement hash of a plan's first statement, or None when it is a ``checkpoint`` /
+    ``await`` (a fast-forward passes over those: it never compares them with a latch row)."""
+    if type(draft) is HostCall:
+        return draft.stmt
+    body = draft.body
+    if not body or isinstance(body[0], Interpreter.PASS_THROUGH):
+        return None
+    return stmt_hash16(body[0])
 
 
 def replay_streamed(reader: StoreReader, session_ref: str | None, catalog: OpCatalog | None) -> Any:
@@ -211,7 +199,11 @@ def _run(sid: str, plans: _Plans, tape: StreamTape, seen: dict[str, Any], catalo
     run_direct = DirectRunner(interp).run
     report = ReplayReport(session=sid, plans=PlanLog(), cells_total=0, cells_consumed=0, diverged=None,
                           missing_sources=0, detail=False)
-    spent = _SpentPlans()
+    # A host plan that ran through with no latch open keeps no row (let_go_of_direct_row): only a
+    # fast-forward over its rows could read them, which takes that plan (the one-statement key) to
+    # halt and the next plan to begin with the same statement — its first row is then the latch's
+    # entry for node 0. That (a failed call tried again) is when the stream stands aside.
+    halted_stmt: str | None = None  # the one statement of the one-statement plan that just halted
     parsed: dict[str, Any] = {}
 
     def keyed(text: Any) -> tuple[str, Any]:
@@ -230,18 +222,24 @@ def _run(sid: str, plans: _Plans, tape: StreamTape, seen: dict[str, Any], catalo
         key, draft = keyed(text)
         text = None
         ledger = sink.ledger()
+        if halted_stmt is not None:
+            if _first_stmt(draft) == halted_stmt:
+                raise _Abandon("a halted one-statement plan's rows may be read, and some were let go")
+            halted_stmt = None
         sink.execution = len(report.plans)
         direct = type(draft) is HostCall and ledger is None and key not in completed
         h = _run_plan(run_direct, interp, draft, ledger, key)
-        draft = None
         if h is None:
-            if direct and sink.let_go_of_direct_row(key, interp.values):
-                spent.add(key)
+            if direct:
+                sink.let_go_of_direct_row(key, interp.values)
             report.plans.ran(key)
         else:
-            if key in spent and tape.diverged is None:  # (after a divergence no plan runs: no latch is read)
-                raise _Abandon("a plan whose rows were let go is the halt latch")
+            if type(draft) is HostCall:
+                halted_stmt = draft.stmt
+            elif len(draft.body) == 1:
+                halted_stmt = _first_stmt(draft)
             report.plans.append(ReplayedPlan(key, h.error, h.kind, h.node))
+        draft = None
         if tape.diverged is not None:
             break
     for text in plans:  # after a divergence: the plans not reached must still parse (and be known ops)
