@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from textual.widgets import Input, TabbedContent
+from textual.widgets import Input
 
 from flux.store import StoreWriter
 from flux_tui.commands import screen_commands
@@ -14,6 +14,7 @@ from flux_tui.screens.help import HelpScreen
 from flux_tui.screens.lineage import LineageScreen
 from flux_tui.screens.session import SessionScreen
 from flux_tui.screens.sessions import SessionsScreen
+from flux_tui.widgets.bottom_tabs import BottomTabs
 from screen_text import screen_text, settle
 from stores import (
     add_session, build_empty, build_errors, build_gallery, build_interrupted, build_open_unflagged, copy_fixture,
@@ -268,7 +269,7 @@ async def test_observations_and_unknown_events_tabs(make_app, tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         session = await open_first(pilot)
-        tabs = session.query_one("#bottom", TabbedContent)
+        tabs = session.query_one("#bottom", BottomTabs)
         assert tabs.active == "tab-conversation"
         conversation = session.query_one("#conversation").plain_text
         assert "tool_use bash" in conversation and "tool_result error" in conversation
@@ -284,6 +285,34 @@ async def test_observations_and_unknown_events_tabs(make_app, tmp_path):
         unknown = flat(session.query_one("#unknown").plain_text)
         assert "run/quantum_leap" in unknown and "from a newer flux" in unknown
         assert "Unknown (2)" in screen_text(app)
+
+
+async def test_the_tab_row_takes_arrows_and_clicks(make_app, tmp_path):
+    """The bottom panel's one-widget tab row does what Textual's Tabs did: ←/→ when it has the focus
+    (wrapping), a click on a label or on the underline below it, each showing that tab's panel."""
+    from flux_tui.widgets.bottom_tabs import TabStrip
+
+    app = make_app(build_errors(tmp_path / "e"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        session = await open_first(pilot)
+        tabs = session.query_one("#bottom", BottomTabs)
+        strip = tabs.query_one(TabStrip)
+        strip.focus()
+        await pilot.press("right")
+        await settle(pilot)
+        assert tabs.active == "tab-observations"
+        assert session.query_one("#observations").display and not session.query_one("#conversation").display
+        await pilot.press("left", "left")
+        await settle(pilot)
+        assert tabs.active == "tab-replay"  # wrapped past the first tab; the hidden Loop tab is skipped
+        x = strip.region.x + 1 + len(" Conversation  Observations ")  # the "Unknown (2)" label
+        await pilot.click(offset=(x, strip.region.y))
+        await settle(pilot)
+        assert tabs.active == "tab-unknown" and "run/quantum_leap" in flat(session.query_one("#unknown").plain_text)
+        await pilot.click(offset=(strip.region.x + 2, strip.region.y + 1))  # the underline under "Conversation"
+        await settle(pilot)
+        assert tabs.active == "tab-conversation" and session.query_one("#conversation").display
 
 
 async def test_plan_attempts_that_were_not_accepted_are_listed(make_app, tmp_path):
@@ -422,7 +451,7 @@ async def test_palette_offers_every_action_of_the_current_screen(make_app, fixtu
         await pilot.press("enter")
         await settle(pilot)
         assert isinstance(app.screen, SessionScreen)
-        assert app.screen.query_one("#bottom", TabbedContent).active == "tab-observations"
+        assert app.screen.query_one("#bottom", BottomTabs).active == "tab-observations"
 
 
 # -- store states ---------------------------------------------------------------------------------

@@ -517,14 +517,14 @@ def test_help_and_readme_say_where_things_are():
 
 
 async def test_conversation_tab_name_matches_its_key_and_keeps_replay_in_view(make_app, demo):
-    from textual.widgets import TabbedContent
+    from flux_tui.widgets.bottom_tabs import BottomTabs
 
     app = make_app(demo, session="s_1")
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("a")
         await settle(pilot, 1)
-        tabs = app.screen.query_one("#bottom", TabbedContent)
+        tabs = app.screen.query_one("#bottom", BottomTabs)
         assert str(tabs.get_tab("tab-conversation").label) == "Conversation"
         line = next(ln for ln in screen_text(app).splitlines() if "Conversation" in ln)
         assert "Replay" in line  # the scope no longer pushes the Replay tab out of view

@@ -97,7 +97,7 @@ def test_highlight_snapshot(snap_compare):
 # ------------------------------------------------------------ the session screen's "Loop" tab
 
 async def test_the_loop_tab_shows_the_agent_loop_a_turn_ran(make_app, tmp_path):
-    from textual.widgets import TabbedContent
+    from flux_tui.widgets.bottom_tabs import BottomTabs
 
     from flux_tui.screens.session import SessionScreen
     from screen_text import screen_text, settle
@@ -111,7 +111,7 @@ async def test_the_loop_tab_shows_the_agent_loop_a_turn_ran(make_app, tmp_path):
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, SessionScreen)
-        tabs = screen.query_one("#bottom", TabbedContent)
+        tabs = screen.query_one("#bottom", BottomTabs)
         assert tabs.get_tab("tab-loop").display  # the turn records a loop binding
         await pilot.press("p")
         await settle(pilot)
@@ -125,7 +125,7 @@ async def test_the_loop_tab_shows_the_agent_loop_a_turn_ran(make_app, tmp_path):
 
 
 async def test_no_loop_tab_without_a_binding(make_app, tmp_path):
-    from textual.widgets import TabbedContent
+    from flux_tui.widgets.bottom_tabs import BottomTabs
 
     from screen_text import settle
     from stores import copy_fixture
@@ -135,7 +135,7 @@ async def test_no_loop_tab_without_a_binding(make_app, tmp_path):
         await settle(pilot)
         await pilot.press("enter")
         await settle(pilot)
-        tabs = app.screen.query_one("#bottom", TabbedContent)
+        tabs = app.screen.query_one("#bottom", BottomTabs)
         assert not tabs.get_tab("tab-loop").display
         await pilot.press("p")
         await settle(pilot)

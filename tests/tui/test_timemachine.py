@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from textual.widgets import Input, TabbedContent
+from textual.widgets import Input
 
 from flux.timemachine.diff import DiffRow, RunDiff
 from flux_tui import bench_hooks
@@ -15,6 +15,7 @@ from flux_tui.screens.diff import DiffDetailScreen, DiffPrompt, DiffScreen
 from flux_tui.screens.session import SessionScreen
 from flux_tui.screens.sessions import SessionsScreen
 from flux_tui.widgets.diff_view import DiffList
+from flux_tui.widgets.bottom_tabs import BottomTabs
 from screen_text import screen_text, settle
 from stores import (
     build_diff, build_multi_turn, build_open_unflagged, copy_fixture, tamper_cell_content, tamper_plan_input,
@@ -75,7 +76,7 @@ async def test_r_replays_the_fixture_faithfully(make_app, tmp_path):
         text = report(screen)
         assert "1/1 recorded cell(s) served" in text
         assert "✓ h:0aac945488efbfd1" in text
-        assert screen.query_one("#bottom", TabbedContent).active == "tab-replay"
+        assert screen.query_one("#bottom", BottomTabs).active == "tab-replay"
         tv = screen.timeline_view
         assert tv.current.kind == "statement"  # no divergence: the cursor stayed
         assert [gutter(screen, i) for i in range(tv.row_count)] == ["p", "✓", "✓"]  # heading, statement, cell

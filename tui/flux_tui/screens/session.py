@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import Static, TabbedContent, TabPane
+from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from flux.errors import FluxError, SessionNotFound, StoreError
@@ -33,6 +33,7 @@ from ..render import (
     display_statement_text, render_cell, render_conversation, render_observations, render_statement, render_turn_info, render_unknown,
 )
 from ..replay_marks import ReplayMarks, divergence_target, marks_from_report, render_report
+from ..widgets.bottom_tabs import BottomTabs
 from ..widgets.rendered_view import RenderedView as Panel
 from ..widgets.timeline_view import TimelineView, TLRow, build_rows
 from ..widgets.footer import KeyFooter
@@ -53,6 +54,9 @@ TURN_CACHE = 4
 
 _NO_REPLAY = lambda: Text("no replay yet — r replays the session from its cassette", style="dim italic")  # noqa: E731
 _TURN_GROUP = Binding.Group("Turn", compact=True)
+# The bottom panel's tabs: (tab id, label, id of the panel it shows).
+_BOTTOM_TABS = [("tab-conversation", "Conversation", "conversation"), ("tab-observations", "Observations", "observations"),
+                ("tab-unknown", "Unknown", "unknown"), ("tab-replay", "Replay", "replay"), ("tab-loop", "Loop", "agent-loop")]
 _ERROR_GROUP = Binding.Group("Error", compact=True)
 
 
@@ -170,14 +174,9 @@ class SessionScreen(Screen):
                 yield TimelineView(id="timeline")
                 with Horizontal(id="lower"):
                     yield Panel("inspector", id="inspector")
-                    with TabbedContent(id="bottom", initial="tab-conversation"):
-                        with TabPane("Conversation", id="tab-conversation"):
-                            yield Panel("conversation", id="conversation")
+                    with BottomTabs(_BOTTOM_TABS, initial="tab-conversation", id="bottom"):
+                        yield Panel("conversation", id="conversation")
                         # the other tabs' panels are built when their tab is first shown (_LAZY_PANELS)
-                        yield TabPane("Observations", id="tab-observations")
-                        yield TabPane("Unknown", id="tab-unknown")
-                        yield TabPane("Replay", id="tab-replay")
-                        yield TabPane("Loop", id="tab-loop")
         yield KeyFooter()  # (#session-notice is mounted by the first failure to read)
 
     @property
@@ -195,7 +194,7 @@ class SessionScreen(Screen):
         self.query_one("#timeline").border_title = "Plan & cells"
         self.query_one("#inspector").border_title = "Inspector"
         self._bottom_panel("replay", _NO_REPLAY)
-        self.query_one("#bottom", TabbedContent).hide_tab("tab-loop")
+        self.query_one("#bottom", BottomTabs).hide_tab("tab-loop")
         self._paint_topbar()
         self.timeline_view.focus()
 
@@ -292,7 +291,7 @@ class SessionScreen(Screen):
             self.turn = tl.current
             self._apply_timeline(pre[1])
         unknown = len(message.unknown)
-        tab = self.query_one("#bottom", TabbedContent).get_tab("tab-unknown")
+        tab = self.query_one("#bottom", BottomTabs).get_tab("tab-unknown")
         label = f"Unknown ({unknown})" if unknown else "Unknown"
         if str(tab.label) != label:
             tab.label = label
@@ -681,7 +680,7 @@ class SessionScreen(Screen):
             self.timeline_view.move_cursor(at)
             self.timeline_view.focus()
         else:
-            tabs = self.query_one("#bottom", TabbedContent)
+            tabs = self.query_one("#bottom", BottomTabs)
             tabs.active = "tab-conversation"
             conv = self.query_one("#conversation", Panel)
             conv.scroll_to(y=max(0, at - 1), animate=False)
@@ -870,7 +869,7 @@ class SessionScreen(Screen):
         self.timeline_view.set_replay(marks)
         self._timeline_title()
         self._bottom_panel("replay", lambda: render_report(marks))
-        tabs = self.query_one("#bottom", TabbedContent)
+        tabs = self.query_one("#bottom", BottomTabs)
         tabs.active = "tab-replay"
         tabs.get_tab("tab-replay").label = "Replay ✓" if marks.faithful else "Replay ✗"
         self._paint_topbar()
@@ -896,7 +895,7 @@ class SessionScreen(Screen):
         self.timeline_view.set_replay(None)
         self._timeline_title()
         self._bottom_panel("replay", _NO_REPLAY)
-        tabs = self.query_one("#bottom", TabbedContent)
+        tabs = self.query_one("#bottom", BottomTabs)
         tabs.get_tab("tab-replay").label = "Replay"
         if tabs.active == "tab-replay":
             tabs.active = "tab-conversation"
@@ -985,8 +984,7 @@ class SessionScreen(Screen):
     # fewer to build, style and lay out while the screen opens. What such a panel is given before
     # that (a turn's observations, the unknown events, the replay report, the loop program) is kept
     # as a function — rendered only if the tab is ever shown — and shown then.
-    _LAZY_PANELS = {"tab-observations": "observations", "tab-unknown": "unknown", "tab-replay": "replay",
-                    "tab-loop": "agent-loop"}
+    _LAZY_PANELS = {tab: panel for tab, _label, panel in _BOTTOM_TABS if tab != "tab-conversation"}
 
     def _bottom_panel(self, panel_id: str, content: "Callable[[], RenderableType]") -> None:
         """Show ``content()`` in the bottom panel ``panel_id``: now if the panel exists, else when
@@ -998,22 +996,22 @@ class SessionScreen(Screen):
             return
         panel.show(content())
 
-    @on(TabbedContent.TabActivated, "#bottom")
-    def _on_bottom_tab(self, event: TabbedContent.TabActivated) -> None:
-        panel_id = self._LAZY_PANELS.get(event.pane.id or "")
-        if panel_id is None or event.pane.query(f"#{panel_id}"):
+    @on(BottomTabs.TabActivated, "#bottom")
+    def _on_bottom_tab(self, event: BottomTabs.TabActivated) -> None:
+        panel_id = self._LAZY_PANELS.get(event.tab_id)
+        if panel_id is None or event.tabs.query(f"#{panel_id}"):
             return
         content = self._held_panels.pop(panel_id, None)
-        event.pane.mount(Panel(panel_id, content() if content is not None else "", id=panel_id))
+        event.tabs.add_panel(Panel(panel_id, content() if content is not None else "", id=panel_id))
 
     def action_observations(self) -> None:
-        tabs = self.query_one("#bottom", TabbedContent)
+        tabs = self.query_one("#bottom", BottomTabs)
         tabs.active = "tab-conversation" if tabs.active == "tab-observations" else "tab-observations"
 
     def _show_agent_loop(self, turn: Turn) -> None:
         """The "Loop" tab exists only for turns that record an agent-loop binding."""
         loop = self._agent_loops.get(self.app.store_dir, turn.loop_binding)
-        tabs = self.query_one("#bottom", TabbedContent)
+        tabs = self.query_one("#bottom", BottomTabs)
         if loop is None:
             if tabs.active == "tab-loop":
                 tabs.active = "tab-conversation"
@@ -1026,19 +1024,19 @@ class SessionScreen(Screen):
         if self.turn is None or self._agent_loops.get(self.app.store_dir, self.turn.loop_binding) is None:
             self.notify("this turn records no agent-loop program", severity="information")
             return
-        tabs = self.query_one("#bottom", TabbedContent)
+        tabs = self.query_one("#bottom", BottomTabs)
         tabs.active = "tab-conversation" if tabs.active == "tab-loop" else "tab-loop"
 
     def action_conversation(self) -> None:
-        self.query_one("#bottom", TabbedContent).active = "tab-conversation"
+        self.query_one("#bottom", BottomTabs).active = "tab-conversation"
 
     def action_conversation_scope(self) -> None:
         self._scope = "all" if self._scope == "turn" else "turn"
-        self.query_one("#bottom", TabbedContent).active = "tab-conversation"
+        self.query_one("#bottom", BottomTabs).active = "tab-conversation"
         self._show_conversation()
 
     def action_unknown_events(self) -> None:
-        tabs = self.query_one("#bottom", TabbedContent)
+        tabs = self.query_one("#bottom", BottomTabs)
         tabs.active = "tab-conversation" if tabs.active == "tab-unknown" else "tab-unknown"
 
     def action_lineage(self) -> None:
@@ -1065,7 +1063,7 @@ class SessionScreen(Screen):
         if target is not None:
             self.query_one(target).focus()
             return
-        tabs = self.query_one("#bottom", TabbedContent)
+        tabs = self.query_one("#bottom", BottomTabs)
         pane = {"tab-conversation": "#conversation", "tab-observations": "#observations", "tab-unknown": "#unknown"}
         self.query_one(pane.get(tabs.active or "tab-conversation", "#conversation")).focus()
 

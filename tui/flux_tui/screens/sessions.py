@@ -38,8 +38,6 @@ CHUNK = 20
 def _warm_imports() -> None:
     """Import the session screen's modules once the list is on screen (idle time), not when the
     first session opens: with no bytecode cache that is ~0.1 s off the open."""
-    from textual.widgets import TabbedContent, TabPane  # noqa: F401
-
     from . import diff, session  # noqa: F401
 
 
