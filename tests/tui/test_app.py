@@ -380,6 +380,19 @@ async def test_source_key_is_hidden_for_root_sessions(make_app, fixture_store):
         assert "Source" not in screen_text(app).splitlines()[-1]
 
 
+def test_keys_that_wait_for_the_rows_are_disabled_while_reading_not_hidden():
+    """While a session (or a turn) is being read, the keys that act once it is are shown disabled
+    (None), so the footer keeps its keys and only lights them up when the rows arrive; once read,
+    a key that cannot act is hidden as before (a session without turns has no errors to step)."""
+    screen = SessionScreen("s_1")
+    for action in ("next_error", "prev_error", "replay", "diff", "fork", "what_if"):
+        assert screen.check_action(action, ()) is None, action
+    screen._timeline_pending = False  # e.g. the session turned out to have no turns
+    assert screen.check_action("next_error", ()) is False
+    screen._error = "cannot read"
+    assert screen.check_action("replay", ()) is False  # a failed read offers Back / Help / Quit only
+
+
 # -- help, palette, bindings ----------------------------------------------------------------------
 
 

@@ -154,6 +154,7 @@ class SessionScreen(Screen):
         self._prebuilt: tuple | None = None  # (turn number, TimelineReady) built by the load worker
         self._agent_loops = AgentLoopCache()  # the "Loop" tab: agent-loops/<sha>.flux by turn
         self._held_panels: dict[str, Callable[[], RenderableType]] = {}  # see _bottom_panel
+        self._timeline_pending = True  # a turn's timeline is being read or built (see check_action)
 
     # -- layout ---------------------------------------------------------------------------------
 
@@ -241,6 +242,7 @@ class SessionScreen(Screen):
     @on(LoadFailed)
     def _on_failed(self, message: LoadFailed) -> None:
         self._error = self.app.mask_path(message.error)
+        self._timeline_pending = False
         try:
             notice = self.query_one("#session-notice", Static)
         except NoMatches:  # one widget fewer to build for every session that reads fine
@@ -299,6 +301,7 @@ class SessionScreen(Screen):
         if message.detail.skipped_rows and not message.reload:
             self.notify(f"{message.detail.skipped_rows} corrupt row(s) skipped", severity="warning")
         if not turns:
+            self._timeline_pending = False
             self.timeline_view.empty_text = "this session has no turns"
             self.timeline_view.set_rows([])
             self._show_turn(None)
@@ -319,6 +322,7 @@ class SessionScreen(Screen):
             self._turn_cursor[self.turn.number] = self.timeline_view.current.key
         self.turn = turn
         self.timeline = None
+        self._timeline_pending = True
         self._search = None  # its matches were rows of the other turn
         self.timeline_view.empty_text = "loading…" if self._detail_for(turn) is not None else f"reading turn {turn.number}…"
         self.timeline_view.set_rows([], keep_cursor=False)
@@ -388,6 +392,7 @@ class SessionScreen(Screen):
         self._remember(detail)
         self.turn_detail = detail
         self.timeline = message.timeline
+        self._timeline_pending = False
         full = detail.turns[self.turn.number - 1] if self.turn.number - 1 < len(detail.turns) else None
         if full is not None and full is not self.turn and len(full.plan_attempts) != len(self.turn.plan_attempts):
             # a big session's turn list holds headers only (and a first read, its first rows):
@@ -433,6 +438,8 @@ class SessionScreen(Screen):
             self._paint_topbar()
             self._refresh_bindings()
         elif worker.group == "session-timeline":
+            self._timeline_pending = False
+            self._refresh_bindings()
             self.timeline_view.empty_text = f"could not build this turn's timeline: {type(error).__name__}: {error}"
             self.timeline_view.set_rows([])
         elif worker.group == "session-load":
@@ -1088,14 +1095,18 @@ class SessionScreen(Screen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if self._error is not None and action in self._NEEDS_SESSION:
             return False  # the session could not be read: offer only Back / Help / Quit
+        # While the session or a turn is still being read, the keys that will act once it is are
+        # shown disabled (None), not hidden (False): the footer keeps its keys and only lights them
+        # up when the rows arrive — a recompose of the footer (a dozen widgets) then sat right on
+        # the first paint's path, and the keys jumped.
         if action == "source":
             return self.detail is not None
-        if action in ("next_error", "prev_error"):
-            return self.timeline is not None
+        if action in ("next_error", "prev_error", "fork", "what_if"):
+            return True if self.timeline is not None else (None if self._timeline_pending else False)
         if action in ("replay", "diff"):
-            return self.detail is not None and self.replay_running is None
-        if action in ("fork", "what_if"):
-            return self.timeline is not None
+            if self.detail is None:
+                return None
+            return self.replay_running is None
         if action == "resurrect":
             return self.check.interrupted is not None
         return True
