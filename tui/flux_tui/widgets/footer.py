@@ -1,9 +1,11 @@
-"""Textual's Footer, recomposed only when what it shows changed, and fitted to the terminal width.
+"""The key footer: one widget drawing the line Textual's ``Footer`` draws with a widget per key.
 
-The stock Footer recomposes (a dozen ``FooterKey`` widgets through the CSS engine) every time the
-screen publishes a bindings update — on every focus change, screen resume and ``refresh_bindings``
-— even when the keys it shows are the same. On the session screen that cost ~0.3 s of main-thread
-time while a big session opens. This one compares the shown keys first.
+The stock ``Footer`` composes a ``FooterKey`` per binding (and a ``KeyGroup`` and ``FooterLabel`` per
+key group): ~15 widgets through the CSS engine on every screen, recomposed whenever the keys it
+shows change — ~30 ms of CPU on every screen opened, and one more layout pass before a screen's
+first paint. This one draws the same cells from the same theme variables (``$footer-*``,
+``$block-hover-background``), keeps the keys' hover highlight, their tooltips, a mouse press on a key
+pressing it (a bell for a disabled one), and the command palette key on the right.
 
 At 80 columns the stock Footer simply cuts the keys that do not fit — Help and Quit first, as they
 come last. This one drops the least essential keys instead: Back, Help and Quit always stay, then a
@@ -15,10 +17,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from itertools import groupby
+from typing import NamedTuple
 
-from textual.app import ComposeResult
-from textual.widgets import Footer
-from textual.widgets._footer import FooterKey, FooterLabel, KeyGroup
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.color import Color
+from textual.geometry import Size
+from textual.strip import Strip
+from textual.widget import Widget
 
 __all__ = ["KeyFooter", "fit_keys"]
 
@@ -53,135 +60,286 @@ def fit_keys(items: list[tuple[str, int]], width: int, essential: set[str]) -> s
     return set(keep)
 
 
-class KeyFooter(Footer):
-    _shown: tuple | None = None
-    _fitted_width: int = -1
+class _Key(NamedTuple):
+    """One key's cells: ``key`` (what a mouse press simulates), the text drawn in the key style and
+    in the description style, and where it sits (``x0``..``x1``, set when laid out)."""
+
+    key: str
+    key_text: str
+    description: str
+    enabled: bool
+    tooltip: str
+
+
+class KeyFooter(Widget, can_focus=False):
+    """The active screen's keys on one line, the command palette key on the right."""
+
+    ALLOW_SELECT = False
+    # The layers of the stock footer's widgets, restated: ``footer-key`` is a FooterKey (its hover and
+    # disabled states merged over it), ``--key`` / ``--description`` its two parts, ``footer-label`` a
+    # group's label, ``footer-palette-border`` the palette key's left border.
+    COMPONENT_CLASSES = {"footer-key", "footer-key--hover", "footer-key--disabled", "footer-key--key",
+                         "footer-key--description", "footer-label", "footer-palette-border"}
+    DEFAULT_CSS = """
+    KeyFooter {
+        dock: bottom;
+        height: 1;
+        width: 1fr;
+        color: $footer-foreground;
+        background: $footer-background;
+        & > .footer-key {
+            background: $footer-item-background;
+        }
+        & > .footer-key--hover {
+            color: $footer-key-foreground;
+            background: $block-hover-background;
+        }
+        & > .footer-key--disabled {
+            text-style: dim;
+        }
+        & > .footer-key--key {
+            color: $footer-key-foreground;
+            background: $footer-key-background;
+            text-style: bold;
+        }
+        & > .footer-key--description {
+            color: $footer-description-foreground;
+            background: $footer-description-background;
+        }
+        & > .footer-label {
+            color: $footer-description-foreground;
+            background: $footer-description-background;
+        }
+        & > .footer-palette-border {
+            color: $foreground 20%;
+        }
+    }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        # (x0, x1, _Key | None, text, part) runs of the line, and the palette key's
+        self._runs: list[tuple[int, int, _Key | None, str, str]] | None = None
+        self._palette: _Key | None = None
+        self._fitted_width = -1
+        self._hover: _Key | None = None
+        self._style_cache: dict[tuple, Style] = {}
+
+    # -- keeping up with the screen's bindings ----------------------------------------------------
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self.bindings_changed)
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
 
     def bindings_changed(self, screen) -> None:
-        try:
-            hidden = getattr(screen, "footer_hidden", lambda action: False)
-            shown = tuple(
-                (key, a.binding.description, a.binding.action, a.enabled, a.tooltip, id(a.binding.group))
-                for key, a in screen.active_bindings.items() if a.binding.show and not hidden(a.binding.action)
-            )
-        except Exception:  # noqa: BLE001 - never let the optimisation hide the keys
-            shown = None
-        if shown is not None and shown == self._shown:
-            return
-        if self._only_enabled_changed(shown):
-            self._shown = shown
-            return
-        self._shown = shown
-        self._bindings_ready = True  # Footer.bindings_changed, with one recompose however many arrive
-        if not screen.app.app_focus:
-            return
-        if self.is_attached and screen is self.screen:
-            self._schedule_recompose()
-
-    _recompose_pending = False
-
-    def _schedule_recompose(self) -> None:
-        """One recompose after the next refresh, however many updates (bindings, a resize) ask for it
-        meanwhile — opening a screen asks three times."""
-        if self._recompose_pending:
-            return
-        self._recompose_pending = True
-
-        async def run() -> None:
-            self._recompose_pending = False
-            await self.recompose()
-
-        if self.screen is self.app.screen:
-            self.call_after_refresh(run)
-        else:  # a screen under a modal gets no refresh of its own to wait for: its keys would go stale
-            self.call_later(run)
-
-    def _only_enabled_changed(self, shown: tuple | None) -> bool:
-        """Same keys, only some enabled or disabled (a session finished loading): flip them in place
-        instead of recomposing the footer (a recompose is ~20 widgets through the CSS engine)."""
-        old = self._shown
-        if shown is None or old is None or len(shown) != len(old) or not self._bindings_ready or not self.is_attached:
-            return False
-        if any(a[:3] + a[4:] != b[:3] + b[4:] for a, b in zip(shown, old)):
-            return False
-        enabled = {key: en for key, _desc, _action, en, _tip, _group in shown}
-        keys = [k for k in self.query(FooterKey) if k.key in enabled]
-        if len(keys) != len({k.key for k in keys}) or not keys:
-            return False
-        for k in keys:
-            off = not enabled[k.key]
-            if k._disabled != off:
-                k._disabled = off
-                k.set_class(off, "-disabled")
-        return True
-
-    def _key(self, key: FooterKey) -> FooterKey:
-        """``key`` bound to the footer's ``compact``, already in that state: a FooterKey starts
-        compact and the bound value arrives after it is mounted, so each key was styled three times
-        (mounted, ``-compact`` added, then removed) — a third of the footer's cost."""
-        key.set_reactive(FooterKey.compact, self.compact)
-        key.set_class(self.compact, "-compact", update=False)
-        return key.data_bind(compact=Footer.compact)
+        self._runs = None
+        self.refresh()
 
     def on_resize(self) -> None:
-        if self.size.width != self._fitted_width and self._bindings_ready:
-            self._schedule_recompose()
+        if self.size.width != self._fitted_width:
+            self._runs = None
+            self.refresh()
 
-    def compose(self) -> ComposeResult:
-        if not self._bindings_ready:
-            return
-        active_bindings = self.screen.active_bindings
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._style_cache.clear()
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return 1
+
+    # -- what to show ------------------------------------------------------------------------------
+
+    def _layout(self) -> None:
+        """The keys of the screen's active bindings, fitted to the width, as runs of cells — what
+        the stock Footer's widgets would cover, with its margins and paddings as gaps."""
+        screen = self.screen
+        app = self.app
+        active_bindings = screen.active_bindings
         by_action: defaultdict[str, list] = defaultdict(list)
-        hidden = getattr(self.screen, "footer_hidden", lambda action: False)
+        hidden = getattr(screen, "footer_hidden", lambda action: False)
         for _, binding, enabled, tooltip in active_bindings.values():
             if binding.show and not hidden(binding.action):
                 by_action[binding.action].append((binding, enabled, tooltip))
-        width = self.size.width or self.app.size.width
-        self._fitted_width = width  # the width the keys were fitted to (not 0 before the first layout)
-        # (action, cost) in footer order, a compact group costing its share per key
+        width = self.size.width or app.size.width
+        self._fitted_width = width
         groups = [(group, list(entries)) for group, entries in
                   groupby(by_action.values(), lambda entries: entries[0][0].group)]
         costs: list[tuple[str, int]] = []
         for group, entries in groups:
             grouped = group is not None and len(entries) > 1
-            labelled = [(b.action, self.app.get_key_display(b), b) for b, _, _ in (e[0] for e in entries)]
+            labelled = [(b.action, app.get_key_display(b), b) for b, _, _ in (e[0] for e in entries)]
             if grouped:
-                share = _cost(labelled, True)
-                costs.append((entries[0][0][0].action, share))
+                costs.append((entries[0][0][0].action, _cost(labelled, True)))
                 costs.extend((e[0][0].action, 0) for e in entries[1:])
             else:
                 costs.extend((a, _cost([(a, lbl, b)], False)) for a, lbl, b in labelled)
-        essential = set(getattr(self.screen, "FOOTER_ESSENTIAL", ()))
-        keep = fit_keys(costs, width - PALETTE_WIDTH, essential)
-        shown = 0
+        keep = fit_keys(costs, width - PALETTE_WIDTH, set(getattr(screen, "FOOTER_ESSENTIAL", ())))
+        runs: list[tuple[int, int, _Key | None, str, str]] = []
+        x = 0
+
+        def run(text: str, key: _Key | None, part: str) -> None:
+            nonlocal x
+            runs.append((x, x + len(text), key, text, part))
+            x += len(text)
+
         for group, entries in groups:
             entries = [e for e in entries if e[0][0].action in keep or
                        (group is not None and len(entries) > 1 and entries[0][0][0].action in keep)]
             if not entries:
                 continue
             if group is not None and len(entries) > 1:
-                with KeyGroup(classes="-compact" if group.compact else ""):
-                    for multi in entries:
-                        binding, enabled, tooltip = multi[0]
-                        yield self._key(FooterKey(binding.key, self.app.get_key_display(binding), "", binding.action,
-                                                  disabled=not enabled, tooltip=tooltip or binding.description,
-                                                  classes="-grouped"))
-                yield FooterLabel(group.description)
-                shown += 2
+                # KeyGroup.-compact: padding-left 1, its keys bare and adjacent, margin-right 1; then
+                # the FooterLabel and its margin-right 1
+                run(" ", None, "gap")
+                for binding, enabled, tooltip in (e[0] for e in entries):
+                    key = _Key(binding.key, app.get_key_display(binding), "", enabled, tooltip or binding.description)
+                    run(key.key_text, key, "key")
+                run(" ", None, "gap")
+                run(group.description, None, "label")
+                run(" ", None, "gap")
             else:
-                for multi in entries:
-                    binding, enabled, tooltip = multi[0]
-                    yield self._key(FooterKey(binding.key, self.app.get_key_display(binding), binding.description,
-                                              binding.action, disabled=not enabled, tooltip=tooltip))
-                    shown += 1
-        self.styles.grid_size_columns = max(shown, 1)
-        if self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE:
+                for binding, enabled, tooltip in (e[0] for e in entries):
+                    key = _Key(binding.key, app.get_key_display(binding), binding.description, enabled, tooltip or "")
+                    run(f" {key.key_text} ", key, "key")  # FooterKey: key padding 0 1, description 0 1 0 0
+                    run(f"{key.description} ", key, "description")
+        self._palette = None
+        if app.ENABLE_COMMAND_PALETTE:
             try:
-                _node, binding, enabled, tooltip = active_bindings[self.app.COMMAND_PALETTE_BINDING]
+                _node, binding, enabled, tooltip = active_bindings[app.COMMAND_PALETTE_BINDING]
             except KeyError:
                 pass
             else:
-                # not bound to the footer's compact: stays compact (FooterKey's default), as in the stock Footer
-                yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description, binding.action,
-                                classes="-command-palette -compact", disabled=not enabled,
-                                tooltip=binding.tooltip or binding.description)
+                self._palette = _Key(binding.key, app.get_key_display(binding), binding.description, enabled,
+                                     binding.tooltip or binding.description)
+        self._runs = runs
+
+    def _palette_runs(self, width: int) -> list[tuple[int, int, _Key | None, str, str]]:
+        """The palette key, docked right: its vkey left border, ``^p`` and `` palette`` (compact),
+        and its right padding."""
+        p = self._palette
+        if p is None:
+            return []
+        cells = [("▏", p, "border"), (p.key_text, p, "key"), (f" {p.description}", p, "description"),
+                 (" ", p, "pad")]
+        x = width - sum(len(t) for t, _, _ in cells)
+        runs = []
+        for text, key, part in cells:
+            runs.append((x, x + len(text), key, text, part))
+            x += len(text)
+        return runs
+
+    # -- drawing -----------------------------------------------------------------------------------
+
+    def _chain(self, *names: str) -> tuple[Color, Color, Style]:
+        """(background, colour, text style) of a node under this one whose styles are the given
+        component classes in order — ``DOMNode.rich_style``'s walk, continued past this widget."""
+        background = Color(0, 0, 0, 0)
+        color = Color(255, 255, 255, 0)
+        text_style = Style()
+        opacity = 1.0
+        layers = [node.styles for node in reversed(self.ancestors_with_self)]
+        layers += [self.get_component_styles(*group) for group in names]
+        for styles in layers:
+            has_rule = styles.has_rule
+            opacity *= styles.opacity
+            if has_rule("background"):
+                text_background = background + styles.background.tint(styles.background_tint)
+                background += styles.background.tint(styles.background_tint).multiply_alpha(opacity)
+            else:
+                text_background = background
+            if has_rule("color"):
+                color = styles.color
+            text_style += styles.text_style
+            if has_rule("auto_color") and styles.auto_color:
+                color = text_background.get_contrast_text(color.a)
+        return background, color, text_style
+
+    def _style(self, key: _Key | None, part: str) -> Style:
+        hover = key is not None and key is self._hover
+        cache_key = (part, hover, key.enabled if key is not None else True)
+        style = self._style_cache.get(cache_key)
+        if style is not None:
+            return style
+        if part == "gap":  # the footer's own cells (margins, paddings, the space before the palette)
+            background, _, _ = self._chain()
+            style = Style.from_color(bgcolor=background.rich_color)
+        elif part == "label":
+            background, color, text_style = self._chain(("footer-label",))
+            style = text_style + Style.from_color((background + color).rich_color, background.rich_color)
+        elif part == "border":
+            # a border's colour is laid over the background beneath the key, its cell over the key's
+            background, _, _ = self._chain(("footer-key", "footer-key--hover") if hover else ("footer-key",))
+            beneath, _, _ = self._chain()
+            border = self.get_component_styles("footer-palette-border").color
+            style = Style.from_color((beneath + border).rich_color, background.rich_color)
+        else:
+            layer = ["footer-key"]
+            if hover:
+                layer.append("footer-key--hover")
+            if not key.enabled:
+                layer.append("footer-key--disabled")
+            if part == "pad":
+                background, _, _ = self._chain(tuple(layer))
+                style = Style.from_color(bgcolor=background.rich_color)
+            else:
+                background, color, text_style = self._chain(tuple(layer), (f"footer-key--{part}",))
+                style = text_style + Style.from_color((background + color).rich_color, background.rich_color)
+        self._style_cache[cache_key] = style
+        return style
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        gap = self._style(None, "gap")
+        if y != 0 or width <= 0:
+            return Strip.blank(width, gap)
+        if self._runs is None:
+            self._layout()
+        palette = self._palette_runs(width)
+        limit = palette[0][0] if palette else width
+        segments = []
+        x = 0
+        for x0, x1, key, text, part in self._runs:
+            if x0 >= limit:
+                break
+            text = text[: limit - x0]
+            segments.append(Segment(text, self._style(key, part)))
+            x = x0 + len(text)
+        if x < limit:
+            segments.append(Segment(" " * (limit - x), gap))
+        segments += [Segment(text, self._style(key, part)) for _x0, _x1, key, text, part in palette]
+        return Strip(segments, width).simplify()
+
+    # -- mouse -------------------------------------------------------------------------------------
+
+    def _key_at(self, x: int) -> _Key | None:
+        if self._runs is None:
+            return None
+        width = self.size.width
+        for x0, x1, key, _text, _part in self._runs + self._palette_runs(width):
+            if x0 <= x < x1:
+                return key
+        return None
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        key = self._key_at(event.x)
+        if key is not self._hover:
+            self._hover = key
+            self.tooltip = key.tooltip if key is not None and key.tooltip else None
+            self.refresh()
+
+    def on_leave(self, event: events.Leave) -> None:
+        if self._hover is not None:
+            self._hover = None
+            self.tooltip = None
+            self.refresh()
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        key = self._key_at(event.x)
+        if key is None:
+            return
+        if not key.enabled:
+            self.app.bell()
+        else:
+            self.app.simulate_key(key.key)
