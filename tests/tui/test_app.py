@@ -212,6 +212,26 @@ async def test_interrupted_session_is_flagged_and_explained(make_app, tmp_path):
         assert marks == ["completed", "dispatched", "not run"]
 
 
+async def test_the_store_wide_interrupted_count_does_not_wait_for_the_shared_connection(make_app, tmp_path):
+    """The sessions screen's interrupted pass reads on a connection of its own, so a session opened
+    while it runs does not wait for it: here it finishes while the app's shared one is held."""
+    import asyncio
+
+    app = make_app(build_interrupted(tmp_path / "i"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert app.reader.mode in ("ro", "immutable")
+        screen._interrupted_ids = None
+        with app.reader._lock:  # the shared connection busy, as while a big session is being read
+            screen._count_interrupted(screen._generation)
+            for _ in range(500):
+                if screen._interrupted_ids is not None:
+                    break
+                await asyncio.sleep(0.01)
+        assert screen._interrupted_ids == {"s_2"}
+
+
 async def test_unflagged_open_turn_shows_the_reason(make_app, tmp_path):
     app = make_app(build_open_unflagged(tmp_path / "o"))
     async with app.run_test(size=SIZE) as pilot:
