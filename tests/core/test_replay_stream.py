@@ -317,3 +317,10 @@ def test_a_plan_log_reads_as_the_list_of_plans_it_keeps(plans, last, data):
     rep = R.ReplayReport("s_1", log, 0, 0, None, 0)
     assert rep.to_json() == R.ReplayReport("s_1", plans, 0, 0, None, 0).to_json()
     assert rep.summary_lines() == R.ReplayReport("s_1", plans, 0, 0, None, 0).summary_lines()
+
+
+@given(st.lists(st.integers(0, 2 ** 40)), st.lists(st.integers(0, 2 ** 40)))
+def test_a_served_log_equals_the_list_of_the_same_indices(a, b):
+    log = S.ServedLog(a)
+    assert (log == a) and (a == log) and not (log != a) and (log == list(a)) and list(log) == a
+    assert (log == b) == (a == b) and (log != b) == (a != b) and (b == log) == (a == b)

@@ -27,6 +27,7 @@ gives the very output and error it always gave; a differential test checks both 
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from typing import Any
 
@@ -43,7 +44,7 @@ from .replay import (
 from .replay_direct import DirectRunner, HostCall, host_call
 from .replay_input import _scan
 
-__all__ = ["replay_streamed", "StreamTape"]
+__all__ = ["replay_streamed", "StreamTape", "ServedLog"]
 
 
 class _Abandon(Exception):
@@ -59,11 +60,13 @@ class StreamTape(ReplayTape):
     def __init__(self) -> None:
         super().__init__((), lean=True)
         self.pump: Any = None  # () -> bool: scan one more row; False at the end of the session
+        self._consumed: Any = bytearray()  # (a byte per cell, not a list slot)
+        self.served: Any = ServedLog()  # (8 bytes per served cell, not a list slot and an int)
 
     def append(self, cell: Any) -> None:
         i = len(self.cells)
         self.cells.append(cell)
-        self._consumed.append(False)
+        self._consumed.append(0)
         self._index.setdefault((cell.op, cell.input_hash), []).append(i)
         red = cell.input_hash_redacted
         if red is not None and red != cell.input_hash:
@@ -78,6 +81,28 @@ class StreamTape(ReplayTape):
             if not more:
                 break
         return i
+
+
+class ServedLog(array):
+    """Tape indices in the order they were served (``ReplayTape.served``), 8 bytes each; equal to
+    the list of the same indices (what the classic replay's report holds)."""
+
+    def __new__(cls, indices: Any = ()) -> "ServedLog":
+        return super().__new__(cls, "q", indices)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, array)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ServedLog({list(self)!r})"
 
 
 class _NoLedger:
