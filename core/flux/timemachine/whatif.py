@@ -381,28 +381,29 @@ def run_what_if(client: Any, session: str, spec: WhatIfSpec, *, confirm: Callabl
     """Run a what-if on ``client``'s store (see the module doc)."""
     from ..agent.loop import _LiveHost, _Recorder
 
+    catalog = client.toolbox.catalog()
     reader = StoreReader(client.store_dir)
     try:
-        plan = prepare_what_if(reader, session, spec, catalog=client.toolbox.catalog(),
+        plan = prepare_what_if(reader, session, spec, catalog=catalog,
                                workspace=str(client.workspace), model=client.model if spec.model else None)
+        refusal = plan.preview.refusal(catalog)
+        if refusal is not None:  # as `flux what-if` and the app refuse it: up front, whoever runs it (sweeps too)
+            raise WhatIfRefused(refusal)
         conv = conversation_before(reader, plan.detail.id, plan.detail.turns[plan.target_turn - 1].turn_id) \
             if plan.target_turn else []
     finally:
         reader.close()
-    refusal = plan.preview.refusal(client.toolbox.catalog())
-    if refusal is not None:  # as `flux what-if` and the app refuse it: up front, whoever runs it (sweeps too)
-        raise WhatIfRefused(refusal)
     if confirm is not None and plan.preview.needs_confirm and not confirm(plan.preview):
         raise WhatIfCancelled("what-if cancelled at the side-effect gate — nothing was written")
     detail = plan.detail
     sid = detail.id
     w, red = client.writer, client.redactor
-    cat = catalog_for(client.toolbox.catalog())
+    cat = catalog_for(catalog)
     tape = ReplayTape(detail.cells)
     live = _LiveHost(client.toolbox, client.approver, client._timer,
                      concurrent=getattr(client, "concurrent_ops", True))
     frozen = FrozenHost(tape, by_index=plan.by_index, by_op=spec.substitute, off_tape=spec.off_tape,
-                        live=live if spec.off_tape == "live" else None, authorize=_authorizer(spec, client.toolbox.catalog()))
+                        live=live if spec.off_tape == "live" else None, authorize=_authorizer(spec, catalog))
     at = f"{spec.turn}" if spec.turn else "latest"
     model = (client.model if spec.model else None) or detail.row.model or client.model
     cf = Counterfactual(sid, "", str(client.store_dir), spec.turn, model=model if spec.replan else None)
