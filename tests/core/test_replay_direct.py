@@ -532,3 +532,67 @@ def test_a_scratch_store_holds_the_same_run_either_way(tmp_path):
                 "SELECT stream_seq, kind, payload FROM events WHERE kind = 'run' ORDER BY stream_seq").fetchall()))
             con.close()
     assert runs[0] == runs[1] and len(runs[0][1]) == 9
+
+
+# ------------------------------------------------------------------------------------------------
+# DirectRunner.run_through (the streamed replay's run of a host plan with no latch open) leaves what
+# run() and then letting go of the plan's row leave: the same halt, symbols, value ids, sink rows
+# and tape state.
+
+_THROUGH_VALUES = [{"path": "a"}, {"path": "b"}, {"path": "{adaptive_gather_1}"}, {"n": 1, "path": "a"}]
+
+
+def _through_state(interp, sink, tape, h):
+    halt = None if h is None else (h.kind, h.error, h.node, h.stmt, h.op)
+    return (halt, dict(interp.symbols), dict(interp.values), interp._next_vid, interp._last_vid, interp._steps_base,
+            interp.clock.t, {k: v for k, v in sink._completed.items()}, list(sink._open_halts), dict(sink._checkpoints),
+            list(tape.served), list(tape._consumed), tape.diverged, tape.requests, tape.unserved, list(tape.truncated),
+            tape.last)
+
+
+@settings(max_examples=int(os.environ.get("FLUX_DIRECT_EXAMPLES", "60")), deadline=None)
+@given(steps=st.lists(st.tuples(st.sampled_from(["adaptive_gather_1", "adaptive_gather_2"]),
+                                st.sampled_from(["read", "grep"]), st.sampled_from(range(len(_THROUGH_VALUES))),
+                                st.sampled_from(["ok"] * 6 + ["error", "denied", "truncated", "wrong", "twice"])),
+                      min_size=1, max_size=7),
+       keep=st.sampled_from([False, False, True]))
+def test_run_through_leaves_what_running_and_letting_go_leave(steps, keep):
+    from flux.cassette.replay import ReplayHost, ReplayTape
+    from flux.lang.interpreter import Interpreter
+    from flux.timemachine.replay import _never_asked, _run_plan, _ScratchSink
+    from flux.timemachine.replay_direct import DirectRunner
+    from tests.helpers import cell as make_cell
+
+    texts, cells, bound = [], [], {}
+    for name, op, vi, outcome in steps:
+        value = _THROUGH_VALUES[vi]
+        texts.append(f"flow\n  {name} = {op}({canonical_json(value)})\n")
+        inp = {k: interpolate(v, bound) if isinstance(v, str) else v for k, v in value.items()}
+        content = f"out-{len(cells)}"
+        if outcome == "wrong":
+            inp = {"other": 1}
+        for _ in range(2 if outcome == "twice" else 1):
+            cells.append(make_cell(op, inp, content, is_error=outcome == "error", denied=outcome == "denied",
+                                   truncated=outcome == "truncated").event)
+        if outcome in ("ok", "twice"):
+            bound[name] = content
+
+    def setup():
+        tape = ReplayTape(cells, lean=not keep)
+        sink = _ScratchSink(tape, None, None, keep=keep)
+        interp = Interpreter(OpCatalog.permissive(), ReplayHost(tape), sink, _never_asked, run_id="replay")
+        return interp, sink, tape, DirectRunner(interp)
+
+    a, b = setup(), setup()
+    for text in texts:
+        hc = host_call(text)
+        assert hc is not None
+        (ia, sa, ta, ra), (ib, sb, tb, rb) = a, b
+        ledger = sa.ledger()
+        assert (ledger is None) == (sb.ledger() is None)
+        through = ledger is None and hc.flow_key not in sa.completed_rows
+        ha = _run_plan(ra.run, ia, hc, ledger, hc.flow_key)
+        if ha is None and through:
+            sa.let_go_of_direct_row(hc.flow_key, ia.values)
+        hb = rb.run_through(hc) if through else _run_plan(rb.run, ib, hc, sb.ledger(), hc.flow_key)
+        assert _through_state(ib, sb, tb, hb) == _through_state(ia, sa, ta, ha)

@@ -62,13 +62,19 @@ class HostCall(NamedTuple):
     """A host plan recognised from its text: ``name = op(<canonical JSON object>)``."""
 
     flow_key: str
-    stmt: str  # stmt_hash16 of its one statement
+    stmt_text: bytes  # its one statement's AST JSON (``stmt`` is its hash, computed when asked)
     name: str  # the binder, without `$`
     op: str
     arg: str  # the literal argument: canonical JSON, so also the op's input JSON
     value: Any  # the decoded argument when it may hold `{name}` placeholders, else None
     input_hash: str | None  # sha256 of ``arg``, the op's input hash, when ``value`` is None
     source: str  # the plan text, for the full parser when the direct path does not apply
+
+    @property
+    def stmt(self) -> str:
+        """``stmt_hash16`` of its one statement (hashed on each ask: a plan that runs through with no
+        latch open never needs it, see :meth:`DirectRunner.run_through`)."""
+        return _sha256(self.stmt_text).hexdigest()[:16]
 
     def draft(self) -> Any:
         """The parsed plan (what the interpreter runs when the direct path does not apply)."""
@@ -81,15 +87,21 @@ def host_call(source: Any) -> HostCall | None:
     """``source`` as a :class:`HostCall`, or None when it is not exactly the canonical host shape."""
     if type(source) is not str:
         return None
-    m = _HOST_PLAN.fullmatch(source)
-    if m is None:
-        return None
-    _sigil, name, op, arg = m.groups()
+    m = _HOST_PLAN_FLAT.fullmatch(source)
+    if m is not None:  # the common case: a flat object of up to three members, matched with the plan
+        _sigil, name, op, arg, k1, k2, k3 = m.groups()
+        flat = (k2 is None or (k1 < k2 and (k3 is None or k2 < k3)))
+    else:
+        m = _HOST_PLAN.fullmatch(source)
+        if m is None:
+            return None
+        _sigil, name, op, arg = m.groups()
+        flat = None
     if name in RESERVED or op in RESERVED or op == "fmt":
         return None
     if not source.isascii() and scrub_text(source) is not source:
         return None
-    if _flat_canonical(arg):  # the common case, proven canonical without decoding it (and no placeholder)
+    if flat if flat is not None else _flat_canonical(arg):  # proven canonical without decoding it (and no placeholder)
         value, ih = None, _sha256(arg.encode()).hexdigest()
     else:
         if arg.count("{") + arg.count("[") > MAX_JSON_DEPTH or _LONG_DIGITS.search(arg) is not None:
@@ -111,8 +123,8 @@ def host_call(source: Any) -> HostCall | None:
             value, ih = None, _sha256(arg.encode()).hexdigest()
     stmt_text = ('{"kind":"bind","name":"' + name + '","value":{"kind":"call","op":"' + op
                  + '","args":[{"kind":"lit","value":' + arg + '}]}}').encode()
-    return _new_tuple(HostCall, ("h:" + _sha256(b"[" + stmt_text + b"]").hexdigest()[:16],
-                                 _sha256(stmt_text).hexdigest()[:16], name, op, arg, value, ih, source))
+    return _new_tuple(HostCall, ("h:" + _sha256(b"[" + stmt_text + b"]").hexdigest()[:16], stmt_text, name, op, arg,
+                                 value, ih, source))
 
 
 _new_tuple = tuple.__new__  # HostCall(*fields) without the named tuple's own __new__ (all it does)
@@ -123,6 +135,15 @@ _new_tuple = tuple.__new__  # HostCall(*fields) without the named tuple's own __
 # integer as serde and the parser read one (no sign on zero, no leading zero, at most 18 digits:
 # an i64), true, false or null — then the `,` or `}` after it.
 _FLAT_MEMBER = re.compile(r'"([^"\\\x00-\x1f{}]*)":(?:"[^"\\\x00-\x1f{}]*"|0|-?[1-9][0-9]{0,17}|true|false|null)([,}])')
+_FLAT_KEY = r'"([^"\\\x00-\x1f{}]*)":'
+_FLAT_VALUE = r'(?:"[^"\\\x00-\x1f{}]*"|0|-?[1-9][0-9]{0,17}|true|false|null)'
+# The parser's host-plan pattern (``_HOST_PLAN``, the same groups) whose argument is a flat object of
+# one to three members as :data:`_FLAT_MEMBER` reads them, their keys captured (the caller checks
+# they ascend). The argument is then the one ``_HOST_PLAN`` finds: it holds no brace but its own,
+# so its ``}`` is the text's last before ``)`` and the optional newline.
+_HOST_PLAN_FLAT = re.compile(r"flow\n  (\$?)([A-Za-z_][A-Za-z0-9_]*) = ([A-Za-z_][A-Za-z0-9_.\-]*)\((\{"
+                             + _FLAT_KEY + _FLAT_VALUE + "(?:," + _FLAT_KEY + _FLAT_VALUE + ")?(?:,"
+                             + _FLAT_KEY + _FLAT_VALUE + r")?\})\)\n?")
 
 
 def _flat_canonical(arg: str) -> bool:
@@ -201,6 +222,46 @@ class DirectRunner:
         self.fused = not self.quiet and hasattr(self.sink, "host_succeeded")  # replay._ScratchSink, keeping
         self.catalog = interp.catalog
         self.every_op = getattr(interp.catalog, "is_permissive", False) is True
+
+    def run_through(self, hc: HostCall) -> Any:
+        """Run ``hc`` with no halt latch open when its plan has no statement row yet, and keep no
+        row and no value of it: exactly what ``run(hc, None)`` (or the interpreter, when that says
+        :data:`NOT_DIRECT`) followed, if it completed, by the sink's ``let_go_of_direct_row`` leaves
+        behind — for a replay's scratch sink (:class:`~flux.timemachine.replay._ScratchSink`).
+        Its :class:`PlanHalt` or None. On a quiet sink the completed run builds no row, mints its
+        value id without storing the value, and never hashes the statement (``hc.stmt``)."""
+        interp = self.interp
+        tape = self.tape
+        sink = self.sink
+        key = hc.flow_key
+        if not self.quiet or tape is None or interp._sched is not None \
+                or not (self.every_op or hc.op in self.catalog) or key in sink._completed or key in sink._checkpoints:
+            h = self.run(hc, None)
+            if h is NOT_DIRECT:
+                h = interp.run(hc.draft(), resumable=True, ledger=None, flow_key=key).halted
+            if h is None:
+                sink.let_go_of_direct_row(key, interp.values)
+            return h
+        op = hc.op
+        interp._last_vid = None
+        ih = hc.input_hash
+        if ih is None:
+            ih = sha256_hex(canonical_json(_interpolate_json(hc.value, interp.symbols)))
+        outcome = tape.serve_cell(op, ih)
+        interp.clock.dispatched()
+        interp._steps_base += 1
+        content = outcome.content
+        if outcome.denied or outcome.is_error:
+            stmt = hc.stmt
+            kind = "denied" if outcome.denied else "runtime"
+            self.emit({"event": "plan_halted", "plan": key, "node": 0, "stmt": stmt, "op": op, "kind": kind,
+                       "error": content})
+            return PlanHalt(kind, content, 0, stmt, op)
+        n = interp._next_vid  # interp._mint(content), its value let go at once (let_go_of_direct_row)
+        interp._next_vid = n + 1
+        interp._last_vid = f"v_{n}"
+        interp.symbols[hc.name] = content
+        return None
 
     def run(self, hc: HostCall, ledger: Any) -> Any:
         """See :func:`run_host_call`."""

@@ -30,7 +30,7 @@ from typing import Any
 from ..cassette.replay import TapeCell
 from ..model.session import TRACE_KINDS, SessionDetail, Turn, TurnFold
 from ..store.events import (
-    DECODE_ERRORS, RUN_VARIANTS, OpRecorded, PayloadError, PlanAttempted, PlanHalted, StatementCompleted,
+    _SURROGATE_ESCAPE, DECODE_ERRORS, RUN_VARIANTS, OpRecorded, PayloadError, PlanAttempted, PlanHalted, StatementCompleted,
     decode_object, decode_run, field_reader, load_payload,
 )
 from ..store.store import NotUTF8, StoreReader, _as_int, stored_event, valid_event_row
@@ -80,6 +80,8 @@ def read_replay_input(reader: StoreReader, ref: str | None, *, full_cells: bool 
 # The fields the fused read takes from a row's body (JSON keys, in the order their records take them).
 _CELL_KEYS = TapeCell._fields  # op_recorded's JSON keys of the same names
 _PLAN_KEYS = ("step", "outcome", "error", "fingerprint", "phase", "plan_source", "plan_text")
+# The run rows whose values replay keeps (a cell, the ledger's rows); any other it only counts.
+_KEPT_RUN_ROWS = frozenset({"op_recorded", "statement_completed", "plan_halted"})
 
 
 def _read(reader: StoreReader, sid: str, *, tolerant: bool, full_cells: bool = False) -> ReplayInput:
@@ -118,13 +120,17 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
     read_stmt = field_reader(StatementCompleted, ("plan", "node", "skipped"))
     read_halt = field_reader(PlanHalted, ("plan", "node"))
     valid = {tag: field_reader(cls, ()) for tag, cls in RUN_VARIANTS.items()}  # a step row: only whether it decodes
+    # the run rows replay only counts (every variant but the three it keeps): checked first, as they come most
+    unread = {tag: check for tag, check in valid.items() if tag not in _KEPT_RUN_ROWS}
     loads = json.loads
+    lone_surrogate = _SURROGATE_ESCAPE.search
     has_trace = False
     skipped = 0
     for gs, stream, sseq, eid, kind, ts, turn_id, payload in chain.from_iterable(
             reader.scan_batches(_SQL, (sid, *TRACE_KINDS), tolerant=tolerant)):
-        if not (type(payload) is str and type(kind) is str and type(sseq) is int and type(gs) is int
-                and type(stream) is str) and not valid_event_row(gs, stream, sseq, kind, payload):
+        # valid_event_row, less what _SQL proves: `global_seq` is the rowid (an integer), and a row it
+        # selects has `stream` and `kind` equal to text parameters (TEXT never equals a BLOB or a number)
+        if type(payload) is not str or type(sseq) is not int:
             skipped += 1
             continue
         try:  # load_payload, inline: the same errors skip the row
@@ -135,12 +141,39 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
         if type(obj) is not dict:
             skipped += 1
             continue
-        if "\\u" in payload:  # may spell a lone surrogate: load_payload applies the one rule
-            obj = load_payload(payload)
         k = obj.get("kind", kind)  # payload_kind, inline
         if type(k) is not str:
             k = kind
         d = obj.get("data")
+        if type(d) is dict:  # the rows flux writes, straight through (anything else: the full path below)
+            if k == "run":
+                tag = d.get("event")
+                check = unread.get(tag) if type(tag) is str else None
+                if check is not None:
+                    if check(d):  # a step_* row: it decodes, and replay reads none of its values — the
+                        has_trace = True  # surrogate rule (below) changes no value's type, so not this verdict
+                        continue
+                elif tag == "op_recorded" and ("\\" not in payload or lone_surrogate(payload) is None):
+                    c = read_cell(d)
+                    if c is not None:
+                        has_trace = True
+                        add_cell(c)
+                        if bodies is not None:
+                            bodies.append(d)
+                        continue
+            elif k == "plan_attempted" and ("\\" not in payload or lone_surrogate(payload) is None):
+                v = read_plan(d)
+                if v is not None:  # decoding gives PlanAttempted(**fields): fold its values, build no event
+                    attempt(gs, sseq, ts if type(ts) is int else _as_int(ts), turn_id if type(turn_id) is int else None,
+                            *v)
+                    yield
+                    continue
+        if "\\" in payload and lone_surrogate(payload) is not None:
+            obj = load_payload(payload)  # the one rule: what every reader decodes (the row's values change)
+            k = obj.get("kind", kind)
+            if type(k) is not str:
+                k = kind
+            d = obj.get("data")
         if k == "run":
             tag = d.get("event") if type(d) is dict else None
             if tag == "op_recorded":

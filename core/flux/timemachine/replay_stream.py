@@ -221,7 +221,8 @@ def _run(sid: str, plans: _Plans, tape: StreamTape, seen: dict[str, Any], catalo
     sink = _ScratchSink(tape, None, None, keep=False)
     interp = Interpreter(catalog if catalog is not None else OpCatalog.permissive(), ReplayHost(tape), sink,
                          _never_asked, run_id="replay")
-    run_direct = DirectRunner(interp).run
+    runner = DirectRunner(interp)
+    run_direct, run_through = runner.run, runner.run_through
     report = ReplayReport(session=sid, plans=PlanLog(), cells_total=0, cells_consumed=0, diverged=None,
                           missing_sources=0, detail=False)
     # A host plan that ran through with no latch open keeps no row (let_go_of_direct_row): only a
@@ -252,11 +253,11 @@ def _run(sid: str, plans: _Plans, tape: StreamTape, seen: dict[str, Any], catalo
                 raise _Abandon("a halted one-statement plan's rows may be read, and some were let go")
             halted_stmt = None
         sink.execution = len(report.plans)
-        direct = type(draft) is HostCall and ledger is None and key not in completed
-        h = _run_plan(run_direct, interp, draft, ledger, key)
+        if type(draft) is HostCall and ledger is None and key not in completed:
+            h = run_through(draft)  # its row and value let go as it completes (let_go_of_direct_row)
+        else:
+            h = _run_plan(run_direct, interp, draft, ledger, key)
         if h is None:
-            if direct:
-                sink.let_go_of_direct_row(key, interp.values)
             report.plans.ran(key)
         else:
             if type(draft) is HostCall:
