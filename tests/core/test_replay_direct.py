@@ -555,8 +555,8 @@ def _through_state(interp, sink, tape, h):
                                 st.sampled_from(["read", "grep"]), st.sampled_from(range(len(_THROUGH_VALUES))),
                                 st.sampled_from(["ok"] * 6 + ["error", "denied", "truncated", "wrong", "twice"])),
                       min_size=1, max_size=7),
-       keep=st.sampled_from([False, False, True]))
-def test_run_through_leaves_what_running_and_letting_go_leave(steps, keep):
+       keep=st.sampled_from([False, False, True]), checkpointed=st.sampled_from([False, False, True]))
+def test_run_through_leaves_what_running_and_letting_go_leave(steps, keep, checkpointed):
     from flux.cassette.replay import ReplayHost, ReplayTape
     from flux.lang.interpreter import Interpreter
     from flux.timemachine.replay import _never_asked, _run_plan, _ScratchSink
@@ -584,6 +584,9 @@ def test_run_through_leaves_what_running_and_letting_go_leave(steps, keep):
         return interp, sink, tape, DirectRunner(interp)
 
     a, b = setup(), setup()
+    if checkpointed:  # a checkpoint noted under the first plan's key (no host plan makes one): its rows are kept
+        for _i, sink, _t, _r in (a, b):
+            sink._checkpoints[host_call(texts[0]).flow_key] = -1
     for text in texts:
         hc = host_call(text)
         assert hc is not None
