@@ -430,3 +430,73 @@ def test_a_plan_s_rows_are_kept_while_it_may_run_again_and_its_revision_fast_for
         eager = _outcome(lambda: replay_session(r, "s_1", on_progress=lambda d, t: None))
     assert lazy == _brief(eager)
     assert lazy[1]["cells_consumed"] == 4 and lazy[1]["diverged"] is None and len(lazy[1]["plans"]) == 3
+
+
+@pytest.fixture(scope="module")
+def host_base(tmp_path_factory) -> Path:
+    """A session of three host plans, each with its step rows and cell (no ledger rows: the shape the
+    streamed replay takes)."""
+    d = tmp_path_factory.mktemp("host-rows") / "store"
+    with StoreWriter(d) as w:
+        sid = w.create_session("mock")
+        tid = write_turn(w, sid, "one", end=None)
+        for k, p in enumerate(["a", "b", "c"]):
+            inp = {"path": p}
+            ih = sha256_hex(canonical_json(inp))
+            w.append(sid, PlanAttempted(step=k + 1, outcome="accepted",
+                                        plan_source=f"flow\n  adaptive_gather_{k + 1} = read({canonical_json(inp)})\n"),
+                     turn_id=tid)
+            w.append(sid, Run(StepStarted(step=f"step_read_{ih[:16]}", op="read", input_hash=ih)))
+            w.append(sid, cell("read", inp, f"content {p}"))
+            w.append(sid, Run(StepSucceeded(step=f"step_read_{ih[:16]}", output=f"v_{k}")))
+        from flux.store import TurnEnded
+        w.append(sid, TurnEnded(outcome="ok", answer="done"), turn_id=tid)
+    return d
+
+
+_CELL = ('{"kind":"run","data":{"event":"op_recorded","seq":0,"step":"s","op":"read","input_hash":"'
+         + sha256_hex(canonical_json({"path": "a"})) + '","content":%s}}')
+
+
+# (which row, what is written into it): rows the read's fast paths must send on to the full path
+# (a lone surrogate the one rule rewrites, a sequence number that is not an integer) or may pass
+# straight through (a step row: replay reads none of its values), each decoded as every reader does.
+@pytest.mark.parametrize("row,change", [
+    ("cell", ("payload", _CELL % '"A \\ud83d B"')),
+    ("cell", ("payload", _CELL.replace('"op":"read"', '"op":"re\\udc00ad"') % '"x"')),
+    ("cell", ("payload", _CELL % '"caf\\u00e9 \\\\u"')),
+    ("plan", ("payload", '{"kind":"plan_attempted","data":{"step":1,"outcome":"accepted",'
+                         '"plan_source":"flow\\n  adaptive_gather_1 = read({\\"path\\":\\"\\ud800\\"})\\n"}}')),
+    ("plan", ("payload", '{"kind":"plan_attempted","data":{"step":1,"outcome":"accepted",'
+                         '"plan_source":"flow\\n  adaptive_gather_1 = read({\\"path\\":\\"a\\"})\\n","error":"\\udfff"}}')),
+    ("step", ("payload", '{"kind":"run","data":{"event":"step_started","step":"\\ud800","op":"read"}}')),
+    ("step", ("payload", '{"kind":"run","data":{"event":"step_started","step":["x"],"op":7}}')),
+    ("step", ("stream_seq", "9x")),
+    ("cell", ("stream_seq", 2.5)),
+    ("plan", ("stream_seq", "1a")),
+    ("cell", ("kind", b"run")),
+])
+def test_rows_off_the_fast_paths_read_as_every_reader_reads_them(host_base, tmp_path, row, change):
+    store = tmp_path / "store"
+    shutil.copytree(host_base, store)
+    con = sqlite3.connect(store / "events.db", isolation_level=None)
+    pick = {"cell": "payload LIKE '%op_recorded%'", "plan": "kind = 'plan_attempted'",
+            "step": "payload LIKE '%step_started%'"}[row]
+    (gs,) = con.execute(f"SELECT global_seq FROM events WHERE {pick} ORDER BY global_seq LIMIT 1").fetchone()
+    col, value = change
+    con.execute(f"UPDATE events SET {col} = ? WHERE global_seq = ?", (value, gs))
+    con.close()
+    full, fast = StoreReader(store), StoreReader(store)
+    try:
+        _same_input(read_replay_input(fast, "s_1"), ReplayInput.of_detail(load_session(full, "s_1", kinds=TRACE_KINDS)))
+        assert fast.skipped_rows == full.skipped_rows
+        full.skipped_rows = 0
+        eager = _outcome(lambda: replay_detail(load_session(full, "s_1", kinds=TRACE_KINDS)))
+        for detail in (False, True):
+            fast.skipped_rows = 0
+            got = _outcome(lambda: replay_session(fast, "s_1", detail=detail), detail=detail)
+            assert got == (eager if detail else _brief(eager))
+            assert fast.skipped_rows == full.skipped_rows
+    finally:
+        full.close()
+        fast.close()
