@@ -105,6 +105,11 @@ class PlanLog(Sequence):
             self._whole[len(self._keys)] = ReplayedPlan(flow_key)
             self._keys.append(0)
 
+    def ran_host(self, flow_key: str) -> None:
+        """:meth:`ran` for a key :func:`~flux.timemachine.replay_direct.host_call` made (``h:`` and 16
+        lowercase hex digits, always plain): no check."""
+        self._keys.append(int(flow_key[2:], 16))
+
     def append(self, plan: ReplayedPlan) -> None:
         if plan.halted is None and plan.halt_kind is None and plan.node is None:
             self.ran(plan.flow_key)

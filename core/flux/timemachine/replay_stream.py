@@ -244,6 +244,7 @@ def _run(sid: str, plans: _Plans, tape: StreamTape, seen: dict[str, Any], catalo
         return key, draft
 
     completed = sink.completed_rows
+    ran_host = report.plans.ran_host
     for text in plans:
         key, draft = keyed(text)
         text = None
@@ -255,11 +256,13 @@ def _run(sid: str, plans: _Plans, tape: StreamTape, seen: dict[str, Any], catalo
         sink.execution = len(report.plans)
         if type(draft) is HostCall and ledger is None and key not in completed:
             h = run_through(draft)  # its row and value let go as it completes (let_go_of_direct_row)
+            if h is None:
+                ran_host(key)
         else:
             h = _run_plan(run_direct, interp, draft, ledger, key)
-        if h is None:
-            report.plans.ran(key)
-        else:
+            if h is None:
+                report.plans.ran(key)
+        if h is not None:
             if type(draft) is HostCall:
                 halted_stmt = draft.stmt
             elif len(draft.body) == 1:
