@@ -12,6 +12,12 @@ this checkout's ``core``. Each round asks both to replay the same store (``repla
 replay's ratio to the floor are printed. The stores are ``bench_replay.py``'s (made once, kept
 under ``--stores``). Keep a run under ~2 minutes on a shared machine: 100,000 cells takes ~30 s
 per round.
+
+``--instructions`` (needs valgrind) counts instead of timing: for each side and the floor, the
+instructions of one replay (a process that replays three times less one that replays once, halved;
+``valgrind --tool=cachegrind --cache-sim=no``), which do not move with the machine's load — a way
+to compare two versions on a shared machine (instructions are not time: the Python interpreter
+retires fewer per cycle than SQLite or the JSON scanner, so the time ratio is a little higher).
 """
 
 from __future__ import annotations
@@ -55,6 +61,40 @@ for line in sys.stdin:
 """
 
 
+_IR_SCRIPT = r"""
+import sys
+from pathlib import Path
+from flux.store.store import StoreReader
+from flux.timemachine.replay import replay_session
+sys.path.insert(0, {bench!r})
+from bench_replay import read_floor
+import inspect
+_LEAN = {{"detail": False}} if "detail" in inspect.signature(replay_session).parameters else {{}}
+
+def replay(store):
+    with StoreReader(store) as r:
+        replay_session(r, "last", **_LEAN)
+
+fn = replay if sys.argv[1] == "replay" else read_floor
+for _ in range(int(sys.argv[2])):
+    fn(Path(sys.argv[3]))
+"""
+
+
+def instructions(core: Path, what: str, store: Path) -> int:
+    """Instructions of one ``what`` (replay | floor) run against ``store`` with ``core`` imported."""
+    env = {**os.environ, "PYTHONPATH": str(core)}
+    code = _IR_SCRIPT.format(bench=str(ROOT / "benchmarks"))
+    counts = []
+    for n in (1, 3):
+        out = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                              sys.executable, "-c", code, what, str(n), str(store)],
+                             env=env, capture_output=True, text=True, check=True).stderr
+        line = next(x for x in out.splitlines() if "I" in x and "refs:" in x)
+        counts.append(int(line.split()[-1].replace(",", "")))
+    return (counts[1] - counts[0]) // 2
+
+
 class _Worker:
     def __init__(self, core: Path):
         env = {**os.environ, "PYTHONPATH": str(core)}
@@ -79,9 +119,26 @@ def main() -> None:
     ap.add_argument("--cells", default="1000,10000")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--stores", type=Path, default=None, help="keep the generated stores here (reused next time)")
+    ap.add_argument("--instructions", action="store_true", help="count instructions (valgrind) instead of timing")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import bench_replay
+
+    if args.instructions:
+        tmp = None if args.stores else tempfile.TemporaryDirectory(prefix="flux-bench-replay-ab-")
+        base = args.stores or Path(tmp.name)
+        base.mkdir(parents=True, exist_ok=True)
+        for n in [int(x) for x in args.cells.split(",")]:
+            store = bench_replay.make_store(base / f"cells-{n}", n)
+            floor = instructions(ROOT / "core", "floor", store)
+            print(f"{n:>7} cells, instructions per run:")
+            for name, core in (("base", args.base / "core"), ("this", ROOT / "core")):
+                ir = instructions(core, "replay", store)
+                print(f"    {name:<6} {ir / 1e6:9.1f} M   vs floor: {ir / floor:5.2f}×", flush=True)
+            print(f"    floor  {floor / 1e6:9.1f} M")
+        if tmp is not None:
+            tmp.cleanup()
+        return
 
     tmp = None
     base = args.stores
