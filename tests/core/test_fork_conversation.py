@@ -193,3 +193,59 @@ def test_the_cut_never_leaves_an_unanswered_call_or_an_orphan_result(turn, calls
     ran = [b for m in out if m["role"] == "user" for b in m["content"]
            if b.get("type") == "tool_result" and not b.get("is_error")]
     assert len(ran) <= before
+
+
+# ---- call_of reads only as far as the first call; the conversation is read through the kind index ----
+
+from flux.lang import ast as A  # noqa: E402
+from flux.lang.parser import parse  # noqa: E402
+from flux.timemachine import conversation as conv_mod  # noqa: E402
+from flux.timemachine.conversation import call_of, conversation_at, conversation_before  # noqa: E402
+from flux.timemachine.engine import calls_in  # noqa: E402
+
+_STMTS = [
+    'a = 1', 'b = "x"', 'c = read({"path":"a"})', 'd = write({"path":"b","body":"c"})',
+    'when $a\n    e = grep({"pattern":"x"})', 'each i in [1,2] -> out\n    f = fetch({"url":"u"})',
+    'g = { k: $a }', 'log({"m":"hi"})', 'h = [1, 2]',
+    'unless $b\n    k = list({"dir":"d"})\n    m = stat({"path":"p"})',  # two calls in one statement
+]
+
+
+@settings(max_examples=120, deadline=None)
+@given(picks=st.lists(st.sampled_from(_STMTS), min_size=1, max_size=6))
+def test_call_of_is_the_first_call_in_source_order(picks):
+    draft = parse("flow\n" + "".join(f"  {s}\n" for s in picks))
+    calls = calls_in(draft.body)
+    body = draft.body
+    if len(body) == 1 and isinstance(body[0], A.Bind) and isinstance(body[0].value, A.Call) \
+            and len(body[0].value.args) == 1 and isinstance(body[0].value.args[0], A.Lit):
+        expected = (body[0].value.op, body[0].value.args[0].value)
+    else:
+        expected = (calls[0].op, None) if calls else (None, None)
+    assert call_of(draft) == expected
+
+
+def test_the_conversation_read_through_the_kind_index_is_the_stream_order_read(demo: Path, monkeypatch) -> None:
+    """conversation_at/before read message, compacted and turn_started rows with ``sparse=True``: the
+    same rows, in the same order, as the plain read along the stream — every turn of every demo session."""
+    def outputs():
+        out = []
+        with StoreReader(demo) as r:
+            for row in r.list_sessions():
+                for t in r.events(row.id, kinds=("turn_started",)):
+                    out.append(conversation_before(r, row.id, t.global_seq))
+                    for before in range(3):
+                        out.append(conversation_at(r, row.id, t.global_seq, [("read", None)] * 3, before))
+                out.append(conversation_before(r, row.id, None))
+        return out
+
+    new = outputs()
+    real_events = StoreReader.events
+
+    def plain(self, stream, **kw):
+        kw.pop("sparse", None)
+        return real_events(self, stream, **kw)
+
+    monkeypatch.setattr(StoreReader, "events", plain)
+    old = outputs()
+    assert new == old and any(new)

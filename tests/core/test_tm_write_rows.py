@@ -180,13 +180,43 @@ def _legacy_read(reader, ref, *, full_cells=False):
     return inp
 
 
+def _legacy_call_of(draft):
+    """call_of as it was: every call of the plan collected, the first one taken."""
+    from flux.lang import ast as A
+
+    body = draft.body
+    if len(body) == 1 and isinstance(body[0], A.Bind) and isinstance(body[0].value, A.Call):
+        call = body[0].value
+        if len(call.args) == 1 and isinstance(call.args[0], A.Lit):
+            return call.op, call.args[0].value
+    calls = engine.calls_in(body)
+    return (calls[0].op, None) if calls else (None, None)
+
+
+_EVENTS = StoreReader.events
+
+
+def _stream_order_events(self, stream, **kw):
+    """The conversation read as it was: along the stream in order, not through the kind index."""
+    kw.pop("sparse", None)
+    return _EVENTS(self, stream, **kw)
+
+
 def _fork_both_ways(monkeypatch, store: Path, tmp_path: Path, source: str, at: int, **kw) -> None:
+    """The child written by this code and by the previous paths: the row-by-row writer, the full
+    cell decode, the formatter's general arms (no `name = op(<literal>)` arm), call_of collecting
+    every call, the conversation read along the stream."""
+    from flux.lang import formatter
+
     children = []
     for legacy in (True, False):
         with monkeypatch.context() as m:
             if legacy:
                 m.setattr(fork_mod, "flush_events", _legacy_flush)
                 m.setattr(fork_mod, "read_replay_input", _legacy_read)
+                m.setattr(formatter, "_bind_call_line", lambda *a: None)
+                m.setattr(fork_mod, "call_of", _legacy_call_of)
+                m.setattr(StoreReader, "events", _stream_order_events)
             ws = tmp_path / f"ws-{legacy}"
             ws.mkdir()
             c = Client("mock", store=store, workspace=ws, env_secrets=False, auto_resurrect=False)
@@ -235,6 +265,61 @@ def test_fork_child_rows_equal_the_legacy_writer_on_an_adaptive_session(monkeypa
     with StoreWriter(store) as w:
         sid = _bench().write_adaptive(w, 80)
     _fork_both_ways(monkeypatch, store, tmp_path, sid, 79, inject="injected")
+
+
+@pytest.mark.parametrize("n,at", [(300, 299), (300, 150), (7, 1)])
+def test_fork_child_prefix_rows_are_the_sources_rows_rewritten_where_a_fork_must(tmp_path: Path, n: int,
+                                                                                  at: int) -> None:
+    """A fixed expectation, independent of every encoder and formatter on the write path: the child of a
+    fork at ``at`` of an ``n``-statement ledgered session holds, after its turn header, the prefix plan
+    (S's plan text cut after statement ``at - 1``, exactly), then S's first ``4 * at`` run rows byte for
+    byte except the two fields a fork rewrites — ``statement_completed.plan`` (the truncated plan's flow
+    key) and each cell's ``seq`` (F's own count) — then the injected tail's plan."""
+    import json
+    import re
+
+    from flux.lang.hashes import fingerprint, flow_key
+    from flux.lang.parser import parse
+
+    store = tmp_path / "store"
+    with StoreWriter(store) as w:
+        sid = _bench().write_ledgered(w, 1, n)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    c = Client("mock", store=store, workspace=ws, env_secrets=False, auto_resurrect=False)
+    try:
+        fid = fork_session(c, sid, at, inject="injected").session
+    finally:
+        c.close()
+    con = sqlite3.connect(store / "events.db")
+    try:
+        def rows(stream):
+            return con.execute("SELECT kind, payload FROM events WHERE stream = ? ORDER BY stream_seq",
+                               (stream,)).fetchall()
+        src, child = rows(sid), rows(fid)
+    finally:
+        con.close()
+    source_text = json.loads(next(p for k, p in src if k == "plan_attempted"))["data"]["plan_source"]
+    lines = source_text.splitlines(keepends=True)
+    assert lines[0] == "flow\n" and len(lines) == n + 1
+    prefix_text = "".join(lines[:at + 1])
+    draft = parse(source_text)
+    old_key, new_key = flow_key(draft.name, draft.body), flow_key(None, draft.body[:at])
+    assert [k for k, _ in child[:4]] == ["session_started", "compacted", "turn_started", "plan_attempted"]
+    attempt = json.loads(child[3][1])["data"]
+    assert attempt == {"step": 1, "outcome": "accepted", "fingerprint": fingerprint(parse(prefix_text)),
+                       "plan_source": prefix_text}
+    src_runs = [p for k, p in src if k == "run"][:4 * at]
+    expected = []
+    for i, p in enumerate(src_runs):
+        p = p.replace(f'"plan":"{old_key}"', f'"plan":"{new_key}"')
+        if '"event":"op_recorded"' in p:
+            p, k = re.subn(r'"seq":\d+,', f'"seq":{i // 4},', p, count=1)
+            assert k == 1
+        expected.append(("run", p))
+    assert child[4:4 + 4 * at] == expected
+    tail = json.loads(child[4 + 4 * at][1])["data"]
+    assert tail["plan_source"] == f'flow\n  s0_{at} = "injected"\n' + "".join(lines[at + 2:])
 
 
 # ---- the recorded cell bodies fork re-records, on corrupted stores -----------------------------------

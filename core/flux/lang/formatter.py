@@ -80,13 +80,22 @@ def compact_value(v: Any) -> str:
     if isinstance(v, str):
         return _str(v)
     if isinstance(v, dict):
-        keys = sorted(v, key=A.utf8_key)
+        keys = sorted(v) if _ascii_keys(v) else sorted(v, key=A.utf8_key)
         return "{" + ",".join(json_string(k) + ":" + compact_value(v[k]) for k in keys) + "}"
     if isinstance(v, (list, tuple)):
         return "[" + ",".join(compact_value(x) for x in v) + "]"
     if isinstance(v, float) and not isinstance(v, bool):
         return format_float(v)
     return compact_json(v)
+
+
+def _ascii_keys(d: dict) -> bool:
+    """Every key a ``str`` of ASCII only: then code-point order (``sorted``) is the UTF-8 byte
+    order :func:`~flux.lang.ast.utf8_key` sorts by (the keys of a dict are distinct, so no ties)."""
+    try:
+        return "".join(d).isascii()
+    except TypeError:  # a key that is no str: utf8_key's own path (and its error)
+        return False
 
 
 def _type_ok(t: Optional[A.TypeRef]) -> bool:
@@ -276,6 +285,15 @@ def _call_like(node: A.Node) -> bool:
 def _stmt(node: A.Node, level: int, out: _Out) -> None:  # noqa: C901 - one arm per node kind
     """Write one statement (and its nested blocks) at ``level``."""
     L = out.line
+    if type(node) is A.Bind and node.ty is None and node.effect is None:
+        call = node.value
+        if type(call) is A.Call and len(call.args) == 1 and type(call.args[0]) is A.Lit:
+            # `name = op(<literal>)`, the commonest statement: what the general arms below write for
+            # it (a plain name and op; format_bind_call's spelling), without their dispatch
+            line = _bind_call_line(node.name, call.op, call.args[0].value)
+            if line is not None:
+                L(level, line)
+                return
     if isinstance(node, (A.Bind, A.Memo)) and is_symbol(node.name) and _type_ok(node.ty):
         if node.effect is not None:
             L(level, f"@effect({node.effect})")
@@ -511,6 +529,15 @@ def format_flow(draft: A.DraftAst) -> str:
         raise FormatError("the plan nests too deeply to format; bind inner values to names "
                           "first") from None
     return scrub_text(_header(draft) + "".join(out.lines))
+
+
+def _bind_call_line(name: Any, op: Any, value: Any) -> Optional[str]:
+    """``name = op(<compact value>)`` for a plain name and op; None when either needs ``$`` or
+    ``@json`` (the general arms of :func:`_stmt` then write the statement)."""
+    if type(name) is not str or type(op) is not str or name in RESERVED or not _IDENT.match(name) \
+            or op in RESERVED or not _OPNAME.match(op):
+        return None
+    return name + " = " + op + "(" + compact_value(value) + ")"
 
 
 def format_bind_call(name: str, op: str, value: Any) -> Optional[str]:

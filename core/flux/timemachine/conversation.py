@@ -40,7 +40,7 @@ _KINDS = ("message", "compacted", "turn_started")
 def conversation_before(reader: StoreReader, sid: str, turn_id: int | None) -> list[dict]:
     """The conversation as it stood before the turn ``turn_id`` began (the whole one for None):
     ``message`` appends, ``compacted`` replaces; the user message that opened the turn is left out."""
-    evs = reader.events(sid, kinds=_KINDS)
+    evs = reader.events(sid, kinds=_KINDS, sparse=True)
     msgs: list[dict] = []
     for i, e in enumerate(evs):
         if turn_id is not None and e.global_seq >= turn_id:
@@ -66,8 +66,11 @@ def call_of(draft: A.DraftAst) -> tuple[Optional[str], Any]:
         call = body[0].value
         if len(call.args) == 1 and isinstance(call.args[0], A.Lit):
             return call.op, call.args[0].value
-    calls = calls_in(body)
-    return (calls[0].op, None) if calls else (None, None)
+    for node in body:  # the first call in source order: the first statement that calls anything holds it
+        calls = calls_in(node)
+        if calls:
+            return calls[0].op, None
+    return None, None
 
 
 def conversation_at(reader: StoreReader, sid: str, turn_id: int | None,
@@ -80,7 +83,7 @@ def conversation_at(reader: StoreReader, sid: str, turn_id: int | None,
 
     if turn_id is None:
         return provider_history(conversation_before(reader, sid, None))
-    evs = reader.events(sid, kinds=_KINDS)
+    evs = reader.events(sid, kinds=_KINDS, sparse=True)
     msgs: list[dict] = []
     opening: list[dict] = []
     turn: list[dict] = []

@@ -401,7 +401,7 @@ class MemorySink:
 def run_row(ev: dict, redactor: Any = None, cap: int | None = None) -> dict:
     """A run body as it is stored: a ``step_failed``/``plan_halted`` error is scrubbed, redacted
     and capped like every recorded free text (the live recorder's rule)."""
-    if ev.get("event") in ("step_failed", "plan_halted") and isinstance(ev.get("error"), str):
+    if ev.get("event") in _FREE_TEXT_ERRORS and isinstance(ev.get("error"), str):
         from ..canonical import scrub_text
 
         ev = dict(ev)
@@ -422,7 +422,11 @@ def flush_events(writer: StoreWriter, sid: str, bodies: Sequence[dict], redactor
     written by :func:`~flux.store.events.encode_run_bodies` (the same texts as ``encode_run_body``)."""
     from ..store.events import encode_run_bodies
 
-    writer.append_run_texts(sid, encode_run_bodies([run_row(ev, redactor, cap) for ev in bodies]))
+    writer.append_run_texts(sid, encode_run_bodies(
+        [run_row(ev, redactor, cap) if ev.get("event") in _FREE_TEXT_ERRORS else ev for ev in bodies]))
+
+
+_FREE_TEXT_ERRORS = ("step_failed", "plan_halted")  # the run bodies run_row may rewrite; any other is stored as it is
 
 
 class BufferedRunSink:
