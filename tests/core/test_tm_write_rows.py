@@ -355,3 +355,23 @@ def test_recorded_cell_bodies_encode_as_the_decoded_cells_on_corrupted_rows(repl
         new = dict(body)
         new["seq"] = seq
         assert encode_run_body(new) == encode_run_body(old)
+
+
+@pytest.mark.parametrize("extra", [None, {"event": "step_failed", "step": "s", "error": "token sk-test-0123456789abcdefghij\ud800 é" * 40},
+                                   {"event": "plan_halted", "plan": "h:1", "node": 0, "error": "x" * 5000},
+                                   {"event": ["unhashable"]}, {"event": "step_failed", "error": 3}])
+def test_stored_rows_are_run_row_of_every_body(extra) -> None:
+    """flush_events' rows: run_row of every body (errors scrubbed, redacted, capped), whether or not
+    any body is one it rewrites — the bodies themselves when none is."""
+    from flux.cassette.redactor import Redactor
+
+    red = Redactor()
+    bodies = [{"event": "step_started", "step": f"s{i}", "op": "read", "input_hash": "h"} for i in range(5)]
+    if extra is not None:
+        bodies.insert(3, extra)
+    got = engine._stored_rows(bodies, red, 1000)
+    assert list(got) == [engine.run_row(ev, red, 1000) for ev in bodies]
+    if extra is None or extra.get("error") == 3 or isinstance(extra["event"], list):
+        assert all(a is b for a, b in zip(got, bodies))
+    else:
+        assert got[3] != extra and len(got[3]["error"].encode()) <= 1000

@@ -12,6 +12,7 @@ every tool call is its own host-derived one-statement plan, so position N is the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Iterable, Sequence
 
 from ..canonical import canonical_json, compact_json, sha256_hex
@@ -422,11 +423,22 @@ def flush_events(writer: StoreWriter, sid: str, bodies: Sequence[dict], redactor
     written by :func:`~flux.store.events.encode_run_bodies` (the same texts as ``encode_run_body``)."""
     from ..store.events import encode_run_bodies
 
-    writer.append_run_texts(sid, encode_run_bodies(
-        [run_row(ev, redactor, cap) if ev.get("event") in _FREE_TEXT_ERRORS else ev for ev in bodies]))
+    writer.append_run_texts(sid, encode_run_bodies(_stored_rows(bodies, redactor, cap)))
 
 
 _FREE_TEXT_ERRORS = ("step_failed", "plan_halted")  # the run bodies run_row may rewrite; any other is stored as it is
+_FREE_TEXT_ERROR_SET = frozenset(_FREE_TEXT_ERRORS)
+
+
+def _stored_rows(bodies: Sequence[dict], redactor: Any, cap: int | None) -> Sequence[dict]:
+    """``[run_row(ev, redactor, cap) for ev in bodies]``: ``bodies`` itself when none of them is a
+    row run_row rewrites (the tags looked up in C, no call per row), else each such row rewritten."""
+    try:
+        if _FREE_TEXT_ERROR_SET.isdisjoint(map(dict.get, bodies, repeat("event"))):
+            return bodies
+    except TypeError:  # a body that is no dict, or an unhashable tag: the row by row path decides
+        pass
+    return [run_row(ev, redactor, cap) if ev.get("event") in _FREE_TEXT_ERRORS else ev for ev in bodies]
 
 
 class BufferedRunSink:
