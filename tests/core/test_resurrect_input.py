@@ -139,10 +139,13 @@ def _facts(fn) -> tuple:
 
 
 def _same(store: Path, sid: str = "s_1", **kw) -> tuple:
-    with StoreReader(store) as old, StoreReader(store) as new:
+    with StoreReader(store) as old, StoreReader(store) as new, StoreReader(store) as lean:
         a = _facts(lambda: prepare_resurrect_reference(old, sid, **kw))
         b = _facts(lambda: prepare_resurrect(new, sid, **kw))
+        c = _facts(lambda: prepare_resurrect(lean, sid, preview=False, **kw))
     assert b == a
+    # without the gate's preview (resurrect_session with no confirm/on_plan): the same plan, or the same error
+    assert c == (b[:11] + (None,) + b[12:] if len(b) > 11 else b)
     return b
 
 

@@ -92,7 +92,7 @@ class ResurrectPlan:
     tail: list[TapeCell]  # the crash tail served from tape
     unanchored_cells: int  # flux's field: cells of a turn with no boundary at all
     in_flight: Optional[str]  # the op dispatched with no result and no cell
-    preview: LivePreview
+    preview: Optional[LivePreview]  # None: prepare_resurrect(preview=False)
     has_boundary: bool = True
 
 
@@ -248,9 +248,12 @@ def _values_from_trace(trace: list[TraceRow]) -> dict[str, Any]:
 
 
 def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog | None = None,
-                      workspace: str | None = None) -> Optional[ResurrectPlan]:
+                      workspace: str | None = None, preview: bool = True) -> Optional[ResurrectPlan]:
     """Validate and preview a resurrect; ``None`` when no turn is interrupted. A turn flux would not
-    flag (needs manual recovery, no accepted plan, unparsable plan) is a one-line error."""
+    flag (needs manual recovery, no accepted plan, unparsable plan) is a one-line error.
+    ``preview=False`` leaves ``plan.preview`` None: the gate's static prediction of every remaining
+    call is skipped (:func:`resurrect_session` asks for it only when someone will read it — a
+    ``confirm`` or ``on_plan`` callback); everything else, errors included, is the same."""
     detail = read_resurrect_input(reader, session)
     sid = detail.row.id
     trace = detail.trace
@@ -307,6 +310,9 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
         if ledger.checkpoint is not None:
             start = max(start, ledger.checkpoint + 1)
     rest = list(draft.body[start:])
+    if not preview:
+        return ResurrectPlan(detail, sid, turn.number, turn.turn_id, draft, key, it.completed, ledger, values, tail,
+                             unanchored, in_flight, None, has_boundary)
     tape = ReplayTape(tail)
     served, misses = simulate_serve(tape, predict_calls(rest, catalog))
     ops = tuple(LiveOp(m.op, live_effect(catalog, m.op), m.detail, workspace,
@@ -367,13 +373,16 @@ def _resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePrev
         reader = StoreReader(client.store_dir)
         try:
             plan = prepare_resurrect(reader, session, catalog=client.toolbox.catalog(),
-                                     workspace=str(client.workspace))
+                                     workspace=str(client.workspace),
+                                     preview=confirm is not None or on_plan is not None)
         finally:
             reader.close()
     if plan is None:
         return None
     if on_plan is not None:
         on_plan(plan)
+    if confirm is not None and plan.preview is None:  # a plan= prepared without its preview: the gate needs it
+        raise ValueError("resurrect_session: confirm= needs a plan prepared with its preview")
     if confirm is not None and plan.preview.needs_confirm and not confirm(plan.preview):
         raise ResurrectCancelled("resurrect cancelled at the side-effect gate — nothing was written")
     w, red = client.writer, client.redactor
