@@ -8,6 +8,7 @@ import json
 import sqlite3
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -142,10 +143,31 @@ _CALLS = [
 ]
 
 
-def _record(tmp_path, way: str, monkeypatch, calls=None):
+@op(effect="write")
+def note(path: str, n: int = 0, flag: bool = False, tag: Any = None) -> str:
+    """A flat typed schema (the fused tool call's kind): answers what it got, a secret for n == 9."""
+    if n == 9:
+        return "token=sk-SECRETSECRET1234"
+    if n == 8:
+        raise OpError("n is 8")
+    return f"{path}:{n}:{flag}:{tag}" * (200 if n == 7 else 1)
+
+
+@op(effect="read")
+def glance(path: str) -> OpOutcome:
+    """A read op with a flat schema whose outcome has a view (the cell's general steps)."""
+    return OpOutcome(content=f"seen {path}", view=f"<{path}>" if path != "a" else None)
+
+
+def _record(tmp_path, way: str, monkeypatch, calls=None, *, approver: str = "callback", ticking: bool = False,
+            cap: int | None = None):
     """Record the turn one of three ways: ``fused`` (the loop's one-pass call, _DirectCall),
     ``run_call`` (Interpreter.run_call through the recording and live hosts) or ``run`` (the
-    reference: Interpreter.run of each call's host plan)."""
+    reference: Interpreter.run of each call's host plan). ``approver``: ``callback`` (refuses path
+    'no') or ``auto`` (``--yes``); ``ticking``: the store clock and the timer count up (so every read
+    of them, and its order, shows in the rows); ``cap``: the cassette cap."""
+    import itertools
+
     from flux.agent import loop
     from flux.agent.approver import CallbackApprover
 
@@ -164,9 +186,11 @@ def _record(tmp_path, way: str, monkeypatch, calls=None):
         return finish(self, rec, out, interp, observations, usages, turn_msgs, live)
     monkeypatch.setattr(loop.TurnRunner, "_finish", spy)
     d = tmp_path / way
+    clock, timer = (itertools.count(1_000).__next__, itertools.count(7).__next__) if ticking else (lambda: 1_000, lambda: 7)
+    kw = {"auto_approve": True} if approver == "auto" else {"approver": CallbackApprover(_approve)}
     c = Client(ScriptedProvider(responses=[{"tool_calls": calls or _CALLS}, {"text": "done"}]), model="scripted",
-               ops=[echo, shout, boom, put, keep, stash, grow, ghost], store=d / "store", workspace=tmp_path, env_secrets=False,
-               secrets=["sk-SECRETSECRET1234"], approver=CallbackApprover(_approve), clock=lambda: 1_000, timer=lambda: 7)
+               ops=[echo, shout, boom, put, keep, stash, grow, ghost, note, glance], store=d / "store", workspace=tmp_path,
+               env_secrets=False, secrets=["sk-SECRETSECRET1234"], clock=clock, timer=timer, cassette_cap=cap, **kw)
     commits: list[int] = []  # rows inserted before each COMMIT: where the durability flushes fall
     inserted = [0]
 
@@ -240,3 +264,112 @@ def test_random_turns_are_the_same_row_for_row_fused_and_through_run_call(tmp_pa
         assert _record(tmp, "fused", mp, calls) == _record(tmp, "run_call", mp, calls)
     finally:
         mp.undo()
+
+
+# -- the fused tool call (_DirectCall.tool): the whole of _tool in one pass, for plain flat inputs --
+
+# Inputs at and around the fused call's edge: plain scalars (taken), and values it hands to the
+# general path — floats, braces, quotes, backslashes, newlines, controls, surrogates, lists, a
+# registered secret or a credential-looking text (the redactor's prefilter), wrong types, missing
+# or unknown arguments.
+_FLAT_STR = st.sampled_from(["a.txt", "no", "a", "", "x y", "é ✓", "{y}", 'q"q', "b\\s", "l\nl", "t\tt", "\ud83d",
+                             "sk-SECRETSECRET1234", "sk-abcdefghijklmnopqrstu", "key=v", "ok.txt"])
+_FLAT_VAL = st.one_of(_FLAT_STR, st.integers(-3, 9), st.booleans(), st.none(), st.just(1.5), st.just([1]))
+_FLAT_CALL = st.one_of(
+    st.builds(lambda p, n, f, t: {"name": "note", "input": {"path": p, "n": n, "flag": f, "tag": t}},
+              _FLAT_STR, st.integers(0, 9), st.booleans(), _FLAT_VAL),
+    st.builds(lambda d: {"name": "note", "input": d},
+              st.dictionaries(st.sampled_from(["path", "n", "flag", "tag", "zzz", "p\"q"]), _FLAT_VAL, max_size=4)),
+    st.builds(lambda p: {"name": "glance", "input": {"path": p}}, _FLAT_STR),
+    st.builds(lambda i: {"name": "echo", "input": {"i": i}}, _FLAT_VAL),
+    st.builds(lambda p, t: {"name": "put", "input": {"path": p, "text": t}}, st.sampled_from(["ok.txt", "no"]), _FLAT_STR),
+    st.builds(lambda i: {"name": "boom", "input": {"i": i}}, st.integers(0, 3)),
+    st.just({"name": "nope", "input": {}}),
+)
+
+
+@settings(max_examples=15, deadline=None)
+@given(calls=st.lists(_FLAT_CALL, min_size=1, max_size=6), approver=st.sampled_from(["callback", "auto"]),
+       cap=st.sampled_from([None, 40]))
+def test_random_flat_turns_are_the_same_fused_and_through_run_call(tmp_path_factory, calls, approver, cap):
+    from _pytest.monkeypatch import MonkeyPatch
+
+    for i, c in enumerate(calls):  # the model's tool-call ids
+        c["id"] = f"toolu_{i}"
+    mp = MonkeyPatch()
+    try:
+        tmp = tmp_path_factory.mktemp("flat")
+        fused = _record(tmp, "fused", mp, calls, approver=approver, ticking=True, cap=cap)
+        assert fused == _record(tmp, "run_call", mp, calls, approver=approver, ticking=True, cap=cap)
+    finally:
+        mp.undo()
+
+
+_FUSED_CALLS = [
+    {"id": "t1", "name": "note", "input": {"path": "a.txt", "n": 1, "flag": True, "tag": None}},
+    {"id": "t2", "name": "note", "input": {"n": 9, "path": "b"}},  # its answer holds a secret (redacted cell)
+    {"id": "t3", "name": "note", "input": {"path": "no", "n": 2}},  # refused by the callback approver
+    {"id": "t4", "name": "note", "input": {"path": "c", "n": 8}},  # the op fails
+    {"id": "t5", "name": "note", "input": {"path": "d", "n": 7, "tag": "é ✓"}},  # over the cap
+    {"id": "t6", "name": "glance", "input": {"path": "e"}},  # an outcome with a view
+    {"id": "t7", "name": "glance", "input": {"path": "a"}},
+    {"id": "t8", "name": "echo", "input": {"i": 3}},
+    {"id": "t9", "name": "note", "input": {"path": "p" * 190, "flag": False}},  # an input view over the cap
+]
+
+
+@pytest.mark.parametrize("approver", ["callback", "auto"])
+def test_a_flat_turn_takes_the_fused_tool_call_and_records_what_run_call_records(tmp_path, monkeypatch, approver):
+    from flux.agent import loop
+
+    taken = []
+    tool = loop._DirectCall.tool
+
+    def spy(self, *a):
+        r = tool(self, *a)
+        taken.append(r is not None)
+        return r
+    monkeypatch.setattr(loop._DirectCall, "tool", spy)
+    fused = _record(tmp_path, "fused", monkeypatch, _FUSED_CALLS, approver=approver, ticking=True, cap=200)
+    assert taken == [True] * len(_FUSED_CALLS)  # every call here is one the fused path takes
+    assert fused == _record(tmp_path, "run_call", monkeypatch, _FUSED_CALLS, approver=approver, ticking=True, cap=200)
+    assert fused == _record(tmp_path, "run", monkeypatch, _FUSED_CALLS, approver=approver, ticking=True, cap=200)
+    payloads = "".join(r[5] for r in fused[0])
+    assert "sk-SECRETSECRET1234" not in payloads and '"truncated":true' in payloads
+    assert '"input_view_truncated":true' in payloads
+    assert ('"denied":true' in payloads) == (approver == "callback")
+
+
+_GENERAL_CALLS = [  # calls the fused tool call hands to the general path, each for its own reason
+    {"id": "g1", "name": "note", "input": {"path": "sk-SECRETSECRET1234"}},  # a registered secret
+    {"id": "g2", "name": "note", "input": {"path": "x", "tag": "ghp_abcdefghijklmnopqrstu"}},  # a credential's look
+    {"id": "g3", "name": "note", "input": {"path": "{y}"}},  # braces (escaped in the plan)
+    {"id": "g4", "name": "note", "input": {"path": 'q"q'}},  # an escape in the literal
+    {"id": "g5", "name": "note", "input": {"path": "l\nl"}},  # a newline (spelt with """ in the plan)
+    {"id": "g6", "name": "note", "input": {"path": "x", "n": True}},  # a bool for an int: invalid
+    {"id": "g6b", "name": "note", "input": {"path": "x", "flag": 1}},  # an int for a bool: invalid
+    {"id": "g6c", "name": "note", "input": {"path": 1}},  # an int for a string: invalid
+    {"id": "g7", "name": "note", "input": {"path": "x", "tag": 1.5}},  # a float
+    {"id": "g8", "name": "note", "input": {"path": "x", "tag": [1]}},  # a list
+    {"id": "g9", "name": "note", "input": {"n": 1}},  # a missing argument
+    {"id": "g10", "name": "note", "input": {"path": "x", "zzz": 1}},  # an unknown one
+    {"id": "g11", "name": "shout", "input": {"text": "hi"}},  # an answer that is not text (JSON-encoded)
+    {"id": "g12", "name": "nope", "input": {}},  # an unknown tool
+]
+
+
+def test_calls_the_fused_tool_call_hands_over_are_recorded_by_the_general_path(tmp_path, monkeypatch):
+    from flux.agent import loop
+
+    taken = []
+    tool = loop._DirectCall.tool
+
+    def spy(self, *a):
+        r = tool(self, *a)
+        taken.append(r is not None)
+        return r
+    monkeypatch.setattr(loop._DirectCall, "tool", spy)
+    fused = _record(tmp_path, "fused", monkeypatch, _GENERAL_CALLS, ticking=True)
+    assert taken == [False] * 12 + [True, False]
+    assert fused == _record(tmp_path, "run_call", monkeypatch, _GENERAL_CALLS, ticking=True)
+    assert "sk-SECRETSECRET1234" not in "".join(r[5] for r in fused[0])

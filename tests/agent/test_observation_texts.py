@@ -108,3 +108,42 @@ def test_a_message_appended_as_text_is_the_row_and_registry_append_writes(tmp_pa
         con.close()
     assert got[0] == got[1]
     assert got[1][1][0][3] == 3 and "hunter22" not in str(got[1][0]) and "\ud83d" not in str(got[1][0])
+
+
+# One adaptive tool call's three observations in one entry (flux.agent.loop.ToolObservations, what
+# the fused tool call appends): the texts of its three Observation objects, mixed with others.
+_TOOL_NAMES = st.sampled_from(["echo", "hunter22", "sk-abcdefghijklmnopqrstu", "a\ud83db", "tool", "", "local"])
+_NUMBERS = st.one_of(st.integers(0, 3), st.sampled_from([1234, 2 ** 70, -1]), st.floats(allow_nan=False))
+_TOOL_OBS = st.builds(lambda d, name, subjects, ended: (d, name, subjects, ended),
+                      st.one_of(st.integers(1, 3), st.just(1234)), _TOOL_NAMES,
+                      st.one_of(st.just([]), st.lists(st.sampled_from(["a.txt", "hunter22", "key=v", "\ud83d"]),
+                                                      min_size=1, max_size=1)),
+                      st.one_of(st.none(), st.tuples(_NUMBERS, _NUMBERS,
+                                                     st.sampled_from(["ok", "error", "denied", "hunter22"]))))
+
+
+@settings(max_examples=150, deadline=None)
+@given(entries=st.lists(st.one_of(_TOOL_OBS, _OBS), max_size=5),
+       secrets=st.lists(st.sampled_from(["hunter22", "1234", "local", "echo", "tool", "status"]), max_size=2))
+def test_tool_observations_write_the_texts_of_their_three_observations(entries, secrets):
+    from flux.agent.loop import ToolObservations
+
+    red = Redactor(secrets)
+    mixed, general = [], []
+    for e in entries:
+        if isinstance(e, Observation):
+            mixed.append(e)
+            general.append(e)
+            continue
+        d, name, subjects, ended = e
+        ob = ToolObservations(d, name, subjects)
+        if ended is not None:
+            ob.end(*ended)
+        mixed.append(ob)
+        general.append(Observation("tool_call", "turn", {"caller": "local", "subjects": subjects, "tool": name}))
+        general.append(Observation("tool.started", "turn", {"dispatch": d, "elapsed_us": 0, "tool": name}))
+        if ended is not None:
+            general.append(Observation("tool.ended", "turn", {"dispatch": d, "elapsed_us": ended[0],
+                                                              "execution_us": ended[1], "status": ended[2], "tool": name}))
+    want = [encode_observation(o.kind, o.phase, red.redact_value(o.data)) for o in general]
+    assert observation_texts(mixed, red) == want

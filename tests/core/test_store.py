@@ -251,6 +251,59 @@ def test_grouped_appends_write_the_same_rows_and_registry_as_one_by_one(tmp_path
     assert write(tmp_path / "grouped", True) == write(tmp_path / "single", False)
 
 
+@pytest.mark.parametrize("guarded", [True, False])
+def test_grouped_flushes_follow_another_writer_of_the_same_stream(tmp_path, guarded):
+    """A grouped writer keeps each stream's next stream_seq in memory. Another connection appending
+    to the same stream between two of its flushes makes that counter stale: with flux's
+    UNIQUE(stream, stream_seq) the flush's INSERT fails, is rolled back and written again from the
+    table (no data_version read); without the index (``guarded`` False) data_version says so first.
+    Either way the stream stays contiguous and the registry follows the last row."""
+    d = tmp_path / "s"
+    a = StoreWriter(d, clock=lambda: 1_000)
+    assert a._seq_guarded  # the writer's own schema has the index
+    a._seq_guarded = guarded
+    sid = a.create_session("mock")
+    with a.grouped():
+        for round_ in range(3):
+            a.append_text(sid, "run", '{"kind":"run","data":{"event":"step_started","step":"a","op":"x","input_hash":"h"}}')
+            a.append_text(sid, "run", '{"kind":"run","data":{"event":"step_started","step":"b","op":"x","input_hash":"h"}}')
+            a.flush()
+            with StoreWriter(d, clock=lambda: 2_000) as b:  # another connection: one by one
+                b.append(sid, Message.text("user", f"other {round_}"))
+                b.append(sid, Message.text("user", "and again"))
+    a.close()
+    con = sqlite3.connect(d / "events.db")
+    seqs = [r[0] for r in con.execute("SELECT stream_seq FROM events WHERE stream = ? ORDER BY global_seq", (sid,))]
+    last_seq, msg_count = con.execute("SELECT last_seq, msg_count FROM streams").fetchone()
+    con.close()
+    assert seqs == list(range(1 + 3 * 4))
+    assert (last_seq, msg_count) == (12, 6)
+
+
+def test_the_seq_guard_is_flux_unique_index(tmp_path, fixture_store):
+    import shutil
+
+    shutil.copytree(fixture_store, tmp_path / "flux")  # a store flux itself created has it
+    with StoreWriter(tmp_path / "flux") as w:
+        assert w._seq_guarded
+    d = tmp_path / "bare"
+    d.mkdir()
+    con = sqlite3.connect(d / "events.db")  # an events table without UNIQUE(stream, stream_seq)
+    ddl = schema_ddl_without_unique()
+    con.executescript(ddl)
+    con.close()
+    with StoreWriter(d) as w:
+        assert not w._seq_guarded
+
+
+def schema_ddl_without_unique() -> str:
+    from flux.store import schema
+
+    ddl = schema.EVENTS_DDL.replace(",\n                 UNIQUE(stream, stream_seq)", "")
+    assert "UNIQUE(stream, stream_seq)" not in ddl
+    return ddl
+
+
 def test_ulid_digits_equal_base32_of_the_value():
     import base64
 

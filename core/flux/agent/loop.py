@@ -43,13 +43,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..canonical import canonical_json, compact_json, scrub_text, scrub_value, sha256_hex
-from ..cassette.record import CassetteWriteError, RecordingHost, scrub_outcome
+from ..cassette.record import CassetteWriteError, RecordingHost, scrub_outcome, truncate_utf8
 from ..cassette.redactor import Redactor, secret_name
 from ..errors import FluxError
 from ..lang import ast as A
 from ..lang.astjson import bind_call_json_text
-from ..lang.formatter import format_bind_call, format_flow
+from ..lang.formatter import _IDENT, _OPNAME, format_bind_call, format_flow
 from ..lang.hashes import fingerprint, flow_key, one_statement_hashes
+from ..lang.parser import RESERVED
 from ..lang.interpreter import Interpreter, OpOutcome, completed_work
 from ..store.events import (
     CallUsage, Message, Observation, OpRecorded, PlanAttempted, Run, TurnEnded, Usage, decode_run, encode_accepted_plan,
@@ -58,8 +59,8 @@ from ..store.events import (
 from ..model.pricing import Spend
 from ..store.bindings import FlowDbBindings
 from ..store.store import StoreWriter
-from .approver import ApprovalRequest, Approver
-from .ops import MUTATING_EFFECTS, Toolbox, validate_input
+from .approver import ApprovalRequest, Approver, AutoApprove
+from .ops import MUTATING_EFFECTS, Op, Toolbox, validate_input
 from .providers.base import Chunk, ModelRequest, ProviderError, assemble
 
 __all__ = ["TurnOutput", "PlanRecord", "ToolCall", "TurnRunner", "provider_history", "RetryPolicy"]
@@ -327,14 +328,101 @@ def _dict_shape(keys: tuple, redactor: Redactor) -> Optional[tuple[tuple[str, bo
                  for i, (k, r) in enumerate(zip(keys, red)))
 
 
-def observation_texts(observations: list[Observation], redactor: Redactor) -> list[str]:
+class ToolObservations:
+    """The observations of one adaptive tool call, in one entry of the turn's observation list:
+    ``tool_call`` {caller, subjects, tool} and ``tool.started`` {dispatch, elapsed_us: 0, tool} when
+    the call begins, ``tool.ended`` {dispatch, elapsed_us, execution_us, status, tool} once
+    :meth:`end` is called (a turn cut short in between has the first two only). What the fused call
+    (:class:`_DirectCall`) appends instead of three :class:`Observation` objects;
+    :func:`observation_texts` writes the same texts (:meth:`observations` are the three)."""
+
+    __slots__ = ("dispatch", "tool", "subjects", "elapsed_us", "execution_us", "status")
+
+    def __init__(self, dispatch: int, tool: str, subjects: list):
+        self.dispatch, self.tool, self.subjects = dispatch, tool, subjects
+        self.status: Optional[str] = None
+        self.elapsed_us = self.execution_us = 0
+
+    def end(self, elapsed_us: int, execution_us: int, status: str) -> None:
+        self.elapsed_us, self.execution_us, self.status = elapsed_us, execution_us, status
+
+    def observations(self) -> list[Observation]:
+        obs = [Observation("tool_call", "turn", {"caller": "local", "subjects": self.subjects, "tool": self.tool}),
+               Observation("tool.started", "turn", {"dispatch": self.dispatch, "elapsed_us": 0, "tool": self.tool})]
+        if self.status is not None:
+            obs.append(Observation("tool.ended", "turn", {
+                "dispatch": self.dispatch, "elapsed_us": self.elapsed_us, "execution_us": self.execution_us,
+                "status": self.status, "tool": self.tool}))
+        return obs
+
+
+_OBS_HEAD = '{"kind":"observation","data":{"kind":"'
+_TOOL_CALL_HEAD = _OBS_HEAD + 'tool_call","phase":"turn","data":{'
+_TOOL_STARTED_HEAD = _OBS_HEAD + 'tool.started","phase":"turn","data":{'
+_TOOL_ENDED_HEAD = _OBS_HEAD + 'tool.ended","phase":"turn","data":{'
+_TOOL_CALL_KEYS = ("caller", "subjects", "tool")
+_TOOL_STARTED_KEYS = ("dispatch", "elapsed_us", "tool")
+_TOOL_ENDED_KEYS = ("dispatch", "elapsed_us", "execution_us", "status", "tool")
+
+
+def _tool_frags(writer: RedactedJson) -> Optional[tuple[tuple[str, ...], ...]]:
+    """The key fragments of the three tool observations' dicts, as :meth:`RedactedJson.dict_text`
+    writes them, and the text of the caller (``"local"``); None when a value would not be written as it is (a key that names a secret or
+    redacts to another's text, or numbers the redactor may change): then the general path."""
+    if not writer.numbers_stay:
+        return None
+    out = []
+    for keys in (_TOOL_CALL_KEYS, _TOOL_STARTED_KEYS, _TOOL_ENDED_KEYS):
+        shape = writer.shapes.get(keys, _NO_SHAPE)
+        if shape is _NO_SHAPE:
+            shape = writer.shapes[keys] = _dict_shape(keys, writer.redactor)
+        if shape is None or any(secret for _, secret in shape):
+            return None
+        out.append(tuple(frag for frag, _ in shape))
+    out.append(writer.text("local"))
+    return tuple(out)
+
+
+def _tool_observation_texts(ob: ToolObservations, writer: RedactedJson, frags: Any, names: dict, add: Callable) -> None:
+    """The texts of ``ob.observations()`` (as :func:`observation_texts` writes them), from the key
+    fragments (``frags``: :func:`_tool_frags`) and the tool's redacted name (kept in ``names``)."""
+    if frags is None:
+        for o in ob.observations():
+            add(_OBS_HEAD + o.kind + '","phase":"turn","data":' + writer.text(o.data) + "}}")
+        return
+    (c0, c1, c2), (s0, s1, s2), (e0, e1, e2, e3, e4), local = frags
+    tool = names.get(ob.tool)
+    if tool is None:
+        tool = names[ob.tool] = writer.text(ob.tool)
+    d = ob.dispatch
+    d = int.__repr__(d) if type(d) is int else writer.text(d)
+    subjects = ob.subjects
+    add(_TOOL_CALL_HEAD + c0 + local + c1 + ("[]" if not subjects else writer.text(subjects)) + c2 + tool
+        + "}}}")
+    add(_TOOL_STARTED_HEAD + s0 + d + s1 + "0" + s2 + tool + "}}}")
+    if ob.status is not None:
+        el, ex = ob.elapsed_us, ob.execution_us
+        add(_TOOL_ENDED_HEAD + e0 + d + e1 + (int.__repr__(el) if type(el) is int else writer.text(el)) + e2
+            + (int.__repr__(ex) if type(ex) is int else writer.text(ex)) + e3 + writer.text(ob.status) + e4 + tool
+            + "}}}")
+
+
+def observation_texts(observations: list, redactor: Redactor) -> list[str]:
     """``[encode_observation(o.kind, o.phase, redactor.redact_value(o.data)) for o in observations]``
-    — the same texts — for the turn's observation flush (:class:`RedactedJson`)."""
+    — the same texts — for the turn's observation flush (:class:`RedactedJson`); a
+    :class:`ToolObservations` entry stands for its :meth:`~ToolObservations.observations`."""
     writer = RedactedJson(redactor)
     heads: dict[tuple[str, str], str] = {}
     out: list[str] = []
     add = out.append
+    frags: Any = _NO_SHAPE
+    names: dict = {}
     for ob in observations:
+        if type(ob) is ToolObservations:
+            if frags is _NO_SHAPE:
+                frags = _tool_frags(writer)
+            _tool_observation_texts(ob, writer, frags, names, add)
+            continue
         kind, phase, data = ob.kind, ob.phase, ob.data
         if type(kind) is not str or type(phase) is not str:
             add(encode_observation(kind, phase, writer.red_value(data)))
@@ -434,9 +522,10 @@ class _Recorder:
         self.w.append(self.sid, Run(event=body))
         self.appended += 1
 
-    def emit_cell(self, cell: OpRecorded) -> None:
-        """The cassette's sink for a cell (the ``op_recorded`` row of one dispatch)."""
-        self.w.append_text(self.sid, "run", encode_op_recorded(cell))
+    def emit_cell(self, cell: OpRecorded, text: Optional[str] = None) -> None:
+        """The cassette's sink for a cell (the ``op_recorded`` row of one dispatch); ``text``: its
+        payload, when the caller wrote it (``encode_op_recorded(cell)``)."""
+        self.w.append_text(self.sid, "run", encode_op_recorded(cell) if text is None else text)
         self.appended += 1
         self.cells.append(cell)
         if self.durable(cell.op):
@@ -539,6 +628,24 @@ _STEP_STARTED = '{"kind":"run","data":{"event":"step_started","step":'
 _STEP_SUCCEEDED = '{"kind":"run","data":{"event":"step_succeeded","step":'
 
 
+_MISSING: Any = object()
+_ANY: Any = object()  # a property of any type (no "type" in its schema)
+_PLAIN_TYPES = {"string": str, "integer": int, "boolean": bool}  # (a "number" may be a float: general path)
+_PLAIN_SCHEMA_KEYS = frozenset({"type", "description", "title", "default"})
+
+
+@dataclass(frozen=True)
+class _OpFacts:
+    """What the fused tool call needs of one op (:meth:`_DirectCall._facts_of`)."""
+
+    op: Any
+    types: dict  # property -> str / int / bool / _ANY
+    required: frozenset
+    mutating: bool
+    phase: str
+    name_json: str
+
+
 class _DirectCall:
     """One adaptive tool call recorded in one pass: what ``Interpreter.run_call`` of its host plan
     does through ``RecordingHost`` → ``_LiveHost`` with ``_Recorder`` as the sink — the same rows in
@@ -552,15 +659,212 @@ class _DirectCall:
     (tests/agent/test_direct_call.py) record turns this way, through ``run_call`` and through
     ``Interpreter.run`` and compare them row for row."""
 
-    def __init__(self, interp: Interpreter, host: RecordingHost, live: _LiveHost, rec: "_Recorder"):
-        self.interp, self.host, self.live, self.rec = interp, host, live, rec
+    def __init__(self, interp: Interpreter, host: RecordingHost, live: _LiveHost, rec: "_Recorder",
+                 cfg: Optional["TurnConfig"] = None):
+        self.interp, self.host, self.live, self.rec, self.cfg = interp, host, live, rec, cfg
+        self.facts: dict[str, Any] = {}  # op name -> _OpFacts, or None (the op never takes the fused tool call)
 
     @classmethod
-    def of(cls, interp: Interpreter, host: Any, live: Any, rec: "_Recorder") -> Optional["_DirectCall"]:
+    def of(cls, interp: Interpreter, host: Any, live: Any, rec: "_Recorder",
+           cfg: Optional["TurnConfig"] = None) -> Optional["_DirectCall"]:
         if (type(host) is not RecordingHost or host.inner is not live or type(live) is not _LiveHost
                 or not host.enabled or interp.host is not host or interp.sink is not rec or type(rec) is not _Recorder):
             return None
-        return cls(interp, host, live, rec)
+        return cls(interp, host, live, rec, cfg)
+
+    def _facts_of(self, name: str, o: Any) -> Optional["_OpFacts"]:
+        """What :meth:`tool` needs of op ``o`` (the toolbox's ``name``), or None when its calls take
+        the general path: an op whose name has no plain spelling in a plan, or whose input schema
+        is more than flat typed properties (its validation is then :func:`validate_input`'s)."""
+        if type(o) is not Op or name in RESERVED or not _OPNAME.match(name) or o.name != name:
+            return None
+        schema = o.input_schema
+        if type(schema) is not dict:
+            return None
+        props = schema.get("properties", {})
+        required = schema.get("required", ())
+        if type(props) is not dict or type(required) not in (list, tuple) or "__malformed_arguments__" in props:
+            return None
+        types: dict[str, Any] = {}
+        for k, sub in props.items():
+            if type(k) is not str or type(sub) is not dict or any(x not in _PLAIN_SCHEMA_KEYS for x in sub):
+                return None
+            t = sub.get("type", _ANY)
+            if t is not _ANY and (type(t) is not str or t not in _PLAIN_TYPES):
+                return None
+            types[k] = _PLAIN_TYPES.get(t, _ANY)
+        if any(type(k) is not str or k not in types for k in required):
+            return None  # (a required argument the schema does not list: validate_input says what is wrong)
+        mutating = o.effect in MUTATING_EFFECTS
+        return _OpFacts(o, types, frozenset(required), mutating, "execute" if mutating else "gather", json_str(name))
+
+    def tool(self, tu: dict, index: int, batch: str, out: "TurnOutput", observations: list, turn_id: int) -> Optional[dict]:
+        """``TurnRunner._tool`` of one tool call, fused with :meth:`call`, for the common case: a
+        known op with a flat typed schema, its input a JSON object of plain scalars that passes
+        validation (strings printable, without quotes, backslashes or braces; ints, bools, nulls —
+        so the plan's literal, the input's canonical JSON and the AST's literal are one text), a
+        plan in which the redactor finds nothing (``Redactor.finds_nothing``: then neither the
+        plan's text, nor the input's, nor any node of its view changes). None — before anything is done — for any other call, which
+        ``_tool`` then makes the general way. The same rows, values, state and observations
+        (tests/agent/test_direct_call.py compares them with the general path)."""
+        name, tid, inp = tu.get("name"), tu.get("id"), tu.get("input")
+        if type(name) is not str or type(tid) is not str or type(inp) is not dict:
+            return None
+        cfg = self.cfg
+        o = cfg.toolbox.get(name)
+        facts = self.facts.get(name)
+        if facts is None or facts.op is not o:
+            if facts is None and name in self.facts:
+                return None
+            facts = self.facts[name] = self._facts_of(name, o)
+            if facts is None:
+                return None
+        # Validation and the literal in one pass over the sorted keys (validate_input's verdict for
+        # what passes; anything else goes to the general path, which says what is wrong).
+        types = facts.types
+        parts = []
+        required = 0
+        try:
+            keys = sorted(inp)
+        except TypeError:
+            return None
+        for k in keys:
+            want = types.get(k, _MISSING) if type(k) is str else _MISSING
+            if want is _MISSING or not k.isprintable() or '"' in k or "\\" in k or "{" in k or "}" in k:
+                return None
+            v = inp[k]
+            t = type(v)
+            if t is str:
+                if not v.isprintable() or '"' in v or "\\" in v or "{" in v or "}" in v or (want is not _ANY and want is not str):
+                    return None
+                parts.append('"' + k + '":"' + v + '"')
+            elif t is int:
+                if want is not _ANY and want is not int:
+                    return None
+                parts.append('"' + k + '":' + int.__repr__(v))
+            elif t is bool:
+                if want is not _ANY and want is not bool:
+                    return None
+                parts.append('"' + k + '":' + ("true" if v else "false"))
+            elif v is None:
+                parts.append('"' + k + '":null')
+            else:
+                return None
+            if k in facts.required:
+                required += 1
+        if required != len(facts.required):
+            return None
+        literal = "{" + ",".join(parts) + "}"
+        mutating = facts.mutating
+        out_step = len(out.plans) + 1
+        bind = f"adaptive_{batch}_action_{index}" if mutating else f"adaptive_gather_{out_step}"
+        if bind in RESERVED or not _IDENT.match(bind):
+            return None
+        plan_text = "flow\n  " + bind + " = " + name + "(" + literal + ")\n"
+        redactor = cfg.redactor
+        secrets = redactor.secret_pattern
+        if not redactor.finds_nothing(plan_text):  # (nor in the literal, a part of it)
+            return None
+        # -- from here on the call is made: the general path's steps, in its order -----------------
+        interp, live, rec, host = self.interp, self.live, self.rec, self.host
+        w, sid = rec.w, rec.sid
+        path = inp.get("path")
+        obs = ToolObservations(len(out.tool_calls) + 1, name, [path] if type(path) is str else [])
+        observations.append(obs)
+        t0 = cfg.timer()
+        stmt = ('{"kind":"bind","name":"' + bind + '","value":{"kind":"call","op":' + facts.name_json
+                + ',"args":[{"kind":"lit","value":' + literal + "}]}}")
+        fp, key = one_statement_hashes(stmt)
+        phase = facts.phase
+        rec.append_text("plan_attempted", encode_accepted_plan(out_step, fp, phase, plan_text), turn_id)
+        out.plans.append(PlanRecord(out_step, phase, fp, key, plan_text))
+        live.last = None
+        interp.symbols = {}
+        # call(): the input (a plain copy), its hash, step_started; the durability flush, approval, the op.
+        input_obj = dict(inp)
+        ih = sha256_hex(literal)
+        step = "step_" + name + "_" + ih[:16]
+        interp._last_vid = None
+        w.append_text(sid, "run", _STEP_STARTED + '"' + step + '","op":' + facts.name_json + ',"input_hash":"' + ih
+                      + '"}}')
+        rec.appended += 1
+        rec.before_dispatch(name)
+        live.dispatches += 1
+        started = live.timer()
+        approver = live.approver
+        if type(approver) is AutoApprove:  # its decision is known: allowed
+            allowed, reason = True, None
+        else:
+            d = approver.decide(ApprovalRequest(op=name, effect=o.effect, input=input_obj))
+            allowed, reason = d.allowed, d.reason
+        if allowed:
+            res = o.call(input_obj)
+            if type(res) is not OpOutcome or res.view is not None or type(res.content) is not str \
+                    or scrub_text(res.content) is not res.content:  # else scrub_outcome has nothing to replace
+                res = scrub_outcome(res)
+            outcome = res
+        else:
+            res = OpOutcome(content=reason or f"denied: `{name}`", is_error=True, denied=True)
+            outcome = scrub_outcome(res)  # the refusal's text is scrubbed by RecordingHost.begin alone
+        exec_us = max(0, live.timer() - started)
+        live.last_exec_us = exec_us
+        failed = outcome.denied or outcome.is_error
+        status = "denied" if res.denied else ("error" if res.is_error else "ok")
+        live.log.append((name, input_obj, status, started, exec_us))
+        live.last = res
+        # RecordingHost.record: the cell, written from its parts when build_cell's general steps
+        # would find nothing to do (an outcome without a view, an input the redactor leaves alone).
+        content = outcome.content
+        if outcome is res and allowed and type(content) is str and res.view is None \
+                and redactor.secret_pattern is secrets:  # (no secret registered since the plan was checked)
+            try:
+                self._cell(name, facts.name_json, step, ih, literal, content, res)
+            except Exception as e:
+                raise CassetteWriteError(name, e) from e
+        else:
+            host.record(name, literal, outcome, input_hash=ih)
+        interp.clock.dispatched()
+        interp._steps_base += 1
+        if failed:
+            rec.emit({"event": "step_failed", "step": step, "error": outcome.content})
+        else:
+            vid = interp._mint(content)
+            interp._last_vid = vid
+            w.append_text(sid, "run", _STEP_SUCCEEDED + '"' + step + '","output":"' + vid + '"}}')
+            rec.appended += 1
+            interp.symbols[bind] = content
+        # _tool's end: the call's observations, its record and the model's tool result.
+        content = res.content if isinstance(res.content, str) else str(res.content)
+        obs.end(cfg.timer() - t0, live.last_exec_us, status)
+        out.tool_calls.append(ToolCall(tid, name, inp, status, content, out_step))
+        return {"type": "tool_result", "tool_use_id": tid, "content": [{"type": "text", "text": content}],
+                "is_error": status != "ok"}
+
+    def _cell(self, op: str, op_json: str, step: str, ih: str, input_json: str, raw: str, res: OpOutcome) -> None:
+        """``host.record(op, input_json, res, input_hash=ih)`` for an outcome with text content and
+        no view, whose input the redactor leaves alone: build_cell's steps that change nothing
+        skipped, the row's text written from the fields."""
+        host, rec = self.host, self.rec
+        redactor, cap = host.redactor, host.cap
+        content = redactor.redact(raw)
+        changed = content != raw
+        content, truncated = truncate_utf8(content, cap)
+        view, view_truncated = truncate_utf8(input_json, cap)
+        is_error, denied = bool(res.is_error), bool(res.denied)
+        seq = host.seq
+        cell = OpRecorded(seq=seq, step=step, op=op, input_hash=ih, input_hash_redacted=None, input_view=view,
+                          input_view_truncated=view_truncated, content=content, view=None, is_error=is_error,
+                          denied=denied, redacted=changed, truncated=truncated)
+        rec.emit_cell(cell, '{"kind":"run","data":{"event":"op_recorded","seq":' + int.__repr__(seq) + ',"step":"'
+                      + step + '","op":' + op_json + ',"input_hash":"' + ih + '","input_view":' + json_str(view)
+                      + (',"input_view_truncated":true,"content":' if view_truncated else
+                         ',"input_view_truncated":false,"content":') + json_str(content)
+                      + (',"is_error":true' if is_error else ',"is_error":false')
+                      + (',"denied":true' if denied else ',"denied":false')
+                      + (',"redacted":true' if changed else ',"redacted":false')
+                      + (',"truncated":true}}' if truncated else ',"truncated":false}}'))
+        host.seq = seq + 1
+        host.cells.append(cell)
 
     def call(self, bind: str, op: str, o: Any, inp: Any) -> bool:
         """Run and record the call ``bind = op(inp)``; False (nothing done) when ``inp`` is not plain."""
@@ -766,7 +1070,7 @@ class TurnRunner:
         host = RecordingHost(inner, rec, cfg.redactor, cfg.cap, enabled=cfg.cassette)
         interp = Interpreter(cfg.toolbox.catalog(), host, rec, run_id=cfg.session, sleep=rec.sleep,
                              session=_bindings(cfg))
-        direct = _DirectCall.of(interp, host, live, rec)
+        direct = _DirectCall.of(interp, host, live, rec, cfg)
         base = provider_history(history + [user_msg])
         answer = ""
         outcome = "ok"
@@ -822,6 +1126,10 @@ class TurnRunner:
               rec: _Recorder, out: TurnOutput, observations: list, turn_id: int,
               direct: Optional["_DirectCall"] = None) -> dict:
         cfg = self.cfg
+        if direct is not None and cfg.on_event is None:  # the common call, fused (None: it is not one)
+            result = direct.tool(tu, index, batch, out, observations, turn_id)
+            if result is not None:
+                return result
         name = str(tu.get("name", ""))
         tid = str(tu.get("id", ""))
         inp = tu.get("input")

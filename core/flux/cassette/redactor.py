@@ -166,6 +166,19 @@ class Redactor:
         and no pass 2-4 literal occurs in it (the prefilter)."""
         return self._secret_re is None and not _may_match(text)
 
+    def finds_nothing(self, text: str) -> bool:
+        """True when :meth:`redact` certainly returns ``text`` unchanged, registered secrets or not:
+        none of them occurs in it (pass 1 then replaces nothing, markers or no markers) and no pass
+        2-4 literal does (the prefilter). Also true of every substring of ``text``."""
+        secret_re = self._secret_re
+        return (secret_re is None or secret_re.search(text) is None) and not _may_match(text)
+
+    @property
+    def secret_pattern(self) -> "re.Pattern[str] | None":
+        """The registered secrets' pattern (None: none registered); a new object whenever a secret
+        is registered — what a caller compares to know nothing was registered in between."""
+        return self._secret_re
+
     # -- the passes -----------------------------------------------------------------------------
 
     def redact(self, text: str) -> str:

@@ -757,6 +757,7 @@ class StoreWriter:
             self.conn.execute("PRAGMA synchronous = NORMAL")
             self._bootstrap()
             self._bootstrap_flow()
+            self._seq_guarded = self._has_seq_guard()
         except sqlite3.Error as e:
             raise _translate(e, events_path) from None
 
@@ -781,6 +782,18 @@ class StoreWriter:
         except BaseException:
             c.execute("ROLLBACK")
             raise
+
+    def _has_seq_guard(self) -> bool:
+        """Whether ``events`` has a full UNIQUE index on exactly (stream, stream_seq) — flux's
+        ``UNIQUE(stream, stream_seq)``: then a stale in-memory ``stream_seq`` cannot be written, it
+        fails the INSERT (see :meth:`flush`)."""
+        c = self.conn
+        for _seq, name, unique, _origin, partial in c.execute("PRAGMA index_list(events)").fetchall():
+            if unique and not partial:
+                cols = [r[2] for r in c.execute(f"PRAGMA index_info({_quote_ident(name)})").fetchall()]
+                if cols == ["stream", "stream_seq"]:
+                    return True
+        return False
 
     def _bootstrap_flow(self) -> None:
         flow = sqlite3.connect(str(self.dir / FLOW_DB), isolation_level=None)
@@ -868,23 +881,43 @@ class StoreWriter:
         """Write every buffered append in one transaction (a no-op when nothing is pending).
 
         :meth:`transaction` with an empty body, spelled out: an effectful op's commit runs this
-        once per op, and the generator context manager was a fifth of the writer's own time."""
+        once per op. The in-memory ``stream_seq`` counters are checked without a statement of
+        their own when the table has flux's ``UNIQUE(stream, stream_seq)`` (:meth:`_has_seq_guard`):
+        another connection can only have *added* rows to a stream since our last transaction, so a
+        stale counter is one already taken — the INSERT fails with a constraint error, nothing of
+        this transaction is kept (rolled back), and it is written again once, from the table's
+        ``MAX(stream_seq)``. Without that index, ``PRAGMA data_version`` is read first, as
+        :meth:`transaction` does."""
         with self._lock:
-            if not self._pending:
+            pending = self._pending
+            if not pending:
                 return
             if self._tx_depth:  # inside an open transaction: its commit writes them
                 self._write_pending()
                 return
             conn = self.conn
-            self._begin()
-            try:
-                self._write_pending()
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                self._next_seq.clear()  # the rows it inserted are gone
-                raise
+            guarded = self._seq_guarded
+            for retry in (False, True):
+                if guarded:
+                    conn.execute("BEGIN IMMEDIATE")
+                else:
+                    self._begin()
+                try:
+                    self._write_pending()
+                    conn.execute("COMMIT")
+                    return
+                except sqlite3.IntegrityError:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    self._next_seq.clear()  # re-read from the table
+                    if retry or not guarded:
+                        raise
+                    self._pending = pending  # the same rows again (new ids), at the table's next seqs
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    self._next_seq.clear()  # the rows it inserted are gone
+                    raise
 
     _INSERT = ("INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload, turn_id)"
                " VALUES (?, ?, ?, ?, 1, ?, ?, ?)")
@@ -892,65 +925,70 @@ class StoreWriter:
     def _write_pending(self) -> None:
         """Insert the buffered appends (inside the open transaction), then bring each registry row
         to where the per-row updates would leave it, in one UPDATE per stream."""
-        ev = _events()  # imported on first use (a reader-only process never loads the encoders)
-        Compacted, Message, ModelChanged, SessionStarted, encode_payload = (
-            ev.Compacted, ev.Message, ev.ModelChanged, ev.SessionStarted, ev.encode_payload)
-
         pending, self._pending = self._pending, []
         next_seq = self._next_seq
         rows: list = []  # the rows' values, flat (7 per row: _insert_event_rows)
         reg: dict[str, list] = {}  # stream -> [ts, seq, model, msg base (None: keep), messages added]
-        r: list | None = None
-        r_stream = None
         # The ids, minted in order: one new_ulids() per run of rows with the same ms (the same ids
         # new_ulid() per row mints, and the same state left behind).
         ids: list[str] = []
-        run_ts, run_n = None, 0
-        for _s, _b, _t, ts in pending:
-            if ts != run_ts:
-                if run_n:
-                    ids += new_ulids(run_ts, run_n)  # type: ignore[arg-type]
-                run_ts, run_n = ts, 0
+        run_ts, run_n = pending[0][3] if pending else None, 0
+        for row in pending:
+            if row[3] != run_ts:
+                ids += new_ulids(run_ts, run_n)  # type: ignore[arg-type]
+                run_ts, run_n = row[3], 0
             run_n += 1
         if run_n:
             ids += new_ulids(run_ts, run_n)  # type: ignore[arg-type]
+        encoded, encoded_message = _Encoded, _EncodedMessage
+        r: list | None = None  # the registry entry of r_stream; its ts and seq are kept in last_ts, seq
+        r_stream = None
+        seq = last_ts = 0
         for (stream, body, turn_id, ts), eid in zip(pending, ids):
             if stream is not r_stream:
+                if r is not None:
+                    r[0], r[1] = last_ts, seq
                 r = reg.get(stream)
                 if r is None:
-                    seq = next_seq.get(stream)
-                    r = reg[stream] = [ts, self._max_seq(stream) - 1 if seq is None else seq - 1, None, None, 0]
+                    base = next_seq.get(stream)
+                    r = reg[stream] = [ts, (self._max_seq(stream) if base is None else base) - 1, None, None, 0]
+                seq = r[1]
                 r_stream = stream
-            seq = r[1] + 1  # type: ignore[index]
-            r[0], r[1] = ts, seq  # type: ignore[index]
+            seq += 1
+            last_ts = ts
             # Lone surrogates cannot be stored as UTF-8: the one rule (flux.canonical.scrub_text).
-            if type(body) is _Encoded:  # never a registry kind (append_text refuses them)
+            kind_of = type(body)
+            if kind_of is encoded:  # never a registry kind (append_text refuses them)
                 rows += (stream, seq, eid, body.KIND, ts, scrub_text(body.payload), turn_id)
                 continue
-            if type(body) is _EncodedMessage:
+            if kind_of is encoded_message:
                 rows += (stream, seq, eid, "message", ts, scrub_text(body.payload), turn_id)
                 r[4] += 1  # type: ignore[index]
                 continue
+            ev = _events()  # imported on first use (a reader-only process never loads the encoders)
             kind = body.KIND
-            rows += (stream, seq, eid, kind, ts, scrub_text(encode_payload(body)), turn_id)
+            rows += (stream, seq, eid, kind, ts, scrub_text(ev.encode_payload(body)), turn_id)
             if kind in _REGISTRY_KINDS:
-                if isinstance(body, Message):
+                if isinstance(body, ev.Message):
                     r[4] += 1  # type: ignore[index]
-                elif isinstance(body, (SessionStarted, ModelChanged)):
+                elif isinstance(body, (ev.SessionStarted, ev.ModelChanged)):
                     r[2] = body.model  # type: ignore[index]
-                elif isinstance(body, Compacted):
+                elif isinstance(body, ev.Compacted):
                     r[3], r[4] = len(body.messages), 0  # type: ignore[index]
+        if r is not None:
+            r[0], r[1] = last_ts, seq
         for stream, entry in reg.items():
             next_seq[stream] = entry[1] + 1  # forgotten by flush()/transaction() if this transaction rolls back
-        _insert_event_rows(self.conn, rows)
+        conn = self.conn
+        _insert_event_rows(conn, rows)
         for stream, (ts, seq, model, base, added) in reg.items():
             n = session_number(stream)
             if n is None:
                 continue
             if base is None:
-                self.conn.execute(_REGISTRY_ADD, (ts, seq, model, added, n))
+                conn.execute(_REGISTRY_ADD, (ts, seq, model, added, n))
             else:
-                self.conn.execute(_REGISTRY_SET, (ts, seq, model, base + added, n))
+                conn.execute(_REGISTRY_SET, (ts, seq, model, base + added, n))
 
     def _max_seq(self, stream: str) -> int:
         return self.conn.execute("SELECT COALESCE(MAX(stream_seq), -1) + 1 FROM events WHERE stream = ?", (stream,)).fetchone()[0]
@@ -1153,6 +1191,10 @@ class StoreWriter:
                 c.execute("UPDATE streams SET updated_at = ?, last_seq = ?, model = COALESCE(?, model),"
                           " msg_count = msg_count + 0 WHERE n = ?", (ts, seq + n - 1, None, num))
         return n
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _events():
