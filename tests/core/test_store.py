@@ -466,3 +466,44 @@ def test_new_ulids_text_is_encode_of_each_value_interleaved_with_new_ulid(start,
         want = [ulid._encode((ms << 80) | ((rand + i) & ((1 << 80) - 1))) for i in range(count)]
         assert ids == want
         rand = (rand + count - 1) & ((1 << 80) - 1)
+
+
+@settings(max_examples=30, deadline=None)
+@given(max_rows=st.integers(1, 4), before=st.integers(0, 4), kinds=st.sampled_from([("plan_attempted", "run"), ("run", "run")]))
+def test_append_text_pair_is_two_append_texts(tmp_path_factory, max_rows, before, kinds):
+    """The same rows, stamps and COMMIT boundaries, whatever the buffer holds and wherever the
+    group's row limit falls (the recorder's plan and step_started of each tool call)."""
+    import itertools
+
+    def write(d, pair):
+        tick = itertools.count(1_000).__next__
+        w = StoreWriter(d, clock=tick)
+        sid = w.create_session("mock")
+        commits = []
+        w.conn.set_trace_callback(lambda sql: commits.append(w.conn.total_changes) if sql == "COMMIT" else None)
+        tid = w.begin_turn(sid, "go", "mock")
+        with w.grouped(max_rows=max_rows):
+            for i in range(before):
+                w.append_text(sid, "run", f'{{"kind":"run","data":{{"event":"step_started","step":"b{i}","op":"x","input_hash":"h"}}}}')
+            a = ('{"kind":"plan_attempted","data":{"step":1,"outcome":"accepted"}}' if kinds[0] == "plan_attempted" else
+                 '{"kind":"run","data":{"event":"step_started","step":"a","op":"x","input_hash":"h"}}')
+            b = '{"kind":"run","data":{"event":"step_started","step":"z","op":"x","input_hash":"h"}}'
+            t1 = tid if kinds[0] == "plan_attempted" else None
+            if pair:
+                w.append_text_pair(sid, kinds[0], a, t1, kinds[1], b, None)
+            else:
+                w.append_text(sid, kinds[0], a, turn_id=t1)
+                w.append_text(sid, kinds[1], b)
+            w.append_text(sid, "run", '{"kind":"run","data":{"event":"step_started","step":"after","op":"x","input_hash":"h"}}')
+        w.close()
+        con = sqlite3.connect(d / "events.db")
+        rows = con.execute("SELECT stream, stream_seq, kind, ts, turn_id, payload FROM events ORDER BY global_seq").fetchall()
+        reg = con.execute("SELECT updated_at, last_seq, msg_count FROM streams").fetchall()
+        con.close()
+        return rows, reg, commits
+
+    tmp = tmp_path_factory.mktemp("pair")
+    assert write(tmp / "pair", True) == write(tmp / "seq", False)
+    with StoreWriter(tmp / "bad") as w:
+        with pytest.raises(ValueError):
+            w.append_text_pair(w.create_session("m"), "run", "{}", 3, "run", "{}", None)  # a run row never has a turn id

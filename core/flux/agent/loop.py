@@ -776,18 +776,19 @@ class _DirectCall:
                 + ',"args":[{"kind":"lit","value":' + literal + "}]}}")
         fp, key = one_statement_hashes(stmt)
         phase = facts.phase
-        rec.append_text("plan_attempted", encode_accepted_plan(out_step, fp, phase, plan_text), turn_id)
+        # The plan row, then call()'s: the input (a plain copy), its hash, step_started (one append
+        # of the two rows, as two appends would write them); the durability flush, approval, the op.
+        ih = sha256_hex(literal)
+        step = "step_" + name + "_" + ih[:16]
+        w.append_text_pair(sid, "plan_attempted", encode_accepted_plan(out_step, fp, phase, plan_text), turn_id,
+                           "run", _STEP_STARTED + '"' + step + '","op":' + facts.name_json + ',"input_hash":"' + ih
+                           + '"}}', None)
+        rec.appended += 2
         out.plans.append(PlanRecord(out_step, phase, fp, key, plan_text))
         live.last = None
         interp.symbols = {}
-        # call(): the input (a plain copy), its hash, step_started; the durability flush, approval, the op.
         input_obj = dict(inp)
-        ih = sha256_hex(literal)
-        step = "step_" + name + "_" + ih[:16]
         interp._last_vid = None
-        w.append_text(sid, "run", _STEP_STARTED + '"' + step + '","op":' + facts.name_json + ',"input_hash":"' + ih
-                      + '"}}')
-        rec.appended += 1
         rec.before_dispatch(name)
         live.dispatches += 1
         started = live.timer()
@@ -852,9 +853,9 @@ class _DirectCall:
         view, view_truncated = truncate_utf8(input_json, cap)
         is_error, denied = bool(res.is_error), bool(res.denied)
         seq = host.seq
-        cell = OpRecorded(seq=seq, step=step, op=op, input_hash=ih, input_hash_redacted=None, input_view=view,
-                          input_view_truncated=view_truncated, content=content, view=None, is_error=is_error,
-                          denied=denied, redacted=changed, truncated=truncated)
+        # (positional, in declared field order: half the cost of 13 keywords; the test compares cells)
+        cell = OpRecorded(seq, step, op, ih, None, view, view_truncated, content, None, is_error, denied, changed,
+                          truncated)
         rec.emit_cell(cell, '{"kind":"run","data":{"event":"op_recorded","seq":' + int.__repr__(seq) + ',"step":"'
                       + step + '","op":' + op_json + ',"input_hash":"' + ih + '","input_view":' + json_str(view)
                       + (',"input_view_truncated":true,"content":' if view_truncated else

@@ -714,6 +714,8 @@ _REGISTRY_SET = "UPDATE streams SET updated_at = ?, last_seq = ?, model = COALES
 
 # The kinds whose rows move the registry beyond updated_at/last_seq (msg_count, model).
 _REGISTRY_KINDS = frozenset({"message", "session_started", "model_changed", "compacted"})
+_UNSCOPED_KINDS = schema.UNSCOPED_KINDS
+_monotonic = time.monotonic
 
 
 class StoreWriter:
@@ -1053,23 +1055,45 @@ class StoreWriter:
         """:meth:`append` of a body whose payload text the caller has built — it must be exactly
         ``encode_payload(body)`` (the recorder's hot rows, property-tested equal). Only for kinds
         that leave the registry's model and message count alone."""
-        if kind in _REGISTRY_KINDS or (turn_id is not None and kind in schema.UNSCOPED_KINDS):
+        if kind in _REGISTRY_KINDS or (turn_id is not None and kind in _UNSCOPED_KINDS):
             raise ValueError(f"append_text cannot write a {kind} row" + (" with a turn_id" if turn_id is not None else ""))
-        body = _Encoded(kind, payload)
         if ts is None:
             ts = self._clock()
         group = self._group
-        if group is not None and self._tx_depth == 0:  # _buffer, inline (the recorder's four rows per op call)
+        if group is not None and not self._tx_depth:  # _buffer, inline (the recorder's four rows per op call)
             pending = self._pending
             if not pending:
-                self._pending_since = time.monotonic()
-            pending.append((stream, body, turn_id, ts))
-            if len(pending) >= group[0] or time.monotonic() - self._pending_since >= group[1]:
+                self._pending_since = _monotonic()
+            pending.append((stream, _Encoded(kind, payload), turn_id, ts))
+            if len(pending) >= group[0] or _monotonic() - self._pending_since >= group[1]:
                 self.flush()
             return
         with self.transaction():
-            self._pending.append((stream, body, turn_id, ts))
+            self._pending.append((stream, _Encoded(kind, payload), turn_id, ts))
             self._write_pending()
+
+    def append_text_pair(self, stream: str, kind: str, payload: str, turn_id: int | None, kind2: str, payload2: str,
+                         turn_id2: int | None) -> None:
+        """``append_text(stream, kind, payload, turn_id=turn_id)`` then the same of the second row —
+        the same rows, stamps (the clock read once per row, in order), buffering and flushes — in one
+        call (the recorder's plan and ``step_started`` of each tool call)."""
+        group = self._group
+        if group is None or self._tx_depth or kind in _REGISTRY_KINDS or kind2 in _REGISTRY_KINDS or \
+                (turn_id is not None and kind in _UNSCOPED_KINDS) or (turn_id2 is not None and kind2 in _UNSCOPED_KINDS):
+            self.append_text(stream, kind, payload, turn_id=turn_id)
+            self.append_text(stream, kind2, payload2, turn_id=turn_id2)
+            return
+        pending = self._pending
+        if not pending:
+            self._pending_since = _monotonic()
+        pending.append((stream, _Encoded(kind, payload), turn_id, self._clock()))
+        if len(pending) >= group[0] or _monotonic() - self._pending_since >= group[1]:
+            self.flush()  # (as append_text would; the second row then starts the next batch)
+            self.append_text(stream, kind2, payload2, turn_id=turn_id2)
+            return
+        pending.append((stream, _Encoded(kind2, payload2), turn_id2, self._clock()))
+        if len(pending) >= group[0] or _monotonic() - self._pending_since >= group[1]:
+            self.flush()
 
     def append_message_text(self, stream: str, payload: str, *, ts: int | None = None) -> None:
         """:meth:`append` of a ``Message`` whose payload text the caller has built — it must be

@@ -37,16 +37,29 @@ def new_ulid(ms: int | None = None) -> str:
             _last_ms = ms
             rand = _last_rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to increment
         if ms != _ms_text_of:
-            _ms_text = _encode(ms << 80)[:10]
+            _ms_text = _ms_digits(ms)
             _ms_text_of = ms
         high = rand >> 10
         if high != _high_of:
-            _high_text = _encode(rand)[10:24]
+            _high_text = _high_digits(rand)
             _high_of = high
         return _ms_text + _high_text + _PAIRS[rand & 1023]
 
 
 _PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # 10 bits → two Crockford digits
+
+
+def _ms_digits(ms: int) -> str:
+    """``_encode(ms << 80)[:10]``: the millisecond's 10 digits (5 table lookups, not 13)."""
+    p = _PAIRS
+    return p[(ms >> 40) & 1023] + p[(ms >> 30) & 1023] + p[(ms >> 20) & 1023] + p[(ms >> 10) & 1023] + p[ms & 1023]
+
+
+def _high_digits(rand: int) -> str:
+    """``_encode(rand)[10:24]``: the 14 digits of the random part's top 70 bits (7 lookups)."""
+    p = _PAIRS
+    return (p[(rand >> 70) & 1023] + p[(rand >> 60) & 1023] + p[(rand >> 50) & 1023] + p[(rand >> 40) & 1023]
+            + p[(rand >> 30) & 1023] + p[(rand >> 20) & 1023] + p[(rand >> 10) & 1023])
 
 
 def _encode(value: int) -> str:
@@ -77,15 +90,22 @@ def new_ulids(ms: int, n: int) -> list[str]:
             high = ms << 80
             return [_encode(high | ((first + i) & mask)) for i in range(n)]
         if ms != _ms_text_of:
-            _ms_text = _encode(ms << 80)[:10]
+            _ms_text = _ms_digits(ms)
             _ms_text_of = ms
         p = _PAIRS
+        high = first >> 10
+        if high == (first + n - 1) >> 10:  # no carry into the top digits (1,023 times in 1,024)
+            if high != _high_of:
+                _high_text = _high_digits(first)
+                _high_of = high
+            head = _ms_text + _high_text
+            return [head + p[v & 1023] for v in range(first, first + n)]
         out: list[str] = []
         value, end = first, first + n
         while value < end:
             high = value >> 10
             if high != _high_of:
-                _high_text = _encode(value)[10:24]
+                _high_text = _high_digits(value)
                 _high_of = high
             stop = min(end, (high + 1) << 10)  # the next carry into the top digits
             head = _ms_text + _high_text
