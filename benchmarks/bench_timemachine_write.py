@@ -24,6 +24,9 @@ the rounds interleave this checkout's code with the other one's (e.g. a detached
 ``git worktree add --detach /tmp/main-wt main``), so both are measured in the same minutes on the
 same stores: per round, old replay, old measured, new replay, new measured.
 
+``--phases`` (fork): where the CPU time goes, in this process (the fork's read, parse, conversation,
+prefix run, plan rows, child rows and the rest, beside replay's read and the rest), medians.
+
 ``--cli`` (fork): also time the ``flux fork S --at N --inject JSON --json`` verb in-process
 (click's ``CliRunner`` on ``flux.cli.main``: it resolves the session, loads the store's toolbox,
 shows the side-effect gate and forks), interleaved per round with the replay and ``fork_session``
@@ -273,6 +276,55 @@ def _resurrect(sid: str) -> Timed:
     return setup
 
 
+def phases(sid: str, at: int, master: Path, tmp: Path, repeat: int) -> None:
+    """``--phases``: replay and fork interleaved in this process, each phase's CPU time taken by
+    wrapping the functions the fork (and replay's read) call through their modules' globals."""
+    import flux.timemachine.fork as fork_mod
+    import flux.timemachine.replay as replay_mod
+
+    spent: dict[str, float] = {}
+
+    def timing(mod, name: str, label: str):
+        real = getattr(mod, name)
+
+        def wrapper(*args, **kw):
+            c = time.process_time()
+            try:
+                return real(*args, **kw)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.process_time() - c
+        setattr(mod, name, wrapper)
+        return mod, name, real
+
+    patched = [timing(replay_mod, "read_replay_input", "replay: read"),
+               timing(replay_mod, "parse_stored_plan", "replay: parse the plans"),
+               timing(replay_mod, "_run_plan", "replay: run the plans"),
+               timing(fork_mod, "read_replay_input", "fork: read (as replay's, with the cell bodies)"),
+               timing(fork_mod, "executions_of", "fork: parse the plans (as replay)"),
+               timing(fork_mod, "_conversation", "fork: the conversation at N"),
+               timing(fork_mod, "run_fork_prefix", "fork: the prefix run from tape (as replay's run)"),
+               timing(fork_mod, "_attempt", "fork: the plan rows (format, fingerprint, redact)"),
+               timing(fork_mod, "flush_events", "fork: the child's run rows (payloads + SQLite insert)")]
+    runs: dict[str, list[dict[str, float]]] = {"replay": [], "fork": []}
+    try:
+        for i in range(repeat + 1):  # the first round warms up and is dropped
+            for label, fn in (("replay", _replay(sid)), ("fork", _fork(sid, at))):
+                spent.clear()
+                _, cpu = timed(fn, _fresh(master, tmp / f"phase-{i}-{label}"))
+                shutil.rmtree(tmp / f"phase-{i}-{label}")
+                if i:
+                    row = {k: v * 1000 for k, v in spent.items() if k.startswith(label)}
+                    row[f"{label}: the rest"] = cpu - sum(row.values())
+                    row[f"{label}: total"] = cpu
+                    runs[label].append(row)
+    finally:
+        for mod, name, real in patched:
+            setattr(mod, name, real)
+    for label in ("replay", "fork"):
+        for key in runs[label][0]:
+            print(f"  {key:<62} {statistics.median(r[key] for r in runs[label]):8.1f} ms CPU")
+
+
 def report(label: str, ref_label: str, ref: tuple, meas: tuple, target: float, cpu: bool = True) -> None:
     """``cpu=False``: the CPU time of this process is not the work (the sweep's jobs run in children)."""
     ratio, cpu_ratio = meas[0] / ref[0], meas[1] / ref[1]
@@ -301,6 +353,9 @@ def main() -> None:
                     "core/ directory, interleaved with this one, each run in a fresh worker process")
     ap.add_argument("--cli", action="store_true", help="fork: also time the `flux fork` verb in-process "
                     "(CliRunner), interleaved with replay and fork_session; with --against, instead of fork_session")
+    ap.add_argument("--phases", action="store_true", help="fork: where the CPU time goes, in-process — replay's "
+                    "read and the rest, fork's read, parse, conversation, prefix run, plan rows, child rows and the "
+                    "rest (commit, tail, letting go), medians of --repeat interleaved runs")
     ap.add_argument("--worker", nargs=4, metavar=("WHAT", "WORK", "SID", "ARG"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
@@ -326,6 +381,8 @@ def main() -> None:
                 what, name = ("forkcli", "flux fork --inject") if a.cli else ("fork", "fork_session")
                 for label, (ref, meas) in against(a.against, what, master, sid, at, tmp, a.repeat).items():
                     report(f"{name} at {at:,} [{label}]", f"replay_session [{label}]", ref, meas, 1.5)
+            elif a.phases:
+                phases(sid, at, master, tmp, a.repeat)
             elif a.cli:
                 t = interleaved({"replay": _replay(sid), "sdk": _fork(sid, at), "cli": _fork_cli(sid, at)},
                                 master, tmp, a.repeat)
