@@ -83,7 +83,7 @@ for _ in range(int(sys.argv[2])):
 
 def instructions(core: Path, what: str, store: Path) -> int:
     """Instructions of one ``what`` (replay | floor) run against ``store`` with ``core`` imported."""
-    env = {**os.environ, "PYTHONPATH": str(core)}
+    env = {**os.environ, "PYTHONPATH": str(core), "PYTHONHASHSEED": "0"}  # (dict and set layouts: the same each run)
     code = _IR_SCRIPT.format(bench=str(ROOT / "benchmarks"))
     counts = []
     for n in (1, 3):

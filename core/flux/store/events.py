@@ -672,13 +672,13 @@ def field_reader(cls: type, want: tuple[str, ...] | None = None, make: type[tupl
                                                      for k in (*marks, *names)):
             var = {k: f"v{i}" for i, k in enumerate(dict.fromkeys((*marks, *names)))}
             loads = [f"    {var[k]} = g({k!r}, {defaults[k]!r})" for k in var]
-            checks = [f"({var[k]} is None or type({var[k]}) is str)" if m is _STR_OR_NONE
-                      else f"type({var[k]}) is {m.__name__}" for k, m in marks.items()]
+            checks = [f"({var[k]} is None or t({var[k]}) is s)" if m is _STR_OR_NONE
+                      else f"t({var[k]}) is {m.__name__[0]}" for k, m in marks.items()]
             vals = ", ".join(var[k] for k in names)
             result = f"({vals},) if build is None else build({vals})" if names else "True"
             if make is not None and names:
                 result = f"new(make, ({vals},))"
-            src = "\n".join(["def read(d, build=None):", "    g = d.get", *loads,
+            src = "\n".join(["def read(d, build=None, t=type, s=str, i=int, b=bool):", "    g = d.get", *loads,
                              f"    if not ({' and '.join(checks) or 'True'}):", "        return None",
                              f"    return {result}"])
             scope: dict[str, Any] = {"new": tuple.__new__, "make": make}
