@@ -62,7 +62,7 @@ class HostCall(NamedTuple):
     """A host plan recognised from its text: ``name = op(<canonical JSON object>)``."""
 
     flow_key: str
-    stmt_text: bytes  # its one statement's AST JSON (``stmt`` is its hash, computed when asked)
+    body_text: bytes  # the plan body's AST JSON, ``[<its one statement's>]`` (``flow_key`` hashes it, ``stmt`` its inside)
     name: str  # the binder, without `$`
     op: str
     arg: str  # the literal argument: canonical JSON, so also the op's input JSON
@@ -74,7 +74,7 @@ class HostCall(NamedTuple):
     def stmt(self) -> str:
         """``stmt_hash16`` of its one statement (hashed on each ask: a plan that runs through with no
         latch open never needs it, see :meth:`DirectRunner.run_through`)."""
-        return _sha256(self.stmt_text).hexdigest()[:16]
+        return _sha256(self.body_text[1:-1]).hexdigest()[:16]
 
     def draft(self) -> Any:
         """The parsed plan (what the interpreter runs when the direct path does not apply)."""
@@ -121,10 +121,9 @@ def host_call(source: Any) -> HostCall | None:
             ih = None
         else:
             value, ih = None, _sha256(arg.encode()).hexdigest()
-    stmt_text = ('{"kind":"bind","name":"' + name + '","value":{"kind":"call","op":"' + op
-                 + '","args":[{"kind":"lit","value":' + arg + '}]}}').encode()
-    return _new_tuple(HostCall, ("h:" + _sha256(b"[" + stmt_text + b"]").hexdigest()[:16], stmt_text, name, op, arg,
-                                 value, ih, source))
+    body = ('[{"kind":"bind","name":"' + name + '","value":{"kind":"call","op":"' + op
+            + '","args":[{"kind":"lit","value":' + arg + '}]}}]').encode()
+    return _new_tuple(HostCall, ("h:" + _sha256(body).hexdigest()[:16], body, name, op, arg, value, ih, source))
 
 
 _new_tuple = tuple.__new__  # HostCall(*fields) without the named tuple's own __new__ (all it does)
