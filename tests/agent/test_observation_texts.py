@@ -3,6 +3,7 @@ replaces: ``encode_observation(kind, phase, redactor.redact_value(data))`` per o
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -147,3 +148,53 @@ def test_tool_observations_write_the_texts_of_their_three_observations(entries, 
                                                               "execution_us": ended[1], "status": ended[2], "tool": name}))
     want = [encode_observation(o.kind, o.phase, red.redact_value(o.data)) for o in general]
     assert observation_texts(mixed, red) == want
+
+
+# The closing messages' common shape: plain blocks, most of them texts the redactor finds nothing
+# in (flux.agent.loop.verbatim_json writes those in one encode), a few with a secret, a credential's
+# look, a secret-naming key, an escape, a float, a tuple or a non-str key (the writer's path).
+_PLAIN_TEXT = st.sampled_from(["0", "17", "ok", "done", "x y", "é ✓", "hunter22", "sk-abcdefghijklmnopqrstu", "a\nb",
+                               'q"q', 'q"q!', "tokens", "", "1234"])
+_PLAIN_LEAF = st.one_of(_PLAIN_TEXT, st.integers(-3, 1300), st.booleans(), st.none(), st.sampled_from([1.5, 1e22, -0.0]))
+_PLAIN_BLOCKS = st.lists(st.one_of(
+    st.builds(lambda i, name, inp: {"type": "tool_use", "id": i, "name": name, "input": inp},
+              st.sampled_from(["toolu_1", "toolu_2"]), st.sampled_from(["echo", "note"]),
+              st.dictionaries(st.sampled_from(["i", "path", "api_key", "n"]), _PLAIN_LEAF, max_size=2)),
+    st.builds(lambda i, t, e: {"type": "tool_result", "tool_use_id": i, "content": [{"type": "text", "text": t}],
+                               "is_error": e}, st.sampled_from(["toolu_1", "toolu_2"]), _PLAIN_TEXT, st.booleans()),
+    st.just({"type": "text", "text": ("a", "b")}), st.just({1: "x"}), st.just({True: "x"})), min_size=2, max_size=5)
+
+
+@settings(max_examples=150, deadline=None)
+@given(content=_PLAIN_BLOCKS, secrets=st.lists(st.sampled_from(["hunter22", "1234", "toolu_2", 'q"q!']), max_size=2))
+def test_plain_messages_are_written_as_the_general_path_writes_them(content, secrets):
+    from flux.agent.loop import RedactedJson, message_text
+    from flux.store.events import Message, encode_payload
+
+    red = Redactor(secrets)
+    assert message_text("user", content, RedactedJson(red)) == encode_payload(Message(role="user",
+                                                                                       content=red.redact_value(content)))
+
+
+def test_a_turns_closing_message_is_written_verbatim():
+    from flux.agent.loop import verbatim_json
+
+    blocks = [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": [{"type": "text", "text": str(i)}],
+               "is_error": False} for i in range(3)]
+    assert verbatim_json(blocks, Redactor(["hunter22"])) is not None  # (the fast path is taken)
+    assert verbatim_json(blocks + [{"type": "text", "text": "hunter22"}], Redactor(["hunter22"])) is None
+
+
+@pytest.mark.parametrize("content,secrets", [
+    ([{"type": "text", "text": 'q"q!'}, {"type": "text", "text": "x"}], ['q"q!']),  # a secret found only unescaped
+    ([{"type": "tool_use", "id": "t", "name": "echo", "input": {True: "x"}}, {"type": "text", "text": "x"}], []),
+    ([{"type": "tool_use", "id": "t", "name": "echo", "input": {"a": [{1.5: 2}]}}, {"type": "text", "text": "x"}], []),
+])
+def test_messages_the_verbatim_path_must_refuse(content, secrets):
+    from flux.agent.loop import RedactedJson, message_text, verbatim_json
+    from flux.store.events import Message, encode_payload
+
+    red = Redactor(secrets)
+    assert verbatim_json(content, red) is None
+    assert message_text("user", content, RedactedJson(red)) == encode_payload(Message(role="user",
+                                                                                       content=red.redact_value(content)))
