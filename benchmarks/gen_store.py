@@ -6,7 +6,16 @@ of ~100,000 events (10 turns), the last session of all being interrupted (newest
 
 Writes one transaction per session (the store's bulk path; live recording commits per append).
 
-    python benchmarks/gen_store.py DIR [--sessions N] [--big N]
+``--shape`` chooses how the plans were run (every shape replays faithfully):
+
+* ``batch`` (default): flux's batch path — no statement rows; the executions are the acceptances;
+* ``ledger``: run resumably, as flux records its own turns — each plan's ``statement_completed``
+  rows (and a ``plan_halted`` for the call that failed), which order the executions (§3.7); every
+  other plan has two statements (two calls, two cells);
+* ``retry``: batch, and every failed call is tried again on the same input — the same plan
+  accepted again, and a second cell that succeeds.
+
+    python benchmarks/gen_store.py DIR [--sessions N] [--big N] [--shape batch|ledger|retry]
 """
 
 from __future__ import annotations
@@ -20,9 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 
 from flux.canonical import canonical_json, sha256_hex  # noqa: E402
 from flux.store import (  # noqa: E402
-    CallUsage, Message, Observation, OpRecorded, PlanAttempted, Run, StepStarted, StepSucceeded,
-    StoreWriter, TurnEnded, Usage,
+    CallUsage, Message, Observation, OpRecorded, PlanAttempted, PlanHalted, Run, StatementCompleted, StepStarted,
+    StepSucceeded, StoreWriter, TurnEnded, Usage,
 )
+
+SHAPES = ("batch", "ledger", "retry")
 
 OPS = ("read", "grep", "bash", "edit", "glob")
 
@@ -39,22 +50,55 @@ def _input(op: str, i: int) -> dict:
     return {"path": f"src/mod_{i % 211}.py"}
 
 
-def write_turn(w: StoreWriter, sid: str, ts: int, n_tools: int, *, end: bool = True, base: int = 0) -> int:
+def write_turn(w: StoreWriter, sid: str, ts: int, n_tools: int, *, end: bool = True, base: int = 0,
+               shape: str = "batch") -> int:
     text = f"task {base}: make the handlers consistent"
     w.append(sid, Message.text("user", text), ts=ts)
     tid = w.begin_turn(sid, text, "anthropic:claude-sonnet-4-5", ts=ts + 1)
-    for k in range(n_tools):
-        i = base + k
-        op = OPS[i % len(OPS)]
-        inp = _input(op, i)
-        ih = sha256_hex(canonical_json(inp))
-        src = f"flow\n  adaptive_gather_{k + 1} = {op}({canonical_json(inp)})\n"
-        w.append(sid, PlanAttempted(step=k + 1, outcome="accepted", phase="gather", plan_source=src), turn_id=tid, ts=ts + 2)
-        step = f"step_{op}_{ih[:16]}"
-        w.append(sid, Run(event=StepStarted(step=step, op=op, input_hash=ih)), ts=ts + 3)
-        w.append(sid, Run(event=OpRecorded(seq=k, step=step, op=op, input_hash=ih, input_view=canonical_json(inp),
-                                           content=f"result of {op} #{i}: " + "ok " * 20, is_error=(i % 37 == 0))), ts=ts + 4)
-        w.append(sid, Run(event=StepSucceeded(step=step, output=f"v_{k}")), ts=ts + 5)
+    k = 0
+    step_no = 0
+    while k < n_tools:
+        calls = [base + k]
+        if shape == "ledger" and step_no % 2 == 1 and k + 1 < n_tools:
+            calls.append(base + k + 1)  # a two-statement plan
+        k += len(calls)
+        step_no += 1
+        lines = []
+        for j, i in enumerate(calls):
+            op = OPS[i % len(OPS)]
+            lines.append(f"  adaptive_gather_{k - len(calls) + j + 1} = {op}({canonical_json(_input(op, i))})\n")
+        src = "flow\n" + "".join(lines)
+        key = stmts = None
+        if shape == "ledger":
+            from flux.lang.hashes import stmt_hash16
+            from flux.model.stored_plan import parse_stored_plan
+
+            draft, key = parse_stored_plan(src)
+            stmts = [stmt_hash16(n) for n in draft.body]
+        tries = 2 if shape == "retry" and any(i % 37 == 0 for i in calls) else 1
+        for attempt in range(tries):
+            w.append(sid, PlanAttempted(step=step_no, outcome="accepted", phase="gather", plan_source=src),
+                     turn_id=tid, ts=ts + 2)
+            for j, i in enumerate(calls):
+                op = OPS[i % len(OPS)]
+                inp = _input(op, i)
+                ih = sha256_hex(canonical_json(inp))
+                step = f"step_{op}_{ih[:16]}"
+                failed = i % 37 == 0 and attempt == 0
+                w.append(sid, Run(event=StepStarted(step=step, op=op, input_hash=ih)), ts=ts + 3)
+                w.append(sid, Run(event=OpRecorded(seq=k, step=step, op=op, input_hash=ih, input_view=canonical_json(inp),
+                                                   content=f"result of {op} #{i}: " + "ok " * 20, is_error=failed)),
+                         ts=ts + 4)
+                w.append(sid, Run(event=StepSucceeded(step=step, output=f"v_{k}")), ts=ts + 5)
+                if key is not None:
+                    if failed:
+                        w.append(sid, Run(event=PlanHalted(plan=key, node=j, stmt=stmts[j], op=op, kind="runtime",
+                                                           error=f"{op} failed")), ts=ts + 5)
+                    else:
+                        w.append(sid, Run(event=StatementCompleted(plan=key, node=j, stmt=stmts[j], value=f"v_{k}")),
+                                 ts=ts + 5)
+                if failed:
+                    break
     if not end:
         return ts + 10
     for _ in range(3):
@@ -68,7 +112,7 @@ def write_turn(w: StoreWriter, sid: str, ts: int, n_tools: int, *, end: bool = T
     return ts + 10
 
 
-def generate(dest: Path, sessions: int, big: int) -> None:
+def generate(dest: Path, sessions: int, big: int, shape: str = "batch") -> None:
     t0 = time.perf_counter()
     w = StoreWriter(dest)
     w.conn.execute("PRAGMA synchronous = OFF")  # generator only: durability is irrelevant here
@@ -80,13 +124,13 @@ def generate(dest: Path, sessions: int, big: int) -> None:
         per_turn = (big - 1) // 10
         tools = max(1, (per_turn - 11) // 4)
         for t in range(10):
-            ts = write_turn(w, big_sid, ts, tools, base=t * tools)
+            ts = write_turn(w, big_sid, ts, tools, base=t * tools, shape=shape)
     for s in range(small):
         with w.transaction():
             sid = w.create_session("anthropic:claude-sonnet-4-5", ts=ts)
             for t in range(3):
                 last = s == small - 1 and t == 2
-                ts = write_turn(w, sid, ts + 1000, 5, end=not last, base=s * 15 + t * 5)
+                ts = write_turn(w, sid, ts + 1000, 5, end=not last, base=s * 15 + t * 5, shape=shape)
         if s % 1000 == 0:
             print(f"  {s}/{small} sessions", file=sys.stderr)
     n = w.conn.execute("SELECT COUNT(*) FROM events").fetchone()[0]
@@ -100,10 +144,11 @@ def main() -> None:
     ap.add_argument("dir", type=Path)
     ap.add_argument("--sessions", type=int, default=10_000)
     ap.add_argument("--big", type=int, default=100_000)
+    ap.add_argument("--shape", choices=SHAPES, default="batch")
     a = ap.parse_args()
     if (a.dir / "events.db").exists():
         sys.exit(f"error: {a.dir} already holds a store — pick an empty directory")
-    generate(a.dir, a.sessions, a.big)
+    generate(a.dir, a.sessions, a.big, a.shape)
 
 
 if __name__ == "__main__":

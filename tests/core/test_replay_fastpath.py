@@ -288,7 +288,7 @@ def _host_store(tmp_path, plans: list[tuple[str, str, str]]) -> Path:
     return store
 
 
-@pytest.mark.parametrize("streamed", [True, False])  # (a ledgered session never streams)
+@pytest.mark.parametrize("streamed", [True, False])
 @pytest.mark.parametrize("ledgered", [False, True])
 def test_a_plan_is_let_go_after_its_last_run_and_parsed_no_earlier_than_needed(tmp_path, monkeypatch, ledgered,
                                                                                streamed):
@@ -329,10 +329,14 @@ def test_a_plan_is_let_go_after_its_last_run_and_parsed_no_earlier_than_needed(t
     monkeypatch.setattr(replay_mod, "_PARSE_CACHE", 0)  # (the cache would hold the last texts parsed)
     monkeypatch.setattr(Interpreter, "run", run)
     monkeypatch.setattr(replay_mod, "_STREAMED", streamed)
+    import flux.timemachine.replay_stream as stream_mod
+    monkeypatch.setattr(stream_mod, "_HELD_PLANS", 2)
     with StoreReader(store) as r:
         rep = replay_session(r, "last", detail=False)
     assert rep.faithful and len(rep.plans) == 4
-    if ledgered:  # plan 0 is held until its second run, the others only for theirs
+    if ledgered and streamed:  # the stream holds the newest _HELD_PLANS plans (each parsed once, when read)
+        assert alive_at_run == [1, 2, 2, 2]
+    elif ledgered:  # plan 0 is held until its second run, the others only for theirs
         assert alive_at_run == [1, 2, 2, 1]
     else:  # one plan alive at a time: the one running
         assert alive_at_run == [1, 1, 1, 1]

@@ -156,17 +156,17 @@ def test_flux_replay_s_path_streams_and_holds_neither_the_cells_nor_the_values(t
             w.append(sid, TurnEnded(outcome="ok", answer="done"), turn_id=tid)
     held: list[int] = []
     interps: list = []
-    real_append, real_interp = S.StreamTape.append, S.Interpreter
+    real_index, real_interp = S.StreamTape._index_new, S.Interpreter
 
-    def append(self, c):
-        real_append(self, c)
+    def index_new(self):  # (each lookup indexes the cells scanned since the last)
+        real_index(self)
         held.append(sum(x is not None for x in self.cells))
 
     class Spy(real_interp):
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
             interps.append(self)
-    monkeypatch.setattr(S.StreamTape, "append", append)
+    monkeypatch.setattr(S.StreamTape, "_index_new", index_new)
     monkeypatch.setattr(S, "Interpreter", Spy)
     with StoreReader(store) as r:
         direct, got, want = _streamed_and_classic(r, "s_1")
@@ -177,15 +177,126 @@ def test_flux_replay_s_path_streams_and_holds_neither_the_cells_nor_the_values(t
     assert len(values) <= 20, len(values)
 
 
-def test_a_session_with_ledger_rows_or_nothing_to_replay_takes_the_classic_path(shared_store):
+def test_a_session_with_ledger_rows_streams_and_one_with_nothing_to_replay_takes_the_classic_path(shared_store):
     store, writer = shared_store
     sid = _write_session(writer, [([_host("a", "read", _P, ledgered=True)], True)], False)
     empty = writer.create_session("mock")
     with StoreReader(store) as r:
-        for s in (sid, empty):
-            direct, got, want = _streamed_and_classic(r, s)
-            assert direct is None and got == want
-        assert _streamed_and_classic(r, empty)[2][0] == "error"
+        direct, got, want = _streamed_and_classic(r, sid)
+        assert direct is not None and got == want and _outcome(lambda: direct, detail=False) == want
+        direct, got, want = _streamed_and_classic(r, empty)
+        assert direct is None and got == want and want[0] == "error"
+
+
+# ------------------------------------------------------------------------------------------------
+# Sessions as flux records them when it runs plans resumably: statement rows (statement_completed,
+# plan_halted) order the executions (§3.7); failed calls tried again; redacted plans (stand-ins);
+# executions with no plan; stray ledger rows (re-runs, resumes).
+
+def _ledger_rows(draft, key, outcomes, halted_rows):
+    """The statement rows a resumable run of ``draft`` writes for ``outcomes`` (ok ... then a failure)."""
+    from flux.lang import ast as A
+    from flux.lang.hashes import stmt_hash16
+    from flux.store import PlanHalted, StatementCompleted
+
+    rows = []
+    binds = [i for i, n in enumerate(draft.body) if isinstance(n, A.Bind)]
+    for j, (i, outcome) in enumerate(zip(binds, outcomes)):
+        node = draft.body[i]
+        if outcome == "ok":
+            rows.append(StatementCompleted(plan=key, node=i, stmt=stmt_hash16(node), value=f"v_{j}"))
+        else:
+            if halted_rows:
+                rows.append(PlanHalted(plan=key, node=i, stmt=stmt_hash16(node), op=node.value.op, kind="runtime",
+                                       error="failed"))
+            break
+    return rows
+
+
+def _write_resumable(w: StoreWriter, turns, extras) -> str:
+    """Like test_replay_direct's _write_session, every plan ledgered (plan_halted rows included), and
+    per plan an extra: "retry" (the same plan again right after), "redacted" (its stored text has a
+    redaction marker, its rows the key of the text it ran), "noplan" (rows of a key no plan has),
+    "stray" (a stray statement row of the plan: a re-run or a resume), "none"."""
+    import json as _json
+
+    from flux.canonical import canonical_json
+    from flux.lang import ast as A
+    from flux.lang.hashes import flow_key
+    from flux.lang.interpreter import interpolate
+    from flux.lang.parser import parse
+    from flux.store import Run, StatementCompleted
+    from tests.core.test_replay_direct import _plan_text
+
+    bound: dict = {}
+    with w.transaction():
+        sid = w.create_session("mock")
+        n = 0
+        for t, (plans, ended) in enumerate(turns):
+            tid = w.begin_turn(sid, f"turn {t}", "mock")
+            for k, (kind, stmts, outcomes, _l) in enumerate(plans):
+                extra = extras[n % len(extras)]
+                n += 1
+                for attempt in range(2 if extra == "retry" else 1):
+                    text = _plan_text(kind, stmts)
+                    draft = parse(text)
+                    key = flow_key(draft.name, draft.body)
+                    stored = text.replace('"a"', '"[redacted]"', 1) if extra == "redacted" else text
+                    w.append(sid, PlanAttempted(step=k + 1, outcome="accepted", plan_source=stored), turn_id=tid)
+                    outs = outcomes if attempt == 0 else ["ok"] * len(outcomes)
+                    binds = [x for x in draft.body if isinstance(x, A.Bind)]
+                    for i, (node, outcome) in enumerate(zip(binds, outs)):
+                        value = _json.loads(canonical_json(node.value.args[0].value))
+                        inp = {k2: interpolate(v, bound) if isinstance(v, str) else v for k2, v in value.items()}
+                        if outcome == "missing":
+                            break
+                        if outcome == "wrong":
+                            inp = {"other": 1}
+                        w.append(sid, cell(node.value.op, inp, f"out-{node.name}-{t}-{k}-{i}-{attempt}",
+                                           is_error=outcome == "error", denied=outcome == "denied",
+                                           truncated=outcome == "truncated"))
+                        if outcome != "ok":
+                            break
+                        bound[node.name] = f"out-{node.name}-{t}-{k}-{i}-{attempt}"
+                    for row in _ledger_rows(draft, key, outs, halted_rows=True):
+                        w.append(sid, Run(row))
+                    if extra == "noplan":
+                        w.append(sid, Run(StatementCompleted(plan=f"h:{n:016x}", node=0, stmt="0" * 16)))
+                    elif extra == "stray":
+                        w.append(sid, Run(StatementCompleted(plan=key, node=0, stmt="1" * 16, skipped=bool(n % 2))))
+            if ended:
+                w.append(sid, TurnEnded(outcome="ok", answer="done"), turn_id=tid)
+    return sid
+
+
+_EXTRAS = st.lists(st.sampled_from(["none"] * 4 + ["retry", "retry", "redacted", "noplan", "stray"]), min_size=1,
+                   max_size=6)
+_LEDGER_TAKEN: list[bool] = []
+
+
+@settings(max_examples=int(os.environ.get("FLUX_STREAM_EXAMPLES", "60")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turns=st.lists(st.tuples(st.lists(_plan(), min_size=1, max_size=5), st.booleans()), min_size=1, max_size=3),
+       extras=_EXTRAS, corrupt=st.sampled_from([False] * 3 + [True]),
+       catalog=st.sampled_from([None] * 3 + [_CATALOG]), data=st.data())
+def test_a_resumably_recorded_session_streams_as_the_classic_replay_replays_it(shared_store, turns, extras, corrupt,
+                                                                               catalog, data):
+    store, writer = shared_store
+    sid = _write_resumable(writer, turns, extras)
+    if corrupt:
+        _mutate(store, data, stream=sid)
+    with StoreReader(store) as r:
+        direct, got, want = _streamed_and_classic(r, sid, catalog)
+    assert got == want
+    if direct is not None:
+        assert _outcome(lambda: direct, detail=False) == want
+    _LEDGER_TAKEN.append(direct is not None)
+
+
+def test_the_resumable_differential_exercises_the_streamed_path():
+    if len(_LEDGER_TAKEN) < 20:
+        pytest.skip("run together with the differential")
+    assert sum(_LEDGER_TAKEN) >= len(_LEDGER_TAKEN) // 3
 
 
 # Each guard of the stream, by a session that needs it: the stream either gives the classic report

@@ -110,6 +110,24 @@ class PlanLog(Sequence):
         lowercase hex digits, always plain): no check."""
         self._keys.append(int(flow_key[2:], 16))
 
+    def ran_before(self, flow_key: str, end: int) -> bool:
+        """Whether one of the first ``end`` plans ran through under ``flow_key`` (a scan: asked rarely)."""
+        whole = self._whole
+        if len(flow_key) == 18 and _PLAIN_KEY.fullmatch(flow_key) is not None:
+            n = int(flow_key[2:], 16)
+            keys = self._keys
+            i = 0
+            while True:
+                try:
+                    i = keys.index(n, i, end)
+                except ValueError:
+                    break
+                if i not in whole:
+                    return True
+                i += 1
+        return any(i < end and p.flow_key == flow_key and p.halted is None and p.halt_kind is None
+                   for i, p in whole.items())
+
     def append(self, plan: ReplayedPlan) -> None:
         if plan.halted is None and plan.halt_kind is None and plan.node is None:
             self.ran(plan.flow_key)
@@ -535,6 +553,21 @@ class _ScratchSink:
         del self._completed[plan]
         if row[2] is not None:
             values.pop(row[2], None)
+        return True
+
+    def let_go_of_rows(self, plan: Any, values: dict[str, Any]) -> bool:
+        """:meth:`let_go_of_direct_row` for a plan of any length: ``plan`` just ran through with no
+        latch open and had no row before, so every row it holds is this run's — let go of them and
+        of the values they name (a run with no latch fast-forwards nothing, so no other row names
+        them). Not when it reached a checkpoint (the latch reads that too). False when nothing was
+        let go."""
+        rows = self._completed.get(plan)
+        if rows is None or plan in self._checkpoints:
+            return False
+        del self._completed[plan]
+        for row in (rows,) if type(rows) is tuple else rows:
+            if row[2] is not None:
+                values.pop(row[2], None)
         return True
 
     def forget(self, plan: Any) -> None:

@@ -31,6 +31,7 @@ from array import array
 from collections import deque
 from typing import Any
 
+from ..cassette.redactor import DEFAULT_MARKER
 from ..cassette.replay import ReplayHost, ReplayTape
 from ..errors import SessionNotFound
 from ..lang.catalog import OpCatalog
@@ -53,30 +54,51 @@ class _Abandon(Exception):
 
 class StreamTape(ReplayTape):
     """A lean :class:`~flux.cassette.replay.ReplayTape` that is filled while it serves: the read
-    appends each cell as it scans it, and a lookup the cells scanned so far cannot answer reads on
-    (``pump``) until one can or the session ends — so it answers exactly as the whole tape would
-    (the first unconsumed cell with the key), holding only the cells not yet served."""
+    appends each cell to ``cells`` as it scans it, and a lookup the cells scanned so far cannot
+    answer reads on (``pump``) until one can or the session ends — so it answers exactly as the
+    whole tape would (the first unconsumed cell with the key), holding only the cells not yet
+    served. Cells are indexed when a lookup first needs them (a batch at a time, not a call per
+    cell): a cell not indexed yet comes after every indexed one, so an indexed unconsumed match
+    is the first one (``serve_cell``'s fast path), and any other lookup comes to :meth:`find`."""
 
     def __init__(self) -> None:
         super().__init__((), lean=True)
         self.pump: Any = None  # () -> bool: scan one more row; False at the end of the session
-        self._consumed: Any = bytearray()  # (a byte per cell, not a list slot)
+        self._consumed: Any = bytearray()  # (a byte per indexed cell, not a list slot)
         self.served: Any = ServedLog()  # (8 bytes per served cell, not a list slot and an int)
+        self._indexed = 0  # cells[:_indexed] are in the index
 
     def append(self, cell: Any) -> None:
-        i = len(self.cells)
         self.cells.append(cell)
-        self._consumed.append(0)
-        self._index.setdefault((cell.op, cell.input_hash), []).append(i)
-        red = cell.input_hash_redacted
-        if red is not None and red != cell.input_hash:
-            self._index.setdefault((cell.op, red), []).append(i)
+
+    def _index_new(self) -> None:
+        cells = self.cells
+        n = len(cells)
+        i = self._indexed
+        if i == n:
+            return
+        index = self._index
+        self._consumed.extend(bytes(n - i))
+        while i < n:
+            cell = cells[i]
+            op, h, red = cell.op, cell.input_hash, cell.input_hash_redacted
+            at = index.get((op, h))
+            if at is None:
+                index[(op, h)] = [i]
+            else:
+                at.append(i)
+            if red is not None and red != h:
+                index.setdefault((op, red), []).append(i)
+            i += 1
+        self._indexed = n
 
     def find(self, op: str, h: str) -> int | None:
+        self._index_new()
         i = ReplayTape.find(self, op, h)
         pump = self.pump
         while i is None and pump is not None:
             more = pump()  # (the last row's cells are appended by the call that finds the end)
+            self._index_new()
             i = ReplayTape.find(self, op, h)
             if not more:
                 break
@@ -105,32 +127,92 @@ class ServedLog(array):
         return f"ServedLog({list(self)!r})"
 
 
-class _NoLedger:
-    """The read's ledger sink: a recorded ``statement_completed`` / ``plan_halted`` orders the
-    executions by the ledger (§3.7) — not this path's shape."""
+class _KeySieve:
+    """A fixed-size set of flow keys that may answer "maybe" for a key it never held (a Bloom
+    filter: 512 KB, two bits per key, placed by the key's ``hash``, which a ``str`` computes once)
+    but never "no" for one it holds. The stream asks it only where "maybe" means "stand aside"
+    (exact, just slower), so a long session costs no memory per key."""
 
-    hit = False
-
-    def append(self, _row: Any) -> None:
-        self.hit = True
-        raise _Abandon("recorded ledger rows")
-
-
-class _Plans:
-    """The accepted plan texts in execution (= acceptance) order. It is the read's turn fold
-    (``_scan`` hands it each turn and plan row, as to a :class:`~flux.model.session.TurnFold`) and
-    keeps only what :class:`~flux.model.session.TurnFold` would attach that replay runs — the
-    accepted texts, queued — with one text of lookahead so the cells recorded after a plan are on
-    the tape before it runs."""
+    __slots__ = ("bits",)
+    _MASK = (1 << 22) - 1
 
     def __init__(self) -> None:
+        self.bits = bytearray((self._MASK + 1) >> 3)
+
+    def add(self, key: Any) -> bool:
+        """Add ``key``; whether it may have been added before."""
+        n = hash(key)
+        a = n & 0x3FFFFF
+        b = (n >> 40) & 0x3FFFFF
+        bits = self.bits
+        ma = 1 << (a & 7)
+        mb = 1 << (b & 7)
+        a >>= 3
+        b >>= 3
+        had = bits[a] & ma and bits[b] & mb
+        bits[a] |= ma
+        bits[b] |= mb
+        return bool(had)
+
+    def __contains__(self, key: Any) -> bool:
+        n = hash(key)
+        a = n & 0x3FFFFF
+        b = (n >> 40) & 0x3FFFFF
+        bits = self.bits
+        return bool(bits[a >> 3] & (1 << (a & 7)) and bits[b >> 3] & (1 << (b & 7)))
+
+
+_HELD_PLANS = 256  # distinct accepted plans a ledger-ordered stream keeps at hand (the newest)
+
+
+class _Source:
+    """The executions, in the order the classic replay runs them, pulled from the read as it goes.
+
+    It is the read's turn fold (``_scan`` hands it each turn and plan row, as to a
+    :class:`~flux.model.session.TurnFold`) and its ledger sink (``_scan`` appends each
+    ``statement_completed`` / ``plan_halted`` row's tuple), and keeps only what replay runs:
+
+    * **acceptance order** (no ledger row in the session: flux's batch path, every generated
+      store): the accepted texts, queued, with one text of lookahead so the cells recorded after a
+      plan are on the tape before it runs;
+    * **ledger order** (§3.7; a plan run resumably — flux's own recordings): the first ledger row
+      switches to it (before any plan ran; after, the session mixes both and the stream stands
+      aside). The executions are folded from the rows as they are scanned (``executions_from_rows``
+      one row at a time) and queued by key; each accepted plan is parsed and keyed when scanned and
+      held among the newest :data:`_HELD_PLANS` distinct keys. An execution whose plan was let go
+      stands aside; one whose key no plan accepted so far has is a missing source (or replays a
+      redacted stand-in, paired as the classic replay pairs them) — and if a plan with that key is
+      accepted later, or the pairing turns out otherwise by the end, the stream stands aside.
+
+    A key's membership in what was accepted or executed so far is asked of a :class:`_KeySieve`
+    (no memory per key): a "maybe" where "no" was expected stands aside."""
+
+    def __init__(self, keyed: Any) -> None:
+        self.keyed = keyed  # text -> (key, plan): a damaged text raises
         self.events: Any = None  # the read (a generator yielding after each row it folds)
-        self.queue: deque[Any] = deque()
+        self.queue: deque[Any] = deque()  # acceptance order: texts; ledger order: execution keys
         self.done = False
-        self.abandoned = False  # set before _Abandon leaves pump (in case a caller swallowed it)
+        self.abandoned = False  # set before an error leaves pump (in case a caller swallowed it)
         self.accepted = 0
+        self.ledgered = False
+        self.started = False  # a plan ran in acceptance order
+        self.rows: list[Any] = []  # ledger rows the read appended, not folded yet
+        self.pending: list[Any] = []  # accepted texts (ledger order) read, not keyed yet
         self._turns: set[int] = set()
         self._newest: int | None = None  # turn_id (global_seq) of the newest turn
+        # ledger order
+        self._cur: Any = None
+        self._last = -1
+        self._halted = False
+        self._resuming = False
+        self.plans: dict[Any, Any] = {}  # the newest accepted plans by key (insertion order = age)
+        self.accepted_keys = _KeySieve()
+        self.executed = _KeySieve()
+        self.standins: dict[Any, Any] = {}  # missing execution key -> its redacted stand-in, or None
+        self.orphans: dict[Any, list[Any]] = {}  # redacted plan's key -> [plan, paired]
+        self.unpaired = False  # a missing key found no stand-in (a later redacted plan would be its)
+
+    # -- the turn fold (TurnFold's protocol) --------------------------------------------------
 
     def add(self, ev: Any) -> None:
         """A decoded turn row, or a plan row the read decoded in full (TurnFold.add)."""
@@ -146,50 +228,172 @@ class _Plans:
 
     def plan_attempted(self, _gs: int, _sseq: int, _ts: int, turn_id: int | None, _step: Any, outcome: Any,
                        _error: Any, _fingerprint: Any, _phase: Any, plan_source: Any, _plan_text: Any) -> None:
-        """A plan row's values (TurnFold.plan_attempted): an accepted text of the newest turn is queued."""
+        """A plan row's values (TurnFold.plan_attempted): an accepted text of the newest turn is taken."""
         if turn_id is None or turn_id not in self._turns:
             return  # the fold drops it too (no such turn started before it)
         if turn_id != self._newest:
             self._abandon("a plan row of an earlier turn")  # it would run before the newer turns' plans
         if outcome == "accepted" and plan_source is not None:
             self.accepted += 1
-            self.queue.append(plan_source)
+            (self.pending if self.ledgered else self.queue).append(plan_source)
+
+    # -- the ledger rows (executions_from_rows, folded a batch at a time) -------------------------
+
+    def _fold_rows(self) -> None:
+        """Fold the ledger rows the read appended to ``rows`` since the last call (each pull), in order."""
+        rows = self.rows
+        if not self.ledgered:
+            if self.started:
+                self._abandon("ledger rows after plans ran in acceptance order")
+            self.ledgered = True
+            self.pending.extend(self.queue)
+            self.queue.clear()
+        queue = self.queue
+        cur, last, halted, resuming = self._cur, self._last, self._halted, self._resuming
+        for plan, node, skipped, is_halt, _gs in rows:
+            if plan != cur or node <= last:
+                if plan == cur and skipped and not halted and node == 0:
+                    resuming = True  # the killed run goes on: not a new execution
+                else:
+                    queue.append(plan)
+                    resuming = False
+                cur = plan
+                halted = False
+            elif resuming and not skipped:
+                resuming = False
+            last = node
+            halted = is_halt
+        rows.clear()
+        self._cur, self._last, self._halted, self._resuming = cur, last, halted, resuming
+
+    def _accept_pending(self) -> None:
+        """Key the accepted texts read since the last execution was taken, in order (a batch: keying
+        between reads is slower than keying a few after them). Before any execution is taken,
+        and at the end."""
+        texts = self.pending
+        self.pending = []
+        for text in texts:
+            self._accept(text)
+
+    def _accept(self, text: Any) -> None:
+        """An accepted plan in ledger order: keyed, held among the newest."""
+        key, draft = self.keyed(text)
+        if key in self.standins:
+            self._abandon("a plan accepted after an execution found none with its key")
+        plans = self.plans
+        plans.pop(key, None)
+        plans[key] = draft
+        if len(plans) > _HELD_PLANS:
+            del plans[next(iter(plans))]
+        self.accepted_keys.add(key)
+        if DEFAULT_MARKER in text and key not in self.orphans:  # a redacted plan: a stand-in, unless it runs
+            if key in self.executed:
+                self._abandon("a redacted plan whose key may have run")
+            self.orphans[key] = [draft, False]
+
+    def plan_for(self, key: Any) -> tuple[Any, Any, bool]:
+        """An execution's plan in ledger order: ``(plan or None, the key to run it under, stand-in)``."""
+        orphan = self.orphans.get(key)
+        if orphan is not None:  # a redacted plan that runs: it is no stand-in
+            if orphan[1]:
+                self._abandon("a redacted plan paired as a stand-in runs later")
+            del self.orphans[key]
+        draft = self.plans.get(key)
+        if draft is not None:
+            return draft, key, False
+        if key in self.accepted_keys:
+            self._abandon("an execution of a plan let go (or the sieve's maybe)")
+        if key not in self.standins:
+            standin = None
+            for orphan in self.orphans.values():
+                if not orphan[1]:
+                    orphan[1] = True
+                    standin = orphan[0]
+                    break
+            if standin is None:
+                self.unpaired = True
+            self.standins[key] = standin
+        standin = self.standins[key]
+        return standin, None, standin is not None
+
+    def settled(self) -> None:
+        """At the end: a missing key left without a stand-in while a redacted plan stayed unpaired
+        is paired otherwise by the classic replay (it pairs over the whole session)."""
+        self._accept_pending()
+        if self.unpaired and any(not o[1] for o in self.orphans.values()):
+            self._abandon("a redacted plan accepted after the execution it stands in for")
+
+    # -- pulling -------------------------------------------------------------------------------
 
     def pump(self) -> bool:
         """Read on to the next turn or plan row (scanning the run rows before it); False at the end."""
         if self.done:
             return False
-        if next(self.events, _END) is _END:
+        try:
+            more = next(self.events, _END) is not _END
+            if self.rows:
+                self._fold_rows()
+        except BaseException:
+            self.abandoned = True
+            raise
+        if not more:
             self.done = True
-            return False
-        return True
+        return more
 
     def _abandon(self, why: str) -> None:
         self.abandoned = True
         raise _Abandon(why)
 
     def __iter__(self):
+        """``(ledgered, item)`` per execution: a plan text (acceptance order) or a key (ledger order)."""
         queue = self.queue
         while True:
-            while len(queue) < 2 and self.pump():
+            while (not queue if self.ledgered else len(queue) < 2) and self.pump():
                 pass
+            if self.pending:
+                try:
+                    self._accept_pending()
+                except BaseException:
+                    self.abandoned = True
+                    raise
             if not queue:
                 return
-            yield queue.popleft()
+            if not self.ledgered:
+                self.started = True
+            yield self.ledgered, queue.popleft()
 
 
 _END = object()
 
 
-def _first_stmt(draft: Any) -> str | None:
-    """The statement hash of a plan's first statement, or None when it is a ``checkpoint`` /
-    ``await`` (a fast-forward passes over those: it never compares them with a latch row)."""
-    if type(draft) is HostCall:
-        return draft.stmt
-    body = draft.body
-    if not body or isinstance(body[0], Interpreter.PASS_THROUGH):
-        return None
-    return stmt_hash16(body[0])
+def _body(draft: Any) -> Any:
+    return draft.draft().body if type(draft) is HostCall else draft.body
+
+
+def _reads_let_go(plan: Any, halted: Any, ledger: Any) -> bool:
+    """Would ``plan``'s fast-forward over the latch of ``halted`` (a plan that halted after an
+    earlier run of it may have let its rows go) read further in the classic replay? The stream's
+    latch rows are a suffix of the classic replay's (rows are let go only of a run that began with
+    none), so their walks part only where the stream finds no row for a statement that the
+    classic replay may have one for: the same statement of ``halted``'s plan (the same key, the same
+    statements)."""
+    body = _body(plan)
+    theirs = _body(halted)
+    i = 0
+    while i < len(body):
+        node = body[i]
+        if isinstance(node, Interpreter.PASS_THROUGH):
+            i += 1
+            continue
+        entry = ledger.entry(i)
+        h = stmt_hash16(node)
+        if entry is None:
+            return i < len(theirs) and not isinstance(theirs[i], Interpreter.PASS_THROUGH) \
+                and stmt_hash16(theirs[i]) == h
+        if entry.stmt != h:
+            return False
+        i += 1
+    return False
 
 
 def replay_streamed(reader: StoreReader, session_ref: str | None, catalog: OpCatalog | None) -> Any:
@@ -199,13 +403,19 @@ def replay_streamed(reader: StoreReader, session_ref: str | None, catalog: OpCat
     row = reader.resolve_session(session_ref)
     tape = StreamTape()
     seen: dict[str, Any] = {"trace": False, "skipped": 0}
-    ledger = _NoLedger()
-    plans = _Plans()
-    events = plans.events = _scan(reader, row.id, False, plans, tape, None, ledger, seen)
+    parsed: dict[str, Any] = {}
+
+    def keyed(text: Any) -> tuple[str, Any]:
+        hc = host_call(text)
+        if hc is not None:
+            return hc.flow_key, hc
+        draft, key = _parse_cached(text, parsed)  # a damaged plan raises: the classic replay names it
+        return key, draft
+
+    source = _Source(keyed)
+    events = source.events = _scan(reader, row.id, False, source, tape.cells, None, source.rows, seen)
     try:
-        report = _run(row.id, plans, tape, seen, catalog)
-        if ledger.hit:
-            return None
+        report = _run(row.id, source, tape, seen, catalog)
     except SessionNotFound:
         raise
     except Exception:  # noqa: BLE001 - any surprise: the classic replay answers (and raises) as always
@@ -216,8 +426,8 @@ def replay_streamed(reader: StoreReader, session_ref: str | None, catalog: OpCat
     return report
 
 
-def _run(sid: str, plans: _Plans, tape: StreamTape, seen: dict[str, Any], catalog: OpCatalog | None) -> Any:
-    tape.pump = plans.pump
+def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], catalog: OpCatalog | None) -> Any:
+    tape.pump = source.pump
     sink = _ScratchSink(tape, None, None, keep=False)
     interp = Interpreter(catalog if catalog is not None else OpCatalog.permissive(), ReplayHost(tape), sink,
                          _never_asked, run_id="replay")
@@ -225,55 +435,83 @@ def _run(sid: str, plans: _Plans, tape: StreamTape, seen: dict[str, Any], catalo
     run_direct, run_through = runner.run, runner.run_through
     report = ReplayReport(session=sid, plans=PlanLog(), cells_total=0, cells_consumed=0, diverged=None,
                           missing_sources=0, detail=False)
-    # A host plan that ran through with no latch open keeps no row (let_go_of_direct_row): only a
-    # fast-forward over its rows could read them, which takes that plan (the one-statement key) to
-    # halt and the next plan to begin with the same statement — its first row is then the latch's
-    # entry for node 0. That (a failed call tried again) is when the stream stands aside.
-    halted_stmt: str | None = None  # the one statement of the one-statement plan that just halted
-    parsed: dict[str, Any] = {}
-
-    def keyed(text: Any) -> tuple[str, Any]:
-        hc = host_call(text)
-        if hc is not None:
-            draft: Any = hc
-            key = hc.flow_key
-        else:
-            draft, key = _parse_cached(text, parsed)  # a damaged plan raises: the classic replay names it
-        if catalog is not None:
-            _check_ops(sid, key, draft, catalog)
-        return key, draft
-
+    keyed = source.keyed
+    executed = source.executed
     completed = sink.completed_rows
     ran_host = report.plans.ran_host
-    for text in plans:
-        key, draft = keyed(text)
-        text = None
-        ledger = sink.ledger()
-        if halted_stmt is not None:
-            if _first_stmt(draft) == halted_stmt:
-                raise _Abandon("a halted one-statement plan's rows may be read, and some were let go")
-            halted_stmt = None
-        sink.execution = len(report.plans)
-        if type(draft) is HostCall and ledger is None and key not in completed:
-            h = run_through(draft)  # its row and value let go as it completes (let_go_of_direct_row)
-            if h is None:
-                ran_host(key)
+    # A plan that ran through with no latch open, and held no row before, keeps no row (nor the
+    # values they name): only a fast-forward over that key's rows could read them, which takes the
+    # same key to halt later (so become the latch) and the next plan to walk its rows as far as a
+    # statement whose row was let go. A plan that halts after its key may have run before is kept
+    # here until the next plan runs; that plan's walk is then checked (_reads_let_go).
+    halted_again: Any = None
+
+    def plan_of(ledgered: bool, item: Any) -> tuple[Any, Any, Any, bool, bool]:
+        """(execution key, plan or None, key to run it under, stand-in, whether the key may have run
+        before), the plan checked against the catalog."""
+        if ledgered:
+            key = item
+            before = executed.add(key)
+            draft, known, standin = source.plan_for(key)
         else:
-            h = _run_plan(run_direct, interp, draft, ledger, key)
+            key, draft = keyed(item)
+            known, standin = key, False
+            before = executed.add(key)
+        if catalog is not None and draft is not None:
+            _check_ops(sid, key, draft, catalog)
+        return key, draft, known, standin, before
+
+    add_executed = executed.add
+    plan_for = source.plan_for
+    for ledgered, item in source:
+        if ledgered:
+            key = item
+            ran_before = add_executed(key)
+            draft, known, standin = plan_for(key)
+            if standin:
+                report.redacted_standins += 1
+            if draft is None:
+                report.missing_sources += 1
+                continue
+        else:
+            key, draft = keyed(item)
+            known = key
+            ran_before = add_executed(key)
+        item = None
+        if catalog is not None:
+            _check_ops(sid, key, draft, catalog)
+        ledger = sink.ledger()
+        if halted_again is not None:
+            if ledger is not None and _reads_let_go(draft, halted_again[0], ledger) \
+                    and report.plans.ran_before(halted_again[1], len(report.plans) - 1):
+                raise _Abandon("the fast-forward may read a row that was let go")
+            halted_again = None
+        sink.execution = len(report.plans)
+        if ledger is None and known is not None and known not in completed:
+            if type(draft) is HostCall:
+                h = run_through(draft)  # its row and value let go as it completes (let_go_of_direct_row)
+                if h is None:
+                    ran_host(key)
+            else:
+                h = _run_plan(run_direct, interp, draft, None, known)
+                if h is None:
+                    sink.let_go_of_rows(known, interp.values)
+                    report.plans.ran(key)
+        else:
+            h = _run_plan(run_direct, interp, draft, ledger, known)
             if h is None:
                 report.plans.ran(key)
         if h is not None:
-            if type(draft) is HostCall:
-                halted_stmt = draft.stmt
-            elif len(draft.body) == 1:
-                halted_stmt = _first_stmt(draft)
+            if ran_before and known is not None:  # (the sieve may say so wrongly: ran_before then asks the log)
+                halted_again = (draft, known)
             report.plans.append(ReplayedPlan(key, h.error, h.kind, h.node))
         draft = None
         if tape.diverged is not None:
             break
-    for text in plans:  # after a divergence: the plans not reached must still parse (and be known ops)
-        keyed(text)
-    if plans.abandoned or not seen["trace"] or tape.total == 0 or plans.accepted == 0:
+    for ledgered, item in source:  # after a divergence: the executions not reached must still parse and check
+        plan_of(ledgered, item)
+    source.settled()
+    if source.abandoned or not seen["trace"] or tape.total == 0 or (source.accepted == 0 and not source.ledgered):
         raise _Abandon("nothing to replay: the classic replay says why")
     last = tape.last
     if tape.diverged is not None and last is not None and last.status == "miss" and tape.unserved == 1 \
