@@ -156,17 +156,17 @@ def test_flux_replay_s_path_streams_and_holds_neither_the_cells_nor_the_values(t
             w.append(sid, TurnEnded(outcome="ok", answer="done"), turn_id=tid)
     held: list[int] = []
     interps: list = []
-    real_index, real_interp = S.StreamTape._index_new, S.Interpreter
+    real_append, real_interp = S.StreamTape.append, S.Interpreter
 
-    def index_new(self):  # (each lookup indexes the cells scanned since the last)
-        real_index(self)
+    def append(self, c):
+        real_append(self, c)
         held.append(sum(x is not None for x in self.cells))
 
     class Spy(real_interp):
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
             interps.append(self)
-    monkeypatch.setattr(S.StreamTape, "_index_new", index_new)
+    monkeypatch.setattr(S.StreamTape, "append", append)
     monkeypatch.setattr(S, "Interpreter", Spy)
     with StoreReader(store) as r:
         direct, got, want = _streamed_and_classic(r, "s_1")

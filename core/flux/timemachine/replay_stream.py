@@ -54,51 +54,30 @@ class _Abandon(Exception):
 
 class StreamTape(ReplayTape):
     """A lean :class:`~flux.cassette.replay.ReplayTape` that is filled while it serves: the read
-    appends each cell to ``cells`` as it scans it, and a lookup the cells scanned so far cannot
-    answer reads on (``pump``) until one can or the session ends — so it answers exactly as the
-    whole tape would (the first unconsumed cell with the key), holding only the cells not yet
-    served. Cells are indexed when a lookup first needs them (a batch at a time, not a call per
-    cell): a cell not indexed yet comes after every indexed one, so an indexed unconsumed match
-    is the first one (``serve_cell``'s fast path), and any other lookup comes to :meth:`find`."""
+    appends each cell as it scans it, and a lookup the cells scanned so far cannot answer reads on
+    (``pump``) until one can or the session ends — so it answers exactly as the whole tape would
+    (the first unconsumed cell with the key), holding only the cells not yet served."""
 
     def __init__(self) -> None:
         super().__init__((), lean=True)
         self.pump: Any = None  # () -> bool: scan one more row; False at the end of the session
-        self._consumed: Any = bytearray()  # (a byte per indexed cell, not a list slot)
+        self._consumed: Any = bytearray()  # (a byte per cell, not a list slot)
         self.served: Any = ServedLog()  # (8 bytes per served cell, not a list slot and an int)
-        self._indexed = 0  # cells[:_indexed] are in the index
 
     def append(self, cell: Any) -> None:
+        i = len(self.cells)
         self.cells.append(cell)
-
-    def _index_new(self) -> None:
-        cells = self.cells
-        n = len(cells)
-        i = self._indexed
-        if i == n:
-            return
-        index = self._index
-        self._consumed.extend(bytes(n - i))
-        while i < n:
-            cell = cells[i]
-            op, h, red = cell.op, cell.input_hash, cell.input_hash_redacted
-            at = index.get((op, h))
-            if at is None:
-                index[(op, h)] = [i]
-            else:
-                at.append(i)
-            if red is not None and red != h:
-                index.setdefault((op, red), []).append(i)
-            i += 1
-        self._indexed = n
+        self._consumed.append(0)
+        self._index.setdefault((cell.op, cell.input_hash), []).append(i)
+        red = cell.input_hash_redacted
+        if red is not None and red != cell.input_hash:
+            self._index.setdefault((cell.op, red), []).append(i)
 
     def find(self, op: str, h: str) -> int | None:
-        self._index_new()
         i = ReplayTape.find(self, op, h)
         pump = self.pump
         while i is None and pump is not None:
             more = pump()  # (the last row's cells are appended by the call that finds the end)
-            self._index_new()
             i = ReplayTape.find(self, op, h)
             if not more:
                 break
@@ -129,37 +108,28 @@ class ServedLog(array):
 
 class _KeySieve:
     """A fixed-size set of flow keys that may answer "maybe" for a key it never held (a Bloom
-    filter: 512 KB, two bits per key, placed by the key's ``hash``, which a ``str`` computes once)
-    but never "no" for one it holds. The stream asks it only where "maybe" means "stand aside"
-    (exact, just slower), so a long session costs no memory per key."""
+    filter of one hash: 1 MB, a bit per slot, placed by the key's ``hash``, which a ``str``
+    computes once) but never "no" for one it holds. The stream asks it only where "maybe" means
+    "look closer" or "stand aside" (exact, just slower), so a long session costs no memory per key."""
 
     __slots__ = ("bits",)
-    _MASK = (1 << 22) - 1
 
     def __init__(self) -> None:
-        self.bits = bytearray((self._MASK + 1) >> 3)
+        self.bits = bytearray(1 << 20)
 
     def add(self, key: Any) -> bool:
         """Add ``key``; whether it may have been added before."""
-        n = hash(key)
-        a = n & 0x3FFFFF
-        b = (n >> 40) & 0x3FFFFF
+        n = hash(key) & 0x7FFFFF
         bits = self.bits
-        ma = 1 << (a & 7)
-        mb = 1 << (b & 7)
-        a >>= 3
-        b >>= 3
-        had = bits[a] & ma and bits[b] & mb
-        bits[a] |= ma
-        bits[b] |= mb
-        return bool(had)
+        i = n >> 3
+        b = bits[i]
+        m = 1 << (n & 7)
+        bits[i] = b | m
+        return b & m != 0
 
     def __contains__(self, key: Any) -> bool:
-        n = hash(key)
-        a = n & 0x3FFFFF
-        b = (n >> 40) & 0x3FFFFF
-        bits = self.bits
-        return bool(bits[a >> 3] & (1 << (a & 7)) and bits[b >> 3] & (1 << (b & 7)))
+        n = hash(key) & 0x7FFFFF
+        return self.bits[n >> 3] & (1 << (n & 7)) != 0
 
 
 _HELD_PLANS = 256  # distinct accepted plans a ledger-ordered stream keeps at hand (the newest)
@@ -206,8 +176,8 @@ class _Source:
         self._halted = False
         self._resuming = False
         self.plans: dict[Any, Any] = {}  # the newest accepted plans by key (insertion order = age)
-        self.accepted_keys = _KeySieve()
-        self.executed = _KeySieve()
+        self.accepted_keys: Any = None  # a _KeySieve, from the first ledger row on
+        self.ran_orphans: set[Any] = set()  # redacted plans' keys that ran (so are no stand-ins)
         self.standins: dict[Any, Any] = {}  # missing execution key -> its redacted stand-in, or None
         self.orphans: dict[Any, list[Any]] = {}  # redacted plan's key -> [plan, paired]
         self.unpaired = False  # a missing key found no stand-in (a later redacted plan would be its)
@@ -246,6 +216,7 @@ class _Source:
             if self.started:
                 self._abandon("ledger rows after plans ran in acceptance order")
             self.ledgered = True
+            self.accepted_keys = _KeySieve()
             self.pending.extend(self.queue)
             self.queue.clear()
         queue = self.queue
@@ -286,10 +257,8 @@ class _Source:
         if len(plans) > _HELD_PLANS:
             del plans[next(iter(plans))]
         self.accepted_keys.add(key)
-        if DEFAULT_MARKER in text and key not in self.orphans:  # a redacted plan: a stand-in, unless it runs
-            if key in self.executed:
-                self._abandon("a redacted plan whose key may have run")
-            self.orphans[key] = [draft, False]
+        if DEFAULT_MARKER in text and key not in self.orphans and key not in self.ran_orphans:
+            self.orphans[key] = [draft, False]  # a redacted plan: a stand-in, unless its key runs
 
     def plan_for(self, key: Any) -> tuple[Any, Any, bool]:
         """An execution's plan in ledger order: ``(plan or None, the key to run it under, stand-in)``."""
@@ -298,6 +267,7 @@ class _Source:
             if orphan[1]:
                 self._abandon("a redacted plan paired as a stand-in runs later")
             del self.orphans[key]
+            self.ran_orphans.add(key)
         draft = self.plans.get(key)
         if draft is not None:
             return draft, key, False
@@ -347,8 +317,18 @@ class _Source:
     def __iter__(self):
         """``(ledgered, item)`` per execution: a plan text (acceptance order) or a key (ledger order)."""
         queue = self.queue
+        pump = self.pump
+        while not self.ledgered:  # acceptance order, until a ledger row turns up (before any plan ran)
+            while len(queue) < 2 and pump():
+                pass
+            if self.ledgered:
+                break
+            if not queue:
+                return
+            self.started = True
+            yield False, queue.popleft()
         while True:
-            while (not queue if self.ledgered else len(queue) < 2) and self.pump():
+            while not queue and pump():
                 pass
             if self.pending:
                 try:
@@ -358,9 +338,7 @@ class _Source:
                     raise
             if not queue:
                 return
-            if not self.ledgered:
-                self.started = True
-            yield self.ledgered, queue.popleft()
+            yield True, queue.popleft()
 
 
 _END = object()
@@ -371,6 +349,12 @@ def _body(draft: Any) -> Any:
 
 
 def _reads_let_go(plan: Any, halted: Any, ledger: Any) -> bool:
+    if type(plan) is HostCall and type(halted) is HostCall:  # (one statement each: no parse)
+        return ledger.entry(0) is None and plan.stmt == halted.stmt
+    return _walks_further(plan, halted, ledger)
+
+
+def _walks_further(plan: Any, halted: Any, ledger: Any) -> bool:
     """Would ``plan``'s fast-forward over the latch of ``halted`` (a plan that halted after an
     earlier run of it may have let its rows go) read further in the classic replay? The stream's
     latch rows are a suffix of the classic replay's (rows are let go only of a run that began with
@@ -413,7 +397,7 @@ def replay_streamed(reader: StoreReader, session_ref: str | None, catalog: OpCat
         return key, draft
 
     source = _Source(keyed)
-    events = source.events = _scan(reader, row.id, False, source, tape.cells, None, source.rows, seen)
+    events = source.events = _scan(reader, row.id, False, source, tape, None, source.rows, seen)
     try:
         report = _run(row.id, source, tape, seen, catalog)
     except SessionNotFound:
@@ -436,37 +420,37 @@ def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], cata
     report = ReplayReport(session=sid, plans=PlanLog(), cells_total=0, cells_consumed=0, diverged=None,
                           missing_sources=0, detail=False)
     keyed = source.keyed
-    executed = source.executed
     completed = sink.completed_rows
     ran_host = report.plans.ran_host
     # A plan that ran through with no latch open, and held no row before, keeps no row (nor the
     # values they name): only a fast-forward over that key's rows could read them, which takes the
     # same key to halt later (so become the latch) and the next plan to walk its rows as far as a
-    # statement whose row was let go. A plan that halts after its key may have run before is kept
-    # here until the next plan runs; that plan's walk is then checked (_reads_let_go).
-    halted_again: Any = None
-
-    def plan_of(ledgered: bool, item: Any) -> tuple[Any, Any, Any, bool, bool]:
-        """(execution key, plan or None, key to run it under, stand-in, whether the key may have run
-        before), the plan checked against the catalog."""
-        if ledgered:
-            key = item
-            before = executed.add(key)
-            draft, known, standin = source.plan_for(key)
-        else:
-            key, draft = keyed(item)
-            known, standin = key, False
-            before = executed.add(key)
-        if catalog is not None and draft is not None:
-            _check_ops(sid, key, draft, catalog)
-        return key, draft, known, standin, before
-
-    add_executed = executed.add
+    # statement whose row was let go (_reads_let_go: a failed call tried again). Then, if that key
+    # ran before (asked of a sieve of the keys run so far, kept from the first such walk on, and
+    # a "maybe" of the plan log), the stream stands aside.
+    halted: Any = None  # (plan, key) of the plan that just halted
+    executed: Any = None  # _KeySieve of the keys run so far, from the first walk that needs it
     plan_for = source.plan_for
+
+    def ran_before(key: str, seen: bool | None) -> bool:
+        """Whether ``key`` (the last plan run, halted) ran through before; ``seen`` the sieve's
+        "maybe" when it ran, None when there was no sieve yet (it is made now, of the plans run)."""
+        nonlocal executed
+        plans = report.plans
+        if seen is None:
+            if executed is None:
+                executed = _KeySieve()
+                for _i, p in zip(range(len(plans) - 1), plans):
+                    executed.add(p.flow_key)
+                seen = key in executed
+                executed.add(key)
+            else:
+                seen = True
+        return seen and plans.ran_before(key, len(plans) - 1)
+
     for ledgered, item in source:
         if ledgered:
             key = item
-            ran_before = add_executed(key)
             draft, known, standin = plan_for(key)
             if standin:
                 report.redacted_standins += 1
@@ -476,16 +460,15 @@ def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], cata
         else:
             key, draft = keyed(item)
             known = key
-            ran_before = add_executed(key)
         item = None
         if catalog is not None:
             _check_ops(sid, key, draft, catalog)
         ledger = sink.ledger()
-        if halted_again is not None:
-            if ledger is not None and _reads_let_go(draft, halted_again[0], ledger) \
-                    and report.plans.ran_before(halted_again[1], len(report.plans) - 1):
+        if halted is not None:
+            if ledger is not None and _reads_let_go(draft, halted[0], ledger) and ran_before(halted[1], halted[2]):
                 raise _Abandon("the fast-forward may read a row that was let go")
-            halted_again = None
+            halted = None
+        maybe_ran = executed.add(key) if executed is not None else None
         sink.execution = len(report.plans)
         if ledger is None and known is not None and known not in completed:
             if type(draft) is HostCall:
@@ -502,14 +485,20 @@ def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], cata
             if h is None:
                 report.plans.ran(key)
         if h is not None:
-            if ran_before and known is not None:  # (the sieve may say so wrongly: ran_before then asks the log)
-                halted_again = (draft, known)
+            if known is not None:  # (a stand-in runs under its own key, whose rows are never let go)
+                halted = (draft, known, maybe_ran)
             report.plans.append(ReplayedPlan(key, h.error, h.kind, h.node))
         draft = None
         if tape.diverged is not None:
             break
     for ledgered, item in source:  # after a divergence: the executions not reached must still parse and check
-        plan_of(ledgered, item)
+        if ledgered:
+            key = item
+            draft = plan_for(key)[0]
+        else:
+            key, draft = keyed(item)
+        if catalog is not None and draft is not None:
+            _check_ops(sid, key, draft, catalog)
     source.settled()
     if source.abandoned or not seen["trace"] or tape.total == 0 or (source.accepted == 0 and not source.ledgered):
         raise _Abandon("nothing to replay: the classic replay says why")
