@@ -435,3 +435,138 @@ def test_a_served_log_equals_the_list_of_the_same_indices(a, b):
     log = S.ServedLog(a)
     assert (log == a) and (a == log) and not (log != a) and (log == list(a)) and list(log) == a
     assert (log == b) == (a == b) and (log != b) == (a != b) and (b == log) == (a == b)
+
+
+# ------------------------------------------------------------------------------------------------
+# The guards of the ledger-ordered stream (and of a failed call tried again), each by a fixed
+# session: the stream either answers (and equals the classic replay) or stands aside, as asserted.
+
+def _hc(path, name="adaptive_gather_1", op="read"):
+    return 'flow\n  %s = %s({"path":"%s"})\n' % (name, op, path)
+
+
+def _key_stmt(text):
+    from flux.timemachine.replay_direct import host_call
+    hc = host_call(text)
+    return hc.flow_key, hc.stmt
+
+
+def _write_script(w, script):
+    """A session from (what, ...) steps: ("turn",), ("plan", text), ("cell", path, content[, error]),
+    ("done", text), ("halt", text), ("row", key) (a statement row of a key no plan has)."""
+    from flux.store import PlanHalted, Run, StatementCompleted
+
+    with w.transaction():
+        sid = w.create_session("mock")
+        tid = None
+        for step in script:
+            what = step[0]
+            if what == "turn":
+                tid = w.begin_turn(sid, "t", "mock")
+            elif what == "plan":
+                w.append(sid, PlanAttempted(step=1, outcome="accepted", plan_source=step[1]), turn_id=tid)
+            elif what == "cell":
+                w.append(sid, cell("read", {"path": step[1]}, step[2], is_error=len(step) > 3))
+            elif what == "done":
+                key, stmt = _key_stmt(step[1])
+                w.append(sid, Run(StatementCompleted(plan=key, node=0, stmt=stmt, value="v_1")))
+            elif what == "halt":
+                key, stmt = _key_stmt(step[1])
+                w.append(sid, Run(PlanHalted(plan=key, node=0, stmt=stmt, op="read", kind="runtime", error="x")))
+            elif what == "row":
+                w.append(sid, Run(StatementCompleted(plan=step[1], node=0, stmt="0" * 16)))
+    return sid
+
+
+_A, _B, _C = _hc("a"), _hc("b"), _hc("c")
+_RED = _hc("[redacted]")
+_LEDGER_GUARDS = {
+    # a plan accepted, run and recorded with its rows: the stream answers
+    "ledgered": (True, [("turn",), ("plan", _A), ("cell", "a", "A"), ("done", _A), ("plan", _B), ("cell", "b", "B"),
+                        ("done", _B)]),
+    # an execution of a plan accepted long before (let go from the newest held plans): stand aside
+    "held-plan-let-go": (False, [("turn",), ("plan", _A), ("cell", "a", "A"), ("done", _A), ("plan", _B),
+                                 ("cell", "b", "B"), ("done", _B), ("plan", _C), ("cell", "c", "C"), ("done", _C),
+                                 ("cell", "a", "A2"), ("done", _A)]),
+    # an execution no plan accepted so far has, whose plan is accepted later: stand aside
+    "plan-after-its-execution": (False, [("turn",), ("cell", "a", "A"), ("done", _A), ("plan", _B), ("cell", "b", "B"),
+                                         ("done", _B), ("plan", _C), ("cell", "c", "C"), ("done", _C), ("plan", _A)]),
+    # an execution with no plan: a missing source, and a redacted plan stands in for the next one
+    "missing-and-standin": (True, [("turn",), ("plan", _A), ("cell", "a", "A"), ("done", _A), ("row", "h:00000000000000aa"),
+                                   ("plan", _RED), ("cell", "[redacted]", "R"), ("row", "h:00000000000000bb")]),
+    # an execution left without a stand-in, then a redacted plan the classic replay pairs with it
+    "standin-accepted-late": (False, [("turn",), ("plan", _A), ("cell", "a", "A"), ("done", _A),
+                                      ("row", "h:00000000000000aa"), ("plan", _RED), ("row", "h:00000000000000bb")]),
+    # a redacted plan paired as a stand-in whose own key runs later: no stand-in after all
+    # (an unserved cell at the end: not the tape's end)
+    "standin-that-runs": (False, [("turn",), ("plan", _RED), ("row", "h:00000000000000aa"),
+                                  ("cell", "[redacted]", "R"), ("done", _RED), ("cell", "z", "Z")]),
+    # an execution left without a stand-in, and a redacted plan accepted well after it that no other
+    # execution takes: the classic replay pairs them (it pairs over the whole session)
+    "standin-left-unpaired": (False, [("turn",), ("plan", _A), ("cell", "a", "A"), ("done", _A),
+                                      ("row", "h:00000000000000aa"), ("plan", _B), ("cell", "b", "B"), ("done", _B),
+                                      ("plan", _C), ("cell", "c", "C"), ("done", _C), ("plan", _RED),
+                                      ("cell", "z", "Z")]),
+    # a redacted plan whose key ran, accepted again: still no stand-in (a later execution is missing)
+    "redacted-plan-that-ran-accepted-again": (True, [("turn",), ("plan", _RED), ("cell", "[redacted]", "R"),
+                                                     ("done", _RED), ("plan", _B), ("cell", "b", "B"), ("done", _B),
+                                                     ("plan", _C), ("cell", "c", "C"), ("done", _C), ("plan", _RED),
+                                                     ("row", "h:00000000000000aa"), ("cell", "z", "Z")]),
+    # ledger rows after plans ran in acceptance order (a batch turn, then a resumable one): stand aside
+    "batch-then-resumable": (False, [("turn",), ("plan", _A), ("cell", "a", "A"), ("plan", _B), ("cell", "b", "B"),
+                                     ("plan", _C), ("cell", "c", "C"), ("done", _C)]),
+    # a failed call tried again on the same input (its first try): streams
+    "retry": (True, [("turn",), ("plan", _A), ("cell", "a", "A", "error"), ("halt", _A), ("plan", _A),
+                     ("cell", "a", "A2"), ("done", _A), ("plan", _B), ("cell", "b", "B"), ("done", _B)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_LEDGER_GUARDS))
+def test_each_guard_of_the_ledger_ordered_stream_by_a_session_that_needs_it(tmp_path, monkeypatch, name):
+    monkeypatch.setattr(S, "_HELD_PLANS", 2)
+    streams, script = _LEDGER_GUARDS[name]
+    with StoreWriter(tmp_path / "store") as w:
+        sid = _write_script(w, script)
+    with StoreReader(tmp_path / "store") as r:
+        direct, got, want = _streamed_and_classic(r, sid)
+    assert got == want and want[0] == "report"
+    assert (direct is not None) == streams, name
+    if direct is not None:
+        assert _outcome(lambda: direct, detail=False) == want
+    js = want[1]
+    if name == "missing-and-standin":
+        assert js["missing_sources"] == 1 and want[6] == 1 and js["cells_consumed"] == 2
+    elif name == "retry":
+        assert js["diverged"] is None and js["cells_consumed"] == 3 and [p.halt_kind for p in want[5]] == ["runtime", None, None]
+    elif name == "held-plan-let-go":
+        assert js["missing_sources"] == 0 and len(js["plans"]) == 4
+    elif name == "plan-after-its-execution":
+        assert js["missing_sources"] == 0
+    elif name == "redacted-plan-that-ran-accepted-again":
+        assert want[6] == 0 and js["missing_sources"] == 1 and js["cells_consumed"] == 3
+    elif name == "standin-left-unpaired":
+        assert want[6] == 1 and js["diverged"] is not None
+    elif name == "standin-accepted-late":  # the first execution with no plan gets the stand-in (and diverges)
+        assert want[6] == 1 and js["missing_sources"] == 0 and js["diverged"] is not None
+
+
+def test_a_retried_failed_call_in_a_long_session_streams_once_it_ran_before_it_stands_aside(tmp_path):
+    """Many failed calls each tried again (never run before): the stream answers; then one call that
+    completed earlier fails and is tried again (its fast-forward reads the earlier row): stand aside."""
+    script = [("turn",)]
+    for i in range(30):
+        t = _hc(f"p{i}")
+        script += [("plan", t), ("cell", f"p{i}", "E", "error"), ("halt", t), ("plan", t), ("cell", f"p{i}", "ok"),
+                   ("done", t)]
+    q = _hc("q")
+    script = [("turn",), ("plan", q), ("cell", "q", "Q"), ("done", q)] + script[1:]  # q runs through: let go
+    with StoreWriter(tmp_path / "store") as w:
+        sid = _write_script(w, script)
+        again = _write_script(w, script + [("plan", q), ("cell", "q", "E", "error"), ("halt", q),
+                                           ("plan", q), ("cell", "q", "Q2"), ("done", q)])
+    with StoreReader(tmp_path / "store") as r:
+        direct, got, want = _streamed_and_classic(r, sid)
+        assert direct is not None and got == want and want[1]["cells_consumed"] == 61
+        direct, got, want = _streamed_and_classic(r, again)
+        # the retry fast-forwards over q's first row (its value rebound): its own cell is left
+        assert direct is None and got == want and want[1]["cells_consumed"] == 62 and want[1]["cells_total"] == 63

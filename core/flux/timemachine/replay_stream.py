@@ -277,6 +277,8 @@ class _Source:
             standin = None
             for orphan in self.orphans.values():
                 if not orphan[1]:
+                    if self.unpaired:  # the classic replay gives it to the earlier key left without one
+                        self._abandon("a redacted plan accepted after the execution it stands in for")
                     orphan[1] = True
                     standin = orphan[0]
                     break
@@ -319,7 +321,7 @@ class _Source:
         queue = self.queue
         pump = self.pump
         while not self.ledgered:  # acceptance order, until a ledger row turns up (before any plan ran)
-            while len(queue) < 2 and pump():
+            while len(queue) < 2 and not self.ledgered and pump():
                 pass
             if self.ledgered:
                 break
