@@ -135,3 +135,63 @@ def test_rows_with_escaped_surrogates_read_and_replay_as_the_full_decode(replay_
     finally:
         full.close()
         fast.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# A store whose `events.global_seq` is not the table's rowid: the streamed read cannot take the
+# column's integer type for granted (flux's schema makes it the rowid, INTEGER PRIMARY KEY; a
+# hostile or hand-made store need not), so a row with a text, real or NULL global_seq is skipped and
+# counted as valid_event_row has every reader skip it.
+
+import re  # noqa: E402
+
+import pytest  # noqa: E402
+
+# How the rebuilt table declares global_seq: no type at all, an INTEGER PRIMARY KEY that is no
+# rowid alias (DESC, SQLite's documented quirk), and flux's own declaration (the control).
+_GS_DECLS = {"untyped": "global_seq ANY", "desc": "global_seq INTEGER PRIMARY KEY DESC",
+             "rowid": "global_seq INTEGER PRIMARY KEY AUTOINCREMENT"}
+
+
+def _redeclare_global_seq(store: Path, decl: str) -> list[int]:
+    con = sqlite3.connect(store / "events.db", isolation_level=None)
+    try:
+        ddl = con.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone()[0]
+        indexes = [r[0] for r in con.execute("SELECT sql FROM sqlite_master WHERE type = 'index'"
+                                             " AND tbl_name = 'events' AND sql IS NOT NULL")]
+        new_ddl, n = re.subn(r"global_seq\s+INTEGER PRIMARY KEY AUTOINCREMENT", decl, ddl)
+        assert n == 1
+        con.execute("ALTER TABLE events RENAME TO events_before")
+        con.execute(new_ddl)
+        con.execute("INSERT INTO events SELECT * FROM events_before")
+        con.execute("DROP TABLE events_before")
+        for sql in indexes:
+            con.execute(sql)
+        return [r[0] for r in con.execute("SELECT global_seq FROM events WHERE stream = 's_1' AND kind IN (%s)"
+                                          " ORDER BY stream_seq" % ",".join("?" * len(TRACE_KINDS)), TRACE_KINDS)]
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("decl", sorted(_GS_DECLS))
+def test_a_row_whose_global_seq_is_no_integer_is_skipped_as_every_reader_skips_it(replay_base, tmp_path, decl):  # noqa: F811
+    base = tmp_path / "base"
+    shutil.copytree(replay_base, base)
+    seqs = _redeclare_global_seq(base, _GS_DECLS[decl])
+    for i, gs in enumerate(seqs):
+        store = tmp_path / f"v{i}"
+        shutil.copytree(base, store)
+        if decl != "rowid":  # (a rowid alias refuses a value that is no integer: the control reads as it is)
+            con = sqlite3.connect(store / "events.db", isolation_level=None)
+            con.execute("UPDATE events SET global_seq = ? WHERE global_seq = ?", ([f"g{gs}", gs + 0.5, None][i % 3], gs))
+            con.close()
+        full, fast = StoreReader(store), StoreReader(store)
+        try:
+            detail = load_session(full, "s_1", kinds=TRACE_KINDS)
+            _same_input(read_replay_input(fast, "s_1"), ReplayInput.of_detail(detail))
+            assert fast.skipped_rows == full.skipped_rows == (0 if decl == "rowid" else 1)
+            assert _outcome(lambda: replay_session(fast, "s_1")) == \
+                _outcome(lambda: replay_detail(load_session(full, "s_1", kinds=TRACE_KINDS)))
+        finally:
+            full.close()
+            fast.close()

@@ -22,12 +22,14 @@ on stores with corrupt rows.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections import deque
 from itertools import chain
 from dataclasses import dataclass
 from typing import Any
 
 from ..cassette.replay import TapeCell
+from ..errors import FluxError
 from ..model.session import TRACE_KINDS, SessionDetail, Turn, TurnFold
 from ..store.events import (
     _SURROGATE_ESCAPE, DECODE_ERRORS, RUN_VARIANTS, OpRecorded, PayloadError, PlanAttempted, PlanHalted, StatementCompleted,
@@ -97,6 +99,21 @@ def _read(reader: StoreReader, sid: str, *, tolerant: bool, full_cells: bool = F
                        cell_bodies=bodies)
 
 
+def _global_seq_is_rowid(reader: StoreReader) -> bool:
+    """Whether ``events.global_seq`` is the table's rowid, as flux declares it (``INTEGER PRIMARY
+    KEY``): then every row's is an integer. Not so in a hand-made or hostile store — no type, or an
+    INTEGER PRIMARY KEY that is no rowid alias (``DESC``, or a ``WITHOUT ROWID`` table: SQLite then
+    keeps an index for the key) — where a row's may be text, a real or NULL."""
+    try:
+        cols = reader.query("PRAGMA table_info(events)")
+        pk = [(name, str(decl).upper()) for _cid, name, decl, _nn, _dflt, k in cols if k]
+        if pk != [("global_seq", "INTEGER")]:
+            return False
+        return not any(origin == "pk" for _seq, _name, _unique, origin, *_ in reader.query("PRAGMA index_list(events)"))
+    except (FluxError, sqlite3.Error, ValueError, TypeError):
+        return False
+
+
 def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, bodies: list[dict] | None,
           ledger: Any, seen: dict[str, Any]):
     """One pass over the session's turn, plan and run rows, each validated as every reader
@@ -126,11 +143,13 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
     lone_surrogate = _SURROGATE_ESCAPE.search
     has_trace = False
     skipped = 0
+    any_gs = not _global_seq_is_rowid(reader)  # (True: a store not in flux's schema, each row's is checked)
     for gs, stream, sseq, eid, kind, ts, turn_id, payload in chain.from_iterable(
             reader.scan_batches(_SQL, (sid, *TRACE_KINDS), tolerant=tolerant)):
-        # valid_event_row, less what _SQL proves: `global_seq` is the rowid (an integer), and a row it
-        # selects has `stream` and `kind` equal to text parameters (TEXT never equals a BLOB or a number)
-        if type(payload) is not str or type(sseq) is not int:
+        # valid_event_row, less what _SQL proves: a row it selects has `stream` and `kind` equal to
+        # text parameters (TEXT never equals a BLOB or a number), and in flux's schema `global_seq`
+        # is the rowid (an integer)
+        if type(payload) is not str or type(sseq) is not int or (any_gs and type(gs) is not int):
             skipped += 1
             continue
         try:  # load_payload, inline: the same errors skip the row
