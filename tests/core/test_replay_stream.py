@@ -475,11 +475,19 @@ def _write_script(w, script):
                 w.append(sid, Run(PlanHalted(plan=key, node=0, stmt=stmt, op="read", kind="runtime", error="x")))
             elif what == "row":
                 w.append(sid, Run(StatementCompleted(plan=step[1], node=0, stmt="0" * 16)))
+            elif what == "row0":  # node 0's row of a parsed (multi-statement) plan
+                from flux.lang.hashes import stmt_hash16
+                from flux.model.stored_plan import parse_stored_plan
+                draft, key = parse_stored_plan(step[1])
+                w.append(sid, Run(StatementCompleted(plan=key, node=0, stmt=stmt_hash16(draft.body[0]), value="v_1")))
+            elif what == "end":
+                w.append(sid, TurnEnded(outcome="ok", answer="done"), turn_id=tid)
     return sid
 
 
 _A, _B, _C = _hc("a"), _hc("b"), _hc("c")
 _RED = _hc("[redacted]")
+_M = 'flow\n  x = read({"path":"m1"})\n  y = read({"path":"m2"})\n'
 _LEDGER_GUARDS = {
     # a plan accepted, run and recorded with its rows: the stream answers
     "ledgered": (True, [("turn",), ("plan", _A), ("cell", "a", "A"), ("done", _A), ("plan", _B), ("cell", "b", "B"),
@@ -496,7 +504,9 @@ _LEDGER_GUARDS = {
                                    ("plan", _RED), ("cell", "[redacted]", "R"), ("row", "h:00000000000000bb")]),
     # an execution left without a stand-in, then a redacted plan the classic replay pairs with it
     "standin-accepted-late": (False, [("turn",), ("plan", _A), ("cell", "a", "A"), ("done", _A),
-                                      ("row", "h:00000000000000aa"), ("plan", _RED), ("row", "h:00000000000000bb")]),
+                                      ("row", "h:00000000000000aa"), ("plan", _B), ("cell", "b", "B"), ("done", _B),
+                                      ("plan", _C), ("cell", "c", "C"), ("done", _C), ("plan", _RED),
+                                      ("row", "h:00000000000000bb")]),
     # a redacted plan paired as a stand-in whose own key runs later: no stand-in after all
     # (an unserved cell at the end: not the tape's end)
     "standin-that-runs": (False, [("turn",), ("plan", _RED), ("row", "h:00000000000000aa"),
@@ -515,6 +525,18 @@ _LEDGER_GUARDS = {
     # ledger rows after plans ran in acceptance order (a batch turn, then a resumable one): stand aside
     "batch-then-resumable": (False, [("turn",), ("plan", _A), ("cell", "a", "A"), ("plan", _B), ("cell", "b", "B"),
                                      ("plan", _C), ("cell", "c", "C"), ("done", _C)]),
+    # the recording stops inside the newest turn, which never ended: the tape's end, not a divergence
+    # (ledger order: a two-statement plan killed after its first statement's row)
+    "tape-end": (True, [("turn",), ("plan", _A), ("cell", "a", "A"), ("done", _A), ("plan", _M), ("cell", "m1", "M1"),
+                        ("row0", _M)]),
+    "tape-end-batch": (True, [("turn",), ("plan", _A), ("cell", "a", "A"), ("plan", _B)]),
+    # ... but a turn that ended, or a last plan of an earlier turn, diverged
+    "tape-end-turn-ended": (True, [("turn",), ("plan", _A), ("cell", "a", "A"), ("done", _A), ("plan", _M),
+                                   ("cell", "m1", "M1"), ("row0", _M), ("end",)]),
+    "tape-end-batch-turn-ended": (True, [("turn",), ("plan", _A), ("cell", "a", "A"), ("plan", _B), ("end",)]),
+    "tape-end-older-turn": (True, [("turn",), ("plan", _A), ("cell", "a", "A"), ("plan", _B), ("turn",)]),
+    "tape-end-older-turn-ledger": (True, [("turn",), ("plan", _A), ("cell", "a", "A"), ("done", _A), ("plan", _M),
+                                          ("cell", "m1", "M1"), ("row0", _M), ("turn",)]),
     # a failed call tried again on the same input (its first try): streams
     "retry": (True, [("turn",), ("plan", _A), ("cell", "a", "A", "error"), ("halt", _A), ("plan", _A),
                      ("cell", "a", "A2"), ("done", _A), ("plan", _B), ("cell", "b", "B"), ("done", _B)]),
@@ -538,6 +560,12 @@ def test_each_guard_of_the_ledger_ordered_stream_by_a_session_that_needs_it(tmp_
         assert js["missing_sources"] == 1 and want[6] == 1 and js["cells_consumed"] == 2
     elif name == "retry":
         assert js["diverged"] is None and js["cells_consumed"] == 3 and [p.halt_kind for p in want[5]] == ["runtime", None, None]
+    elif name.startswith("tape-end"):
+        end = want[7]
+        if name in ("tape-end", "tape-end-batch"):
+            assert end is not None and js["diverged"] is None and end.turn == 1 and end.node == (name == "tape-end")
+        else:
+            assert end is None and js["diverged"] is not None
     elif name == "held-plan-let-go":
         assert js["missing_sources"] == 0 and len(js["plans"]) == 4
     elif name == "plan-after-its-execution":

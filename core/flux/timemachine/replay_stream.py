@@ -7,22 +7,26 @@ for) first tries :func:`replay_streamed`: the session's rows are pulled through 
 * cassette cells go straight into a growing lean tape (:class:`StreamTape`) that lets each go once
   it is served; a plan runs once the rows after it (its cells) are scanned, and a request the
   scanned cells cannot answer reads on until one can, or to the end (a miss);
-* accepted ``plan_source`` texts wait in a queue of one or two and are let go once they ran;
-* a host plan that ran to completion with no halt latch open leaves no statement row and no value
-  behind: nothing can read them, unless that same plan later halts (so becomes the latch) and the
-  plan after it begins with the same statement (its fast-forward would read the row) — and then
-  the stream is abandoned (below);
-* the report keeps one compact record per execution.
+* the executions come as the classic replay orders them (:class:`_Source`): the acceptances
+  themselves (no statement row in the session: flux's batch path), or folded from the
+  ``statement_completed`` / ``plan_halted`` rows as they are read (a plan run resumably: flux's own
+  turns), with each accepted plan keyed when read and the newest few held, missing sources and
+  redacted stand-ins paired as the classic replay pairs them;
+* a plan that ran through with no halt latch open, holding no row before, leaves no statement row
+  and no value behind: only a fast-forward over that key's rows could read them, which takes the
+  key to halt later (so become the latch) and the next plan to walk as far as a row let go (a
+  failed call tried again after it once succeeded) — and then the stream stands aside (below);
+* the report keeps one compact record per execution; the tape's end of an interrupted turn is
+  told as the classic replay tells it.
 
-It covers the common shape — the executions are the acceptances (no ``statement_completed`` /
-``plan_halted`` row recorded, flux's batch path and every generated store), turns in order — and
-*abandons the stream* for anything else, returning None so the caller replays the classic way
-(read everything, then replay): a recorded ledger row, a turn or plan row out of order, a plan
-that does not parse or names an op the catalog lacks, a run with no trace or no cells, a halted
-one-statement plan followed by a plan that begins with the same statement (a failed call tried
-again: its fast-forward may read a row let go), a divergence that may be the tape's end, a
-non-UTF-8 row, any error. Nothing is written and nothing printed before it returns, so the classic replay then
-gives the very output and error it always gave; a differential test checks both agree.
+It *stands aside* (returns None, and the caller replays the classic way: read everything, then
+replay) for anything it cannot answer exactly: a turn or plan row out of order, statement rows
+after plans already ran in acceptance order, a plan that does not parse or names an op the catalog
+lacks, a run with no trace or no cells, an execution whose plan was let go from the held ones, a
+plan accepted after an execution found none with its key, a stand-in pairing the whole session
+would make otherwise, the let-go row above, a non-UTF-8 row, any error. Nothing is written and
+nothing printed before it returns, so the classic replay then gives the very output and error it
+always gave; differential tests check both agree.
 """
 
 from __future__ import annotations
@@ -37,10 +41,10 @@ from ..errors import SessionNotFound
 from ..lang.catalog import OpCatalog
 from ..lang.hashes import stmt_hash16
 from ..lang.interpreter import Interpreter
-from ..store.events import PlanAttempted, TurnStarted
+from ..store.events import PlanAttempted, TurnEnded, TurnStarted
 from ..store.store import StoreReader
 from .replay import (
-    PlanLog, ReplayedPlan, ReplayReport, _check_ops, _never_asked, _parse_cached, _run_plan, _ScratchSink, _settle,
+    PlanLog, ReplayedPlan, ReplayReport, TapeEnd, _check_ops, _never_asked, _parse_cached, _run_plan, _ScratchSink, _settle,
 )
 from .replay_direct import DirectRunner, HostCall, host_call
 from .replay_input import _scan
@@ -170,6 +174,9 @@ class _Source:
         self.pending: list[Any] = []  # accepted texts (ledger order) read, not keyed yet
         self._turns: set[int] = set()
         self._newest: int | None = None  # turn_id (global_seq) of the newest turn
+        self.newest_ended = False  # the newest turn has a turn_ended (as TurnFold sets ``ended_at_ms``)
+        self.queue_turns: deque[Any] = deque()  # acceptance order: each queued text's turn
+        self.last_turn: Any = None  # acceptance order: the turn of the text taken last
         # ledger order
         self._cur: Any = None
         self._last = -1
@@ -192,6 +199,10 @@ class _Source:
                 self._abandon("turns out of order")  # the fold sorts them: another order
             self._newest = ev.global_seq
             self._turns.add(ev.global_seq)
+            self.newest_ended = False
+        elif isinstance(b, TurnEnded):
+            if ev.turn_id is not None and ev.turn_id == self._newest:
+                self.newest_ended = ev.ts is not None
         elif ev.turn_id is not None and isinstance(b, PlanAttempted):
             self.plan_attempted(ev.global_seq, ev.stream_seq, ev.ts, ev.turn_id, b.step, b.outcome, b.error,
                                 b.fingerprint, b.phase, b.plan_source, b.plan_text)
@@ -205,7 +216,11 @@ class _Source:
             self._abandon("a plan row of an earlier turn")  # it would run before the newer turns' plans
         if outcome == "accepted" and plan_source is not None:
             self.accepted += 1
-            (self.pending if self.ledgered else self.queue).append(plan_source)
+            if self.ledgered:
+                self.pending.append((plan_source, turn_id))
+            else:
+                self.queue.append(plan_source)
+                self.queue_turns.append(turn_id)
 
     # -- the ledger rows (executions_from_rows, folded a batch at a time) -------------------------
 
@@ -217,8 +232,9 @@ class _Source:
                 self._abandon("ledger rows after plans ran in acceptance order")
             self.ledgered = True
             self.accepted_keys = _KeySieve()
-            self.pending.extend(self.queue)
+            self.pending.extend(zip(self.queue, self.queue_turns))
             self.queue.clear()
+            self.queue_turns.clear()
         queue = self.queue
         cur, last, halted, resuming = self._cur, self._last, self._halted, self._resuming
         for plan, node, skipped, is_halt, _gs in rows:
@@ -243,17 +259,17 @@ class _Source:
         and at the end."""
         texts = self.pending
         self.pending = []
-        for text in texts:
-            self._accept(text)
+        for text, turn in texts:
+            self._accept(text, turn)
 
-    def _accept(self, text: Any) -> None:
-        """An accepted plan in ledger order: keyed, held among the newest."""
+    def _accept(self, text: Any, turn: Any) -> None:
+        """An accepted plan in ledger order: keyed, held among the newest (with its turn)."""
         key, draft = self.keyed(text)
         if key in self.standins:
             self._abandon("a plan accepted after an execution found none with its key")
         plans = self.plans
         plans.pop(key, None)
-        plans[key] = draft
+        plans[key] = (draft, turn)
         if len(plans) > _HELD_PLANS:
             del plans[next(iter(plans))]
         self.accepted_keys.add(key)
@@ -268,9 +284,9 @@ class _Source:
                 self._abandon("a redacted plan paired as a stand-in runs later")
             del self.orphans[key]
             self.ran_orphans.add(key)
-        draft = self.plans.get(key)
-        if draft is not None:
-            return draft, key, False
+        held = self.plans.get(key)
+        if held is not None:
+            return held[0], key, False
         if key in self.accepted_keys:
             self._abandon("an execution of a plan let go (or the sieve's maybe)")
         if key not in self.standins:
@@ -287,6 +303,25 @@ class _Source:
             self.standins[key] = standin
         standin = self.standins[key]
         return standin, None, standin is not None
+
+    @property
+    def turns(self) -> int:
+        """How many turns the fold has (the newest turn's number)."""
+        return len(self._turns)
+
+    @property
+    def newest(self) -> Any:
+        return self._newest
+
+    def accepted_in_newest_turn(self, key: Any) -> bool:
+        """Ledger order: whether a plan with ``key`` was accepted in the newest turn (its latest
+        acceptance is; acceptances come in turn order). A key let go from the held plans stands aside."""
+        held = self.plans.get(key)
+        if held is not None:
+            return held[1] is not None and held[1] == self._newest
+        if key in self.accepted_keys:
+            self._abandon("a plan let go: which turn accepted it is not known")
+        return False
 
     def settled(self) -> None:
         """At the end: a missing key left without a stand-in while a redacted plan stayed unpaired
@@ -328,6 +363,7 @@ class _Source:
             if not queue:
                 return
             self.started = True
+            self.last_turn = self.queue_turns.popleft()
             yield False, queue.popleft()
         while True:
             while not queue and pump():
@@ -493,19 +529,41 @@ def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], cata
         draft = None
         if tape.diverged is not None:
             break
+    # (the tape's end, below: the last plan run, and which turns accepted a plan with its key)
+    last_key = report.plans[-1].flow_key if len(report.plans) else None
+    last_turn = source.last_turn  # acceptance order: the turn of the last plan run
+    key_turns: set[Any] = set()  # acceptance order: the turns of the acceptances not reached with that key
     for ledgered, item in source:  # after a divergence: the executions not reached must still parse and check
         if ledgered:
             key = item
             draft = plan_for(key)[0]
         else:
             key, draft = keyed(item)
+            if key == last_key:
+                key_turns.add(source.last_turn)
         if catalog is not None and draft is not None:
             _check_ops(sid, key, draft, catalog)
     source.settled()
     if source.abandoned or not seen["trace"] or tape.total == 0 or (source.accepted == 0 and not source.ledgered):
         raise _Abandon("nothing to replay: the classic replay says why")
+    # replay._tape_end: the one failed request is the last one, a miss after every recorded cell was
+    # served, in a plan of the newest turn (accepted in it), which never ended
     last = tape.last
-    if tape.diverged is not None and last is not None and last.status == "miss" and tape.unserved == 1 \
-            and tape.consumed == tape.total:
-        raise _Abandon("perhaps the tape's end (an interrupted turn)")
-    return _settle(report, tape)
+    end = None
+    if tape.diverged is not None and last is not None and last_key is not None and source.turns \
+            and last.status == "miss" and tape.unserved == 1 and tape.consumed == tape.total:
+        plan = report.plans[-1]
+        if not source.newest_ended and plan.halted is not None and plan.node is not None:
+            newest = source.newest
+            if source.ledgered:
+                in_newest = source.accepted_in_newest_turn(plan.flow_key)
+            else:
+                in_newest = (last_turn is not None and last_turn == newest) or newest in key_turns
+            if in_newest:
+                end = TapeEnd(source.turns, plan.flow_key, plan.node, last.op)
+    _settle(report, tape)
+    if end is not None:
+        report.tape_end = end
+        report.diverged = None
+        report.plans[-1] = ReplayedPlan(plan.flow_key, end.message(), "tape_end", plan.node)
+    return report
