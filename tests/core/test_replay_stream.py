@@ -598,3 +598,16 @@ def test_a_retried_failed_call_in_a_long_session_streams_once_it_ran_before_it_s
         direct, got, want = _streamed_and_classic(r, again)
         # the retry fast-forwards over q's first row (its value rebound): its own cell is left
         assert direct is None and got == want and want[1]["cells_consumed"] == 62 and want[1]["cells_total"] == 63
+
+
+def test_the_stores_flux_writes_take_the_streamed_path(demo_master, tmp_path):
+    """A copy of the real fixture (written by flux 0.26.0) and every demo session — statement rows,
+    interrupted turns and all — are answered by the stream, exactly as the classic replay answers."""
+    from tests.helpers import copy_fixture
+
+    fx = copy_fixture(tmp_path / "fx")
+    for store in (fx, demo_master):
+        with StoreReader(store) as r:
+            for row in r.list_sessions():
+                direct, got, want = _streamed_and_classic(r, row.id)
+                assert direct is not None and got == want and _outcome(lambda: direct, detail=False) == want, row.id
