@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from flux.lang import ast as A
 from flux.lang.formatter import format_flow
-from flux.lang.parser import _Parser, _host_plan_fast, parse
+from flux.lang.parser import _Parser, _host_plan_fast, _host_plans_fast, parse
 
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12),
                       st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12))
@@ -35,6 +35,74 @@ def test_fast_path_takes_the_common_shape_and_declines_the_rest():
     assert _host_plan_fast('flow\n  x = read({"c":"""a\n"""})\n') is None
     assert _host_plan_fast('flow\n  x = read({"c":NaN})\n') is None
     assert _host_plan_fast('flow\n  x = read({"c":1})\n  y = read({})\n') is None
+
+
+# ---- plans of several host statements, one a line (a resumable turn's plans) -----------------------
+
+from flux.errors import FluxError  # noqa: E402
+from flux.lang.parser import RESERVED as _RESERVED  # noqa: E402
+
+_stmt_names = st.one_of(names, st.sampled_from(sorted(_RESERVED)[:12]))
+_line_junk = st.sampled_from(["", " ", "\t", "# c", "\r", "  ", ")", "{", "\n"])
+
+
+def _general(text: str):
+    try:
+        return _Parser(text).flow()
+    except FluxError:
+        return "error"
+
+
+@settings(max_examples=300, deadline=None)
+@given(stmts=st.lists(st.tuples(st.booleans(), _stmt_names, ops, st.dictionaries(st.text(max_size=8), json_value, max_size=4),
+                                st.booleans()), min_size=1, max_size=5),
+       trailing=st.booleans(), junk=st.none() | st.tuples(st.integers(0, 400), _line_junk))
+def test_several_host_statements_read_fast_as_the_general_parser_reads_them(stmts, trailing, junk):
+    import json
+
+    lines = []
+    for sigil, name, op, value, ascii_only in stmts:
+        arg = json.dumps(value, ensure_ascii=ascii_only, separators=(",", ":"))
+        lines.append(f"  {'$' if sigil else ''}{name} = {op}({arg})")
+    text = "flow\n" + "\n".join(lines) + ("\n" if trailing else "")
+    if junk is not None:  # a character or line the general parser may read differently, or refuse
+        at, bit = junk
+        at %= len(text) + 1
+        text = text[:at] + bit + text[at:]
+    fast = _host_plans_fast(text)
+    if fast is not None:
+        assert fast == _general(text)
+    whole = parse(text) if _general(text) != "error" else None
+    if whole is not None:
+        assert whole == _general(text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(body=st.lists(st.tuples(names, ops, st.dictionaries(st.text(max_size=8), json_value, max_size=3)), min_size=2, max_size=4))
+def test_a_formatted_plan_of_host_statements_reads_fast(body):
+    draft = A.DraftAst(body=tuple(A.Bind(n, A.Call(o, (A.Lit(v),))) for n, o, v in body))
+    text = format_flow(draft)
+    fast = _host_plans_fast(text)
+    if all(n not in _RESERVED for n, _o, _v in body) and all(o not in _RESERVED and o != "fmt" for _n, o, _v in body) \
+            and '"""' not in text:
+        assert fast is not None
+    if fast is not None:
+        assert fast == _Parser(text).flow()
+
+
+def test_several_host_statements_fast_and_the_rest_declined():
+    two = 'flow\n  a = read({"path":"a"})\n  $b = bash({"command":"ls {a}"})\n'
+    fast = _host_plans_fast(two)
+    assert fast is not None and fast == _Parser(two).flow() and len(fast.body) == 2
+    assert parse(two) is not None and parse(two) == fast
+    for other in ('flow\n  a = read({"p":1})\n\n  b = read({})\n',  # a blank line
+                  'flow\n  a = read({"p":1})  # note\n  b = read({})\n',  # a comment
+                  'flow\n  a = read({"p":1})\n\tb = read({})\n',  # another indent
+                  'flow\n  a = read({"p":1})\n  b = read({"p":1,"p":2})\n',  # duplicate keys
+                  'flow\n  a = read({"p":1})\n  else = read({})\n',  # a reserved word
+                  'flow\n  a = read({"p":1})\n  b = read({})\n\n',  # two line ends
+                  'flow\n  a = read({"p":1})\r\n  b = read({})\n'):
+        assert _host_plans_fast(other) is None, other
 
 
 # ---- the formatter's `name = op(<literal>)` arm and its ASCII-key sort -------------------------------

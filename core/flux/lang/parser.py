@@ -1742,7 +1742,39 @@ def _host_plan_fast(text: str) -> A.DraftAst | None:
     m = _HOST_PLAN.fullmatch(text)
     if m is None:
         return None
-    sigil, name, op, arg = m.groups()
+    bind = _host_bind(*m.groups())
+    if bind is None:
+        return None
+    return A.DraftAst(None, (), None, (bind,))
+
+
+# One statement line of a multi-statement host plan: ``  name = op({<JSON object>})`` (no line break
+# inside: compact JSON writes none, and anything else is left to the general parser).
+_HOST_LINE = re.compile(r"  (\$?)([A-Za-z_][A-Za-z0-9_]*) = ([A-Za-z_][A-Za-z0-9_.\-]*)\((\{.*\})\)")
+
+
+def _host_plans_fast(text: str) -> A.DraftAst | None:
+    """A plan of several host statements, one a line (``flow\n  a = op({…})\n  b = op({…})\n``: how a
+    resumable turn's plans are stored), without the general parser; None for anything else. Each
+    statement is read as :func:`_host_plan_fast` reads the one of a host plan (tests/core/
+    test_parse_fastpath.py compares the result with the general parser's)."""
+    if not text.startswith("flow\n  "):
+        return None
+    lines = text[5:-1 if text.endswith("\n") else None].split("\n")
+    body = []
+    for line in lines:
+        m = _HOST_LINE.fullmatch(line)
+        if m is None:
+            return None
+        bind = _host_bind(*m.groups())
+        if bind is None:
+            return None
+        body.append(bind)
+    return A.DraftAst(None, (), None, tuple(body))
+
+
+def _host_bind(sigil: str, name: str, op: str, arg: str) -> "A.Bind | None":
+    """The statement ``name = op(<arg>)`` of a host plan, or None when the general parser must read it."""
     if '"""' in arg or (not sigil and name in RESERVED) or op in RESERVED or op == "fmt":
         return None
     try:
@@ -1757,7 +1789,7 @@ def _host_plan_fast(text: str) -> A.DraftAst | None:
     if "\\u" in arg:
         # `\ud83d` escapes decode to unpaired surrogates: the one rule replaces them.
         value = scrub_value(value)
-    return A.DraftAst(None, (), None, (A.Bind(name, A.Call(op, (A.Lit(value),))),))
+    return A.Bind(name, A.Call(op, (A.Lit(value),)))
 
 
 def _json_depth_over(value: Any, limit: int) -> bool:
@@ -1779,6 +1811,8 @@ def parse(text: str) -> A.DraftAst:
     """Parse one flow. Raises :class:`ParseError` (``line N, col M: …``) and nothing else."""
     text = scrub_text(text)
     fast = _host_plan_fast(text)
+    if fast is None:
+        fast = _host_plans_fast(text)
     if fast is not None:
         return fast
     return _Parser(text).flow()
