@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from flux.lang import ast as A
 from flux.lang.formatter import format_flow
+from flux.errors import FluxError
 from flux.lang.parser import _Parser, _host_plan_fast, _host_plans_fast, parse
 
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12),
@@ -35,15 +36,18 @@ def test_fast_path_takes_the_common_shape_and_declines_the_rest():
     assert _host_plan_fast('flow\n  x = read({"c":"""a\n"""})\n') is None
     assert _host_plan_fast('flow\n  x = read({"c":NaN})\n') is None
     assert _host_plan_fast('flow\n  x = read({"c":1})\n  y = read({})\n') is None
+    # A bare CR between JSON tokens: whitespace to json.loads, an error to the general parser.
+    assert _host_plan_fast('flow\n  x = read({"c":\r1})\n') is None
+    with pytest.raises(FluxError):
+        parse('flow\n  x = read({"c":\r1})\n')
 
 
 # ---- plans of several host statements, one a line (a resumable turn's plans) -----------------------
 
-from flux.errors import FluxError  # noqa: E402
 from flux.lang.parser import RESERVED as _RESERVED  # noqa: E402
 
 _stmt_names = st.one_of(names, st.sampled_from(sorted(_RESERVED)[:12]))
-_line_junk = st.sampled_from(["", " ", "\t", "# c", "\r", "  ", ")", "{", "\n"])
+_line_junk = st.sampled_from(["", " ", "\t", "# c", "\r", "  ", ")", "{", "\n", "\r\n"])
 
 
 def _general(text: str):

@@ -1775,8 +1775,8 @@ def _host_plans_fast(text: str) -> A.DraftAst | None:
 
 def _host_bind(sigil: str, name: str, op: str, arg: str) -> "A.Bind | None":
     """The statement ``name = op(<arg>)`` of a host plan, or None when the general parser must read it."""
-    if '"""' in arg or (not sigil and name in RESERVED) or op in RESERVED or op == "fmt":
-        return None
+    if '"""' in arg or "\r" in arg or (not sigil and name in RESERVED) or op in RESERVED or op == "fmt":
+        return None  # (a bare CR is JSON whitespace to json.loads and an error to the general parser)
     try:
         value = json.loads(arg, object_pairs_hook=_no_duplicate_keys, parse_constant=_reject_constant,
                            parse_int=_json_number, parse_float=_json_number)
