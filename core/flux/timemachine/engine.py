@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from ..canonical import canonical_json, compact_json, sha256_hex
 from ..cassette.replay import ReplayTape
@@ -112,24 +112,42 @@ def executions_from_rows(rows: Iterable[tuple[str, int, bool, bool, int]]) -> li
     """:func:`executions_in_trace` over the ledger rows alone: ``(plan, node, skipped, halted,
     global_seq)`` per ``statement_completed`` (halted False) or ``plan_halted`` (skipped False)."""
     out: list[tuple[str, int]] = []
-    cur: str | None = None
-    last = -1
-    halted = False
-    resuming = False
-    for plan, node, skipped, is_halt, global_seq in rows:
-        if plan != cur or node <= last:
-            if plan == cur and skipped and not halted and node == 0:
-                resuming = True  # the killed run goes on: not a new execution
-            else:
-                out.append((plan, global_seq))
-                resuming = False
-            cur = plan
-            halted = False
-        elif resuming and not skipped:
-            resuming = False
-        last = node
-        halted = is_halt
+    ExecutionFold().feed(rows, lambda plan, global_seq: out.append((plan, global_seq)))
     return out
+
+
+class ExecutionFold:
+    """The one rule that turns ledger rows into executions, fed a batch of rows at a time (the
+    streamed replay folds the rows as it reads them; :func:`executions_from_rows` feeds them all).
+
+    A new execution begins where the plan changes or its node does not grow — except a ``skipped``
+    node 0 right after the same plan stopped without halting: the killed run going on."""
+
+    __slots__ = ("cur", "last", "halted", "resuming")
+
+    def __init__(self) -> None:
+        self.cur: str | None = None
+        self.last = -1
+        self.halted = False
+        self.resuming = False
+
+    def feed(self, rows: Iterable[tuple[str, int, bool, bool, int]], begun: Callable[[str, int], object]) -> None:
+        """Fold ``rows``; ``begun(plan, global_seq)`` for each execution they begin, in order."""
+        cur, last, halted, resuming = self.cur, self.last, self.halted, self.resuming
+        for plan, node, skipped, is_halt, global_seq in rows:
+            if plan != cur or node <= last:
+                if plan == cur and skipped and not halted and node == 0:
+                    resuming = True  # the killed run goes on: not a new execution
+                else:
+                    begun(plan, global_seq)
+                    resuming = False
+                cur = plan
+                halted = False
+            elif resuming and not skipped:
+                resuming = False
+            last = node
+            halted = is_halt
+        self.cur, self.last, self.halted, self.resuming = cur, last, halted, resuming
 
 
 def _keyed_executions(detail: SessionDetail, executions: Sequence[tuple[str, int]]) -> list[tuple[str, int | None]]:

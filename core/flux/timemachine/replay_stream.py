@@ -46,6 +46,7 @@ from ..store.store import StoreReader
 from .replay import (
     PlanLog, ReplayedPlan, ReplayReport, TapeEnd, _check_ops, _never_asked, _parse_cached, _run_plan, _ScratchSink, _settle,
 )
+from .engine import ExecutionFold
 from .replay_direct import DirectRunner, HostCall, host_call
 from .replay_input import _scan
 
@@ -178,10 +179,7 @@ class _Source:
         self.queue_turns: deque[Any] = deque()  # acceptance order: each queued text's turn
         self.last_turn: Any = None  # acceptance order: the turn of the text taken last
         # ledger order
-        self._cur: Any = None
-        self._last = -1
-        self._halted = False
-        self._resuming = False
+        self._executions = ExecutionFold()
         self.plans: dict[Any, Any] = {}  # the newest accepted plans by key (insertion order = age)
         self.accepted_keys: Any = None  # a _KeySieve, from the first ledger row on
         self.ran_orphans: set[Any] = set()  # redacted plans' keys that ran (so are no stand-ins)
@@ -222,7 +220,7 @@ class _Source:
                 self.queue.append(plan_source)
                 self.queue_turns.append(turn_id)
 
-    # -- the ledger rows (executions_from_rows, folded a batch at a time) -------------------------
+    # -- the ledger rows (engine.ExecutionFold, fed a batch at a time) ---------------------------
 
     def _fold_rows(self) -> None:
         """Fold the ledger rows the read appended to ``rows`` since the last call (each pull), in order."""
@@ -235,23 +233,9 @@ class _Source:
             self.pending.extend(zip(self.queue, self.queue_turns))
             self.queue.clear()
             self.queue_turns.clear()
-        queue = self.queue
-        cur, last, halted, resuming = self._cur, self._last, self._halted, self._resuming
-        for plan, node, skipped, is_halt, _gs in rows:
-            if plan != cur or node <= last:
-                if plan == cur and skipped and not halted and node == 0:
-                    resuming = True  # the killed run goes on: not a new execution
-                else:
-                    queue.append(plan)
-                    resuming = False
-                cur = plan
-                halted = False
-            elif resuming and not skipped:
-                resuming = False
-            last = node
-            halted = is_halt
+        append = self.queue.append
+        self._executions.feed(rows, lambda plan, _global_seq: append(plan))
         rows.clear()
-        self._cur, self._last, self._halted, self._resuming = cur, last, halted, resuming
 
     def _accept_pending(self) -> None:
         """Key the accepted texts read since the last execution was taken, in order (a batch: keying
