@@ -373,3 +373,12 @@ def test_calls_the_fused_tool_call_hands_over_are_recorded_by_the_general_path(t
     assert taken == [False] * 12 + [True, False]
     assert fused == _record(tmp_path, "run_call", monkeypatch, _GENERAL_CALLS, ticking=True)
     assert "sk-SECRETSECRET1234" not in "".join(r[5] for r in fused[0])
+
+
+@pytest.mark.parametrize("n", [2**63 - 1, 2**63, 2**64 - 1, 2**64, 2**70, -(2**63), -(2**63) - 1, 10**30])
+def test_ints_past_i64_and_u64_are_recorded_fused_as_the_general_path_records_them(tmp_path, monkeypatch, n):
+    # The parser reads an integer beyond i64/u64 back as an f64 (serde_json's rule); the fused call
+    # writes the literal from the input: both ways must still store the same rows.
+    calls = [{"id": "t1", "name": "note", "input": {"path": "a", "n": n}}, {"id": "t2", "name": "echo", "input": {"i": n}}]
+    assert _record(tmp_path, "fused", monkeypatch, calls, ticking=True) == \
+        _record(tmp_path, "run_call", monkeypatch, calls, ticking=True)
