@@ -318,11 +318,11 @@ _FUSED_CALLS = [
 ]
 
 
-@pytest.mark.parametrize("approver", ["callback", "auto"])
-def test_a_flat_turn_takes_the_fused_tool_call_and_records_what_run_call_records(tmp_path, monkeypatch, approver):
+def _spy_on_the_fused_call(monkeypatch) -> list[bool]:
+    """A list that gets, per tool call, whether the fused call (``_DirectCall.tool``) took it."""
     from flux.agent import loop
 
-    taken = []
+    taken: list[bool] = []
     tool = loop._DirectCall.tool
 
     def spy(self, *a):
@@ -330,6 +330,12 @@ def test_a_flat_turn_takes_the_fused_tool_call_and_records_what_run_call_records
         taken.append(r is not None)
         return r
     monkeypatch.setattr(loop._DirectCall, "tool", spy)
+    return taken
+
+
+@pytest.mark.parametrize("approver", ["callback", "auto"])
+def test_a_flat_turn_takes_the_fused_tool_call_and_records_what_run_call_records(tmp_path, monkeypatch, approver):
+    taken = _spy_on_the_fused_call(monkeypatch)
     fused = _record(tmp_path, "fused", monkeypatch, _FUSED_CALLS, approver=approver, ticking=True, cap=200)
     assert taken == [True] * len(_FUSED_CALLS)  # every call here is one the fused path takes
     assert fused == _record(tmp_path, "run_call", monkeypatch, _FUSED_CALLS, approver=approver, ticking=True, cap=200)
@@ -359,16 +365,7 @@ _GENERAL_CALLS = [  # calls the fused tool call hands to the general path, each 
 
 
 def test_calls_the_fused_tool_call_hands_over_are_recorded_by_the_general_path(tmp_path, monkeypatch):
-    from flux.agent import loop
-
-    taken = []
-    tool = loop._DirectCall.tool
-
-    def spy(self, *a):
-        r = tool(self, *a)
-        taken.append(r is not None)
-        return r
-    monkeypatch.setattr(loop._DirectCall, "tool", spy)
+    taken = _spy_on_the_fused_call(monkeypatch)
     fused = _record(tmp_path, "fused", monkeypatch, _GENERAL_CALLS, ticking=True)
     assert taken == [False] * 12 + [True, False]
     assert fused == _record(tmp_path, "run_call", monkeypatch, _GENERAL_CALLS, ticking=True)

@@ -74,6 +74,12 @@ def test_the_streamed_replay_reports_what_the_classic_replay_reports(shared_stor
         plans, ended = turns[0]
         turns = [([(k, s, o, True) for k, s, o, _l in plans], ended)] + turns[1:]
     sid = _write_session(writer, turns, False)
+    _assert_streams_as_classic(store, sid, catalog, corrupt, data, _TAKEN)
+
+
+def _assert_streams_as_classic(store, sid, catalog, corrupt, data, taken) -> None:
+    """The differentials' check: session ``sid`` (a corrupted copy when ``corrupt``) replays streamed
+    as the classic replay replays it; ``taken`` counts whether the stream took it."""
     if corrupt:
         _mutate(store, data, stream=sid)
     with StoreReader(store) as r:
@@ -81,7 +87,7 @@ def test_the_streamed_replay_reports_what_the_classic_replay_reports(shared_stor
     assert got == want
     if direct is not None:
         assert _outcome(lambda: direct, detail=False) == want
-    _TAKEN.append(direct is not None)
+    taken.append(direct is not None)
 
 
 def test_the_differential_exercises_the_streamed_path():
@@ -283,14 +289,7 @@ def test_a_resumably_recorded_session_streams_as_the_classic_replay_replays_it(s
                                                                                catalog, data):
     store, writer = shared_store
     sid = _write_resumable(writer, turns, extras)
-    if corrupt:
-        _mutate(store, data, stream=sid)
-    with StoreReader(store) as r:
-        direct, got, want = _streamed_and_classic(r, sid, catalog)
-    assert got == want
-    if direct is not None:
-        assert _outcome(lambda: direct, detail=False) == want
-    _LEDGER_TAKEN.append(direct is not None)
+    _assert_streams_as_classic(store, sid, catalog, corrupt, data, _LEDGER_TAKEN)
 
 
 def test_the_resumable_differential_exercises_the_streamed_path():

@@ -29,9 +29,9 @@ from flux.errors import FluxError
 
 from . import ast as A
 from .catalog import OpArgError, OpCatalog, map_args_to_input
-from .clock import Clock, ManualClock, RealClock, ReplayClock
+from .clock import Clock, RealClock, ReplayClock
 from .hashes import flow_key as compute_flow_key
-from .hashes import input_hash, memo_symbol, once_key, step_id, stmt_hash16
+from .hashes import memo_symbol, once_key, step_id, stmt_hash16
 from .ledger import LedgerEntry, ResumeLedger
 from .parser import ParseError, formula_tree
 from .scheduler import Scheduler
@@ -44,7 +44,7 @@ _RUST_I64 = re.compile(r"[+-]?[0-9]+", re.ASCII)
 
 __all__ = [
     "OpOutcome", "OpHost", "EventSink", "ListSink", "PlanHalt", "RunResult", "Interpreter",
-    "ResumeLedger", "LedgerEntry", "ResumeError", "interpolate", "deny_all", "completed_work",
+    "ResumeLedger", "LedgerEntry", "ResumeError", "interpolate", "deny_all", "completed_work", "ledger_walk",
 ]
 
 
@@ -338,6 +338,28 @@ def _num(v: Any, what: str) -> Any:
 # The interpreter
 # ---------------------------------------------------------------------------------------------
 
+_PASS_THROUGH = (A.Checkpoint, A.Await)  # statements the ledger walk steps over (Interpreter.PASS_THROUGH)
+
+
+def ledger_walk(body: tuple, ledger: Any) -> tuple[list[tuple[int, "LedgerEntry"]], int]:
+    """§4.10 steps 1–2: the statements of ``body`` the ledger proves done, as ``(index, entry)``,
+    and the index where the walk stops (the first statement with no entry, or whose entry records
+    another statement). Checkpoints and awaits are stepped over."""
+    i = 0
+    matched: list[tuple[int, LedgerEntry]] = []
+    while i < len(body):
+        node = body[i]
+        if isinstance(node, _PASS_THROUGH):
+            i += 1
+            continue
+        entry = ledger.entry(i)
+        if entry is None or entry.stmt != stmt_hash16(node):
+            break
+        matched.append((i, entry))
+        i += 1
+    return matched, i
+
+
 class Interpreter(ConstructsMixin):
     """Executes a :class:`DraftAst` against an op host, writing run events to a sink.
 
@@ -346,7 +368,7 @@ class Interpreter(ConstructsMixin):
     survive across runs when the caller passes the same dicts in.
     """
 
-    PASS_THROUGH = (A.Checkpoint, A.Await)
+    PASS_THROUGH = _PASS_THROUGH
 
     def __init__(
         self,
@@ -474,19 +496,7 @@ class Interpreter(ConstructsMixin):
     def _fast_forward(self, body: tuple, key: str, ledger: ResumeLedger,
                       resumable: bool) -> int:
         """§4.10 steps 1–3: skip the statements the ledger proves done, re-binding their values."""
-        i = 0
-        matched: list[tuple[int, LedgerEntry]] = []
-        while i < len(body):
-            node = body[i]
-            if isinstance(node, self.PASS_THROUGH):
-                i += 1
-                continue
-            entry = ledger.entry(i)
-            if entry is None or entry.stmt != stmt_hash16(node):
-                break
-            matched.append((i, entry))
-            i += 1
-        ledger_end = i
+        matched, ledger_end = ledger_walk(body, ledger)
         for idx, entry in matched:
             binder = self._binder(body[idx])
             if entry.value is not None and binder is not None:

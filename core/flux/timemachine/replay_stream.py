@@ -40,7 +40,7 @@ from ..cassette.replay import ReplayHost, ReplayTape
 from ..errors import SessionNotFound
 from ..lang.catalog import OpCatalog
 from ..lang.hashes import stmt_hash16
-from ..lang.interpreter import Interpreter
+from ..lang.interpreter import Interpreter, ledger_walk
 from ..store.events import PlanAttempted, TurnEnded, TurnStarted
 from ..store.store import StoreReader
 from .replay import (
@@ -384,22 +384,12 @@ def _walks_further(plan: Any, halted: Any, ledger: Any) -> bool:
     classic replay may have one for: the same statement of ``halted``'s plan (the same key, the same
     statements)."""
     body = _body(plan)
+    _done, i = ledger_walk(body, ledger)
+    if i == len(body) or ledger.entry(i) is not None:  # the walk ends, or stops at a row of another statement
+        return False
     theirs = _body(halted)
-    i = 0
-    while i < len(body):
-        node = body[i]
-        if isinstance(node, Interpreter.PASS_THROUGH):
-            i += 1
-            continue
-        entry = ledger.entry(i)
-        h = stmt_hash16(node)
-        if entry is None:
-            return i < len(theirs) and not isinstance(theirs[i], Interpreter.PASS_THROUGH) \
-                and stmt_hash16(theirs[i]) == h
-        if entry.stmt != h:
-            return False
-        i += 1
-    return False
+    return i < len(theirs) and not isinstance(theirs[i], Interpreter.PASS_THROUGH) \
+        and stmt_hash16(theirs[i]) == stmt_hash16(body[i])
 
 
 def replay_streamed(reader: StoreReader, session_ref: str | None, catalog: OpCatalog | None) -> Any:
