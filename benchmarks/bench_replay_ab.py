@@ -1,7 +1,7 @@
 """Replay of two checkouts against each other and the read floor, in one run (issue 10), by hand:
 
     python benchmarks/bench_replay_ab.py --base /path/to/other/checkout [--cells 1000,10000] [--rounds 7]
-                                         [--stores DIR]
+                                         [--stores DIR] [--shape batch|ledger|retry] [--instructions]
 
 Two worker processes: one imports ``<base>/core`` (e.g. a detached worktree of main), the other
 this checkout's ``core``. Each round asks both to replay the same store (``replay_session(reader,
@@ -120,6 +120,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--stores", type=Path, default=None, help="keep the generated stores here (reused next time)")
     ap.add_argument("--instructions", action="store_true", help="count instructions (valgrind) instead of timing")
+    ap.add_argument("--shape", choices=("batch", "ledger", "retry"), default="batch",
+                    help="how the session was recorded (bench_replay.py --shape; the same store names)")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import bench_replay
@@ -129,7 +131,8 @@ def main() -> None:
         base = args.stores or Path(tmp.name)
         base.mkdir(parents=True, exist_ok=True)
         for n in [int(x) for x in args.cells.split(",")]:
-            store = bench_replay.make_store(base / f"cells-{n}", n)
+            store = bench_replay.make_store(base / (f"cells-{n}" if args.shape == "batch" else f"cells-{n}-{args.shape}"),
+                                            n, args.shape)
             floor = instructions(ROOT / "core", "floor", store)
             print(f"{n:>7} cells, instructions per run:")
             for name, core in (("base", args.base / "core"), ("this", ROOT / "core")):
@@ -150,7 +153,8 @@ def main() -> None:
     print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at start; base = {args.base}")
     try:
         for n in [int(x) for x in args.cells.split(",")]:
-            store = bench_replay.make_store(base / f"cells-{n}", n)
+            store = bench_replay.make_store(base / (f"cells-{n}" if args.shape == "batch" else f"cells-{n}-{args.shape}"),
+                                            n, args.shape)
             if n < 100_000:
                 for w in workers.values():
                     w.ask("replay", store)  # warm: imports, page cache

@@ -503,9 +503,10 @@ def test_the_differential_sees_the_direct_path(tmp_path):
             R.DirectRunner = real
         direct, interpreted = _both(r)
     assert direct == interpreted
-    # The fourth execution repeats the first plan, whose statement the halted third plan completed:
-    # it is fast-forwarded (skipped), so its own recorded cell stays unconsumed.
-    assert len(calls) == 3 and rep.diverged is None and (rep.cells_consumed, rep.cells_total) == (4, 5)
+    # Every plan runs directly (the two-statement one as a HostPlan). The fourth execution repeats the
+    # first plan, whose statement the halted third plan completed: it is fast-forwarded (skipped), so
+    # its own recorded cell stays unconsumed.
+    assert len(calls) == 4 and rep.diverged is None and (rep.cells_consumed, rep.cells_total) == (4, 5)
     assert [p.halt_kind for p in rep.plans] == [None, "runtime", "runtime", None]
     assert rep.scratch_events[-2:] == [
         {"event": "statement_completed", "plan": calls[0], "node": 0, "stmt": rep.statement_results[0].stmt,

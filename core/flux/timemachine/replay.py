@@ -55,7 +55,7 @@ from ..model.stored_plan import parse_stored_plan, stored_plan_key
 from ..model.session import SessionDetail
 from ..store.events import Run, decode_run
 from ..store.store import StoreReader, StoreWriter
-from .replay_direct import NOT_DIRECT, DirectRunner, HostCall, host_call
+from .replay_direct import NOT_DIRECT, DirectRunner, HostCall, HostPlan, direct_plan
 from .replay_input import ReplayInput, read_replay_input
 
 __all__ = [
@@ -106,7 +106,7 @@ class PlanLog(Sequence):
             self._keys.append(0)
 
     def ran_host(self, flow_key: str) -> None:
-        """:meth:`ran` for a key :func:`~flux.timemachine.replay_direct.host_call` made (``h:`` and 16
+        """:meth:`ran` for a key :func:`~flux.timemachine.replay_direct.direct_plan` made (``h:`` and 16
         lowercase hex digits, always plain): no check."""
         self._keys.append(int(flow_key[2:], 16))
 
@@ -340,7 +340,7 @@ def accepted_plans(detail: SessionDetail, *, direct: bool = False):
         for att in t.plan_attempts:
             if att.outcome != "accepted" or att.plan_source is None:
                 continue
-            hc = host_call(att.plan_source) if direct else None
+            hc = direct_plan(att.plan_source) if direct else None
             if hc is not None:  # (held meanwhile: a HostCall is its text and three hashes, no AST)
                 yield t, hc.flow_key, hc
             else:
@@ -348,7 +348,7 @@ def accepted_plans(detail: SessionDetail, *, direct: bool = False):
 
 
 def _accepted(detail: SessionDetail, t: Any, att: Any, parsed: dict[str, tuple[A.DraftAst, str]], direct: bool):
-    hc = host_call(att.plan_source) if direct else None
+    hc = direct_plan(att.plan_source) if direct else None
     if hc is not None:
         return t, hc.flow_key, hc
     try:
@@ -415,7 +415,7 @@ def _turn_keys(detail: SessionDetail, turn: int) -> set[str]:
     for att in turns[idx].plan_attempts:
         if att.outcome != "accepted" or att.plan_source is None:
             continue
-        hc = host_call(att.plan_source)
+        hc = direct_plan(att.plan_source)
         key = hc.flow_key if hc is not None else stored_plan_key(att.plan_source)
         if key is not None:
             keys.add(key)
@@ -619,11 +619,13 @@ def _gc_paused():
                 gc.enable()
 
 
-def _check_ops(sid: str, key: str, draft: A.DraftAst | HostCall, cat: OpCatalog) -> None:
+def _check_ops(sid: str, key: str, draft: A.DraftAst | HostCall | HostPlan, cat: OpCatalog) -> None:
     """A plan naming an op the caller's catalog lacks is refused (before it runs)."""
     ops: list[str] = []
     if type(draft) is HostCall:
         ops.append(draft.op)
+    elif type(draft) is HostPlan:
+        ops.extend(draft.ops)
     else:
         _ops_in(draft.body, ops)
     unknown = sorted({op for op in ops if cat.get(op) is None})
@@ -879,9 +881,9 @@ def _run_plan(run_direct: Callable[[HostCall, Any], Any], interp: Interpreter, d
     """Run one execution's plan (a host plan straight from its text by ``run_direct``, a
     :class:`~flux.timemachine.replay_direct.DirectRunner`'s ``run``, when it can) in resumable mode
     against the scratch session's halt latch; its :class:`PlanHalt` or None."""
-    h = run_direct(draft, ledger) if type(draft) is HostCall else NOT_DIRECT
+    h = run_direct(draft, ledger) if type(draft) is HostCall or type(draft) is HostPlan else NOT_DIRECT
     if h is NOT_DIRECT:
-        if type(draft) is HostCall:
+        if type(draft) is HostCall or type(draft) is HostPlan:
             draft = draft.draft()
         h = interp.run(draft, resumable=True, ledger=ledger, flow_key=known_key).halted
     return h

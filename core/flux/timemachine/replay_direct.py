@@ -26,9 +26,21 @@ tape request. This module does the same work straight from the text:
   When anything is not the plain case (a non-replay host, an op the catalog lacks, a plan run in
   the middle of another) it answers :data:`NOT_DIRECT` and the interpreter runs the plan.
 
+* :func:`host_plan` does the same for a plan of two or more such statements, one a line (how a
+  resumable turn's plans are stored: ``flow\n  a = op({…})\n  b = op({…})\n``), each line read
+  as :func:`host_call` reads its one (no triple-quoted string); :func:`direct_plan` is either.
+  :meth:`DirectRunner.run_plan` runs it as the interpreter runs those ``Bind`` statements
+  resumably: the §4.10 fast-forward over the latch's rows (:func:`walk`), then each statement's
+  request and its ``statement_completed`` or ``plan_halted`` row — a statement's hash computed
+  only for a row it writes or a latch row it is compared with. :meth:`DirectRunner.run_plan_through`
+  is the let-go case (no latch, no row yet: nothing is kept of a plan that completes, and no
+  statement is hashed).
+
 A differential test (``tests/core/test_replay_direct.py``) replays generated and corrupted stores
 both ways and requires identical reports; a property test proves :func:`host_call`'s keys equal
-the parser's on every plan it accepts.
+the parser's on every plan it accepts. ``tests/core/test_replay_hostplan.py`` does the same for
+:class:`HostPlan` (keys, each decline, the runner's state after every plan, whole resumable
+sessions through `flux replay`'s path against the interpreter-only replay).
 """
 
 from __future__ import annotations
@@ -41,9 +53,9 @@ from typing import Any, NamedTuple
 from ..canonical import canonical_json, json_string, scrub_text, sha256_hex
 from ..cassette.replay import ReplayHost
 from ..lang.interpreter import PlanHalt, ResumeError, _interpolate_json
-from ..lang.parser import _HOST_PLAN, MAX_JSON_DEPTH, RESERVED
+from ..lang.parser import _HOST_LINE, _HOST_PLAN, MAX_JSON_DEPTH, RESERVED
 
-__all__ = ["HostCall", "host_call", "run_host_call", "DirectRunner", "NOT_DIRECT"]
+__all__ = ["HostCall", "HostPlan", "HostStatement", "host_call", "host_plan", "direct_plan", "run_host_call", "DirectRunner", "NOT_DIRECT"]
 
 #: ``run_host_call``'s answer when the plan must go through the interpreter instead.
 NOT_DIRECT: Any = object()
@@ -104,26 +116,128 @@ def host_call(source: Any) -> HostCall | None:
     if flat if flat is not None else _flat_canonical(arg):  # proven canonical without decoding it (and no placeholder)
         value, ih = None, _sha256(arg.encode()).hexdigest()
     else:
-        if arg.count("{") + arg.count("[") > MAX_JSON_DEPTH or _LONG_DIGITS.search(arg) is not None:
+        got = _canonical_arg(arg, True)
+        if got is None:
             return None
-        if '"""' in arg:
-            arg = _without_triple_quotes(arg)
-            if arg is None:
-                return None
-        try:
-            value = json.loads(arg)
-            if type(value) is not dict or canonical_json(value) != arg:
-                return None
-        except (ValueError, RecursionError, TypeError, OverflowError):  # UnicodeError is a ValueError
-            return None
-        # (hashlib straight away: the text holds no surrogate, so sha256_hex would not scrub anything)
-        if _PLACEHOLDER_LIKE.search(arg) is not None:
-            ih = None
-        else:
-            value, ih = None, _sha256(arg.encode()).hexdigest()
+        arg, value, ih = got
     body = ('[{"kind":"bind","name":"' + name + '","value":{"kind":"call","op":"' + op
             + '","args":[{"kind":"lit","value":' + arg + '}]}}]').encode()
     return _new_tuple(HostCall, ("h:" + _sha256(body).hexdigest()[:16], body, name, op, arg, value, ih, source))
+
+
+def _canonical_arg(arg: str, verbatim: bool) -> tuple[str, Any, str | None] | None:
+    """``(arg, value, input_hash)`` of a host statement's argument text that is a JSON object exactly
+    as canonical JSON writes it (its triple-quoted strings rewritten as JSON ones first when
+    ``verbatim``), ``value`` the decoded object when it may hold ``{name}`` placeholders (then
+    ``input_hash`` is None: it depends on the symbols), else None; None when it is not canonical."""
+    if arg.count("{") + arg.count("[") > MAX_JSON_DEPTH or _LONG_DIGITS.search(arg) is not None:
+        return None
+    if '"""' in arg:
+        if not verbatim:
+            return None
+        arg = _without_triple_quotes(arg)
+        if arg is None:
+            return None
+    try:
+        value = json.loads(arg)
+        if type(value) is not dict or canonical_json(value) != arg:
+            return None
+    except (ValueError, RecursionError, TypeError, OverflowError):  # UnicodeError is a ValueError
+        return None
+    # (hashlib straight away: the text holds no surrogate, so sha256_hex would not scrub anything)
+    if _PLACEHOLDER_LIKE.search(arg) is not None:
+        return arg, value, None
+    return arg, None, _sha256(arg.encode()).hexdigest()
+
+
+class HostStatement(NamedTuple):
+    """One statement of a :class:`HostPlan`: ``name = op(<canonical JSON object>)``."""
+
+    name: str  # the binder, without `$`
+    op: str
+    arg: str  # the literal argument: canonical JSON, so also the op's input JSON
+    value: Any  # the decoded argument when it may hold `{name}` placeholders, else None
+    input_hash: str | None  # sha256 of ``arg``, the op's input hash, when ``value`` is None
+    text: bytes  # the statement's AST JSON (``stmt`` hashes it)
+
+    @property
+    def stmt(self) -> str:
+        """``stmt_hash16`` of the statement (hashed on each ask: only a ledger row needs it)."""
+        return _sha256(self.text).hexdigest()[:16]
+
+
+class HostPlan(NamedTuple):
+    """A plan of two or more host statements, one a line (how a resumable turn's plans are
+    stored), recognised from its text: each line as :func:`host_call` reads a host plan's one."""
+
+    flow_key: str
+    stmts: tuple[HostStatement, ...]
+    source: str  # the plan text, for the full parser when the direct path does not apply
+
+    def draft(self) -> Any:
+        """The parsed plan (what the interpreter runs when the direct path does not apply)."""
+        from ..model.stored_plan import parse_stored_plan
+
+        return parse_stored_plan(self.source)[0]
+
+    @property
+    def ops(self) -> list[str]:
+        return [s.op for s in self.stmts]
+
+    def stmt_hashes(self) -> list[str]:
+        return [s.stmt for s in self.stmts]
+
+
+def host_plan(source: Any) -> HostPlan | None:
+    """``source`` as a :class:`HostPlan` — ``flow`` then two or more lines ``  name = op({…})``, each
+    argument canonical JSON as :func:`host_call` requires (no triple-quoted string) — or None.
+    Its keys are the parser's (a property test compares them with :func:`~flux.lang.parser.parse`'s)."""
+    if type(source) is not str or not source.startswith("flow\n  "):
+        return None
+    lines = source[5:-1 if source.endswith("\n") else None].split("\n")
+    if len(lines) < 2:
+        return None
+    if not source.isascii() and scrub_text(source) is not source:
+        return None
+    stmts = []
+    flat_line = _HOST_LINE_FLAT.fullmatch
+    for line in lines:
+        m = flat_line(line)
+        if m is not None:
+            _sigil, name, op, arg, k1, k2, k3 = m.groups()
+            if not (k2 is None or (k1 < k2 and (k3 is None or k2 < k3)) ):
+                return None
+            value, ih = None, _sha256(arg.encode()).hexdigest()
+        else:
+            m = _HOST_LINE.fullmatch(line)
+            if m is None:
+                return None
+            _sigil, name, op, arg = m.groups()
+            if _flat_canonical(arg):
+                value, ih = None, _sha256(arg.encode()).hexdigest()
+            else:
+                got = _canonical_arg(arg, False)
+                if got is None:
+                    return None
+                arg, value, ih = got
+        if name in RESERVED or op in RESERVED or op == "fmt":
+            return None
+        text = ('{"kind":"bind","name":"' + name + '","value":{"kind":"call","op":"' + op
+                + '","args":[{"kind":"lit","value":' + arg + '}]}}').encode()
+        stmts.append(_new_tuple(HostStatement, (name, op, arg, value, ih, text)))
+    body = b"[" + b",".join([s.text for s in stmts]) + b"]"
+    return _new_tuple(HostPlan, ("h:" + _sha256(body).hexdigest()[:16], tuple(stmts), source))
+
+
+def direct_plan(source: Any) -> HostCall | HostPlan | None:
+    """:func:`host_call` or :func:`host_plan` (no text is both: a line break inside a host call's
+    argument is in a triple-quoted string, which no host plan's line holds): a stored plan the
+    direct path runs, or None. A text of several lines is asked of :func:`host_plan` first."""
+    if type(source) is str and source.count("\n", 0, -1) >= 2:
+        hp = host_plan(source)
+        if hp is not None:
+            return hp
+    return host_call(source)
 
 
 _new_tuple = tuple.__new__  # HostCall(*fields) without the named tuple's own __new__ (all it does)
@@ -143,6 +257,12 @@ _FLAT_VALUE = r'(?:"[^"\\\x00-\x1f{}]*"|0|-?[1-9][0-9]{0,17}|true|false|null)'
 _HOST_PLAN_FLAT = re.compile(r"flow\n  (\$?)([A-Za-z_][A-Za-z0-9_]*) = ([A-Za-z_][A-Za-z0-9_.\-]*)\((\{"
                              + _FLAT_KEY + _FLAT_VALUE + "(?:," + _FLAT_KEY + _FLAT_VALUE + ")?(?:,"
                              + _FLAT_KEY + _FLAT_VALUE + r")?\})\)\n?")
+
+# One line of a multi-statement host plan (``_HOST_LINE``'s groups) whose argument is a flat object
+# of one to three members (:data:`_HOST_PLAN_FLAT`'s, less the frame).
+_HOST_LINE_FLAT = re.compile(r"  (\$?)([A-Za-z_][A-Za-z0-9_]*) = ([A-Za-z_][A-Za-z0-9_.\-]*)\((\{"
+                             + _FLAT_KEY + _FLAT_VALUE + "(?:," + _FLAT_KEY + _FLAT_VALUE + ")?(?:,"
+                             + _FLAT_KEY + _FLAT_VALUE + r")?\})\)")
 
 
 def _flat_canonical(arg: str) -> bool:
@@ -204,6 +324,19 @@ def run_host_call(interp: Any, hc: HostCall, ledger: Any) -> Any:
     return DirectRunner(interp).run(hc, ledger)
 
 
+def walk(hashes: Any, ledger: Any) -> int:
+    """:func:`~flux.lang.interpreter.ledger_walk`'s stop for a body of statements with these
+    ``stmt_hash16`` values (none a checkpoint or an await): the first index with no latch row, or
+    whose row records another statement."""
+    i = 0
+    for h in hashes:
+        entry = ledger.entry(i)
+        if entry is None or entry.stmt != h:
+            break
+        i += 1
+    return i
+
+
 class DirectRunner:
     """:func:`run_host_call` for one interpreter, what does not change between its plans looked up
     once: the host and its tape, the sink (and whether it is quiet: nothing reads a ``step_*``
@@ -221,6 +354,134 @@ class DirectRunner:
         self.fused = not self.quiet and hasattr(self.sink, "host_succeeded")  # replay._ScratchSink, keeping
         self.catalog = interp.catalog
         self.every_op = getattr(interp.catalog, "is_permissive", False) is True
+
+    def _declines(self, hp: HostPlan) -> bool:
+        """Whether :meth:`run_plan` must leave ``hp`` to the interpreter (decided before anything is done)."""
+        if self.tape is None or self.interp._sched is not None:
+            return True
+        if self.every_op:
+            return False
+        catalog = self.catalog
+        return not all(s.op in catalog for s in hp.stmts)
+
+    def run_plan(self, hp: HostPlan, ledger: Any) -> Any:
+        """:meth:`run` for a :class:`HostPlan`: ``interp.run(hp.draft(), resumable=True,
+        ledger=ledger, flow_key=hp.flow_key)`` statement by statement — the §4.10 fast-forward over
+        the latch's rows (:func:`walk`, as :func:`~flux.lang.interpreter.ledger_walk` walks), then
+        each statement's tape request, ``statement_completed`` or ``plan_halted`` — with the same
+        events, values, symbols and step count. A statement's hash is computed only for a row it
+        writes or a latch row it is compared with. :data:`NOT_DIRECT` when it cannot."""
+        if self._declines(hp):
+            return NOT_DIRECT
+        interp = self.interp
+        emit = self.emit
+        key = hp.flow_key
+        stmts = hp.stmts
+        start = 0
+        if ledger is not None:  # §4.10 fast-forward (Interpreter._fast_forward)
+            hashes = [s.stmt for s in stmts]
+            end = walk(hashes, ledger)
+            values, symbols = interp.values, interp.symbols
+            entries = [ledger.entry(i) for i in range(end)]
+            for i, entry in enumerate(entries):
+                vid = entry.value
+                if vid is not None:
+                    if vid not in values:
+                        raise ResumeError(f"recorded value {vid} of statement {i} is missing from the value store; "
+                                          "resume from a store that holds it")
+                    symbols[stmts[i].name] = values[vid]
+            for i, entry in enumerate(entries):
+                ev: dict[str, Any] = {"event": "statement_completed", "plan": key, "node": i, "stmt": entry.stmt}
+                if entry.value is not None:
+                    ev["value"] = entry.value
+                ev["skipped"] = True
+                emit(ev)
+            emit({"event": "plan_resumed", "plan": key, "prior": ledger.plan, "skipped": end})
+            cp = ledger.checkpoint
+            start = max(end, cp + 1 if cp is not None else 0)
+        tape = self.tape
+        quiet = self.quiet
+        symbols = interp.symbols
+        for i in range(start, len(stmts)):
+            st = stmts[i]
+            op = st.op
+            interp._last_vid = None
+            ih = st.input_hash
+            if ih is None:
+                ih = sha256_hex(canonical_json(_interpolate_json(st.value, symbols)))
+            sid = "" if quiet else "step_" + op + "_" + ih[:16]
+            if not quiet:
+                emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
+            outcome = tape.serve_cell(op, ih)
+            interp.clock.dispatched()
+            interp._steps_base += 1
+            content = outcome.content
+            if outcome.denied or outcome.is_error:
+                if not quiet:
+                    emit({"event": "step_failed", "step": sid, "error": content})
+                stmt = st.stmt
+                kind = "denied" if outcome.denied else "runtime"
+                emit({"event": "plan_halted", "plan": key, "node": i, "stmt": stmt, "op": op, "kind": kind,
+                      "error": content})
+                return PlanHalt(kind, content, i, stmt, op)
+            vid = interp._mint(content)
+            interp._last_vid = vid
+            symbols[st.name] = content
+            if quiet:
+                self.sink.completed(key, i, st.stmt, vid)
+            else:
+                emit({"event": "step_succeeded", "step": sid, "output": vid})
+                emit({"event": "statement_completed", "plan": key, "node": i, "stmt": st.stmt, "value": vid,
+                      "skipped": False})
+        return None
+
+    def run_plan_through(self, hp: HostPlan) -> Any:
+        """:meth:`run_through` for a :class:`HostPlan`: exactly ``run_plan(hp, None)`` (or the
+        interpreter's run) followed, if it completed, by the sink's ``let_go_of_rows``. On a quiet
+        sink a run that completes builds no row, stores no value and hashes no statement; one that
+        halts at statement ``i`` leaves the rows (and values) of statements ``0..i-1`` as the
+        general run leaves them — the plan is the latch now, and a retry's fast-forward reads them."""
+        interp = self.interp
+        sink = self.sink
+        key = hp.flow_key
+        if not self.quiet or self._declines(hp) or key in sink._completed or key in sink._checkpoints:
+            h = self.run_plan(hp, None)
+            if h is NOT_DIRECT:
+                h = interp.run(hp.draft(), resumable=True, ledger=None, flow_key=key).halted
+            if h is None:
+                sink.let_go_of_rows(key, interp.values)
+            return h
+        tape = self.tape
+        symbols = interp.symbols
+        stmts = hp.stmts
+        done: list[tuple[str, Any]] = []  # (vid, value) of the statements completed so far
+        for i in range(len(stmts)):
+            st = stmts[i]
+            op = st.op
+            interp._last_vid = None
+            ih = st.input_hash
+            if ih is None:
+                ih = sha256_hex(canonical_json(_interpolate_json(st.value, symbols)))
+            outcome = tape.serve_cell(op, ih)
+            interp.clock.dispatched()
+            interp._steps_base += 1
+            content = outcome.content
+            if outcome.denied or outcome.is_error:
+                values = interp.values
+                for j, (vid, value) in enumerate(done):  # what the run left: its rows and their values
+                    values[vid] = value
+                    sink.completed(key, j, stmts[j].stmt, vid)
+                stmt = st.stmt
+                kind = "denied" if outcome.denied else "runtime"
+                self.emit({"event": "plan_halted", "plan": key, "node": i, "stmt": stmt, "op": op, "kind": kind,
+                           "error": content})
+                return PlanHalt(kind, content, i, stmt, op)
+            n = interp._next_vid  # interp._mint(content), the value kept aside until the plan completes
+            interp._next_vid = n + 1
+            vid = interp._last_vid = f"v_{n}"
+            symbols[st.name] = content
+            done.append((vid, content))
+        return None
 
     def run_through(self, hc: HostCall) -> Any:
         """Run ``hc`` with no halt latch open when its plan has no statement row yet, and keep no
@@ -263,7 +524,9 @@ class DirectRunner:
         return None
 
     def run(self, hc: HostCall, ledger: Any) -> Any:
-        """See :func:`run_host_call`."""
+        """See :func:`run_host_call` (a :class:`HostPlan` too)."""
+        if type(hc) is HostPlan:
+            return self.run_plan(hc, ledger)
         interp = self.interp
         tape = self.tape
         if tape is None or interp._sched is not None or not (self.every_op or hc.op in self.catalog):

@@ -180,6 +180,12 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
                         if bodies is not None:
                             bodies.append(d)
                         continue
+                elif tag == "statement_completed" and ("\\" not in payload or lone_surrogate(payload) is None):
+                    v = read_stmt(d)
+                    if v is not None:  # (the row below, without looking its tag up twice)
+                        has_trace = True
+                        add_row((v[0], v[1], v[2], False, gs))
+                        continue
             elif k == "plan_attempted" and ("\\" not in payload or lone_surrogate(payload) is None):
                 v = read_plan(d)
                 if v is not None:  # decoding gives PlanAttempted(**fields): fold its values, build no event

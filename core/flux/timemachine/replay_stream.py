@@ -47,7 +47,7 @@ from .replay import (
     PlanLog, ReplayedPlan, ReplayReport, TapeEnd, _check_ops, _never_asked, _parse_cached, _run_plan, _ScratchSink, _settle,
 )
 from .engine import ExecutionFold
-from .replay_direct import DirectRunner, HostCall, host_call
+from .replay_direct import DirectRunner, HostCall, HostPlan, direct_plan, walk
 from .replay_input import _scan
 
 __all__ = ["replay_streamed", "StreamTape", "ServedLog"]
@@ -367,12 +367,26 @@ _END = object()
 
 
 def _body(draft: Any) -> Any:
-    return draft.draft().body if type(draft) is HostCall else draft.body
+    return draft.draft().body if type(draft) is HostCall or type(draft) is HostPlan else draft.body
+
+
+def _stmt_hashes(draft: Any) -> list[str] | None:
+    """A direct plan's statement hashes (none is a checkpoint or an await), without a parse; else None."""
+    if type(draft) is HostCall:
+        return [draft.stmt]
+    if type(draft) is HostPlan:
+        return draft.stmt_hashes()
+    return None
 
 
 def _reads_let_go(plan: Any, halted: Any, ledger: Any) -> bool:
-    if type(plan) is HostCall and type(halted) is HostCall:  # (one statement each: no parse)
-        return ledger.entry(0) is None and plan.stmt == halted.stmt
+    mine = _stmt_hashes(plan)
+    theirs = _stmt_hashes(halted) if mine is not None else None
+    if theirs is not None:  # _walks_further on the statements' hashes (no parse)
+        i = walk(mine, ledger)
+        if i == len(mine) or ledger.entry(i) is not None:
+            return False
+        return i < len(theirs) and theirs[i] == mine[i]
     return _walks_further(plan, halted, ledger)
 
 
@@ -402,7 +416,7 @@ def replay_streamed(reader: StoreReader, session_ref: str | None, catalog: OpCat
     parsed: dict[str, Any] = {}
 
     def keyed(text: Any) -> tuple[str, Any]:
-        hc = host_call(text)
+        hc = direct_plan(text)
         if hc is not None:
             return hc.flow_key, hc
         draft, key = _parse_cached(text, parsed)  # a damaged plan raises: the classic replay names it
@@ -428,7 +442,7 @@ def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], cata
     interp = Interpreter(catalog if catalog is not None else OpCatalog.permissive(), ReplayHost(tape), sink,
                          _never_asked, run_id="replay")
     runner = DirectRunner(interp)
-    run_direct, run_through = runner.run, runner.run_through
+    run_direct, run_through, run_plan_through = runner.run, runner.run_through, runner.run_plan_through
     report = ReplayReport(session=sid, plans=PlanLog(), cells_total=0, cells_consumed=0, diverged=None,
                           missing_sources=0, detail=False)
     keyed = source.keyed
@@ -485,6 +499,10 @@ def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], cata
         if ledger is None and known is not None and known not in completed:
             if type(draft) is HostCall:
                 h = run_through(draft)  # its row and value let go as it completes (let_go_of_direct_row)
+                if h is None:
+                    ran_host(key)
+            elif type(draft) is HostPlan:
+                h = run_plan_through(draft)  # its rows and values let go as it completes (let_go_of_rows)
                 if h is None:
                     ran_host(key)
             else:
