@@ -109,6 +109,18 @@ LAST_CPU = [0.0]  # process time of the last timed region of flux_record / write
 def flux_record(d: Path, calls: int, ops, commits: list[int] | None = None) -> float:
     """Record the run; ``commits`` (if given) receives, per COMMIT, how many event rows were inserted
     before it (a trace callback — only in the untimed warm-up round)."""
+    timed, finish = _flux_record_prepared(d, calls, ops, commits)
+    t0, c0 = time.perf_counter(), time.process_time()
+    timed()
+    elapsed = time.perf_counter() - t0
+    LAST_CPU[0] = time.process_time() - c0
+    finish()
+    return elapsed
+
+
+def _flux_record_prepared(d: Path, calls: int, ops, commits: list[int] | None = None):
+    """(the timed part: ``send_sync`` of the run, the untimed rest: close and check) of
+    :func:`flux_record` — split so that ``--instructions`` counts the timed part alone."""
     client = Client(ScriptedProvider(responses=_responses(calls)), model="scripted", ops=ops, store=d / "store",
                     workspace=d, env_secrets=False, auto_approve=True)
     session = client.session()
@@ -122,14 +134,17 @@ def flux_record(d: Path, calls: int, ops, commits: list[int] | None = None) -> f
             elif sql == "COMMIT":
                 commits.append(base[0] + conn.total_changes)
         conn.set_trace_callback(trace)
-    t0, c0 = time.perf_counter(), time.process_time()
-    out = session.send_sync(f"call echo {calls} times")
-    elapsed = time.perf_counter() - t0
-    LAST_CPU[0] = time.process_time() - c0
-    client.close()
-    assert out.outcome == "ok" and len(out.cells) == calls
-    assert not any(c.is_error or c.denied for c in out.cells), "every call must run (not be refused)"
-    return elapsed
+    result = []
+
+    def timed() -> None:
+        result.append(session.send_sync(f"call echo {calls} times"))
+
+    def finish() -> None:
+        client.close()
+        out = result[0]
+        assert out.outcome == "ok" and len(out.cells) == calls
+        assert not any(c.is_error or c.denied for c in out.cells), "every call must run (not be refused)"
+    return timed, finish
 
 
 def flux_replay(store: Path, calls: int) -> float:
@@ -167,6 +182,17 @@ def write_floor(src: Path, d: Path, commits: list[int], *, make_rows: bool = Tru
     recorded texts and ids are inserted as they are (SQLite's share alone). ``many``: one
     ``executemany`` of the one-row INSERT per transaction instead of the writer's multi-row
     statements (the harness takes whichever is faster as the floor)."""
+    timed, finish = _write_floor_prepared(src, d, commits, make_rows=make_rows, many=many)
+    t0, c0 = time.perf_counter(), time.process_time()
+    timed()
+    elapsed = time.perf_counter() - t0
+    LAST_CPU[0] = time.process_time() - c0
+    finish()
+    return elapsed
+
+
+def _write_floor_prepared(src: Path, d: Path, commits: list[int], *, make_rows: bool = True, many: bool = False):
+    """(the timed part, the untimed rest: close) of :func:`write_floor`."""
     with sqlite3.connect(f"file:{src / 'events.db'}?mode=ro", uri=True) as c:
         rows = c.execute("SELECT stream, stream_seq, id, kind, schema_version, ts, payload, turn_id FROM events"
                          " ORDER BY global_seq").fetchall()
@@ -200,44 +226,44 @@ def write_floor(src: Path, d: Path, commits: list[int], *, make_rows: bool = Tru
     dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
     now = time.time
     flat_rows = [(r[0], r[1], r[2], r[3], r[5], r[6], r[7]) for r in rows]  # pre-encoded: the recorded values
-    t0, c0 = time.perf_counter(), time.process_time()
-    start = 0
-    for end in cuts:
-        con.execute("BEGIN IMMEDIATE")
-        messages = 0
-        if many:  # the rows as tuples, one executemany
-            batch = []
+
+    def timed(con=con, rows=rows, values=values, cuts=cuts, insert=insert, update=update, dumps=dumps, now=now,
+              flat_rows=flat_rows, one_row=one_row, many=many, make_rows=make_rows) -> None:
+        # (everything bound as a local, as when this loop was write_floor's own body)
+        start = 0
+        for end in cuts:
+            con.execute("BEGIN IMMEDIATE")
+            messages = 0
+            if many:  # the rows as tuples, one executemany
+                batch = []
+                if make_rows:
+                    for r, v in zip(rows[start:end], values[start:end]):
+                        ms = int(now() * 1000)
+                        batch.append((r[0], r[1], floor_ulid(ms), r[3], ms, dumps(v), r[7]))
+                else:
+                    batch = flat_rows[start:end]
+                con.executemany(one_row, batch)
+                messages = sum(1 for r in batch if r[3] == "message")
+                last = batch[-1]
+                con.execute(update, (last[4], last[1], None, messages))
+                con.execute("COMMIT")
+                start = end
+                continue
+            flat: list = []  # the rows' values, flat: the writer's multi-row statements
             if make_rows:
                 for r, v in zip(rows[start:end], values[start:end]):
                     ms = int(now() * 1000)
-                    batch.append((r[0], r[1], floor_ulid(ms), r[3], ms, dumps(v), r[7]))
+                    flat += (r[0], r[1], floor_ulid(ms), r[3], ms, dumps(v), r[7])
+                    messages += r[3] == "message"
             else:
-                batch = flat_rows[start:end]
-            con.executemany(one_row, batch)
-            messages = sum(1 for r in batch if r[3] == "message")
-            last = batch[-1]
-            con.execute(update, (last[4], last[1], None, messages))
+                for r in flat_rows[start:end]:
+                    flat += r
+                    messages += r[3] == "message"
+            insert(flat)
+            con.execute(update, (flat[-3], flat[-6], None, messages))
             con.execute("COMMIT")
             start = end
-            continue
-        flat: list = []  # the rows' values, flat: the writer's multi-row statements
-        if make_rows:
-            for r, v in zip(rows[start:end], values[start:end]):
-                ms = int(now() * 1000)
-                flat += (r[0], r[1], floor_ulid(ms), r[3], ms, dumps(v), r[7])
-                messages += r[3] == "message"
-        else:
-            for r in flat_rows[start:end]:
-                flat += r
-                messages += r[3] == "message"
-        insert(flat)
-        con.execute(update, (flat[-3], flat[-6], None, messages))
-        con.execute("COMMIT")
-        start = end
-    elapsed = time.perf_counter() - t0
-    LAST_CPU[0] = time.process_time() - c0
-    con.close()
-    return elapsed
+    return timed, con.close
 
 
 def read_floor(store: Path) -> float:
@@ -342,6 +368,76 @@ def replay_only(n: int, repeat: int) -> None:
               f"cpu {m['flux replay'][1] / m[other][1]:5.2f}×   (≤ 2×)")
 
 
+# -- instruction counts (--instructions) ----------------------------------------------------------
+
+_IR_WHAT = ("record write", "write floor", "write floor (executemany)")
+
+
+def _ir_worker(what: str, timed_rounds: int, calls: int, tmp: Path) -> None:
+    """One process counted by valgrind: the write run recorded once untimed (the floor's rows and
+    COMMIT boundaries, and every import warmed), then three rounds of ``what`` set up, of which the
+    first ``timed_rounds`` run their timed part. Ends with ``os._exit`` (no close, no checkpoint, no
+    teardown), so two such processes differ by the timed parts alone. ``time.time`` (the recorder's
+    and the floor's row stamps) advances 40 us a read, as in a run at full speed."""
+    # Under valgrind the process runs ~50x slower, so nearly every clock read would be a new
+    # millisecond (a fresh random draw for every id minted, the recorder's and the floor's alike):
+    # the wall clock is replaced by one that moves 40 us a read, about what a real run sees.
+    fake = [time.time()]
+
+    def slow_time() -> float:
+        fake[0] += 40e-6
+        return fake[0]
+    time.time = slow_time
+    commits: list[int] = []
+    (tmp / "src").mkdir()
+    flux_record(tmp / "src", calls, [echo_write], commits)
+    src = tmp / "src" / "store"
+    keep = []  # every connection stays open until _exit (a close would checkpoint its WAL)
+    for r in range(3):
+        if what == "record write":
+            (tmp / f"r{r}").mkdir()
+            timed, finish = _flux_record_prepared(tmp / f"r{r}", calls, [echo_write])
+        else:
+            timed, finish = _write_floor_prepared(src, tmp / f"f{r}", commits, many=what != "write floor")
+        keep.append(finish)
+        if r < timed_rounds:
+            timed()
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def instructions(what: str, calls: int, core: str) -> int:
+    """Instructions of one timed part of ``what`` (a process running it three times less one
+    running it once, halved; ``valgrind --tool=cachegrind --cache-sim=no``): the figure that does
+    not move with the machine's load (user-space instructions: the kernel's share of a COMMIT's
+    writes is not in it, the same for every side)."""
+    import shutil
+    import subprocess
+
+    counts = []
+    for k in (1, 3):
+        tmp = Path(tempfile.mkdtemp(prefix="flux-peers-ir-"))
+        try:
+            out = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                                  sys.executable, str(Path(__file__).resolve()), "--core", core, "--calls", str(calls),
+                                  "--ir-worker", what, str(k), str(tmp)],
+                                 env={**os.environ, "PYTHONHASHSEED": "0"}, capture_output=True, text=True, check=True).stderr
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        line = next(x for x in out.splitlines() if "I" in x and "refs:" in x)
+        counts.append(int(line.split()[-1].replace(",", "")))
+    return (counts[1] - counts[0]) // 2
+
+
+def instructions_report(calls: int, core: str) -> None:
+    ir = {what: instructions(what, calls, core) for what in _IR_WHAT}
+    floor = min(ir["write floor"], ir["write floor (executemany)"])
+    print(f"instructions of one timed part ({calls} write-effect calls; valgrind, flux from {core}):")
+    for what, n in ir.items():
+        print(f"  {what:<26} {n / 1e6:9.1f} M")
+    print(f"  record write vs commit floor {ir['record write'] / floor:6.2f}×  (≤ 1.3×; floor: the smaller of the two shapes)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=1000)
@@ -350,7 +446,15 @@ def main() -> None:
     ap.add_argument("--replay-only", action="store_true",
                     help="record once (flux-tui pure, rewind-llm), then time only the replays and the read floor")
     ap.add_argument("--core", default=_CORE, help="the core/ directory whose flux package is measured (default: this checkout's)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count the write row's instructions (valgrind: record write and both floor shapes) instead of timing")
+    ap.add_argument("--ir-worker", nargs=3, metavar=("WHAT", "ROUNDS", "DIR"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.ir_worker:
+        _ir_worker(args.ir_worker[0], int(args.ir_worker[1]), args.calls, Path(args.ir_worker[2]))
+    if args.instructions:
+        instructions_report(args.calls, args.core)
+        return
     n = args.calls
     if args.replay_only:
         replay_only(n, args.repeat)

@@ -152,12 +152,12 @@ def test_an_owed_cell_that_cannot_be_committed_fails_its_op_loudly(make_client, 
     real = StoreWriter._write_pending
     failed = []
 
-    def body(b):  # the recorder buffers its hot rows as payload text (store._Encoded)
-        return decode_payload(b.KIND, b.payload) if hasattr(b, "payload") else b
+    def body(kind, b):  # the recorder buffers its hot rows as payload text
+        return decode_payload(kind, b) if isinstance(b, str) else b
 
     def write_pending(self):  # the disk is full once: at the commit that carries the first write's cell
-        if not failed and any(isinstance(body(b), Run) and isinstance(body(b).event, OpRecorded)
-                              and body(b).event.op == "write" for _, b, _, _ in self._pending):
+        if not failed and any(isinstance(body(k, b), Run) and isinstance(body(k, b).event, OpRecorded)
+                              and body(k, b).event.op == "write" for _, k, b, _, _ in self._pending):
             failed.append(self._pending)
             self._pending = []
             raise sqlite3.OperationalError("database or disk is full")

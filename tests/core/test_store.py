@@ -507,3 +507,106 @@ def test_append_text_pair_is_two_append_texts(tmp_path_factory, max_rows, before
     with StoreWriter(tmp / "bad") as w:
         with pytest.raises(ValueError):
             w.append_text_pair(w.create_session("m"), "run", "{}", 3, "run", "{}", None)  # a run row never has a turn id
+
+
+# A flush of text rows of one stream (every flush of the recorder) is written by C loops over the
+# transposed rows (StoreWriter._write_pending's first branch); anything else by the per-row loop.
+_TEXT_OPS = st.lists(st.tuples(
+    st.sampled_from(["run", "plan", "msg", "body", "obs", "flush", "other"]),  # what to append
+    st.sampled_from(["ok", "é ✓", "\ud83d", "x\udc00y"]),  # payload text flavour (lone surrogates scrubbed)
+    st.integers(0, 2)), min_size=1, max_size=14)  # clock step before the append (0: same ms)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=_TEXT_OPS, max_rows=st.integers(1, 6))
+def test_text_flushes_write_what_the_per_row_loop_writes(tmp_path_factory, ops, max_rows):
+    """Same rows (ids included: the random draw is fixed), registry, next stream_seq and COMMIT
+    boundaries with the C-loop branch as with every flush taken by the per-row loop: one or two
+    streams, runs of the same or different milliseconds, messages (msg_count), bodies, a turn id,
+    lone surrogates."""
+    import itertools
+
+    from flux.store import store as store_mod
+    from flux.store import ulid
+
+    def write(d, fast):
+        draws = itertools.count(12345, 7919)
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            monkeypatch.setattr(ulid, "_draw", lambda: next(draws) << 20)
+            monkeypatch.setattr(ulid, "_last_ms", -1)
+            monkeypatch.setattr(store_mod, "_TEXT_ONLY", {str} if fast else set())
+            return _write_texts(d, ops, max_rows)
+
+    tmp = tmp_path_factory.mktemp("texts")
+    fast, slow = write(tmp / "fast", True), write(tmp / "slow", False)
+    assert fast == slow
+    assert all("\ud83d" not in str(r) for r in fast[0])  # (scrubbed either way)
+
+
+def _write_texts(d, ops, max_rows):
+    if True:
+        now = [1_000]
+        w = StoreWriter(d, clock=lambda: now[0])
+        a = w.create_session("mock")
+        b = w.create_session("mock")
+        tid = w.begin_turn(a, "go", "mock")
+        commits = []
+        w.conn.set_trace_callback(lambda sql: commits.append(w.conn.total_changes) if sql == "COMMIT" else None)
+        with w.grouped(max_rows=max_rows):
+            for i, (what, text, step) in enumerate(ops):
+                now[0] += step
+                payload = json.dumps({"kind": "run", "data": {"event": "step_started", "step": f"s{i}{text}",
+                                                              "op": "x", "input_hash": "h"}}, ensure_ascii=False)
+                if what == "run":
+                    w.append_text(a, "run", payload)
+                elif what == "plan":
+                    w.append_text_pair(a, "plan_attempted", '{"kind":"plan_attempted","data":{"step":%d,"outcome":'
+                                       '"accepted","plan_source":"%s"}}' % (i, text), tid, "run", payload, None)
+                elif what == "msg":
+                    w.append_message_text(a, json.dumps(encode_payload_obj(Message.text("user", text)),
+                                                        ensure_ascii=False, separators=(",", ":")))
+                elif what == "body":
+                    w.append(a, Message.text("assistant", text))
+                elif what == "obs":
+                    w.append_texts(a, "observation", ['{"kind":"observation","data":{"kind":"k","phase":"turn",'
+                                                      '"data":{"t":"%s"}}}' % text] * 3, turn_id=tid)
+                elif what == "flush":
+                    w.flush()
+                else:
+                    w.append_text(b, "run", payload)
+        seqs = dict(w._next_seq)
+        w.close()
+        con = sqlite3.connect(d / "events.db")
+        rows = con.execute("SELECT * FROM events ORDER BY global_seq").fetchall()
+        reg = con.execute("SELECT * FROM streams ORDER BY n").fetchall()
+        con.close()
+        return rows, reg, seqs, commits
+
+
+def encode_payload_obj(body):
+    return json.loads(encode_payload(body))
+
+
+def test_a_forked_child_never_mints_the_parents_next_ids():
+    """The random draws are read from os.urandom 640 bytes at a time: a child forked with bytes left
+    in that pool starts a pool of its own (and a millisecond of its own), so its ids are not the ids
+    the parent mints next in the same millisecond."""
+    import os
+
+    from flux.store import ulid
+
+    ms = 1_700_000_000_123
+    ulid.new_ulids(ms - 1, 1)  # a draw: the pool now holds 630 more bytes
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its first id in ms, to the parent
+        try:
+            os.write(w, ulid.new_ulids(ms, 1)[0].encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    child = os.read(r, 64).decode()
+    os.close(r)
+    os.waitpid(pid, 0)
+    mine = ulid.new_ulids(ms, 1)[0]
+    assert len(child) == 26 and child != mine and child[:10] == mine[:10]  # same ms, another random part

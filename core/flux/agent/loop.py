@@ -685,6 +685,7 @@ class _OpFacts:
     mutating: bool
     phase: str
     name_json: str
+    durable: bool  # the recorder's durable(op): its cell is committed before the next dispatch
 
 
 class _DirectCall:
@@ -737,7 +738,8 @@ class _DirectCall:
         if any(type(k) is not str or k not in types for k in required):
             return None  # (a required argument the schema does not list: validate_input says what is wrong)
         mutating = o.effect in MUTATING_EFFECTS
-        return _OpFacts(o, types, frozenset(required), mutating, "execute" if mutating else "gather", json_str(name))
+        return _OpFacts(o, types, frozenset(required), mutating, "execute" if mutating else "gather", json_str(name),
+                        bool(self.rec.durable(name)))
 
     def tool(self, tu: dict, index: int, batch: str, out: "TurnOutput", observations: list, turn_id: int) -> Optional[dict]:
         """``TurnRunner._tool`` of one tool call, fused with :meth:`call`, for the common case: a
@@ -860,7 +862,7 @@ class _DirectCall:
         if outcome is res and allowed and type(content) is str and res.view is None \
                 and redactor.secret_pattern is secrets:  # (no secret registered since the plan was checked)
             try:
-                self._cell(name, facts.name_json, step, ih, literal, content, res)
+                self._cell(name, facts.name_json, step, ih, literal, content, res, facts.durable)
             except Exception as e:
                 raise CassetteWriteError(name, e) from e
         else:
@@ -877,15 +879,17 @@ class _DirectCall:
             interp.symbols[bind] = content
         # _tool's end: the call's observations, its record and the model's tool result.
         content = res.content if isinstance(res.content, str) else str(res.content)
-        obs.end(cfg.timer() - t0, live.last_exec_us, status)
+        obs.elapsed_us, obs.execution_us, obs.status = cfg.timer() - t0, live.last_exec_us, status  # (obs.end)
         out.tool_calls.append(ToolCall(tid, name, inp, status, content, out_step))
         return {"type": "tool_result", "tool_use_id": tid, "content": [{"type": "text", "text": content}],
                 "is_error": status != "ok"}
 
-    def _cell(self, op: str, op_json: str, step: str, ih: str, input_json: str, raw: str, res: OpOutcome) -> None:
+    def _cell(self, op: str, op_json: str, step: str, ih: str, input_json: str, raw: str, res: OpOutcome,
+              durable: bool) -> None:
         """``host.record(op, input_json, res, input_hash=ih)`` for an outcome with text content and
         no view, whose input the redactor leaves alone: build_cell's steps that change nothing
-        skipped, the row's text written from the fields."""
+        skipped, the row's text written from the fields, and ``_Recorder.emit_cell`` inline
+        (``durable``: ``rec.durable(op)``)."""
         host, rec = self.host, self.rec
         redactor, cap = host.redactor, host.cap
         content = redactor.redact(raw)
@@ -897,14 +901,21 @@ class _DirectCall:
         # (positional, in declared field order: half the cost of 13 keywords; the test compares cells)
         cell = OpRecorded(seq, step, op, ih, None, view, view_truncated, content, None, is_error, denied, changed,
                           truncated)
-        rec.emit_cell(cell, '{"kind":"run","data":{"event":"op_recorded","seq":' + int.__repr__(seq) + ',"step":"'
-                      + step + '","op":' + op_json + ',"input_hash":"' + ih + '","input_view":' + json_str(view)
-                      + (',"input_view_truncated":true,"content":' if view_truncated else
-                         ',"input_view_truncated":false,"content":') + json_str(content)
-                      + (',"is_error":true' if is_error else ',"is_error":false')
-                      + (',"denied":true' if denied else ',"denied":false')
-                      + (',"redacted":true' if changed else ',"redacted":false')
-                      + (',"truncated":true}}' if truncated else ',"truncated":false}}'))
+        rec.w.append_text(rec.sid, "run", '{"kind":"run","data":{"event":"op_recorded","seq":' + int.__repr__(seq)
+                          + ',"step":"' + step + '","op":' + op_json + ',"input_hash":"' + ih + '","input_view":'
+                          + json_str(view) + (',"input_view_truncated":true,"content":' if view_truncated else
+                                              ',"input_view_truncated":false,"content":') + json_str(content)
+                          + (',"is_error":true' if is_error else ',"is_error":false')
+                          + (',"denied":true' if denied else ',"denied":false')
+                          + (',"redacted":true' if changed else ',"redacted":false')
+                          + (',"truncated":true}}' if truncated else ',"truncated":false}}'))
+        rec.appended += 1  # (rec.emit_cell, inline)
+        rec.cells.append(cell)
+        if durable:
+            if rec.defer_cells:
+                rec.owed.append(cell)  # committed before anything else dispatches, waits or calls the model
+            else:
+                rec.w.flush()  # acknowledged: on disk before the run goes on
         host.seq = seq + 1
         host.cells.append(cell)
 

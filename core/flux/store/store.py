@@ -24,6 +24,7 @@ in :attr:`StoreReader.skipped_rows`.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -689,22 +690,9 @@ class StoreReader:
 # ------------------------------------------------------------------------------------------------
 
 
-class _Encoded:
-    """A body whose payload text is already built (:meth:`StoreWriter.append_runs`)."""
-
-    __slots__ = ("KIND", "payload")
-
-    def __init__(self, kind: str, payload: str) -> None:
-        self.KIND = kind
-        self.payload = payload
-
-
-class _EncodedMessage(_Encoded):
-    """A ``message`` body whose payload text is already built (:meth:`StoreWriter.append_message_text`):
-    counted in the registry's ``msg_count`` as a :class:`~flux.store.events.Message` is."""
-
-    __slots__ = ()
-
+# A buffered append (``StoreWriter._pending``) is ``(stream, kind, payload, turn_id, ts)``: ``payload``
+# is the row's text when the caller built it (``append_text``, ``append_message_text``,
+# ``append_texts``, ``append_runs``) — no object per row — or the event body, encoded at the flush.
 
 # The registry row after a batch of appends: msg_count moved by the messages appended, or set (a
 # compaction in the batch) — bound as a parameter, one statement text each.
@@ -745,6 +733,7 @@ class StoreWriter:
         self._pending: list[tuple] = []  # buffered appends (grouped mode)
         self._pending_since = 0.0
         self._group: tuple[int, float] | None = None  # (max rows, max seconds) while grouped
+        self._numbers: dict[str, int | None] = {}  # stream -> its registry row (session_number), as seen
         if not self.dir.exists():
             if not create:
                 raise StoreError(f"{self.dir} does not exist")
@@ -760,6 +749,7 @@ class StoreWriter:
             self._bootstrap()
             self._bootstrap_flow()
             self._seq_guarded = self._has_seq_guard()
+            self._cur = self.conn.cursor()  # the flush's statements (one cursor, not one per execute)
         except sqlite3.Error as e:
             raise _translate(e, events_path) from None
 
@@ -818,6 +808,7 @@ class StoreWriter:
                 finally:
                     self.conn.close()
                 self.conn = None  # type: ignore[assignment]
+                self._cur = None  # type: ignore[assignment]
 
     def __enter__(self) -> "StoreWriter":
         return self
@@ -897,16 +888,16 @@ class StoreWriter:
             if self._tx_depth:  # inside an open transaction: its commit writes them
                 self._write_pending()
                 return
-            conn = self.conn
+            conn, cur = self.conn, self._cur
             guarded = self._seq_guarded
             for retry in (False, True):
                 if guarded:
-                    conn.execute("BEGIN IMMEDIATE")
+                    cur.execute("BEGIN IMMEDIATE")
                 else:
                     self._begin()
                 try:
                     self._write_pending()
-                    conn.execute("COMMIT")
+                    cur.execute("COMMIT")
                     return
                 except sqlite3.IntegrityError:
                     if conn.in_transaction:
@@ -928,25 +919,42 @@ class StoreWriter:
         """Insert the buffered appends (inside the open transaction), then bring each registry row
         to where the per-row updates would leave it, in one UPDATE per stream."""
         pending, self._pending = self._pending, []
+        if not pending:
+            return
         next_seq = self._next_seq
+        n = len(pending)
+        streams, kinds, payloads, turn_ids, stamps = zip(*pending)
+        stream = streams[0]
+        if streams.count(stream) == n and set(map(type, payloads)) == _TEXT_ONLY:
+            # One stream, text rows only (every flush of the recorder): what the loop below does,
+            # in C loops — the columns transposed, the rows zipped back flat.
+            ts = stamps[0]
+            ids = new_ulids(ts, n) if stamps.count(ts) == n else _ids_by_run(stamps)
+            if not all(map(str.isascii, payloads)):  # (the one surrogate rule: scrub_text)
+                payloads = tuple(map(scrub_text, payloads))
+            base = next_seq.get(stream)
+            if base is None:
+                base = self._max_seq(stream)
+            last = base + n - 1
+            next_seq[stream] = last + 1  # forgotten by flush()/transaction() if this transaction rolls back
+            cur = self._cur
+            _insert_event_rows(cur, list(_chain(zip(streams, range(base, last + 1), ids, kinds, stamps, payloads,
+                                                    turn_ids))))
+            num = self._numbers.get(stream, -1)
+            if num == -1:
+                num = self._numbers[stream] = session_number(stream)
+            if num is not None:  # text rows move msg_count by their messages, never the model
+                cur.execute(_REGISTRY_ADD, (stamps[-1], last, None, kinds.count("message"), num))
+            return
         rows: list = []  # the rows' values, flat (7 per row: _insert_event_rows)
         reg: dict[str, list] = {}  # stream -> [ts, seq, model, msg base (None: keep), messages added]
         # The ids, minted in order: one new_ulids() per run of rows with the same ms (the same ids
         # new_ulid() per row mints, and the same state left behind).
-        ids: list[str] = []
-        run_ts, run_n = pending[0][3] if pending else None, 0
-        for row in pending:
-            if row[3] != run_ts:
-                ids += new_ulids(run_ts, run_n)  # type: ignore[arg-type]
-                run_ts, run_n = row[3], 0
-            run_n += 1
-        if run_n:
-            ids += new_ulids(run_ts, run_n)  # type: ignore[arg-type]
-        encoded, encoded_message = _Encoded, _EncodedMessage
+        ids = _ids_by_run(stamps)
         r: list | None = None  # the registry entry of r_stream; its ts and seq are kept in last_ts, seq
         r_stream = None
         seq = last_ts = 0
-        for (stream, body, turn_id, ts), eid in zip(pending, ids):
+        for (stream, kind, payload, turn_id, ts), eid in zip(pending, ids):
             if stream is not r_stream:
                 if r is not None:
                     r[0], r[1] = last_ts, seq
@@ -959,38 +967,37 @@ class StoreWriter:
             seq += 1
             last_ts = ts
             # Lone surrogates cannot be stored as UTF-8: the one rule (flux.canonical.scrub_text).
-            kind_of = type(body)
-            if kind_of is encoded:  # never a registry kind (append_text refuses them)
-                rows += (stream, seq, eid, body.KIND, ts, scrub_text(body.payload), turn_id)
-                continue
-            if kind_of is encoded_message:
-                rows += (stream, seq, eid, "message", ts, scrub_text(body.payload), turn_id)
-                r[4] += 1  # type: ignore[index]
+            if type(payload) is str:  # a text row: never a registry kind but a message (append_text refuses them)
+                rows += (stream, seq, eid, kind, ts, payload if payload.isascii() else scrub_text(payload), turn_id)
+                if kind == "message":
+                    r[4] += 1  # type: ignore[index]
                 continue
             ev = _events()  # imported on first use (a reader-only process never loads the encoders)
-            kind = body.KIND
-            rows += (stream, seq, eid, kind, ts, scrub_text(ev.encode_payload(body)), turn_id)
+            rows += (stream, seq, eid, kind, ts, scrub_text(ev.encode_payload(payload)), turn_id)
             if kind in _REGISTRY_KINDS:
-                if isinstance(body, ev.Message):
+                if isinstance(payload, ev.Message):
                     r[4] += 1  # type: ignore[index]
-                elif isinstance(body, (ev.SessionStarted, ev.ModelChanged)):
-                    r[2] = body.model  # type: ignore[index]
-                elif isinstance(body, ev.Compacted):
-                    r[3], r[4] = len(body.messages), 0  # type: ignore[index]
+                elif isinstance(payload, (ev.SessionStarted, ev.ModelChanged)):
+                    r[2] = payload.model  # type: ignore[index]
+                elif isinstance(payload, ev.Compacted):
+                    r[3], r[4] = len(payload.messages), 0  # type: ignore[index]
         if r is not None:
             r[0], r[1] = last_ts, seq
         for stream, entry in reg.items():
             next_seq[stream] = entry[1] + 1  # forgotten by flush()/transaction() if this transaction rolls back
-        conn = self.conn
-        _insert_event_rows(conn, rows)
+        cur = self._cur
+        _insert_event_rows(cur, rows)
+        numbers = self._numbers
         for stream, (ts, seq, model, base, added) in reg.items():
-            n = session_number(stream)
+            n = numbers.get(stream, -1)
+            if n == -1:
+                n = numbers[stream] = session_number(stream)
             if n is None:
                 continue
             if base is None:
-                conn.execute(_REGISTRY_ADD, (ts, seq, model, added, n))
+                cur.execute(_REGISTRY_ADD, (ts, seq, model, added, n))
             else:
-                conn.execute(_REGISTRY_SET, (ts, seq, model, base + added, n))
+                cur.execute(_REGISTRY_SET, (ts, seq, model, base + added, n))
 
     def _max_seq(self, stream: str) -> int:
         return self.conn.execute("SELECT COALESCE(MAX(stream_seq), -1) + 1 FROM events WHERE stream = ?", (stream,)).fetchone()[0]
@@ -1020,7 +1027,7 @@ class StoreWriter:
             raise ValueError(f"{body.KIND} events never carry a turn_id")
         ts = self.now() if ts is None else ts
         if self._group is not None and self._tx_depth == 0 and event_id is None:
-            return self._buffer(stream, body, turn_id, ts)
+            return self._buffer(stream, body.KIND, body, turn_id, ts)
         from .events import decode_payload
 
         with self.transaction():
@@ -1040,7 +1047,7 @@ class StoreWriter:
 
         if turn_id is not None and any(b.KIND in UNSCOPED_KINDS for b in bodies):
             raise ValueError("an unscoped event kind never carries a turn_id")
-        return self._append_bulk(stream, bodies, turn_id, ts)
+        return self._append_bulk(stream, [(b.KIND, b) for b in bodies], turn_id, ts)
 
     def append_runs(self, stream: str, bodies: Sequence[dict], *, turn_id: int | None = None,
                     ts: int | None = None) -> int:
@@ -1048,7 +1055,7 @@ class StoreWriter:
         ``append(stream, Run(decode_run(body)))`` would write, encoded without the round trip."""
         from .events import encode_run_body
 
-        return self._append_bulk(stream, [_Encoded("run", encode_run_body(b)) for b in bodies], turn_id, ts)
+        return self._append_bulk(stream, [("run", encode_run_body(b)) for b in bodies], turn_id, ts)
 
     def append_text(self, stream: str, kind: str, payload: str, *, turn_id: int | None = None,
                     ts: int | None = None) -> None:
@@ -1060,23 +1067,24 @@ class StoreWriter:
         if ts is None:
             ts = self._clock()
         group = self._group
-        if group is not None and not self._tx_depth:  # _buffer, inline (the recorder's four rows per op call)
+        if group is not None and not self._tx_depth:  # _buffer, inline (the recorder's rows of each op call)
             pending = self._pending
             if not pending:
                 self._pending_since = _monotonic()
-            pending.append((stream, _Encoded(kind, payload), turn_id, ts))
+            pending.append((stream, kind, payload, turn_id, ts))
             if len(pending) >= group[0] or _monotonic() - self._pending_since >= group[1]:
                 self.flush()
             return
         with self.transaction():
-            self._pending.append((stream, _Encoded(kind, payload), turn_id, ts))
+            self._pending.append((stream, kind, payload, turn_id, ts))
             self._write_pending()
 
     def append_text_pair(self, stream: str, kind: str, payload: str, turn_id: int | None, kind2: str, payload2: str,
                          turn_id2: int | None) -> None:
         """``append_text(stream, kind, payload, turn_id=turn_id)`` then the same of the second row —
         the same rows, stamps (the clock read once per row, in order), buffering and flushes — in one
-        call (the recorder's plan and ``step_started`` of each tool call)."""
+        call (the recorder's plan and ``step_started``, and its cell and ``step_succeeded``, of each
+        tool call)."""
         group = self._group
         if group is None or self._tx_depth or kind in _REGISTRY_KINDS or kind2 in _REGISTRY_KINDS or \
                 (turn_id is not None and kind in _UNSCOPED_KINDS) or (turn_id2 is not None and kind2 in _UNSCOPED_KINDS):
@@ -1086,12 +1094,12 @@ class StoreWriter:
         pending = self._pending
         if not pending:
             self._pending_since = _monotonic()
-        pending.append((stream, _Encoded(kind, payload), turn_id, self._clock()))
+        pending.append((stream, kind, payload, turn_id, self._clock()))
         if len(pending) >= group[0] or _monotonic() - self._pending_since >= group[1]:
             self.flush()  # (as append_text would; the second row then starts the next batch)
             self.append_text(stream, kind2, payload2, turn_id=turn_id2)
             return
-        pending.append((stream, _Encoded(kind2, payload2), turn_id2, self._clock()))
+        pending.append((stream, kind2, payload2, turn_id2, self._clock()))
         if len(pending) >= group[0] or _monotonic() - self._pending_since >= group[1]:
             self.flush()
 
@@ -1099,14 +1107,13 @@ class StoreWriter:
         """:meth:`append` of a ``Message`` whose payload text the caller has built — it must be
         exactly ``encode_payload(body)`` (the recorder's closing messages, property-tested equal):
         the same row, and the registry's ``msg_count`` counts it."""
-        body = _EncodedMessage("message", payload)
         if ts is None:
             ts = self._clock()
         if self._group is not None and self._tx_depth == 0:
-            self._buffer(stream, body, None, ts)
+            self._buffer(stream, "message", payload, None, ts)
             return
         with self.transaction():
-            self._pending.append((stream, body, None, ts))
+            self._pending.append((stream, "message", payload, None, ts))
             self._write_pending()
 
     def append_texts(self, stream: str, kind: str, payloads: Sequence[str], *, turn_id: int | None = None,
@@ -1115,21 +1122,30 @@ class StoreWriter:
         everything buffered, then these rows, in one transaction. Returns how many."""
         if kind in _REGISTRY_KINDS or (turn_id is not None and kind in schema.UNSCOPED_KINDS):
             raise ValueError(f"append_texts cannot write {kind} rows" + (" with a turn_id" if turn_id is not None else ""))
-        return self._append_bulk(stream, [_Encoded(kind, p) for p in payloads], turn_id, ts)
-
-    def _append_bulk(self, stream: str, bodies: Sequence, turn_id: int | None, ts: int | None) -> int:
-        if not bodies:
+        n = len(payloads)
+        if not n:
             return 0
         ts = self.now() if ts is None else ts
         with self.transaction():  # writes what was buffered before, then these rows
-            self._pending.extend((stream, b, turn_id, ts) for b in bodies)
+            self._pending += [(stream, kind, p, turn_id, ts) for p in payloads]
             self._write_pending()
-        return len(bodies)
+        return n
 
-    def _buffer(self, stream: str, body: EventBody, turn_id: int | None, ts: int) -> None:
+    def _append_bulk(self, stream: str, items: Sequence[tuple], turn_id: int | None, ts: int | None) -> int:
+        """Everything buffered, then ``items`` — ``(kind, payload text or body)`` each — in one
+        transaction (or the enclosing one)."""
+        if not items:
+            return 0
+        ts = self.now() if ts is None else ts
+        with self.transaction():  # writes what was buffered before, then these rows
+            self._pending.extend([(stream, kind, payload, turn_id, ts) for kind, payload in items])
+            self._write_pending()
+        return len(items)
+
+    def _buffer(self, stream: str, kind: str, payload: "str | EventBody", turn_id: int | None, ts: int) -> None:
         if not self._pending:
             self._pending_since = time.monotonic()
-        self._pending.append((stream, body, turn_id, ts))
+        self._pending.append((stream, kind, payload, turn_id, ts))
         max_rows, max_s = self._group  # type: ignore[misc]
         if len(self._pending) >= max_rows or time.monotonic() - self._pending_since >= max_s:
             self.flush()
@@ -1233,11 +1249,27 @@ def _events():
 
 
 _EVENTS = None
+_TEXT_ONLY = {str}
+_chain = itertools.chain.from_iterable
+
+
+def _ids_by_run(stamps: Sequence[int]) -> list[str]:
+    """The ids of rows stamped ``stamps``, minted in order: one new_ulids() per run of rows with the
+    same ms (the same ids new_ulid() per row mints, and the same state left behind)."""
+    ids: list[str] = []
+    run_ts, run_n = stamps[0], 0
+    for ts in stamps:
+        if ts != run_ts:
+            ids += new_ulids(run_ts, run_n)
+            run_ts, run_n = ts, 0
+        run_n += 1
+    ids += new_ulids(run_ts, run_n)
+    return ids
 _EVENT_ROWS_PER_INSERT = 64
 _EVENT_INSERTS: dict[int, str] = {}
 
 
-def _insert_event_rows(conn: sqlite3.Connection, flat: list) -> None:
+def _insert_event_rows(conn: sqlite3.Connection | sqlite3.Cursor, flat: list) -> None:
     """Insert event rows given flat, 7 values a row (stream, stream_seq, id, kind, ts, payload,
     turn_id; schema_version is 1), up to 64 rows per ``INSERT … VALUES (…), (…)``: the rows an
     ``executemany`` of the one-row INSERT writes, in the same order, at about two thirds of its

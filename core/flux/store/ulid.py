@@ -22,6 +22,35 @@ _high_of = -1
 _high_text = ""
 
 
+# Fresh random parts come from os.urandom read 640 bytes at a time (10 bytes a draw): one system
+# call per 64 milliseconds that mint, not one per millisecond. A forked child starts a pool (and a
+# millisecond) of its own, so parent and child never mint from the same bytes.
+_POOL_BYTES = 640
+_pool = b""
+_pool_at = 0
+
+
+def _draw() -> int:
+    """A fresh millisecond's random part: 79 random bits (room to increment). Under ``_lock``."""
+    global _pool, _pool_at
+    at = _pool_at
+    if at >= len(_pool):
+        _pool, at = os.urandom(_POOL_BYTES), 0
+    _pool_at = at + 10
+    return int.from_bytes(_pool[at:at + 10], "big") >> 1
+
+
+def _forget_in_child() -> None:
+    global _lock, _pool, _pool_at, _last_ms
+    _lock = threading.Lock()  # (another thread may have held it at the fork)
+    _pool, _pool_at = b"", 0
+    _last_ms = -1  # the next id draws afresh: the parent's next ids continue its own sequence
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
 def new_ulid(ms: int | None = None) -> str:
     """A new ULID. Ids minted in the same millisecond increase monotonically, so they sort by creation.
 
@@ -35,7 +64,7 @@ def new_ulid(ms: int | None = None) -> str:
             rand = _last_rand = (_last_rand + 1) & _RAND_MASK
         else:
             _last_ms = ms
-            rand = _last_rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to increment
+            rand = _last_rand = _draw()
         if ms != _ms_text_of:
             _ms_text = _ms_digits(ms)
             _ms_text_of = ms
@@ -83,7 +112,7 @@ def new_ulids(ms: int, n: int) -> list[str]:
         if ms == _last_ms:
             first = (_last_rand + 1) & mask
         else:
-            first = int.from_bytes(os.urandom(10), "big") >> 1
+            first = _draw()
         _last_ms = ms
         _last_rand = (first + n - 1) & mask
         if first + n - 1 > mask:  # wraps within the millisecond (never in practice): the plain path
@@ -92,14 +121,8 @@ def new_ulids(ms: int, n: int) -> list[str]:
         if ms != _ms_text_of:
             _ms_text = _ms_digits(ms)
             _ms_text_of = ms
-        p = _PAIRS
-        high = first >> 10
-        if high == (first + n - 1) >> 10:  # no carry into the top digits (1,023 times in 1,024)
-            if high != _high_of:
-                _high_text = _high_digits(first)
-                _high_of = high
-            head = _ms_text + _high_text
-            return [head + p[v & 1023] for v in range(first, first + n)]
+        # Within one run of the top digits the last two digits are consecutive table entries: the
+        # ids are the run's head joined to a slice of the table (C loops, no per-id bytecode).
         out: list[str] = []
         value, end = first, first + n
         while value < end:
@@ -108,7 +131,10 @@ def new_ulids(ms: int, n: int) -> list[str]:
                 _high_text = _high_digits(value)
                 _high_of = high
             stop = min(end, (high + 1) << 10)  # the next carry into the top digits
-            head = _ms_text + _high_text
-            out += [head + p[v & 1023] for v in range(value, stop)]
+            lo = value & 1023
+            ids = list(map((_ms_text + _high_text).__add__, _PAIRS[lo:lo + stop - value]))
+            if value == first and stop == end:  # no carry (1,023 times in 1,024)
+                return ids
+            out += ids
             value = stop
         return out
