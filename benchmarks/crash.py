@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -34,9 +35,27 @@ FLUX = [sys.executable, "-m", "flux.cli"] if os.environ.get("FLUX_CRASH_MODULE")
 ]
 
 
+def _open_for_check(store: Path, scratch: Path) -> sqlite3.Connection:
+    """The killed writer's events.db, read-only — or, when SQLite must first roll back what the writer
+    left (a hot ``-journal``: killed inside the bootstrap, before the store is in WAL mode; a
+    ``mode=ro`` connection cannot, "attempt to write a readonly database", seen once in 40 kills),
+    a copy of the database and its journal files opened read-write: the recovery happens on the copy."""
+    db = sqlite3.connect(f"file:{store / 'events.db'}?mode=ro", uri=True)
+    try:
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return db
+    except sqlite3.OperationalError:
+        db.close()
+    scratch.mkdir(parents=True, exist_ok=True)
+    for name in ("events.db", "events.db-journal", "events.db-wal"):
+        if (store / name).exists():
+            shutil.copyfile(store / name, scratch / name)
+    return sqlite3.connect(scratch / "events.db")
+
+
 def check_store(store: Path, workspace: Path) -> list[str]:
     problems: list[str] = []
-    db = sqlite3.connect(f"file:{store / 'events.db'}?mode=ro", uri=True)
+    db = _open_for_check(store, store.parent / "recovered")
     try:
         if db.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
             problems.append("integrity_check failed")
