@@ -28,8 +28,10 @@ from flux.timemachine.replay import _gc_paused, _never_asked, _replay, _run_plan
 from flux.timemachine.replay_direct import NOT_DIRECT, DirectRunner, HostCall, HostPlan, direct_plan, host_plan
 from flux.timemachine.replay_input import read_replay_input
 from tests.core.test_replay_direct import (
-    _CATALOG, _EVERYTHING, _JSON, _NAMES, _OPS, _STRINGS, _plan, _spell, _strings_in,
+    _BINDERS, _CATALOG, _EVERYTHING, _JSON, _NAMES, _OPS, _STRINGS, _spell, _strings_in,
 )
+from tests.core.test_replay_direct import _OUTCOMES as _CELL_OUTCOMES
+from tests.core.test_replay_direct import _VALUES as _PLAN_VALUES
 from tests.core.test_replay_fastpath import _mutate, _outcome
 from tests.core.test_replay_stream import _EXTRAS, _write_resumable
 from tests.helpers import cell as make_cell
@@ -338,6 +340,18 @@ def _interpreted(reader, sid, catalog, keep):
             return _replay(inp, turn=None, catalog=catalog, on_progress=None, scratch_dir=None, recorded_dir=None,
                            direct=False, keep=keep)
     return _outcome(go, detail=keep)
+
+
+@st.composite
+def _plan(draw):
+    """test_replay_direct's plans, multi-statement ones (mostly canonical: host plans) more often."""
+    def statement():
+        return draw(st.sampled_from(_BINDERS)), draw(st.sampled_from(["read", "write", "grep"])), \
+            draw(st.sampled_from(_PLAN_VALUES)), draw(st.sampled_from(["canonical"] * 5 + ["triple", "spaced"]))
+    first = statement()
+    kind = draw(st.sampled_from(["host"] * 2 + ["multi"] * 4 + ["checkpoint", "rebind"]))
+    stmts = [first] if kind == "host" else [first] + [statement() for _ in range(draw(st.integers(1, 2)))]
+    return kind, stmts, [draw(st.sampled_from(_CELL_OUTCOMES)) for _ in stmts], draw(st.booleans())
 
 
 @settings(max_examples=int(os.environ.get("FLUX_HOSTPLAN_EXAMPLES", "50")), deadline=None,

@@ -104,6 +104,8 @@ def host_call(source: Any) -> HostCall | None:
         _sigil, name, op, arg, k1, k2, k3 = m.groups()
         flat = (k2 is None or (k1 < k2 and (k3 is None or k2 < k3)))
     else:
+        if source.count("\n", 7) > 1 and '"""' not in source:
+            return None  # a line break in the argument, which canonical JSON never writes (a host_plan's, perhaps)
         m = _HOST_PLAN.fullmatch(source)
         if m is None:
             return None
@@ -232,12 +234,9 @@ def host_plan(source: Any) -> HostPlan | None:
 def direct_plan(source: Any) -> HostCall | HostPlan | None:
     """:func:`host_call` or :func:`host_plan` (no text is both: a line break inside a host call's
     argument is in a triple-quoted string, which no host plan's line holds): a stored plan the
-    direct path runs, or None. A text of several lines is asked of :func:`host_plan` first."""
-    if type(source) is str and source.count("\n", 0, -1) >= 2:
-        hp = host_plan(source)
-        if hp is not None:
-            return hp
-    return host_call(source)
+    direct path runs, or None."""
+    hc = host_call(source)
+    return hc if hc is not None else host_plan(source)
 
 
 _new_tuple = tuple.__new__  # HostCall(*fields) without the named tuple's own __new__ (all it does)

@@ -47,7 +47,7 @@ from .replay import (
     PlanLog, ReplayedPlan, ReplayReport, TapeEnd, _check_ops, _never_asked, _parse_cached, _run_plan, _ScratchSink, _settle,
 )
 from .engine import ExecutionFold
-from .replay_direct import DirectRunner, HostCall, HostPlan, direct_plan, walk
+from .replay_direct import DirectRunner, HostCall, HostPlan, host_call, host_plan, walk
 from .replay_input import _scan
 
 __all__ = ["replay_streamed", "StreamTape", "ServedLog"]
@@ -416,7 +416,9 @@ def replay_streamed(reader: StoreReader, session_ref: str | None, catalog: OpCat
     parsed: dict[str, Any] = {}
 
     def keyed(text: Any) -> tuple[str, Any]:
-        hc = direct_plan(text)
+        hc = host_call(text)  # (direct_plan, inline)
+        if hc is None:
+            hc = host_plan(text)
         if hc is not None:
             return hc.flow_key, hc
         draft, key = _parse_cached(text, parsed)  # a damaged plan raises: the classic replay names it
