@@ -409,3 +409,34 @@ def test_the_ledger_benchmark_store_runs_every_plan_directly(tmp_path, monkeypat
         monkeypatch.setattr(Interpreter, "run", real)
         assert lean == _interpreted(r, "last", None, keep=False)
         assert lean[0] == "report" and lean[-2] is True  # faithful
+
+
+def test_a_scratch_store_holds_the_same_run_either_way(tmp_path):
+    """A replay that writes its scratch store (the events the direct runner emits, through the
+    writer) writes what the interpreter-only replay writes: completions, a halt inside a plan,
+    and the retry's fast-forward over the halted plan's rows."""
+    import sqlite3
+
+    from tests.core.test_replay_direct import _write_session
+
+    store = tmp_path / "store"
+    a, b = ("adaptive_gather_1", "read", {"path": "a"}, "canonical"), \
+        ("adaptive_gather_2", "grep", {"path": "{adaptive_gather_1}"}, "canonical")
+    plans = [("multi", [a, b], ["ok", "ok"], True), ("multi", [b, a], ["ok", "error"], True),
+             ("multi", [b, a], ["ok", "ok"], True)]
+    _write_session(store, [(plans, True)], False)
+    runs = []
+    with StoreReader(store) as r:
+        inp = read_replay_input(r, "s_1")
+        for direct in (True, False):
+            d = tmp_path / f"scratch-{direct}"
+            with _gc_paused():
+                rep = _replay(inp, turn=None, catalog=None, on_progress=None, scratch_dir=d, recorded_dir=store,
+                              direct=direct)
+            con = sqlite3.connect(d / "events.db")
+            runs.append((rep.scratch_events, [p.halt_kind for p in rep.plans], con.execute(
+                "SELECT stream_seq, kind, payload FROM events WHERE kind = 'run' ORDER BY stream_seq").fetchall()))
+            con.close()
+    assert runs[0] == runs[1]
+    events = [e["event"] for e in runs[0][0]]
+    assert runs[0][1] == [None, "runtime", None] and "plan_resumed" in events and events.count("plan_halted") == 1
