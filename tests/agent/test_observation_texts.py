@@ -113,23 +113,24 @@ def test_a_message_appended_as_text_is_the_row_and_registry_append_writes(tmp_pa
 
 # One adaptive tool call's three observations in one entry (flux.agent.loop.ToolObservations, what
 # the fused tool call appends): the texts of its three Observation objects, mixed with others.
-_TOOL_NAMES = st.sampled_from(["echo", "hunter22", "sk-abcdefghijklmnopqrstu", "a\ud83db", "tool", "", "local"])
+_TOOL_NAMES = st.sampled_from(["echo", "hunter22", "sk-abcdefghijklmnopqrstu", "a\ud83db", "tool", "", "local", "%s%%"])
 _NUMBERS = st.one_of(st.integers(0, 3), st.sampled_from([1234, 2 ** 70, -1]), st.floats(allow_nan=False))
 _TOOL_OBS = st.builds(lambda d, name, subjects, ended: (d, name, subjects, ended),
                       st.one_of(st.integers(1, 3), st.just(1234)), _TOOL_NAMES,
                       st.one_of(st.just([]), st.lists(st.sampled_from(["a.txt", "hunter22", "key=v", "\ud83d"]),
                                                       min_size=1, max_size=1)),
                       st.one_of(st.none(), st.tuples(_NUMBERS, _NUMBERS,
-                                                     st.sampled_from(["ok", "error", "denied", "hunter22"]))))
+                                                     st.sampled_from(["ok", "error", "denied", "hunter22", "%d"]))))
 
 
 @settings(max_examples=150, deadline=None)
 @given(entries=st.lists(st.one_of(_TOOL_OBS, _OBS), max_size=5),
-       secrets=st.lists(st.sampled_from(["hunter22", "1234", "local", "echo", "tool", "status"]), max_size=2))
-def test_tool_observations_write_the_texts_of_their_three_observations(entries, secrets):
+       secrets=st.lists(st.sampled_from(["hunter22", "1234", "local", "echo", "tool", "status"]), max_size=2),
+       marker=st.sampled_from(["[redacted]", "%s%d%%"]))  # (the texts are %-formats: a marker with "%" in them)
+def test_tool_observations_write_the_texts_of_their_three_observations(entries, secrets, marker):
     from flux.agent.loop import ToolObservations
 
-    red = Redactor(secrets)
+    red = Redactor(secrets, marker=marker)
     mixed, general = [], []
     for e in entries:
         if isinstance(e, Observation):

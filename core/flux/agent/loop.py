@@ -366,46 +366,55 @@ _TOOL_STARTED_KEYS = ("dispatch", "elapsed_us", "tool")
 _TOOL_ENDED_KEYS = ("dispatch", "elapsed_us", "execution_us", "status", "tool")
 
 
-def _tool_frags(writer: RedactedJson) -> Optional[tuple[tuple[str, ...], ...]]:
-    """The key fragments of the three tool observations' dicts, as :meth:`RedactedJson.dict_text`
-    writes them, and the text of the caller (``"local"``); None when a value would not be written as it is (a key that names a secret or
-    redacts to another's text, or numbers the redactor may change): then the general path."""
+def _tool_frags(writer: RedactedJson) -> Optional[tuple[str, str, str]]:
+    """The three tool observations' texts as %-formats — the key fragments
+    :meth:`RedactedJson.dict_text` writes and the text of the caller (``"local"``) in place, a ``%s``
+    for each value that varies (call: subjects, tool; started: dispatch, tool; ended: dispatch,
+    elapsed, execution, status, tool); None when a value would not be written as it is (a key that
+    names a secret or redacts to another's text, or numbers the redactor may change): then the
+    general path."""
     if not writer.numbers_stay:
         return None
-    out = []
+    frags = []
     for keys in (_TOOL_CALL_KEYS, _TOOL_STARTED_KEYS, _TOOL_ENDED_KEYS):
         shape = writer.shapes.get(keys, _NO_SHAPE)
         if shape is _NO_SHAPE:
             shape = writer.shapes[keys] = _dict_shape(keys, writer.redactor)
         if shape is None or any(secret for _, secret in shape):
             return None
-        out.append(tuple(frag for frag, _ in shape))
-    out.append(writer.text("local"))
-    return tuple(out)
+        frags.append(tuple(frag.replace("%", "%%") for frag, _ in shape))
+    (c0, c1, c2), (s0, s1, s2), (e0, e1, e2, e3, e4) = frags
+    local = writer.text("local").replace("%", "%%")
+    return (_TOOL_CALL_HEAD + c0 + local + c1 + "%s" + c2 + "%s}}}",
+            _TOOL_STARTED_HEAD + s0 + "%s" + s1 + "0" + s2 + "%s}}}",
+            _TOOL_ENDED_HEAD + e0 + "%s" + e1 + "%s" + e2 + "%s" + e3 + "%s" + e4 + "%s}}}")
 
 
 def _tool_observation_texts(ob: ToolObservations, writer: RedactedJson, frags: Any, names: dict, add: Callable) -> None:
-    """The texts of ``ob.observations()`` (as :func:`observation_texts` writes them), from the key
-    fragments (``frags``: :func:`_tool_frags`) and the tool's redacted name (kept in ``names``)."""
+    """The texts of ``ob.observations()`` (as :func:`observation_texts` writes them), from the
+    formats of :func:`_tool_frags` (``frags``) and the texts of the tool's name and of its status
+    (``writer.text`` of each string, kept in ``names``)."""
     if frags is None:
         for o in ob.observations():
             add(_OBS_HEAD + o.kind + '","phase":"turn","data":' + writer.text(o.data) + "}}")
         return
-    (c0, c1, c2), (s0, s1, s2), (e0, e1, e2, e3, e4), local = frags
+    call, started, ended = frags
     tool = names.get(ob.tool)
     if tool is None:
         tool = names[ob.tool] = writer.text(ob.tool)
     d = ob.dispatch
     d = int.__repr__(d) if type(d) is int else writer.text(d)
     subjects = ob.subjects
-    add(_TOOL_CALL_HEAD + c0 + local + c1 + ("[]" if not subjects else writer.text(subjects)) + c2 + tool
-        + "}}}")
-    add(_TOOL_STARTED_HEAD + s0 + d + s1 + "0" + s2 + tool + "}}}")
-    if ob.status is not None:
+    add(call % ("[]" if not subjects else writer.text(subjects), tool))
+    add(started % (d, tool))
+    status = ob.status
+    if status is not None:
         el, ex = ob.elapsed_us, ob.execution_us
-        add(_TOOL_ENDED_HEAD + e0 + d + e1 + (int.__repr__(el) if type(el) is int else writer.text(el)) + e2
-            + (int.__repr__(ex) if type(ex) is int else writer.text(ex)) + e3 + writer.text(ob.status) + e4 + tool
-            + "}}}")
+        st = names.get(status)  # (writer.text of a string, as a tool's name)
+        if st is None:
+            st = names[status] = writer.text(status)
+        add(ended % (d, int.__repr__(el) if type(el) is int else writer.text(el),
+                     int.__repr__(ex) if type(ex) is int else writer.text(ex), st, tool))
 
 
 def observation_texts(observations: list, redactor: Redactor) -> list[str]:
@@ -667,6 +676,15 @@ def _plain_copy(v: Any) -> Any:
 
 _STEP_STARTED = '{"kind":"run","data":{"event":"step_started","step":'
 _STEP_SUCCEEDED = '{"kind":"run","data":{"event":"step_succeeded","step":'
+# The fused call's texts (every part plain: a step id, an op name's JSON, hex, a value id), one
+# %-format each: the rows encode_run_step / encode_op_recorded write, the statement node_json_text writes.
+_STEP_STARTED_ROW = _STEP_STARTED + '"%s","op":%s,"input_hash":"%s"}}'
+_STEP_SUCCEEDED_ROW = _STEP_SUCCEEDED + '"%s","output":"%s"}}'
+_OP_RECORDED_ROW = ('{"kind":"run","data":{"event":"op_recorded","seq":%d,"step":"%s","op":%s,"input_hash":"%s",'
+                    '"input_view":%s,"input_view_truncated":%s,"content":%s,"is_error":%s,"denied":%s,"redacted":%s,'
+                    '"truncated":%s}}')
+_JSON_BOOL = ("false", "true")
+_BIND_STMT = '{"kind":"bind","name":"%s","value":{"kind":"call","op":%s,"args":[{"kind":"lit","value":%s}]}}'
 
 
 _MISSING: Any = object()
@@ -803,7 +821,7 @@ class _DirectCall:
         bind = f"adaptive_{batch}_action_{index}" if mutating else f"adaptive_gather_{out_step}"
         if bind in RESERVED or not _IDENT.match(bind):
             return None
-        plan_text = "flow\n  " + bind + " = " + name + "(" + literal + ")\n"
+        plan_text = "flow\n  %s = %s(%s)\n" % (bind, name, literal)
         redactor = cfg.redactor
         secrets = redactor.secret_pattern
         if not redactor.finds_nothing(plan_text):  # (nor in the literal, a part of it)
@@ -815,17 +833,15 @@ class _DirectCall:
         obs = ToolObservations(len(out.tool_calls) + 1, name, [path] if type(path) is str else None)  # (None: [])
         observations.append(obs)
         t0 = cfg.timer()
-        stmt = ('{"kind":"bind","name":"' + bind + '","value":{"kind":"call","op":' + facts.name_json
-                + ',"args":[{"kind":"lit","value":' + literal + "}]}}")
+        stmt = _BIND_STMT % (bind, facts.name_json, literal)
         fp, key = one_statement_hashes(stmt)
         phase = facts.phase
         # The plan row, then call()'s: the input (a plain copy), its hash, step_started (one append
         # of the two rows, as two appends would write them); the durability flush, approval, the op.
         ih = sha256_hex(literal)
-        step = "step_" + name + "_" + ih[:16]
+        step = "step_%s_%s" % (name, ih[:16])
         w.append_text_pair(sid, "plan_attempted", encode_accepted_plan(out_step, fp, phase, plan_text), turn_id,
-                           "run", _STEP_STARTED + '"' + step + '","op":' + facts.name_json + ',"input_hash":"' + ih
-                           + '"}}', None)
+                           "run", _STEP_STARTED_ROW % (step, facts.name_json, ih), None)
         rec.appended += 2
         out.plans.append(PlanRecord(out_step, phase, fp, key, plan_text))
         live.last = None
@@ -874,7 +890,7 @@ class _DirectCall:
         else:
             vid = interp._mint(content)
             interp._last_vid = vid
-            w.append_text(sid, "run", _STEP_SUCCEEDED + '"' + step + '","output":"' + vid + '"}}')
+            w.append_text(sid, "run", _STEP_SUCCEEDED_ROW % (step, vid))
             rec.appended += 1
             interp.symbols[bind] = content
         # _tool's end: the call's observations, its record and the model's tool result.
@@ -901,14 +917,9 @@ class _DirectCall:
         # (positional, in declared field order: half the cost of 13 keywords; the test compares cells)
         cell = OpRecorded(seq, step, op, ih, None, view, view_truncated, content, None, is_error, denied, changed,
                           truncated)
-        rec.w.append_text(rec.sid, "run", '{"kind":"run","data":{"event":"op_recorded","seq":' + int.__repr__(seq)
-                          + ',"step":"' + step + '","op":' + op_json + ',"input_hash":"' + ih + '","input_view":'
-                          + json_str(view) + (',"input_view_truncated":true,"content":' if view_truncated else
-                                              ',"input_view_truncated":false,"content":') + json_str(content)
-                          + (',"is_error":true' if is_error else ',"is_error":false')
-                          + (',"denied":true' if denied else ',"denied":false')
-                          + (',"redacted":true' if changed else ',"redacted":false')
-                          + (',"truncated":true}}' if truncated else ',"truncated":false}}'))
+        rec.w.append_text(rec.sid, "run", _OP_RECORDED_ROW % (
+            seq, step, op_json, ih, json_str(view), _JSON_BOOL[view_truncated], json_str(content), _JSON_BOOL[is_error],
+            _JSON_BOOL[denied], _JSON_BOOL[changed], _JSON_BOOL[truncated]))
         rec.appended += 1  # (rec.emit_cell, inline)
         rec.cells.append(cell)
         if durable:

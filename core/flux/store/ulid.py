@@ -107,24 +107,28 @@ def new_ulids(ms: int, n: int) -> list[str]:
     global _last_ms, _last_rand, _ms_text_of, _ms_text, _high_of, _high_text
     if n <= 0:
         return []
-    mask = _RAND_MASK
     with _lock:
-        if ms == _last_ms:
-            first = (_last_rand + 1) & mask
-        else:
-            first = _draw()
+        first = (_last_rand + 1) & _RAND_MASK if ms == _last_ms else _draw()
+        last = first + n - 1
         _last_ms = ms
-        _last_rand = (first + n - 1) & mask
-        if first + n - 1 > mask:  # wraps within the millisecond (never in practice): the plain path
-            high = ms << 80
-            return [_encode(high | ((first + i) & mask)) for i in range(n)]
+        if last > _RAND_MASK:  # wraps within the millisecond (never in practice): the plain path
+            _last_rand = last & _RAND_MASK
+            return _wrapped_ids(ms, first, n)
+        _last_rand = last
         if ms != _ms_text_of:
             _ms_text = _ms_digits(ms)
             _ms_text_of = ms
         # Within one run of the top digits the last two digits are consecutive table entries: the
         # ids are the run's head joined to a slice of the table (C loops, no per-id bytecode).
+        high = first >> 10
+        if high == last >> 10:  # no carry into the top digits (1,023 times in 1,024)
+            if high != _high_of:
+                _high_text = _high_digits(first)
+                _high_of = high
+            lo = first & 1023
+            return list(map((_ms_text + _high_text).__add__, _PAIRS[lo:lo + n]))
         out: list[str] = []
-        value, end = first, first + n
+        value, end = first, last + 1
         while value < end:
             high = value >> 10
             if high != _high_of:
@@ -132,9 +136,12 @@ def new_ulids(ms: int, n: int) -> list[str]:
                 _high_of = high
             stop = min(end, (high + 1) << 10)  # the next carry into the top digits
             lo = value & 1023
-            ids = list(map((_ms_text + _high_text).__add__, _PAIRS[lo:lo + stop - value]))
-            if value == first and stop == end:  # no carry (1,023 times in 1,024)
-                return ids
-            out += ids
+            out += map((_ms_text + _high_text).__add__, _PAIRS[lo:lo + stop - value])
             value = stop
         return out
+
+
+def _wrapped_ids(ms: int, first: int, n: int) -> list[str]:
+    """The ids of a bulk that wraps the random part past 2**80 - 1, one :func:`_encode` each."""
+    high = ms << 80
+    return [_encode(high | ((first + i) & _RAND_MASK)) for i in range(n)]
