@@ -1144,10 +1144,10 @@ class StoreWriter:
 
     def _buffer(self, stream: str, kind: str, payload: "str | EventBody", turn_id: int | None, ts: int) -> None:
         if not self._pending:
-            self._pending_since = time.monotonic()
+            self._pending_since = _monotonic()
         self._pending.append((stream, kind, payload, turn_id, ts))
         max_rows, max_s = self._group  # type: ignore[misc]
-        if len(self._pending) >= max_rows or time.monotonic() - self._pending_since >= max_s:
+        if len(self._pending) >= max_rows or _monotonic() - self._pending_since >= max_s:
             self.flush()
         return None
 
