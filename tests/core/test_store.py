@@ -187,6 +187,48 @@ def test_rollback_journal_store_locked_by_a_writer(tmp_path):
         con.close()
 
 
+_KILLED_IN_A_TRANSACTION = """
+import os, sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("PRAGMA cache_size = 1")  # spill: the database file itself holds uncommitted pages
+con.execute("BEGIN IMMEDIATE")
+con.execute("UPDATE events SET payload = payload || ' '")
+con.execute("INSERT INTO events (stream, stream_seq, id, kind, ts, payload) VALUES ('s_1', 99, 'x', 'message', 1, '{}')")
+os._exit(0)  # killed: no rollback, no unlock
+"""
+
+
+def test_a_hot_rollback_journal_is_read_as_the_store_before_the_killed_transaction(tmp_path):
+    """A writer killed inside a transaction of a rollback-journal store (inside the bootstrap, before
+    WAL mode) leaves a hot -journal that a read-only connection may not roll back ("attempt to write
+    a readonly database"): the reader reads a private copy rolled back, and touches nothing."""
+    import subprocess
+    import sys
+
+    d = tmp_path / "s"
+    w = StoreWriter(d)
+    sid = w.create_session("mock")
+    for i in range(40):
+        w.append(sid, Message.text("user", f"message {i} " + "x" * 200))
+    w.close()
+    con = sqlite3.connect(d / "events.db", isolation_level=None)
+    con.execute("PRAGMA journal_mode = DELETE")
+    committed = con.execute("SELECT global_seq, payload FROM events ORDER BY global_seq").fetchall()
+    con.close()
+    subprocess.run([sys.executable, "-c", _KILLED_IN_A_TRANSACTION, str(d / "events.db")], check=True, timeout=60)
+    assert (d / "events.db-journal").stat().st_size > 0
+    before = tree_digest(d)
+    with StoreReader(d) as r:
+        assert r.mode == "snapshot"
+        assert r.count_events(sid) == 41  # 40 messages + session_started; not the killed insert
+        rows = r._query("SELECT global_seq, payload FROM events ORDER BY global_seq")
+    assert rows == committed
+    assert tree_digest(d) == before  # the journal is left for the next writer to roll back
+    w = StoreWriter(d)  # which it does
+    assert w.conn.execute("SELECT global_seq, payload FROM events ORDER BY global_seq").fetchall() == committed
+    w.close()
+
+
 def test_wal_store_mid_transaction_reads_committed_rows(tmp_path):
     d = tmp_path / "s"
     w = StoreWriter(d)

@@ -13,7 +13,13 @@ creates missing sidecars. So the reader never attaches to a store's ``-shm``:
   dir (copied again if a writer restarted its WAL meanwhile); SQLite rebuilds the index there and
   ignores a WAL whose header or checksums are garbage. The temp dir is removed by :meth:`close`,
   when ``__init__`` fails, and at the latest when the reader is garbage-collected.
-* rollback-journal database: ``mode=ro``.
+* rollback-journal database: ``mode=ro``. When SQLite answers the first read with "hot journal" (a
+  writer killed inside a transaction — e.g. inside the bootstrap, before the store is in WAL mode
+  — left a ``-journal`` that a ``mode=ro`` connection may not roll back), the same private
+  snapshot of ``events.db`` and its ``-journal``: SQLite rolls the unfinished transaction back in
+  the copy, so the reader sees the store as it was before it; the store itself is left for the
+  next writer to roll back. A live writer's journal is not hot (it holds its lock): that is still
+  "locked by a writer".
 
 Hostile files: ``events.db`` (or a sidecar) that is a FIFO, socket, device or directory is refused
 with one line before anything opens it (``open()`` on a FIFO would block for ever). Hostile rows:
@@ -271,6 +277,22 @@ def _remove_tree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def _hot_journal(conn: sqlite3.Connection) -> bool:
+    """Whether a ``mode=ro`` connection's database has a hot ``-journal`` it may not roll back (a
+    writer killed inside a transaction): SQLite answers the first read with SQLITE_READONLY_ROLLBACK.
+    Anything else (a live writer's lock, a corrupt file) is left to the first real query."""
+    try:
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.OperationalError as e:
+        return getattr(e, "sqlite_errorcode", None) == _SQLITE_READONLY_ROLLBACK
+    except sqlite3.DatabaseError:
+        return False
+    return False
+
+
+_SQLITE_READONLY_ROLLBACK = 776  # SQLITE_READONLY | (3 << 8)
+
+
 def _translate(e: sqlite3.Error, path: Path) -> StoreError:
     msg = str(e)
     if "locked" in msg or "busy" in msg:
@@ -346,14 +368,21 @@ class StoreReader:
         try:
             conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=self._busy_timeout_s)
             conn.execute("PRAGMA query_only = 1")
+            if self.mode == "ro" and _hot_journal(conn):
+                conn.close()
+                uri = self._snapshot_uri(path, Path(str(path) + "-journal"))
+                self.mode = "snapshot"
+                conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=self._busy_timeout_s)
+                conn.execute("PRAGMA query_only = 1")
         except sqlite3.Error as e:
             raise _translate(e, path) from None
         self._conn = conn
 
-    def _snapshot_uri(self, path: Path, wal_path: Path) -> str:
-        """Copy ``events.db`` and its ``-wal`` into a private temp dir; a writer that restarted its
-        WAL while the database was being copied (a checkpoint) makes the pair inconsistent, so the
-        copy is repeated until the WAL is the same before and after."""
+    def _snapshot_uri(self, path: Path, sidecar: Path) -> str:
+        """Copy ``events.db`` and its sidecar (``-wal``, or a hot ``-journal``) into a private temp
+        dir; a writer that changed the sidecar while the database was being copied (a checkpoint, a
+        restarted WAL, a journal written on) makes the pair inconsistent, so the copy is repeated
+        until the sidecar is the same before and after."""
         import shutil  # lazy, like tempfile: a reader of a quiet store never snapshots
         import tempfile
 
@@ -363,10 +392,10 @@ class StoreReader:
         self._snapshot_finalizer = weakref.finalize(self, _remove_tree, tmp)
         try:
             for _attempt in range(5):
-                stamp = _wal_stamp(wal_path)
-                shutil.copyfile(wal_path, os.path.join(tmp, EVENTS_DB + "-wal"))
+                stamp = _wal_stamp(sidecar)
+                shutil.copyfile(sidecar, os.path.join(tmp, EVENTS_DB + sidecar.name[len(path.name):]))
                 shutil.copyfile(path, os.path.join(tmp, EVENTS_DB))
-                if _wal_stamp(wal_path) == stamp:
+                if _wal_stamp(sidecar) == stamp:
                     break
         except OSError as e:
             self._drop_snapshot()
@@ -410,7 +439,7 @@ class StoreReader:
 
     def _file_token(self) -> tuple:
         out = []
-        for suffix in ("", "-wal"):
+        for suffix in ("", "-wal", "-journal"):
             try:
                 st = os.stat(str(self.events_path) + suffix)
                 out.append((st.st_mtime_ns, st.st_size))
