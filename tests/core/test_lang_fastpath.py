@@ -129,9 +129,12 @@ _ops = st.one_of(ops, st.sampled_from(sorted(RESERVED)), st.sampled_from(["git.s
 
 
 def _utf8_sorted_compact(v):
-    """compact_value as it was: every dict's keys sorted by their UTF-8 bytes (utf8_key)."""
+    """compact_value as it was: every dict's keys sorted by their UTF-8 bytes (utf8_key), each string
+    written by the regex-based json_string (or as a triple-quoted leaf), no arm for a str-keyed dict."""
     if isinstance(v, str):
-        return fmt._str(v)
+        if "\n" in v and '"""' not in v and not v.endswith('"') and "\r" not in v:
+            return f'"""{v}"""'
+        return fmt.json_string(v)
     if isinstance(v, dict):
         keys = sorted(v, key=A.utf8_key)
         return "{" + ",".join(fmt.json_string(k) + ":" + _utf8_sorted_compact(v[k]) for k in keys) + "}"
@@ -146,6 +149,34 @@ def _utf8_sorted_compact(v):
 @given(value=_value)
 def test_compact_value_writes_what_the_utf8_key_sort_writes(value):
     assert fmt.compact_value(value) == _utf8_sorted_compact(value)
+
+
+class _Str(str):
+    pass
+
+
+class _Dict(dict):
+    pass
+
+
+def test_compact_value_fast_arm_on_the_shapes_it_takes_and_declines():
+    """The str-keyed dict arm (str leaves in place) against the previous writer on what it takes —
+    flat, nested, newline and quote leaves — and on what it leaves to the general arms: subclasses,
+    non-ASCII keys, non-str keys."""
+    cases = [{"path": "out/0.txt", "body": "step 0"}, {"b": "x\ny", "a": 'q"""', "c": "t\n", "d": "\r\n"},
+             {"z": {"y": ["a\nb", 1.5, None, True]}, "a": 10 ** 20}, {}, {"k": _Str("s\nt")}, _Dict(b=1, a="x"),
+             {"é": 1, "e": 2}, {"\ud800": "\ud800", "a": "\ud800"}, {"a": "\x00\x1f\"\\", "b": "\x7f\u2028"}]
+    for v in cases:
+        assert fmt.compact_value(v) == _utf8_sorted_compact(v), v
+    assert fmt.compact_value({"b": "2", "a": "1"}) == '{"a":"1","b":"2"}'
+    assert fmt.compact_value({"a": "x\ny"}) == '{"a":"""x\ny"""}'
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.one_of(_words, st.text(max_size=6), st.text(_any_char, max_size=3)))
+def test_a_plain_name_is_an_ascii_identifier_as_the_ident_pattern_says(name):
+    """_bind_call_line tests a name with str methods; they accept exactly _IDENT's language."""
+    assert (name.isascii() and name.isidentifier()) == bool(fmt._IDENT.match(name))
 
 
 def test_compact_value_sorts_non_ascii_keys_by_their_utf8_bytes():

@@ -14,6 +14,7 @@ output and falls back to ``@json`` when the round trip would not be exact.
 from __future__ import annotations
 
 import re
+from json.encoder import encode_basestring as _json_str  # C: json_string's text (tested equal)
 from typing import Any, Optional
 
 from flux.canonical import compact_json, format_float, json_string, scrub_text
@@ -72,11 +73,22 @@ def _str(s: str) -> str:
     """A string leaf: ``\"\"\"…\"\"\"`` when it has a newline and is safe to spell verbatim."""
     if "\n" in s and '"""' not in s and not s.endswith('"') and "\r" not in s:
         return f'"""{s}"""'
-    return json_string(s)
+    return _json_str(s)
 
 
 def compact_value(v: Any) -> str:
     """A JSON literal as ``compact_value`` writes it: sorted keys, ``\"\"\"`` string leaves."""
+    t = type(v)
+    if t is str:
+        return _json_str(v) if "\n" not in v else _str(v)
+    if t is dict and _ascii_keys(v):
+        # the commonest literal (an op's input object): its str leaves written in place, without a
+        # call each — the same text as the general arm below
+        parts = []
+        for k in sorted(v):
+            x = v[k]
+            parts.append(_json_str(k) + ":" + (_json_str(x) if type(x) is str and "\n" not in x else compact_value(x)))
+        return "{" + ",".join(parts) + "}"
     if isinstance(v, str):
         return _str(v)
     if isinstance(v, dict):
@@ -273,8 +285,14 @@ class _Out:
         self.lines.append(_INDENT * level + text + "\n")
 
     def body(self, nodes: tuple, level: int) -> None:
+        pad = _INDENT * level
+        add = self.lines.append
         for n in nodes:
-            _stmt(n, level, self)
+            line = _bind_call_stmt(n)  # the commonest statement, without _stmt's dispatch
+            if line is not None:
+                add(pad + line + "\n")
+            else:
+                _stmt(n, level, self)
 
 
 def _call_like(node: A.Node) -> bool:
@@ -285,15 +303,10 @@ def _call_like(node: A.Node) -> bool:
 def _stmt(node: A.Node, level: int, out: _Out) -> None:  # noqa: C901 - one arm per node kind
     """Write one statement (and its nested blocks) at ``level``."""
     L = out.line
-    if type(node) is A.Bind and node.ty is None and node.effect is None:
-        call = node.value
-        if type(call) is A.Call and len(call.args) == 1 and type(call.args[0]) is A.Lit:
-            # `name = op(<literal>)`, the commonest statement: what the general arms below write for
-            # it (a plain name and op; format_bind_call's spelling), without their dispatch
-            line = _bind_call_line(node.name, call.op, call.args[0].value)
-            if line is not None:
-                L(level, line)
-                return
+    line = _bind_call_stmt(node)
+    if line is not None:
+        L(level, line)
+        return
     if isinstance(node, (A.Bind, A.Memo)) and is_symbol(node.name) and _type_ok(node.ty):
         if node.effect is not None:
             L(level, f"@effect({node.effect})")
@@ -531,11 +544,22 @@ def format_flow(draft: A.DraftAst) -> str:
     return scrub_text(_header(draft) + "".join(out.lines))
 
 
+def _bind_call_stmt(node: A.Node) -> Optional[str]:
+    """The statement ``name = op(<literal>)`` written by :func:`_bind_call_line` — what the general
+    arms of :func:`_stmt` write for it, without their dispatch; None for any other statement."""
+    if type(node) is A.Bind and node.ty is None and node.effect is None:
+        call = node.value
+        if type(call) is A.Call and len(call.args) == 1 and type(call.args[0]) is A.Lit:
+            return _bind_call_line(node.name, call.op, call.args[0].value)
+    return None
+
+
 def _bind_call_line(name: Any, op: Any, value: Any) -> Optional[str]:
     """``name = op(<compact value>)`` for a plain name and op; None when either needs ``$`` or
-    ``@json`` (the general arms of :func:`_stmt` then write the statement)."""
-    if type(name) is not str or type(op) is not str or name in RESERVED or not _IDENT.match(name) \
-            or op in RESERVED or not _OPNAME.match(op):
+    ``@json`` (the general arms of :func:`_stmt` then write the statement). A plain name: an ASCII
+    identifier (``_IDENT``'s language, tested equal), not reserved."""
+    if type(name) is not str or type(op) is not str or name in RESERVED or not name.isascii() \
+            or not name.isidentifier() or op in RESERVED or not _OPNAME.match(op):
         return None
     return name + " = " + op + "(" + compact_value(value) + ")"
 
