@@ -89,13 +89,16 @@ def test_encode_run_bodies_writes_what_encode_run_body_writes() -> None:
         assert encode_run_bodies(rows) == [encode_run_body(b) for b in rows]
 
 
-def _bodies(n: int) -> list[dict]:
+def _bodies(n: int, odd_every: int = 1) -> list[dict]:
+    """``n`` statements' rows; every ``odd_every``-th cell holds a non-ASCII view with a lone surrogate
+    (the others are ASCII: a 256-row batch of them is stored without a scrub)."""
     out: list[dict] = []
     for i in range(n):
         h = f"{i:064x}"
+        view = '{"path":"é\ud800"}' if i % odd_every == 0 else '{"path":"plain"}'
         out.append({"event": "step_started", "step": f"step_read_{h[:16]}", "op": "read", "input_hash": h})
         out.append({"event": "op_recorded", "seq": i, "step": f"step_read_{h[:16]}", "op": "read", "input_hash": h,
-                    "input_view": '{"path":"é\ud800"}', "content": f"line {i}\n", "is_error": False})
+                    "input_view": view, "content": f"line {i}\n", "is_error": False})
         out.append({"event": "step_succeeded", "step": f"step_read_{h[:16]}", "output": f"v_{i}"})
         out.append({"event": "statement_completed", "plan": "h:0", "node": i, "stmt": h[:16], "value": None})
     return out
@@ -112,9 +115,11 @@ def _dump(d: Path) -> tuple[list, list]:
     return rows, reg
 
 
-@pytest.mark.parametrize("n", [1, 64, 150])  # 4 rows a statement: 4, 256 (one full insert), 600 rows
-def test_append_run_texts_writes_the_rows_append_runs_writes(monkeypatch, tmp_path: Path, n: int) -> None:
-    bodies = _bodies(n)
+@pytest.mark.parametrize("n,odd_every", [(1, 1), (64, 1), (150, 1), (150, 100), (150, 10 ** 6)])
+def test_append_run_texts_writes_the_rows_append_runs_writes(monkeypatch, tmp_path: Path, n: int, odd_every: int) -> None:
+    """4 rows a statement: 4, 256 (one full insert), 600 rows; every batch, one or none holding a
+    lone surrogate."""
+    bodies = _bodies(n, odd_every)
 
     def write(d: Path, bulk: bool) -> tuple[list, list]:
         _fixed_random(monkeypatch, 12345)

@@ -1250,10 +1250,11 @@ class StoreWriter:
             step = self._RUN_ROWS_PER_INSERT
             for k in range(0, n, step):
                 m = min(step, n - k)
-                args: list = [stream, ts, seq + k]
-                for i in range(k, k + m):
-                    args.append(ids[i])
-                    args.append(scrub_text(payloads[i]))
+                batch = payloads[k:k + m]
+                args: list = [stream, ts, seq + k] + [None] * (2 * m)
+                args[3::2] = ids[k:k + m]  # (id, payload) per row, placed by slice: no call per row
+                # Lone surrogates cannot be stored as UTF-8 (scrub_text); an all-ASCII batch holds none
+                args[4::2] = batch if "".join(batch).isascii() else list(map(scrub_text, batch))
                 c.execute(_run_rows_insert(m), args)
             num = session_number(stream)
             if num is not None:  # what _write_pending's per-stream update does for run rows
