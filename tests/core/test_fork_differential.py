@@ -50,9 +50,10 @@ def _literal(rng: random.Random, k: int, bound: list[str]) -> dict:
     return v
 
 
-def _line(rng: random.Random, name: str, op: str, value: dict) -> str:
-    """One statement, spelled canonically or one of the ways the parser also reads."""
-    style = rng.randrange(8)
+def _line(rng: random.Random, name: str, op: str, value: dict, canonical: bool) -> str:
+    """One statement, spelled canonically (a ``$`` now and then: still the direct path's, not the
+    formatter's spelling) or, in a mixed plan, one of the other ways the parser reads."""
+    style = rng.randrange(1, 16) if canonical else rng.randrange(3)
     arg = canonical_json(value)
     if style == 0:  # keys as inserted (unsorted when there are several), spaces after separators
         arg = ", ".join(f"{canonical_json(k)}: {canonical_json(x)}" for k, x in value.items())
@@ -74,11 +75,14 @@ def _session(w: StoreWriter, rng: random.Random, ledgered: bool) -> tuple[str, i
                 bound: list[str] = []
                 symbols: dict = {}
                 lines, stmts = [], []
+                canonical = rng.random() < 0.6  # a plan replay's direct path takes (most lines canonical)
                 for k in range(n):
-                    name = rng.choice(_NAMES) + f"{turn}{p}{k}" if rng.random() < 0.8 else rng.choice(_NAMES)
+                    name = rng.choice(_NAMES[:4] if canonical else _NAMES) + f"{turn}{p}{k}"
+                    if not canonical and rng.random() < 0.2:
+                        name = rng.choice(_NAMES)  # a reserved word or a digit-led name, bare
                     op = rng.choice(_OPS)
                     value = _literal(rng, k, bound)
-                    lines.append(_line(rng, name, op, value))
+                    lines.append(_line(rng, name, op, value, canonical))
                     stmts.append((name, op, value))
                     bound.append(name)
                 text = "flow\n" + "".join(lines)
@@ -88,7 +92,7 @@ def _session(w: StoreWriter, rng: random.Random, ledgered: bool) -> tuple[str, i
                 for k, ((name, op, value), node) in enumerate(zip(stmts, draft.body)):
                     inp = _interpolate_json(node.value.args[0].value, symbols)
                     content = f"content {turn}.{p}.{k}" + ("\n" if k % 2 else "")
-                    c = cell(op, inp, content)
+                    c = cell(op, inp, content, is_error=rng.random() < 0.08)  # the plan halts there
                     h = c.event.input_hash
                     vid += 1
                     w.append(sid, Run(StepStarted(step=f"step_{op}_{h[:16]}", op=op, input_hash=h)))
@@ -102,10 +106,20 @@ def _session(w: StoreWriter, rng: random.Random, ledgered: bool) -> tuple[str, i
     return sid, total
 
 
+def _legacy_rerecord(self, i: int) -> None:
+    """The prefix host's re-recording of a served cell as it was (inline in its dispatch)."""
+    body = dict(self.bodies[i]) if self.bodies is not None else self.tape.cells[i].to_body()
+    body["seq"] = self.seq
+    self.seq += 1
+    self.sink.emit(body)
+
+
 def _legacy(m) -> None:
-    """The previous paths: every plan parsed (no direct plan), the general formatter, row by row."""
+    """The previous paths: every plan parsed (no direct plan) and run by the interpreter, the
+    general formatter, the prefix host's re-recording as it was, the rows written one by one."""
     real = engine.executions_of
     m.setattr(fork_mod, "executions_of", lambda detail, **kw: real(detail, **{k: v for k, v in kw.items() if k != "direct"}))
+    m.setattr(fork_mod._PrefixHost, "rerecord", _legacy_rerecord)
     m.setattr(formatter, "_bind_call_stmt", lambda node: None)
     m.setattr(formatter, "compact_value", _utf8_sorted_compact)
     m.setattr(fork_mod, "flush_events", _legacy_flush)

@@ -176,12 +176,65 @@ def _keyed_executions(detail: SessionDetail, executions: Sequence[tuple[str, int
     return out
 
 
-def executions_of(detail: SessionDetail, *, turn: int | None = None, verb: str = "forkable") -> list[Execution]:
-    """The session's executions with their parsed plans (§3.7, §3.4), optionally one turn's only."""
-    from .replay import _redacted_standins, plans_by_key
+class HostBody(Sequence):
+    """The body of a host plan replay's direct path recognised (a
+    :class:`~flux.timemachine.replay_direct.HostPlan` or ``HostCall``), as the sequence of AST nodes
+    the parser gives for it — each built from its line (the parser's own
+    :func:`~flux.lang.parser._host_bind`, which reads a host plan's lines) the first time it is asked
+    for, so a fork reads the statements it needs without parsing the plan. Slicing gives a tuple."""
+
+    __slots__ = ("plan", "_stmts", "_nodes")
+
+    def __init__(self, plan: Any):
+        self.plan = plan
+        self._stmts = plan.stmts if hasattr(plan, "stmts") else (plan,)
+        self._nodes: dict[int, A.Node] = {}
+
+    def __len__(self) -> int:
+        return len(self._stmts)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(len(self._stmts))))
+        n = len(self._stmts)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        node = self._nodes.get(i)
+        if node is None:
+            from ..lang.parser import _host_bind
+
+            st = self._stmts[i]
+            node = _host_bind("", st.name, st.op, st.arg)
+            if node is None:  # (never: a direct plan's line is one the parser's host path reads)
+                raise FluxError(f"statement {i} of a host plan does not parse")
+            self._nodes[i] = node
+        return node
+
+
+def plan_ast(draft: A.DraftAst) -> A.DraftAst:
+    """``draft`` with a tuple body (a :class:`HostBody` built in full): what the interpreter runs."""
+    if type(draft.body) is HostBody:
+        return A.DraftAst(name=draft.name, params=draft.params, returns=draft.returns, body=tuple(draft.body))
+    return draft
+
+
+def executions_of(detail: SessionDetail, *, turn: int | None = None, verb: str = "forkable",
+                  direct: bool = False) -> list[Execution]:
+    """The session's executions with their parsed plans (§3.7, §3.4), optionally one turn's only.
+    ``direct``: a host plan that replay's direct path runs
+    (:func:`~flux.timemachine.replay_direct.direct_plan`) is not parsed — its draft is unnamed, with
+    no params, and its body a :class:`HostBody` over the direct plan (the same key and statements)."""
+    from .replay import _redacted_standins, accepted_plans, plans_by_key
 
     sid = detail.id
-    plans, _order = plans_by_key(detail)
+    if direct:
+        plans: dict[str, A.DraftAst] = {}
+        for _turn, key, d in accepted_plans(detail, direct=True):  # as plans_by_key: the last acceptance wins
+            plans[key] = d if isinstance(d, A.DraftAst) else A.DraftAst(body=HostBody(d))
+    else:
+        plans, _order = plans_by_key(detail)
     lean = getattr(detail, "executions", None)  # a ReplayInput has them already
     ledger_execs = lean if lean is not None else executions_in_trace(detail.run_events)
     if turn is not None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from hashlib import sha256 as _sha256
 from typing import Any, Callable, Optional
 
 from ..cassette.record import RecordingHost
@@ -45,11 +46,12 @@ from ..model.session import TRACE_KINDS, SessionDetail, load_session
 from ..store.events import Compacted, PlanAttempted, TurnEnded
 from ..store.store import StoreReader
 from .engine import (
-    writes_ledger, Execution, MemorySink, NotForkable, Position, catalog_for, executions_of, flush_events,
-    live_effect, position_at, position_count, positions_of, predict_calls, simulate_serve,
+    writes_ledger, Execution, HostBody, MemorySink, NotForkable, Position, catalog_for, executions_of, flush_events,
+    live_effect, plan_ast, position_at, position_count, positions_of, predict_calls, simulate_serve,
 )
 from .conversation import call_of, conversation_at
 from .gate import LiveOp, LivePreview
+from .replay_direct import NOT_DIRECT, DirectRunner, HostPlan
 from .replay_input import ReplayInput, read_replay_input
 
 __all__ = [
@@ -220,12 +222,13 @@ def prepare_fork(reader: StoreReader, session: str, at: int, *, inject: Any = _U
     if not detail.cells:
         raise NotForkable(f"session {sid} is not forkable: no cassette cells recorded (pre-C-43 run, or "
                           "FLUX_CASSETTE=0) — the prefix could not come from tape")
-    execs = executions_of(detail, turn=turn)
+    # a host plan as replay's direct path reads it: not parsed (a HostBody builds the statements asked for)
+    execs = executions_of(detail, turn=turn, direct=True)
     pos = position_at(execs, at)
     if pos is None:
         raise NotForkable(_past_end(sid, at, position_count(execs), turn))
     if turn is not None:  # --turn T: N counts inside that turn; the rest of the session stays the prefix
-        all_execs = executions_of(detail)
+        all_execs = executions_of(detail, direct=True)
         offset = next((i for i, e in enumerate(all_execs) if e.key == execs[0].key), 0)
         flat = position_count(all_execs[:offset + pos.execution]) + pos.node
         execs = all_execs
@@ -258,7 +261,7 @@ def prepare_fork(reader: StoreReader, session: str, at: int, *, inject: Any = _U
                                 returns=edited.returns, body=tuple(body[:pos.node]) + tuple(edited.body))
         bound: set[str] = set()
         for ex in execs[:pos.execution]:
-            _names_bound(ex.draft.body, bound)
+            _names_bound(tuple(ex.draft.body), bound)
         problems = analyze_plan(edited, cat, bound, known_ops)
         if problems:
             raise FluxError(f"the edited plan fails analysis: {problems[0]}"
@@ -292,11 +295,12 @@ def _preview(plan: ForkPlan, after_prefix: ReplayTape | None = None) -> LivePrev
     detail, execs, pos, mode, tail_draft = plan.detail, plan.executions, plan.position, plan.mode, plan.tail_draft
     catalog, model, workspace, at = plan.catalog, plan.model, plan.workspace, plan.at
     target = execs[pos.execution]
-    prefix_nodes = [n for ex in execs[:pos.execution] for n in ex.draft.body] + list(target.draft.body[:pos.node])
+    prefix_len = position_count(execs[:pos.execution]) + pos.node
     if after_prefix is not None:
         tape = after_prefix.copy()
         prefix_served = after_prefix.consumed
     else:
+        prefix_nodes = [n for ex in execs[:pos.execution] for n in ex.draft.body] + list(target.draft.body[:pos.node])
         tape = ReplayTape(detail.cells)
         prefix_served, _ = simulate_serve(tape, predict_calls(prefix_nodes, catalog))
     later = [n for ex in execs[pos.execution + 1:] for n in ex.draft.body]
@@ -321,7 +325,7 @@ def _preview(plan: ForkPlan, after_prefix: ReplayTape | None = None) -> LivePrev
         model_call = None
     title = f"fork {detail.id} @ statement {at} ({mode})"
     notes = (f"statement {at}   {pos.text[:90]}",)
-    return LivePreview("fork", detail.id, offline, tuple(ops), model_call, len(prefix_nodes), prefix_served,
+    return LivePreview("fork", detail.id, offline, tuple(ops), model_call, prefix_len, prefix_served,
                        len(tail_nodes), tail_served, workspace, notes, title,
                        {"at": at, "mode": mode, "position": pos.to_json()})
 
@@ -491,7 +495,7 @@ def _fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, e
                 step += 1
                 rec.append(_attempt(step, ex.draft, red), turn_id=tid)
                 lg = ResumeLedger.fold(mem.events + tail_events) if halted_now else None
-                r = interp.run(ex.draft, resumable=resumable, ledger=lg)
+                r = interp.run(plan_ast(ex.draft), resumable=resumable, ledger=lg)
                 halted_now = halted_now or r.halted is not None
                 answer = _result_text(r) or answer
                 if on_progress is not None:
@@ -554,10 +558,14 @@ def _run_fork_prefix(plan: ForkPlan, toolbox_catalog: OpCatalog | None,
     tape = ReplayTape(detail.cells)
     mem = MemorySink()
     items: list[tuple[str, Any]] = []  # ("attempt", draft) | ("run", [bodies])
-    interp = Interpreter(cat, _PrefixHost(tape, mem, detail.cell_bodies), mem, approver=lambda m, r: True,
-                         run_id=f"fork:{plan.source}@{at}")
+    host = _PrefixHost(tape, mem, detail.cell_bodies)
+    interp = Interpreter(cat, host, mem, approver=lambda m, r: True, run_id=f"fork:{plan.source}@{at}")
     prefix_execs = plan.executions[:pos.execution]
     resumable = writes_ledger(detail)
+    # A host plan runs as replay runs it (replay_direct: the interpreter's rows, values and symbols,
+    # without an AST or the interpreter's walk), each served cell re-recorded by the host; the
+    # direct path runs plans resumably only, so a session without a ledger runs on the interpreter.
+    direct = DirectRunner(interp, on_served=host.rerecord) if resumable else None
     total = len(prefix_execs) + (1 if pos.node else 0)
     halted_open = False
 
@@ -565,8 +573,12 @@ def _run_fork_prefix(plan: ForkPlan, toolbox_catalog: OpCatalog | None,
         nonlocal halted_open
         mark = len(mem.events)
         ledger = ResumeLedger.fold(mem.events) if halted_open else None
-        res = interp.run(draft, resumable=resumable, ledger=ledger)
-        halted_open = halted_open or res.halted is not None
+        h = NOT_DIRECT
+        if direct is not None and type(draft.body) is HostBody:
+            h = direct.run(draft.body.plan, ledger)
+        if h is NOT_DIRECT:
+            h = interp.run(plan_ast(draft), resumable=resumable, ledger=ledger).halted
+        halted_open = halted_open or h is not None
         items.append(("attempt", draft))
         items.append(("run", mem.events[mark:]))
         if tape.diverged is not None:
@@ -580,9 +592,9 @@ def _run_fork_prefix(plan: ForkPlan, toolbox_catalog: OpCatalog | None,
     target = plan.target
     trunc_key = None
     if pos.node:
-        trunc = A.DraftAst(name=None, params=target.draft.params, returns=None, body=tuple(target.draft.body[:pos.node]))
+        trunc = _truncated(target.draft, pos.node)
         if plan.mode == "edit":  # the edited plan fast-forwards from the truncated target's ledger
-            trunc_key = flow_key(None, trunc.body)
+            trunc_key = trunc.body.plan.flow_key if type(trunc.body) is HostBody else flow_key(None, trunc.body)
         run_prefix(trunc)
         if on_progress is not None:
             on_progress("prefix", total, total)
@@ -609,12 +621,16 @@ class _PrefixHost(ReplayHost):
         served = len(self.tape.served)
         outcome = super().dispatch(op, input, input_json)
         if len(self.tape.served) > served:  # a miss or a refusal latches: the fork stops before writing
-            i = self.tape.served[-1]
-            body = dict(self.bodies[i]) if self.bodies is not None else self.tape.cells[i].to_body()
-            body["seq"] = self.seq
-            self.seq += 1
-            self.sink.emit(body)
+            self.rerecord(self.tape.served[-1])
         return outcome
+
+    def rerecord(self, i: int) -> None:
+        """Re-record tape cell ``i``, just served, on F (F's next ``seq``): the interpreter's
+        dispatch calls it, and replay's direct path (``DirectRunner(on_served=…)``)."""
+        body = dict(self.bodies[i]) if self.bodies is not None else self.tape.cells[i].to_body()
+        body["seq"] = self.seq
+        self.seq += 1
+        self.sink.emit(body)
 
 
 class _Tee:
@@ -626,6 +642,23 @@ class _Tee:
     def emit(self, ev: dict) -> None:
         self.events.append(ev)
         self.rec.emit(ev)
+
+
+def _truncated(draft: A.DraftAst, n: int) -> A.DraftAst:
+    """The plan of ``draft``'s first ``n`` statements (unnamed, no return type: spec §4.5). A host
+    plan's stays a direct plan: its first ``n`` statements, its text cut after line ``n`` and its
+    key hashed from their AST texts, as parsing that text keys it (``host_plan``'s rule)."""
+    body = draft.body
+    if type(body) is HostBody and type(body.plan) is HostPlan:
+        hp = body.plan
+        stmts = hp.stmts[:n]
+        src, cut = hp.source, 5  # after "flow\n": one line a statement
+        for _ in range(n):
+            cut = src.index("\n", cut) + 1
+        key = "h:" + _sha256(b"[" + b",".join([st.text for st in stmts]) + b"]").hexdigest()[:16]
+        return A.DraftAst(name=None, params=draft.params, returns=None,
+                          body=HostBody(HostPlan(key, stmts, src[:cut])))
+    return A.DraftAst(name=None, params=draft.params, returns=None, body=tuple(body[:n]))
 
 
 def _conversation(reader: StoreReader, plan: ForkPlan) -> list[dict]:
@@ -645,5 +678,36 @@ def _turn_id(plan: ForkPlan) -> int | None:
 
 
 def _attempt(step: int, draft: A.DraftAst, redactor: Any) -> PlanAttempted:
+    text = _host_text(draft)
+    if text is not None:  # a host plan's text is format_flow's (_host_text); its fingerprint from its statements
+        texts = _node_texts(draft.body.plan)
+        fp = _sha256(b'{"params":[],"body":[' + b",".join(texts) + b"]}").hexdigest()
+        return PlanAttempted(step=step, outcome="accepted", fingerprint=fp, plan_source=redactor.redact(text))
+    draft = plan_ast(draft)
     return PlanAttempted(step=step, outcome="accepted", fingerprint=fingerprint(draft),
                          plan_source=redactor.redact(format_flow(draft)))
+
+
+def _node_texts(dp: Any) -> list[bytes]:
+    """Each statement's AST JSON text (``node_json_text``) of a direct plan: a HostPlan's, a HostCall's one."""
+    return [st.text for st in dp.stmts] if type(dp) is HostPlan else [dp.body_text[1:-1]]
+
+
+def _host_text(draft: A.DraftAst) -> str | None:
+    """``format_flow(draft)`` for a host plan read by the direct path (a :class:`HostBody`) whose
+    stored text provably is that, else None (the caller formats the AST). The text is ``flow`` and
+    one line ``  name = op(<arg>)`` a statement, each name and op plain and not reserved, each
+    argument canonical JSON (``canonical_json(json.loads(arg)) == arg``: what the direct path
+    requires). format_flow writes ``  name = op(<compact_value(value)>)`` for such a statement, and
+    compact_value writes what canonical_json writes (same key order, escapes, numbers) except a
+    string holding a line break, which it spells with triple quotes. So the two are equal unless a
+    line spells its name with ``$`` or an argument holds a ``\\n`` escape (a line break in canonical
+    JSON) — or the last line has no line end."""
+    body = draft.body
+    if type(body) is not HostBody or draft.name is not None or draft.params or draft.returns is not None:
+        return None
+    text = body.plan.source
+    if not text.startswith("flow\n  ") or "\n  $" in text or "\\n" in text or not text.endswith("\n") \
+            or text.count("\n") != len(body) + 1:  # (a host call's triple-quoted string spans lines)
+        return None
+    return text

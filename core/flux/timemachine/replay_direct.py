@@ -341,12 +341,18 @@ class DirectRunner:
     once: the host and its tape, the sink (and whether it is quiet: nothing reads a ``step_*``
     event, so none is built), whether the catalog has every op."""
 
-    __slots__ = ("interp", "tape", "sink", "emit", "quiet", "fused", "catalog", "every_op")
+    __slots__ = ("interp", "tape", "sink", "emit", "quiet", "fused", "catalog", "every_op", "on_served")
 
-    def __init__(self, interp: Any):
+    def __init__(self, interp: Any, on_served: Any = None):
+        """``on_served(i)``: called with the tape index of every cell a request consumes (a hit, an
+        error or a refusal), right after the serve and before the step's outcome rows — fork's
+        prefix host re-records the served cell there, as its ``dispatch`` does on the interpreter's
+        path. A host that is a ReplayHost subclass is taken only with it."""
         self.interp = interp
         host = interp.host
-        self.tape = host.tape if type(host) is ReplayHost else None
+        self.on_served = on_served
+        direct_host = type(host) is ReplayHost or (on_served is not None and isinstance(host, ReplayHost))
+        self.tape = host.tape if direct_host else None
         self.sink = interp.sink
         self.emit = interp.sink.emit
         self.quiet = getattr(self.sink, "quiet", False) is True  # replay._ScratchSink, nothing kept or written
@@ -400,6 +406,7 @@ class DirectRunner:
             start = max(end, cp + 1 if cp is not None else 0)
         tape = self.tape
         quiet = self.quiet
+        on_served = self.on_served
         symbols = interp.symbols
         for i in range(start, len(stmts)):
             st = stmts[i]
@@ -411,7 +418,13 @@ class DirectRunner:
             sid = "" if quiet else "step_" + op + "_" + ih[:16]
             if not quiet:
                 emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
-            outcome = tape.serve_cell(op, ih)
+            if on_served is None:
+                outcome = tape.serve_cell(op, ih)
+            else:
+                served = len(tape.served)
+                outcome = tape.serve_cell(op, ih)
+                if len(tape.served) > served:
+                    on_served(tape.served[-1])
             interp.clock.dispatched()
             interp._steps_base += 1
             content = outcome.content
@@ -561,7 +574,13 @@ class DirectRunner:
         sid = "" if quiet else "step_" + op + "_" + ih[:16]
         if not (quiet or fused):
             emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
-        outcome = tape.serve_cell(op, ih)
+        if self.on_served is None:
+            outcome = tape.serve_cell(op, ih)
+        else:
+            served = len(tape.served)
+            outcome = tape.serve_cell(op, ih)
+            if len(tape.served) > served:
+                self.on_served(tape.served[-1])
         interp.clock.dispatched()
         interp._steps_base += 1
         content = outcome.content
