@@ -50,14 +50,18 @@ def _literal(rng: random.Random, k: int, bound: list[str]) -> dict:
     return v
 
 
-def _line(rng: random.Random, name: str, op: str, value: dict, canonical: bool) -> str:
+def _line(rng: random.Random, name: str, op: str, value: dict, canonical: bool, style: int | None = None) -> str:
     """One statement, spelled canonically (a ``$`` now and then: still the direct path's, not the
     formatter's spelling) or, in a mixed plan, one of the other ways the parser reads."""
-    style = rng.randrange(1, 16) if canonical else rng.randrange(3)
+    if style is None:
+        style = rng.randrange(1, 10) if canonical else rng.randrange(3)
     arg = canonical_json(value)
     if style == 0:  # keys as inserted (unsorted when there are several), spaces after separators
         arg = ", ".join(f"{canonical_json(k)}: {canonical_json(x)}" for k, x in value.items())
         arg = "{" + arg + "}"
+    elif style == 2:  # a one-line triple-quoted string (a host call reads it as the JSON string)
+        path = canonical_json(value["path"])
+        arg = arg.replace('"path":' + path, '"path":"""' + value["path"] + '"""', 1)
     sym = "$" + name if name in RESERVED or name[0].isdigit() or style == 1 else name
     return f"  {sym} = {op}({arg})\n"
 
@@ -82,7 +86,8 @@ def _session(w: StoreWriter, rng: random.Random, ledgered: bool) -> tuple[str, i
                         name = rng.choice(_NAMES)  # a reserved word or a digit-led name, bare
                     op = rng.choice(_OPS)
                     value = _literal(rng, k, bound)
-                    lines.append(_line(rng, name, op, value, canonical))
+                    first = turn == p == 0 and rng.random() < 0.5  # the one-statement plan, triple-quoted
+                    lines.append(_line(rng, name, op, value, canonical, 2 if first else None))
                     stmts.append((name, op, value))
                     bound.append(name)
                 text = "flow\n" + "".join(lines)

@@ -701,13 +701,14 @@ def _host_text(draft: A.DraftAst) -> str | None:
     requires). format_flow writes ``  name = op(<compact_value(value)>)`` for such a statement, and
     compact_value writes what canonical_json writes (same key order, escapes, numbers) except a
     string holding a line break, which it spells with triple quotes. So the two are equal unless a
-    line spells its name with ``$`` or an argument holds a ``\\n`` escape (a line break in canonical
-    JSON) — or the last line has no line end."""
+    line spells its name with ``$``, an argument holds a ``\\n`` escape (a line break in canonical
+    JSON) or a triple-quoted string (a host call reads one as the JSON string it spells, so its
+    text is not canonical JSON) — or the last line has no line end."""
     body = draft.body
     if type(body) is not HostBody or draft.name is not None or draft.params or draft.returns is not None:
         return None
     text = body.plan.source
-    if not text.startswith("flow\n  ") or "\n  $" in text or "\\n" in text or not text.endswith("\n") \
-            or text.count("\n") != len(body) + 1:  # (a host call's triple-quoted string spans lines)
-        return None
+    if not text.startswith("flow\n  ") or "\n  $" in text or "\\n" in text or '"""' in text \
+            or not text.endswith("\n") or text.count("\n") != len(body) + 1:
+        return None  # (a host call reads a triple-quoted string as the JSON string it spells: not its text)
     return text
