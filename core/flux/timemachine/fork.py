@@ -24,6 +24,12 @@ Where this goes beyond flux (each documented in docs/cli.md):
   S is served from it; only a miss runs live, through the approver — an all-tape tail is offline;
 * the prefix is computed in memory and written in one transaction, so a prefix that diverges
   from the recording leaves no session behind; the ``<fork S @ N>`` turn is closed.
+
+A host plan (the runtime's ``name = op({…})`` lines) is read and run as replay runs it
+(:mod:`.replay_direct`: keyed from its text, no AST, ``DirectRunner``), the fork host re-recording
+each served cell; its truncated prefix keeps the source's text where that is provably the
+formatter's (:func:`_host_text`). Every other plan is parsed and interpreted; the child's rows are
+the same either way (tests/core/test_fork_differential.py).
 """
 
 from __future__ import annotations
