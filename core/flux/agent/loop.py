@@ -1076,10 +1076,13 @@ class TurnRunner:
                     if ttft is None:
                         ttft = cfg.timer() - t0
                     # A model's text or tool input may carry a lone surrogate ("\ud83d"): scrubbed here,
-                    # once, so the answer, the tool inputs, their hashes and the store all agree.
-                    c = scrub_value(ch.c)
-                    if c is not ch.c:
-                        ch = Chunk(ch.t, c)
+                    # once, so the answer, the tool inputs, their hashes and the store all agree. A
+                    # tool_input_delta is informational (its block carries the input; assemble skips it,
+                    # nothing here shows or stores it): nothing to scrub it for.
+                    if ch.t != "tool_input_delta":
+                        c = scrub_value(ch.c)
+                        if c is not ch.c:
+                            ch = Chunk(ch.t, c)
                     chunks.append(ch)
                     if ch.t == "text_delta":
                         self._notify("text", text=str(ch.c))
