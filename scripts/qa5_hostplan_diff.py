@@ -53,9 +53,12 @@ def value(rng, depth=0):
     return rng.choice([True, False, None])
 
 
+CLEAN = [False]  # a session replay and fork take in full: canonical plans, a faithful tape, rows as recorded
+
+
 def spell(rng, obj):
     text = canonical_json(obj)
-    how = rng.random()
+    how = 0.0 if CLEAN[0] else rng.random()
     if how < 0.88:
         return text
     alts = [
@@ -77,7 +80,7 @@ def spell(rng, obj):
 def plan_text(rng, stmts):
     lines = [f"  {n} = {op}({arg})" for n, op, arg in stmts]
     text = "flow\n" + "\n".join(lines) + ("\n" if rng.random() < 0.9 else "")
-    r = rng.random()
+    r = 1.0 if CLEAN[0] else rng.random()
     if r < 0.03:
         text = text.replace("\n  ", "\n  # c\n  ", 1)
     elif r < 0.05:
@@ -101,7 +104,9 @@ def build_session(w, rng):
         stmts = []
         for _ in range(rng.randint(2, 4)):
             obj = {rng.choice(KEYS): value(rng) for _ in range(rng.randint(0, 3))}
-            stmts.append((rng.choice(NAMES), rng.choice(OPS), spell(rng, obj)))
+            ops = ["read", "grep"] if CLEAN[0] else OPS
+            names = ["a", "b", "c", "$a", "_x", "a1"] if CLEAN[0] else NAMES
+            stmts.append((rng.choice(names), rng.choice(ops), spell(rng, obj)))
         pool.append(plan_text(rng, stmts))
         if rng.random() < 0.5:  # a sibling sharing a prefix (a fast-forward over another plan's latch)
             cut = rng.randint(1, len(stmts))
@@ -122,7 +127,7 @@ def build_session(w, rng):
             except Exception:  # noqa: BLE001 - a plan the parser refuses: stored anyway
                 draft, key = None, "h:" + "ab" * 8
             stored = text
-            if rng.random() < 0.05:
+            if rng.random() < 0.05 and not CLEAN[0]:
                 stored = text.replace('"x"', '"[redacted]"', 1)
             outcome = rng.choice(["accepted"] * 8 + ["rejected"])
             w.append(sid, PlanAttempted(step=k + 1, outcome=outcome, plan_source=stored), turn_id=tid)
@@ -137,7 +142,8 @@ def build_session(w, rng):
                         and isinstance(node.value.args[0], A.Lit) and isinstance(node.value.args[0].value, dict)):
                     break
                 inp = interpolate_json(node.value.args[0].value, bound)
-                oc = rng.choice(["ok"] * 8 + ["error", "denied", "truncated", "wrong", "twice", "missing", "drop"])
+                oc = rng.choice(["ok"] * 8 + ["error", "denied", "truncated", "wrong", "twice", "missing", "drop"]) \
+                    if not CLEAN[0] else rng.choice(["ok"] * 12 + ["error", "denied"])
                 if oc == "missing":
                     break
                 if oc == "wrong":
@@ -159,7 +165,7 @@ def build_session(w, rng):
                     rows.append(PlanHalted(plan=key, node=i, stmt=stmt, op=node.value.op, kind="runtime", error="e"))
                     break
             # ledger rows that disagree with the plan
-            r = rng.random()
+            r = 1.0 if CLEAN[0] else rng.random()
             if r < 0.06 and rows:
                 rows.append(rows[-1])  # duplicated
             elif r < 0.12 and rows:
@@ -177,7 +183,7 @@ def build_session(w, rng):
                                                else "2" * 16, skipped=True))
             for row in rows:
                 w.append(sid, Run(row))
-            if rng.random() < 0.1:  # a retry of the same plan, all ok
+            if rng.random() < 0.1 and not CLEAN[0]:  # a retry of the same plan, all ok
                 w.append(sid, PlanAttempted(step=k + 1, outcome="accepted", plan_source=stored), turn_id=tid)
         if rng.random() < 0.75:
             w.append(sid, TurnEnded(outcome=rng.choice(["ok", "ok", "error", "interrupted"]), answer="done"),
