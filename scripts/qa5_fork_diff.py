@@ -59,8 +59,9 @@ def main():
     ap.add_argument("--n", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-at", type=int, default=12)
+    ap.add_argument("--new", default=str(REPO / "core"))
     args = ap.parse_args()
-    old, new = Worker(args.old), Worker(str(REPO / "core"))
+    old, new = Worker(args.old), Worker(args.new)
     tmp = Path(tempfile.mkdtemp(prefix="qa5fork"))
     rng = random.Random(args.seed)
     compared = differ = forked = 0
