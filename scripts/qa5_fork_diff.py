@@ -24,6 +24,10 @@ from qa5_hostplan_diff import REPO, Worker, build_session  # noqa: E402
 from flux.store import StoreWriter  # noqa: E402
 
 ERRS = {}
+WROTE = {}
+INJECT = [json.dumps(v) for v in ["X", "{a}", "é\u2028", {"k": [1, -0.0]}, 10 ** 17, "a\nb", 'x"""y', "\n\"\"\"\n", "\x00",
+                                  {"b": 1, "a": {"z": None, "": "q"}}, 2 ** 64, 10 ** 30, 1e300, [], "{{x}}", "\ud800"]] + [
+    '"\\ud800"', "1e400", "-0", "01", '{"a":1,"a":2}', "NaN", "[" * 200 + "]" * 200, "not json", ""]
 _ULID = re.compile(r"\b[0-9A-HJKMNP-TV-Z]{26}\b")
 
 
@@ -73,11 +77,14 @@ def main():
                 sid = build_session(w, rng)
             for at in range(0, args.max_at):
                 mode = rng.choice(["inject", "inject", "edit", "turn"])
-                extra = ["--inject", json.dumps(rng.choice(["X", "{a}", "é\u2028", {"k": [1, -0.0]}, 10 ** 17]))]
+                extra = ["--inject", rng.choice(INJECT)]
                 if mode == "edit":
                     (tmp / "edit.flux").write_text(rng.choice([
                         'flow\n  a = read({"path":"x"})\n  b = grep({"q":"{a}"})\n',
-                        'flow\n  z = read({"path":"{a}"})\n']))
+                        'flow\n  z = read({"path":"{a}"})\n',
+                        'flow\n  $z = read({"path":"""x\n"""})\n  when = read({})\n',
+                        'flow\n  z = read({"path":"\\ud800"})\n', 'flow\n  checkpoint "c"\n  z = read({"q":1e400})\n',
+                        'flow\n  z = fmt("{a}")\n', '']))
                     extra = ["--edit", str(tmp / "edit.flux")]
                 elif mode == "turn":
                     extra += ["--turn", str(rng.randint(1, 3))]
@@ -96,6 +103,11 @@ def main():
                     assert d[0] == before, f"the source session changed: {sid} at {at}"
                     outs.append((ans, d[1:]))
                 compared += 1
+                for side, o in zip(("old", "new"), outs):
+                    if o[0][1] != 0 and o[0][0].startswith("error:") and o[1][0]:
+                        WROTE[side] = WROTE.get(side, 0) + 1
+                        if side == "new" and WROTE[side] <= 3:
+                            print("WROTE on error:", o[0][0][:200], len(o[1][0]), "rows")
                 forked += outs[1][0][1] == 0
                 if outs[1][0][1] != 0:
                     ERRS[outs[1][0][0][:70]] = ERRS.get(outs[1][0][0][:70], 0) + 1
@@ -123,6 +135,7 @@ def main():
         new.close()
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"compared {compared} forks on {args.n} sessions ({forked} forked, rc 0), {differ} differ")
+    print("child rows written by a fork that failed with error:", WROTE)
     for k, v in sorted(ERRS.items(), key=lambda x: -x[1])[:8]:
         print(v, k)
 
