@@ -447,6 +447,18 @@ class DirectRunner:
                       "skipped": False})
         return None
 
+    def _run_and_let_go(self, plan: "HostCall | HostPlan", let_go: Any) -> Any:
+        """The general way through (``run_through`` / ``run_plan_through`` when their quiet path does
+        not apply): ``run(plan, None)`` — or the interpreter's run when that says
+        :data:`NOT_DIRECT` — then, if it completed, ``let_go(flow_key, values)``. Its halt or None."""
+        interp = self.interp
+        h = self.run(plan, None)
+        if h is NOT_DIRECT:
+            h = interp.run(plan.draft(), resumable=True, ledger=None, flow_key=plan.flow_key).halted
+        if h is None:
+            let_go(plan.flow_key, interp.values)
+        return h
+
     def run_plan_through(self, hp: HostPlan) -> Any:
         """:meth:`run_through` for a :class:`HostPlan`: exactly ``run_plan(hp, None)`` (or the
         interpreter's run) followed, if it completed, by the sink's ``let_go_of_rows``. On a quiet
@@ -457,12 +469,7 @@ class DirectRunner:
         sink = self.sink
         key = hp.flow_key
         if not self.quiet or self._declines(hp) or key in sink._completed or key in sink._checkpoints:
-            h = self.run_plan(hp, None)
-            if h is NOT_DIRECT:
-                h = interp.run(hp.draft(), resumable=True, ledger=None, flow_key=key).halted
-            if h is None:
-                sink.let_go_of_rows(key, interp.values)
-            return h
+            return self._run_and_let_go(hp, sink.let_go_of_rows)
         tape = self.tape
         symbols = interp.symbols
         stmts = hp.stmts
@@ -508,12 +515,7 @@ class DirectRunner:
         key = hc.flow_key
         if not self.quiet or tape is None or interp._sched is not None \
                 or not (self.every_op or hc.op in self.catalog) or key in sink._completed or key in sink._checkpoints:
-            h = self.run(hc, None)
-            if h is NOT_DIRECT:
-                h = interp.run(hc.draft(), resumable=True, ledger=None, flow_key=key).halted
-            if h is None:
-                sink.let_go_of_direct_row(key, interp.values)
-            return h
+            return self._run_and_let_go(hc, sink.let_go_of_direct_row)
         op = hc.op
         interp._last_vid = None
         ih = hc.input_hash
