@@ -68,6 +68,26 @@ def test_op_raising_is_a_tool_error_not_a_crash():
     assert out.is_error and out.content == "exactly this message"
 
 
+def test_arguments_an_op_does_not_take_are_named_not_a_python_traceback_line():
+    """An authored flow's call is not validated before dispatch (a model's is): when the function
+    refuses its arguments, the tool error says which, as validate_input says it to a model — not
+    `grep() got an unexpected keyword argument` with the function's qualified name."""
+    @op
+    def grep(pattern: str, path: str = ".") -> str:
+        return "found"
+
+    @op
+    def typo(x: str) -> str:
+        return len(x) + "!"  # a TypeError of the function's own: the arguments were fine
+
+    out = grep.call({"q": "x", "pattern": "p"})
+    assert out.is_error and out.content == "`grep` has no argument(s) q — it takes pattern, path"
+    out = grep.call({"path": "src"})
+    assert out.is_error and out.content == "`grep` is missing required argument(s): pattern"
+    out = typo.call({"x": "1"})
+    assert out.is_error and out.content.startswith("op `typo` raised TypeError: unsupported operand")
+
+
 def test_async_op_runs():
     @op
     async def slow(x: str) -> str:

@@ -77,6 +77,10 @@ class Op:
         except OpError as e:
             return OpOutcome(content=str(e), is_error=True)
         except Exception as e:  # an op raising is a tool error, never a crashed turn
+            if type(e) is TypeError:  # arguments the function refuses (an authored flow's call is not
+                why = validate_input(self, input_obj)  # validated before dispatch): say which, as to a model
+                if why is not None:
+                    return OpOutcome(content=why, is_error=True)
             return OpOutcome(content=f"op `{self.name}` raised {type(e).__name__}: {e}", is_error=True)
         if isinstance(result, OpOutcome):
             return result
