@@ -1151,14 +1151,7 @@ class StoreWriter:
         everything buffered, then these rows, in one transaction. Returns how many."""
         if kind in _REGISTRY_KINDS or (turn_id is not None and kind in schema.UNSCOPED_KINDS):
             raise ValueError(f"append_texts cannot write {kind} rows" + (" with a turn_id" if turn_id is not None else ""))
-        n = len(payloads)
-        if not n:
-            return 0
-        ts = self.now() if ts is None else ts
-        with self.transaction():  # writes what was buffered before, then these rows
-            self._pending += [(stream, kind, p, turn_id, ts) for p in payloads]
-            self._write_pending()
-        return n
+        return self._append_bulk(stream, [(kind, p) for p in payloads], turn_id, ts)
 
     def _append_bulk(self, stream: str, items: Sequence[tuple], turn_id: int | None, ts: int | None) -> int:
         """Everything buffered, then ``items`` — ``(kind, payload text or body)`` each — in one
