@@ -106,16 +106,21 @@ def _payload_bytes(store: Path) -> int:
 LAST_CPU = [0.0]  # process time of the last timed region of flux_record / write_floor / rewind_run
 
 
-def flux_record(d: Path, calls: int, ops, commits: list[int] | None = None) -> float:
-    """Record the run; ``commits`` (if given) receives, per COMMIT, how many event rows were inserted
-    before it (a trace callback — only in the untimed warm-up round)."""
-    timed, finish = _flux_record_prepared(d, calls, ops, commits)
+def _timed(timed, finish) -> float:
+    """The wall time of ``timed()`` (its process time in ``LAST_CPU``), then ``finish()`` untimed:
+    the one timing of the recorder and of its floor."""
     t0, c0 = time.perf_counter(), time.process_time()
     timed()
     elapsed = time.perf_counter() - t0
     LAST_CPU[0] = time.process_time() - c0
     finish()
     return elapsed
+
+
+def flux_record(d: Path, calls: int, ops, commits: list[int] | None = None) -> float:
+    """Record the run; ``commits`` (if given) receives, per COMMIT, how many event rows were inserted
+    before it (a trace callback — only in the untimed warm-up round)."""
+    return _timed(*_flux_record_prepared(d, calls, ops, commits))
 
 
 def _flux_record_prepared(d: Path, calls: int, ops, commits: list[int] | None = None):
@@ -182,13 +187,7 @@ def write_floor(src: Path, d: Path, commits: list[int], *, make_rows: bool = Tru
     recorded texts and ids are inserted as they are (SQLite's share alone). ``many``: one
     ``executemany`` of the one-row INSERT per transaction instead of the writer's multi-row
     statements (the harness takes whichever is faster as the floor)."""
-    timed, finish = _write_floor_prepared(src, d, commits, make_rows=make_rows, many=many)
-    t0, c0 = time.perf_counter(), time.process_time()
-    timed()
-    elapsed = time.perf_counter() - t0
-    LAST_CPU[0] = time.process_time() - c0
-    finish()
-    return elapsed
+    return _timed(*_write_floor_prepared(src, d, commits, make_rows=make_rows, many=many))
 
 
 def _write_floor_prepared(src: Path, d: Path, commits: list[int], *, make_rows: bool = True, many: bool = False):
