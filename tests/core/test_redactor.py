@@ -295,3 +295,22 @@ def test_long_text_prefilter_equals_the_regex(parts, pad):
         assert _may_match(text) == (_MAY_MATCH.search(text) is not None)
     long = "flow\n" + '  s = write({"path":"a","body":"b"})\n' * 40
     assert not _may_match(long) and _may_match(long + "  t = read({\"tOkEn\":1})\n")
+
+
+def test_the_prefilters_spelled_out_literals_are_the_patterns():
+    """``_may_match`` spells ``_MAY_MATCH_CASED``'s alternatives and ``_MAY_MATCH_WORDS`` out for
+    speed: each of them (a character class taken letter by letter, a word in any case), alone in
+    a long ASCII text, is found — so a literal added to the pattern and not to the code fails here."""
+    import re
+
+    from flux.cassette.redactor import _MAY_MATCH_CASED, _MAY_MATCH_WORDS, _may_match
+
+    samples = []
+    for alt in _MAY_MATCH_CASED.pattern.split("|"):
+        m = re.search(r"\[([a-z]+)\]", alt)
+        samples += [alt[:m.start()] + c + alt[m.end():] for c in m.group(1)] if m else [alt]
+    samples += [w for word in _MAY_MATCH_WORDS for w in (word, word.upper(), word.title())]
+    pad = "x" * 40
+    for sample in samples:
+        assert _may_match(pad + sample + pad), sample
+    assert not _may_match(pad + pad)
