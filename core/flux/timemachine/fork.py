@@ -57,7 +57,7 @@ from .engine import (
 )
 from .conversation import call_of, conversation_at
 from .gate import LiveOp, LivePreview
-from .replay_direct import NOT_DIRECT, DirectRunner, HostPlan
+from .replay_direct import NOT_DIRECT, DirectRunner, HostPlan, statements_key
 from .replay_input import ReplayInput, read_replay_input
 
 __all__ = [
@@ -653,7 +653,7 @@ class _Tee:
 def _truncated(draft: A.DraftAst, n: int) -> A.DraftAst:
     """The plan of ``draft``'s first ``n`` statements (unnamed, no return type: spec §4.5). A host
     plan's stays a direct plan: its first ``n`` statements, its text cut after line ``n`` and its
-    key hashed from their AST texts, as parsing that text keys it (``host_plan``'s rule)."""
+    key :func:`~.replay_direct.statements_key`, as parsing that text keys it."""
     body = draft.body
     if type(body) is HostBody and type(body.plan) is HostPlan:
         hp = body.plan
@@ -661,9 +661,8 @@ def _truncated(draft: A.DraftAst, n: int) -> A.DraftAst:
         src, cut = hp.source, 5  # after "flow\n": one line a statement
         for _ in range(n):
             cut = src.index("\n", cut) + 1
-        key = "h:" + _sha256(b"[" + b",".join([st.text for st in stmts]) + b"]").hexdigest()[:16]
         return A.DraftAst(name=None, params=draft.params, returns=None,
-                          body=HostBody(HostPlan(key, stmts, src[:cut])))
+                          body=HostBody(HostPlan(statements_key(stmts), stmts, src[:cut])))
     return A.DraftAst(name=None, params=draft.params, returns=None, body=tuple(body[:n]))
 
 

@@ -48,7 +48,7 @@ from __future__ import annotations
 import json
 import re
 from hashlib import sha256 as _sha256
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 from ..canonical import canonical_json, json_string, scrub_text, sha256_hex
 from ..cassette.replay import ReplayHost
@@ -227,8 +227,13 @@ def host_plan(source: Any) -> HostPlan | None:
         text = ('{"kind":"bind","name":"' + name + '","value":{"kind":"call","op":"' + op
                 + '","args":[{"kind":"lit","value":' + arg + '}]}}').encode()
         stmts.append(_new_tuple(HostStatement, (name, op, arg, value, ih, text)))
-    body = b"[" + b",".join([s.text for s in stmts]) + b"]"
-    return _new_tuple(HostPlan, ("h:" + _sha256(body).hexdigest()[:16], tuple(stmts), source))
+    return _new_tuple(HostPlan, (statements_key(stmts), tuple(stmts), source))
+
+
+def statements_key(stmts: "Sequence[HostStatement]") -> str:
+    """The flow key of a plan of these host statements (unnamed, no parameters): what parsing its
+    text keys it — the sha256 of the statements' AST JSON texts as a JSON list."""
+    return "h:" + _sha256(b"[" + b",".join([st.text for st in stmts]) + b"]").hexdigest()[:16]
 
 
 def direct_plan(source: Any) -> HostCall | HostPlan | None:
