@@ -54,7 +54,7 @@ from ..lang.parser import RESERVED
 from ..lang.interpreter import Interpreter, OpOutcome, completed_work
 from ..store.events import (
     CallUsage, Message, Observation, OpRecorded, PlanAttempted, Run, TurnEnded, Usage, decode_run, encode_accepted_plan,
-    encode_observation, encode_op_recorded, encode_run_step,
+    encode_observation, encode_op_recorded, encode_run_step, new_op_recorded,
 )
 from ..model.pricing import Spend
 from ..store.bindings import FlowDbBindings
@@ -71,7 +71,7 @@ CANCELLED_ANSWER = "(turn cancelled)"
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
-@dataclass
+@dataclass(slots=True)  # (no __dict__: one per tool call, kept for the turn)
 class PlanRecord:
     step: int
     phase: Optional[str]
@@ -80,7 +80,7 @@ class PlanRecord:
     source: str  # the stored (redacted) plan_source
 
 
-@dataclass
+@dataclass(slots=True)  # (no __dict__: one per tool call, kept for the turn)
 class ToolCall:
     id: str
     name: str
@@ -683,6 +683,9 @@ _STEP_SUCCEEDED_ROW = _STEP_SUCCEEDED + '"%s","output":"%s"}}'
 _OP_RECORDED_ROW = ('{"kind":"run","data":{"event":"op_recorded","seq":%d,"step":"%s","op":%s,"input_hash":"%s",'
                     '"input_view":%s,"input_view_truncated":%s,"content":%s,"is_error":%s,"denied":%s,"redacted":%s,'
                     '"truncated":%s}}')
+# encode_accepted_plan(step, fingerprint, phase, plan_source) of an int step, a hex fingerprint and a
+# plain phase (its JSON in the third %s), the plan source's JSON in the fourth
+_PLAN_ROW = '{"kind":"plan_attempted","data":{"step":%d,"outcome":"accepted","fingerprint":"%s","phase":%s,"plan_source":%s}}'
 _JSON_BOOL = ("false", "true")
 _BIND_STMT = '{"kind":"bind","name":"%s","value":{"kind":"call","op":%s,"args":[{"kind":"lit","value":%s}]}}'
 
@@ -704,6 +707,17 @@ class _OpFacts:
     phase: str
     name_json: str
     durable: bool  # the recorder's durable(op): its cell is committed before the next dispatch
+    phase_json: str  # json_str(phase)
+
+
+def _bind_head_ok(head: str) -> bool:
+    """Whether ``head + digits`` is a plain bind name for every run of ASCII digits — the text of a
+    non-negative int (``not in RESERVED`` and ``_IDENT.match``, the fused call's test of its bind):
+    an identifier's tail may hold digits, so ``head + "0"`` stands for them all, and no reserved
+    word is ``head`` followed by digits alone."""
+    if not _IDENT.match(head + "0"):
+        return False
+    return not any(w.startswith(head) and w[len(head):].isdigit() for w in RESERVED)
 
 
 class _DirectCall:
@@ -723,6 +737,7 @@ class _DirectCall:
                  cfg: Optional["TurnConfig"] = None):
         self.interp, self.host, self.live, self.rec, self.cfg = interp, host, live, rec, cfg
         self.facts: dict[str, Any] = {}  # op name -> _OpFacts, or None (the op never takes the fused tool call)
+        self.bind_heads: dict[str, bool] = {}  # a bind's head -> _bind_head_ok(head)
 
     @classmethod
     def of(cls, interp: Interpreter, host: Any, live: Any, rec: "_Recorder",
@@ -756,8 +771,9 @@ class _DirectCall:
         if any(type(k) is not str or k not in types for k in required):
             return None  # (a required argument the schema does not list: validate_input says what is wrong)
         mutating = o.effect in MUTATING_EFFECTS
-        return _OpFacts(o, types, frozenset(required), mutating, "execute" if mutating else "gather", json_str(name),
-                        bool(self.rec.durable(name)))
+        phase = "execute" if mutating else "gather"
+        return _OpFacts(o, types, frozenset(required), mutating, phase, json_str(name), bool(self.rec.durable(name)),
+                        json_str(phase))
 
     def tool(self, tu: dict, index: int, batch: str, out: "TurnOutput", observations: list, turn_id: int) -> Optional[dict]:
         """``TurnRunner._tool`` of one tool call, fused with :meth:`call`, for the common case: a
@@ -818,8 +834,18 @@ class _DirectCall:
         literal = "{" + ",".join(parts) + "}"
         mutating = facts.mutating
         out_step = len(out.plans) + 1
-        bind = f"adaptive_{batch}_action_{index}" if mutating else f"adaptive_gather_{out_step}"
-        if bind in RESERVED or not _IDENT.match(bind):
+        if mutating:
+            head, number = f"adaptive_{batch}_action_", index
+        else:
+            head, number = "adaptive_gather_", out_step
+        bind = f"{head}{number}"
+        ok = self.bind_heads.get(head) if type(number) is int and number >= 0 else None
+        if ok is None:  # (a head's verdict holds for every head + digits: see _bind_head_ok)
+            ok = _bind_head_ok(head)
+            if type(number) is int and number >= 0:
+                self.bind_heads[head] = ok
+            ok = ok and bind not in RESERVED and _IDENT.match(bind) is not None
+        if not ok:
             return None
         plan_text = "flow\n  %s = %s(%s)\n" % (bind, name, literal)
         redactor = cfg.redactor
@@ -840,8 +866,8 @@ class _DirectCall:
         # of the two rows, as two appends would write them); the durability flush, approval, the op.
         ih = sha256_hex(literal)
         step = "step_%s_%s" % (name, ih[:16])
-        w.append_text_pair(sid, "plan_attempted", encode_accepted_plan(out_step, fp, phase, plan_text), turn_id,
-                           "run", _STEP_STARTED_ROW % (step, facts.name_json, ih), None)
+        w.append_text_pair(sid, "plan_attempted", _PLAN_ROW % (out_step, fp, facts.phase_json, json_str(plan_text)),
+                           turn_id, "run", _STEP_STARTED_ROW % (step, facts.name_json, ih), None)
         rec.appended += 2
         out.plans.append(PlanRecord(out_step, phase, fp, key, plan_text))
         live.last = None
@@ -914,9 +940,9 @@ class _DirectCall:
         view, view_truncated = truncate_utf8(input_json, cap)
         is_error, denied = bool(res.is_error), bool(res.denied)
         seq = host.seq
-        # (positional, in declared field order: half the cost of 13 keywords; the test compares cells)
-        cell = OpRecorded(seq, step, op, ih, None, view, view_truncated, content, None, is_error, denied, changed,
-                          truncated)
+        # (OpRecorded(...) positionally, without the frozen __init__'s 13 object.__setattr__ calls)
+        cell = new_op_recorded(seq, step, op, ih, None, view, view_truncated, content, None, is_error, denied, changed,
+                               truncated)
         rec.w.append_text(rec.sid, "run", _OP_RECORDED_ROW % (
             seq, step, op_json, ih, json_str(view), _JSON_BOOL[view_truncated], json_str(content), _JSON_BOOL[is_error],
             _JSON_BOOL[denied], _JSON_BOOL[changed], _JSON_BOOL[truncated]))

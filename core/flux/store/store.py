@@ -1300,6 +1300,13 @@ def _insert_event_rows(conn: sqlite3.Connection | sqlite3.Cursor, flat: list) ->
     bench's write floor inserts the same way: benchmarks/bench_peers.py.)"""
     n = len(flat) // 7
     step = _EVENT_ROWS_PER_INSERT
+    if 0 < n <= step:  # one statement (every per-op commit of the recorder)
+        sql = _EVENT_INSERTS.get(n)
+        if sql is None:
+            sql = _EVENT_INSERTS[n] = ("INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload,"
+                                       " turn_id) VALUES " + ",".join(["(?, ?, ?, ?, 1, ?, ?, ?)"] * n))
+        conn.execute(sql, flat)
+        return
     for k in range(0, n, step):
         m = min(step, n - k)
         sql = _EVENT_INSERTS.get(m)
