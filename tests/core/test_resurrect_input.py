@@ -25,14 +25,78 @@ from flux.model.interrupted import check_interrupted
 from flux.model.ledger import ledger_from_interrupted
 from flux.model.session import TRACE_KINDS, load_session
 from flux.store import (
-    Message, PlanAttempted, Run, StatementCompleted, StepStarted, StepSucceeded, StoreReader, StoreWriter, TurnEnded,
+    Message, PlanAttempted, StatementCompleted, StepStarted, StepSucceeded, StoreReader, StoreWriter, TurnEnded,
 )
-from flux.store.events import OpRecorded, PlanHalted, StepFailed
-from flux.timemachine.engine import binder_of, live_effect, predict_calls, simulate_serve
+from flux.store.events import (
+    DECODE_ERRORS, RUN_VARIANTS, ApprovalGranted, Awaiting, ApprovalRequested, CheckpointReached, OpRecorded, PayloadError, PlanHalted, Run, StepFailed, decode_run, load_payload,
+    payload_kind, run_fields_exact,
+)
+from flux.store.store import stored_event, valid_event_row
+from flux.timemachine import resurrect as res_mod
+from flux.timemachine.resurrect import _DECODED, _WINDOW_SQL, TraceRow, _trace_row, read_resurrect_input
+from flux.timemachine.engine import binder_of, live_effect, plan_ast, predict_calls, simulate_serve
 from flux.timemachine.gate import LiveOp, LivePreview
 from flux.timemachine.resurrect import ResurrectPlan, prepare_resurrect
 from tests.core.test_replay_fastpath import _FIELD_VALUES, _PAYLOAD_TEXTS
 from tests.helpers import cell, write_turn
+
+
+# The window read before it took field readers (res6): the row by row validation it replaced —
+# valid_event_row, load_payload, payload_kind, run_fields_exact — kept verbatim as the reference.
+def _read_window_previous(reader: StoreReader, sid: str, turn: Turn, *, tolerant: bool) -> list[TraceRow]:
+    """The run rows at or after ``turn``'s ``turn_started`` (by stream position, then by
+    ``global_seq``, the turn's window as ``SessionDetail.turn_run_trace`` cuts it). A header kind's
+    row was read (and a corrupt one counted) with the headers: here it counts only when its payload
+    says ``run``."""
+    out: list[TraceRow] = []
+    skipped = 0
+    start = turn.turn_id
+    for gs, stream, sseq, eid, kind, ts, turn_id, payload in reader.scan(_WINDOW_SQL, (sid, turn.stream_seq, *TRACE_KINDS),
+                                                                        tolerant=tolerant):
+        counted = kind == "run"
+        if not valid_event_row(gs, stream, sseq, kind, payload):
+            skipped += counted
+            continue
+        try:
+            obj = load_payload(payload)
+        except PayloadError:
+            skipped += counted
+            continue
+        if payload_kind(kind, obj) != "run":
+            continue  # a header (read with the headers) or another kind: not a run row
+        if gs < start:
+            counted = False  # outside the window: load_session validated it with the session; not ours
+        d = obj.get("data")
+        tag = d.get("event") if type(d) is dict else None
+        cls = RUN_VARIANTS.get(tag) if type(tag) is str else None
+        if cls is not None and cls not in _DECODED and run_fields_exact(cls, d):
+            if gs < start:
+                continue
+            if cls is StepStarted:
+                out.append(TraceRow(gs, tag, d.get("step", ""), op=d.get("op", "")))
+            elif cls is StepSucceeded:
+                out.append(TraceRow(gs, tag, d.get("step", ""), d.get("output", "")))
+            elif cls is StepFailed:
+                out.append(TraceRow(gs, tag, d.get("step", "")))
+            elif cls is OpRecorded:  # OpRecorded's defaults where a field is absent
+                content = d.get("content", "")
+                out.append(TraceRow(gs, tag, d.get("step", ""), content, cell=TapeCell(
+                    d.get("op", ""), d.get("input_hash", ""), d.get("input_hash_redacted"), content, d.get("view"),
+                    d.get("is_error", False), d.get("denied", False), d.get("truncated", False))))
+            else:
+                out.append(TraceRow(gs, tag))
+            continue
+        try:  # a ledger row, or an odd one: decoded in full, exactly as every reader does
+            ev = decode_run(d)
+        except DECODE_ERRORS:
+            skipped += counted
+            continue
+        if gs < start:
+            continue
+        out.append(_trace_row(stored_event(gs, stream, sseq, eid, kind, ts, turn_id, Run(event=ev))))
+    if skipped:
+        reader.skipped_rows += skipped
+    return out
 
 
 def _values_from_trace_reference(trace: list) -> dict[str, Any]:
@@ -133,7 +197,7 @@ def _facts(fn) -> tuple:
     if p is None:
         return ("none",)
     ledger = (p.ledger.plan, p.ledger.completed, p.ledger.checkpoint) if p.ledger is not None else None
-    return (p.session, p.turn, p.turn_id, p.draft, p.flow_key, p.completed, ledger, p.values,
+    return (p.session, p.turn, p.turn_id, plan_ast(p.draft), p.flow_key, p.completed, ledger, p.values,
             [TapeCell.of(getattr(c, "rec", c)) for c in p.tail], p.unanchored_cells, p.in_flight, p.preview,
             p.has_boundary, p.detail.row)
 
@@ -204,6 +268,12 @@ def resurrect_base(tmp_path_factory) -> Path:
         w.append(sid, Message.text("user", "two"))
         tid = w.begin_turn(sid, "two", "mock")
         _write_ledgered(w, sid, tid, ["c", "d", "e", "f", "g"], crash_at=3)
+        # rows of other variants in the window (read only for whether they decode), a failed step, a checkpoint
+        w.append(sid, Run(ApprovalRequested(step="step_z", effects=["write"])))
+        w.append(sid, Run(ApprovalGranted(step="step_z")))
+        w.append(sid, Run(StepFailed(step="step_q", error="boom")))
+        w.append(sid, Run(CheckpointReached(flow_key="h:0", label="cp", node=1)))
+        w.append(sid, Run(Awaiting(run="r", node=1)))
     return d
 
 
@@ -216,7 +286,7 @@ def _mutate(store: Path, data) -> None:
         rows = con.execute("SELECT global_seq, kind, payload FROM events ORDER BY global_seq").fetchall()
         for _ in range(data.draw(st.integers(1, 3), label="mutations")):
             gs, kind, payload = data.draw(st.sampled_from(rows), label="row")
-            how = data.draw(st.sampled_from(["field", "text", "kind", "utf8", "blob"]), label="how")
+            how = data.draw(st.sampled_from(["field", "text", "kind", "utf8", "blob", "surrogate", "later"]), label="how")
             if how == "field":
                 obj = json.loads(payload)
                 d = obj.get("data")
@@ -234,6 +304,16 @@ def _mutate(store: Path, data) -> None:
                             (payload.encode()[:20] + b"\xff\xfe" + payload.encode()[20:], gs))
             elif how == "blob":
                 con.execute("UPDATE events SET payload = ? WHERE global_seq = ?", (payload.encode(), gs))
+            elif how == "surrogate":  # a string field spelled with a lone surrogate escape (the one rule on read)
+                obj = json.loads(payload)
+                d = obj.get("data")
+                keys = sorted(k for k, v in d.items() if isinstance(v, str)) if isinstance(d, dict) else []
+                if keys:
+                    k = data.draw(st.sampled_from(keys), label="field")
+                    d[k] = d[k] + "\udc80"
+                    con.execute("UPDATE events SET payload = ? WHERE global_seq = ?", (json.dumps(obj), gs))
+            elif how == "later":  # an earlier row moved after the newest turn's start by its stream position
+                con.execute("UPDATE events SET stream_seq = stream_seq + 1000 WHERE global_seq = ?", (gs,))
     finally:
         con.close()
 
@@ -283,3 +363,77 @@ def _a_header_kind_disagrees(store: Path) -> bool:
     finally:
         con.close()
     return False
+
+
+def _same_window(store: Path, monkeypatch) -> tuple:
+    got = []
+    for side in ("previous", "new"):
+        with StoreReader(store) as r, monkeypatch.context() as m:
+            if side == "previous":
+                m.setattr(res_mod, "_read_window", _read_window_previous)
+            try:
+                inp = read_resurrect_input(r, "s_1")
+                got.append((inp.trace, inp.turns, r.skipped_rows))
+            except FluxError as e:
+                got.append(("error", str(e)))
+    assert got[0] == got[1]
+    return got[1]
+
+
+# (which row: its tag and 0 = the turn's first / -1 = its last of them, in turn 1 or 2; what is done to it)
+_WINDOW_CASES = [
+    ("step_started", 2, -1, "field", "step", "x\udc80"),  # a lone surrogate escape: scrubbed on read (the one rule)
+    ("op_recorded", 2, -1, "field", "content", "\ud83d tail"),
+    ("step_succeeded", 2, -1, "field", "output", "v\udfff"),
+    ("op_recorded", 2, 0, "field", "truncated", True),
+    ("op_recorded", 2, 0, "field", "is_error", "yes"),  # not its type: decoded in full (coerced or skipped)
+    ("approval_granted", 2, 0, "field", "step", 7),
+    ("approval_requested", 2, 0, "field", "effects", "write"),
+    ("awaiting", 2, 0, "field", "node", float("inf")),  # … that decoding refuses: skipped and counted
+    ("step_failed", 2, 0, "field", "error", 1.5),
+    ("step_started", 2, 0, "text", None, "[]"),  # not an object: skipped and counted
+    ("op_recorded", 2, 0, "text", None, "{"),
+    ("step_succeeded", 1, 0, "later", None, None),  # turn 1's rows moved after turn 2's start by stream position
+    ("op_recorded", 1, -1, "later", None, None),
+    ("op_recorded", 1, 0, "later", "seq", float("inf")),  # … and refused by decoding: not counted (not the window's)
+    ("statement_completed", 1, 0, "later", None, None),  # a ledger row (decoded in full): not the window's
+]
+
+
+@pytest.mark.parametrize("tag,turn,which,how,key,value", _WINDOW_CASES)
+def test_the_window_read_equals_the_previous_read_on_a_hostile_row(resurrect_base, tmp_path, monkeypatch, tag, turn,
+                                                                   which, how, key, value):
+    store = tmp_path / "store"
+    shutil.copytree(resurrect_base, store)
+    con = sqlite3.connect(store / "events.db", isolation_level=None)
+    try:
+        starts = [gs for (gs,) in con.execute("SELECT global_seq FROM events WHERE kind = 'turn_started' ORDER BY global_seq")]
+        lo, hi = (starts[0], starts[1]) if turn == 1 else (starts[1], 10 ** 9)
+        rows = [(gs, p) for gs, p in con.execute("SELECT global_seq, payload FROM events WHERE kind = 'run' AND"
+                                                  " global_seq > ? AND global_seq < ? ORDER BY global_seq", (lo, hi))
+                if json.loads(p)["data"]["event"] == tag]
+        gs, payload = rows[which]
+        if how == "field" or key is not None:
+            obj = json.loads(payload)
+            obj["data"][key] = value
+            payload = json.dumps(obj)
+        elif how == "later":
+            con.execute("UPDATE events SET stream_seq = stream_seq + 1000 WHERE global_seq = ?", (gs,))
+        if value is not None and key is None:
+            payload = value
+        con.execute("UPDATE events SET payload = ? WHERE global_seq = ?", (payload, gs))
+    finally:
+        con.close()
+    _same_window(store, monkeypatch)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_the_window_read_equals_the_previous_read_on_corrupted_rows(resurrect_base, tmp_path_factory, monkeypatch,
+                                                                    data):
+    """The newest turn's window, read with field readers, against the row by row read it replaced:
+    the same trace rows (values, cells, decoded ledger rows) and the same count of skipped rows."""
+    store = tmp_path_factory.mktemp("w") / "store"
+    shutil.copytree(resurrect_base, store)
+    _mutate(store, data)
+    _same_window(store, monkeypatch)

@@ -325,6 +325,14 @@ class TapeFirstHost:
         if input_json is None:
             input_json = canonical_json(input)
         h = sha256_hex(input_json)
+        out = self.from_tape(op, h)
+        return out if out is not None else self.go_live(op, h, input, input_json)
+
+    # The two halves of a dispatch, for a caller that has the input's hash and builds the input
+    # itself only when it goes live (resurrect's direct path, flux.timemachine.replay_direct).
+    def from_tape(self, op: str, h: str) -> Any:
+        """The outcome of a dispatch the tape answers — a hit (served once), a truncated match
+        (refused and latched), or with ``live=None`` a miss (latched) — or None: it must go live."""
         i = self.tape.find(op, h)
         if i is not None:
             refused = self.tape.refuse_truncated(op, h, i)
@@ -337,6 +345,10 @@ class TapeFirstHost:
             msg = miss_message(op, h)
             self.tape.latch(op, h, msg)
             return make_outcome(f"replay diverged: {msg}", is_error=True)
+        return None
+
+    def go_live(self, op: str, h: str, input: Any, input_json: str) -> Any:
+        """A miss :meth:`from_tape` left to ``live``: logged, counted, dispatched."""
         self.tape.record(ServeRecord(op, h, None, "live"))
         self.live_ops.append(op)
         return self.live.dispatch(op, input, input_json)

@@ -57,7 +57,10 @@ class InterruptCheck(FrozenRecord):
         _set(self, "open_turn", open_turn)
 
 
-def check_interrupted(turns: "Sequence[Turn]", turn_run_trace: "Callable[[Turn], Sequence[StoredEvent]]") -> InterruptCheck:
+def check_interrupted(turns: "Sequence[Turn]", turn_run_trace: "Callable[[Turn], Sequence[StoredEvent]]", *,
+                      parse_plan: "Callable[[str], tuple[Any, str]] | None" = None) -> InterruptCheck:
+    """§3.8 for a session's turns. ``parse_plan``: ``(draft, flow_key)`` of the accepted plan, raising
+    a :class:`FluxError` when it does not parse (default :func:`~flux.model.stored_plan.parse_stored_plan`)."""
     open_turn = next((t for t in reversed(turns) if not t.ended), None)
     if open_turn is None:
         return InterruptCheck()
@@ -73,7 +76,7 @@ def check_interrupted(turns: "Sequence[Turn]", turn_run_trace: "Callable[[Turn],
 
     return check_open_newest_turn(OpenTurn(open_turn.number, open_turn.turn_id, open_turn.started_at_ms, open_turn.user_input,
                                            tuple((p.outcome, p.plan_source) for p in open_turn.plan_attempts)),
-                                  trace_bodies)
+                                  trace_bodies, parse_plan=parse_plan)
 
 
 class OpenTurn(FrozenRecord):
@@ -97,9 +100,10 @@ class OpenTurn(FrozenRecord):
         _set(self, "plans", plans)
 
 
-def check_open_newest_turn(turn: OpenTurn, trace_bodies: "Callable[[], list[dict]]") -> InterruptCheck:
+def check_open_newest_turn(turn: OpenTurn, trace_bodies: "Callable[[], list[dict]]", *,
+                           parse_plan: "Callable[[str], tuple[Any, str]] | None" = None) -> InterruptCheck:
     """§3.8 steps 3-5 for an open newest turn; ``trace_bodies`` gives the turn's ``run`` event bodies
-    (asked for only when a plan parses)."""
+    (asked for only when a plan parses); ``parse_plan`` as :func:`check_interrupted`'s."""
     accepted = [src for outcome, src in turn.plans if outcome == "accepted"]
     if not accepted:
         return InterruptCheck(reason=f"turn {turn.number} crashed before any plan was accepted — nothing to resume",
@@ -112,7 +116,7 @@ def check_open_newest_turn(turn: OpenTurn, trace_bodies: "Callable[[], list[dict
     from .stored_plan import parse_stored_plan
 
     try:
-        draft, key = parse_stored_plan(plan_source)
+        draft, key = (parse_plan or parse_stored_plan)(plan_source)
     except FluxError as e:  # StoredPlanError: any failure of a hostile plan, one line
         return InterruptCheck(reason=f"turn {turn.number}'s last accepted plan does not parse ({e}) — not resumable",
                               open_turn=turn.number)

@@ -193,6 +193,11 @@ class HostBody(Sequence):
     def __len__(self) -> int:
         return len(self._stmts)
 
+    @property
+    def statements(self) -> tuple:
+        """The direct plan's statements in order (each a ``HostStatement``, or its one ``HostCall``)."""
+        return self._stmts
+
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             return tuple(self[j] for j in range(*i.indices(len(self._stmts))))

@@ -328,6 +328,18 @@ def run_host_call(interp: Any, hc: HostCall, ledger: Any) -> Any:
     return DirectRunner(interp).run(hc, ledger)
 
 
+def _live_input(st: Any, symbols: dict[str, Any], catalog: Any) -> tuple[Any, str]:
+    """``(input, input JSON)`` of a host statement's dispatch as the interpreter builds them
+    (``_dispatch_start``): its AST's literal (the parser's own ``_host_bind``) interpolated, mapped
+    to the op's input by the catalog, and serialized canonically."""
+    from ..lang.catalog import map_args_to_input
+    from ..lang.parser import _host_bind
+
+    node = _host_bind("", st.name, st.op, st.arg)
+    input_obj = map_args_to_input(catalog.get(st.op), [_interpolate_json(node.value.args[0].value, symbols)])
+    return input_obj, canonical_json(input_obj)
+
+
 def walk(hashes: Any, ledger: Any) -> int:
     """:func:`~flux.lang.interpreter.ledger_walk`'s stop for a body of statements with these
     ``stmt_hash16`` values (none a checkpoint or an await): the first index with no latch row, or
@@ -387,28 +399,7 @@ class DirectRunner:
         emit = self.emit
         key = hp.flow_key
         stmts = hp.stmts
-        start = 0
-        if ledger is not None:  # §4.10 fast-forward (Interpreter._fast_forward)
-            hashes = [s.stmt for s in stmts]
-            end = walk(hashes, ledger)
-            values, symbols = interp.values, interp.symbols
-            entries = [ledger.entry(i) for i in range(end)]
-            for i, entry in enumerate(entries):
-                vid = entry.value
-                if vid is not None:
-                    if vid not in values:
-                        raise ResumeError(f"recorded value {vid} of statement {i} is missing from the value store; "
-                                          "resume from a store that holds it")
-                    symbols[stmts[i].name] = values[vid]
-            for i, entry in enumerate(entries):
-                ev: dict[str, Any] = {"event": "statement_completed", "plan": key, "node": i, "stmt": entry.stmt}
-                if entry.value is not None:
-                    ev["value"] = entry.value
-                ev["skipped"] = True
-                emit(ev)
-            emit({"event": "plan_resumed", "plan": key, "prior": ledger.plan, "skipped": end})
-            cp = ledger.checkpoint
-            start = max(end, cp + 1 if cp is not None else 0)
+        start = 0 if ledger is None else self._fast_forward(stmts, key, ledger)
         tape = self.tape
         quiet = self.quiet
         on_served = self.on_served
@@ -448,6 +439,95 @@ class DirectRunner:
                 self.sink.completed(key, i, st.stmt, vid)
             else:
                 emit({"event": "step_succeeded", "step": sid, "output": vid})
+                emit({"event": "statement_completed", "plan": key, "node": i, "stmt": st.stmt, "value": vid,
+                      "skipped": False})
+        return None
+
+    def _fast_forward(self, stmts: Any, key: str, ledger: Any) -> int:
+        """§4.10 steps 1–3 over host statements, as ``Interpreter._fast_forward`` does them resumably:
+        re-bind the values of the statements the latch proves done (:func:`walk`), write their
+        skipped ``statement_completed`` rows and ``plan_resumed``; the index to run from."""
+        interp = self.interp
+        emit = self.emit
+        hashes = [s.stmt for s in stmts]
+        end = walk(hashes, ledger)
+        values, symbols = interp.values, interp.symbols
+        entries = [ledger.entry(i) for i in range(end)]
+        for i, entry in enumerate(entries):
+            vid = entry.value
+            if vid is not None:
+                if vid not in values:
+                    raise ResumeError(f"recorded value {vid} of statement {i} is missing from the value store; "
+                                      "resume from a store that holds it")
+                symbols[stmts[i].name] = values[vid]
+        for i, entry in enumerate(entries):
+            ev: dict[str, Any] = {"event": "statement_completed", "plan": key, "node": i, "stmt": entry.stmt}
+            if entry.value is not None:
+                ev["value"] = entry.value
+            ev["skipped"] = True
+            emit(ev)
+        emit({"event": "plan_resumed", "plan": key, "prior": ledger.plan, "skipped": end})
+        cp = ledger.checkpoint
+        return max(end, cp + 1 if cp is not None else 0)
+
+    def run_resume(self, plan: "HostCall | HostPlan", ledger: Any, resumable: bool) -> Any:
+        """Resurrect's mode (spec §4.7): ``interp.run(<plan's AST>, resumable=resumable, ledger=ledger,
+        flow_key=plan.flow_key).halted`` statement by statement, on an interpreter whose host is a
+        :class:`~flux.cassette.replay.TapeFirstHost` — each dispatch served from the crash tail exactly
+        once when a cell matches (:meth:`~flux.cassette.replay.TapeFirstHost.from_tape`), else run live
+        through the same host (:meth:`~flux.cassette.replay.TapeFirstHost.go_live`: its approver, its
+        recording), with the input the interpreter would build (the statement's AST, built only then).
+        Non-resumable: ``step_started`` then ``step_succeeded`` / ``step_failed`` per statement, no
+        statement row, nothing after a halt; resumable: the §4.10 fast-forward over ``ledger``
+        (:meth:`_fast_forward`), ``statement_completed`` / ``plan_halted`` as :meth:`run_plan`.
+        The same events, values, symbols and step count as the interpreter's run; its
+        :class:`PlanHalt` or None. :data:`NOT_DIRECT` (decided before anything is done) for another
+        host, an op the catalog lacks, a plan run inside another, or a latch on a non-resumable run."""
+        from ..cassette.replay import TapeFirstHost
+
+        interp = self.interp
+        host = interp.host
+        stmts = plan.stmts if type(plan) is HostPlan else (plan,)
+        if type(host) is not TapeFirstHost or interp._sched is not None or (ledger is not None and not resumable):
+            return NOT_DIRECT
+        catalog = self.catalog
+        if not self.every_op and not all(s.op in catalog for s in stmts):
+            return NOT_DIRECT
+        emit = self.emit
+        key = plan.flow_key
+        start = 0 if ledger is None else self._fast_forward(stmts, key, ledger)
+        from_tape = host.from_tape
+        symbols = interp.symbols
+        clock = interp.clock
+        for i in range(start, len(stmts)):
+            st = stmts[i]
+            op = st.op
+            interp._last_vid = None
+            ih = st.input_hash
+            if ih is None:
+                ih = sha256_hex(canonical_json(_interpolate_json(st.value, symbols)))
+            sid = "step_" + op + "_" + ih[:16]
+            emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
+            outcome = from_tape(op, ih)
+            if outcome is None:  # a miss: live, with the input exactly as the interpreter builds it
+                input_obj, input_json = _live_input(st, symbols, catalog)
+                outcome = host.go_live(op, ih, input_obj, input_json)
+            clock.dispatched()
+            interp._steps_base += 1
+            content = outcome.content
+            if outcome.denied or outcome.is_error:
+                emit({"event": "step_failed", "step": sid, "error": content})
+                stmt = st.stmt
+                kind = "denied" if outcome.denied else "runtime"
+                if resumable:
+                    emit({"event": "plan_halted", "plan": key, "node": i, "stmt": stmt, "op": op, "kind": kind,
+                          "error": content})
+                return PlanHalt(kind, content, i, stmt, op)
+            vid = interp._mint(content)
+            interp._last_vid = vid
+            symbols[st.name] = content
+            emit({"event": "step_succeeded", "step": sid, "output": vid})
+            if resumable:
                 emit({"event": "statement_completed", "plan": key, "node": i, "stmt": st.stmt, "value": vid,
                       "skipped": False})
         return None

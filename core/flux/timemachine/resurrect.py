@@ -19,11 +19,14 @@ cannot be rebuilt is re-executed instead of fast-forwarded, its dispatches serve
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, Callable, NamedTuple, Optional
 
 from ..cassette.record import RecordingHost
 from ..cassette.replay import ReplayTape, TapeFirstHost
+from ..canonical import scrub_value
 from ..errors import FluxError
 from ..lang import ast as A
 from ..lang.catalog import OpCatalog
@@ -35,13 +38,13 @@ from ..model.ledger import ledger_from_interrupted
 from ..cassette.replay import TapeCell
 from ..model.session import TRACE_KINDS, Turn, fold_turns
 from ..store.events import (
-    DECODE_ERRORS, RUN_VARIANTS, CheckpointReached, Message, OpRecorded, PayloadError, PlanHalted, PlanResumed, Run,
-    StatementCompleted, StepFailed, StepStarted, StepSucceeded, TurnEnded, decode_run, load_payload, payload_kind,
-    run_fields_exact,
+    _SURROGATE_ESCAPE, DECODE_ERRORS, RUN_VARIANTS, CheckpointReached, Message, OpRecorded, PlanHalted, PlanResumed,
+    Run, StatementCompleted, StepFailed, StepStarted, StepSucceeded, TurnEnded, decode_run, field_reader,
 )
 from ..store.bindings import FlowDbBindings
-from ..store.store import NotUTF8, SessionRow, StoreReader, StoredEvent, stored_event, valid_event_row
-from .engine import BufferedRunSink, binder_of, catalog_for, live_effect, predict_calls, simulate_serve
+from ..store.store import NotUTF8, SessionRow, StoreReader, StoredEvent, stored_event
+from .engine import BufferedRunSink, HostBody, binder_of, catalog_for, live_effect, plan_ast, predict_calls, simulate_serve
+from .replay_direct import NOT_DIRECT, DirectRunner, direct_plan
 from .gate import LiveOp, LivePreview
 
 __all__ = ["ResurrectPlan", "ResurrectReport", "prepare_resurrect", "plan_resurrect", "resurrect_session",
@@ -168,45 +171,79 @@ def _read_window(reader: StoreReader, sid: str, turn: Turn, *, tolerant: bool) -
     """The run rows at or after ``turn``'s ``turn_started`` (by stream position, then by
     ``global_seq``, the turn's window as ``SessionDetail.turn_run_trace`` cuts it). A header kind's
     row was read (and a corrupt one counted) with the headers: here it counts only when its payload
-    says ``run``."""
+    says ``run``. Each row is validated as :func:`~flux.store.store.valid_event_row` and
+    :func:`~flux.store.events.load_payload` validate it (inline, as replay's read does: the query
+    proves ``stream`` and ``kind`` are text), and a well-typed step row or cell is read by its
+    variant's generated :func:`~flux.store.events.field_reader` — the verdict of
+    :func:`~flux.store.events.run_fields_exact`, with the values."""
     out: list[TraceRow] = []
+    add = out.append
     skipped = 0
     start = turn.turn_id
-    for gs, stream, sseq, eid, kind, ts, turn_id, payload in reader.scan(_WINDOW_SQL, (sid, turn.stream_seq, *TRACE_KINDS),
-                                                                        tolerant=tolerant):
+    loads = json.loads
+    surrogate = _SURROGATE_ESCAPE.search
+    new = tuple.__new__
+    read_started = field_reader(StepStarted, ("step", "op"))
+    read_succeeded = field_reader(StepSucceeded, ("step", "output"))
+    read_failed = field_reader(StepFailed, ("step",))
+    read_cell = field_reader(OpRecorded, ("step", *TapeCell._fields))
+    # every other variant read only for whether it is exact (the ledger's are decoded in full below)
+    exact = {tag: field_reader(cls, ()) for tag, cls in RUN_VARIANTS.items()
+             if cls not in _DECODED and cls not in (StepStarted, StepSucceeded, StepFailed, OpRecorded)}
+    for gs, stream, sseq, eid, kind, ts, turn_id, payload in chain.from_iterable(
+            reader.scan_batches(_WINDOW_SQL, (sid, turn.stream_seq, *TRACE_KINDS), tolerant=tolerant)):
         counted = kind == "run"
-        if not valid_event_row(gs, stream, sseq, kind, payload):
+        if type(payload) is not str or type(sseq) is not int or type(gs) is not int:  # valid_event_row
             skipped += counted
             continue
-        try:
-            obj = load_payload(payload)
-        except PayloadError:
+        try:  # load_payload, inline: the same errors skip the row, the same surrogate rule
+            obj = loads(payload)
+        except (ValueError, TypeError, RecursionError):
             skipped += counted
             continue
-        if payload_kind(kind, obj) != "run":
+        if type(obj) is not dict:
+            skipped += counted
+            continue
+        if "\\u" in payload and surrogate(payload):
+            obj = scrub_value(obj)
+        k = obj.get("kind", kind)  # payload_kind, inline
+        if (k if type(k) is str else kind) != "run":
             continue  # a header (read with the headers) or another kind: not a run row
         if gs < start:
             counted = False  # outside the window: load_session validated it with the session; not ours
         d = obj.get("data")
         tag = d.get("event") if type(d) is dict else None
-        cls = RUN_VARIANTS.get(tag) if type(tag) is str else None
-        if cls is not None and cls not in _DECODED and run_fields_exact(cls, d):
-            if gs < start:
-                continue
-            if cls is StepStarted:
-                out.append(TraceRow(gs, tag, d.get("step", ""), op=d.get("op", "")))
-            elif cls is StepSucceeded:
-                out.append(TraceRow(gs, tag, d.get("step", ""), d.get("output", "")))
-            elif cls is StepFailed:
-                out.append(TraceRow(gs, tag, d.get("step", "")))
-            elif cls is OpRecorded:  # OpRecorded's defaults where a field is absent
-                content = d.get("content", "")
-                out.append(TraceRow(gs, tag, d.get("step", ""), content, cell=TapeCell(
-                    d.get("op", ""), d.get("input_hash", ""), d.get("input_hash_redacted"), content, d.get("view"),
-                    d.get("is_error", False), d.get("denied", False), d.get("truncated", False))))
+        if type(tag) is str:
+            if tag == "step_started":
+                v = read_started(d)
+                if v is not None:
+                    if gs >= start:
+                        add(new(TraceRow, (gs, tag, v[0], "", v[1], None, None)))
+                    continue
+            elif tag == "op_recorded":
+                v = read_cell(d)
+                if v is not None:
+                    if gs >= start:
+                        add(new(TraceRow, (gs, tag, v[0], v[4], "", new(TapeCell, v[1:]), None)))
+                    continue
+            elif tag == "step_succeeded":
+                v = read_succeeded(d)
+                if v is not None:
+                    if gs >= start:
+                        add(new(TraceRow, (gs, tag, v[0], v[1], "", None, None)))
+                    continue
+            elif tag == "step_failed":
+                v = read_failed(d)
+                if v is not None:
+                    if gs >= start:
+                        add(new(TraceRow, (gs, tag, v[0], "", "", None, None)))
+                    continue
             else:
-                out.append(TraceRow(gs, tag))
-            continue
+                check = exact.get(tag)
+                if check is not None and check(d):
+                    if gs >= start:
+                        add(new(TraceRow, (gs, tag, "", "", "", None, None)))
+                    continue
         try:  # a ledger row, or an odd one: decoded in full, exactly as every reader does
             ev = decode_run(d)
         except DECODE_ERRORS:
@@ -214,7 +251,7 @@ def _read_window(reader: StoreReader, sid: str, turn: Turn, *, tolerant: bool) -
             continue
         if gs < start:
             continue
-        out.append(_trace_row(stored_event(gs, stream, sseq, eid, kind, ts, turn_id, Run(event=ev))))
+        add(_trace_row(stored_event(gs, stream, sseq, eid, kind, ts, turn_id, Run(event=ev))))
     if skipped:
         reader.skipped_rows += skipped
     return out
@@ -247,6 +284,25 @@ def _values_from_trace(trace: list[TraceRow]) -> dict[str, Any]:
     return values
 
 
+#: Whether a host plan (replay's direct path: :func:`~flux.timemachine.replay_direct.direct_plan`) is
+#: read without the parser and run by :meth:`DirectRunner.run_resume`; False: every plan parsed and
+#: interpreted, as before (the differential test's reference).
+_DIRECT = True
+
+
+def _parse_plan(source: Any) -> tuple[A.DraftAst, str]:
+    """``(draft, flow_key)`` of the interrupted turn's plan as ``parse_stored_plan`` gives them —
+    for a host plan the direct path recognises, its statements' AST nodes built only when asked
+    for (:class:`~flux.timemachine.engine.HostBody`: the same key and statements, no parse)."""
+    from ..model.stored_plan import parse_stored_plan
+
+    if _DIRECT:
+        dp = direct_plan(source)
+        if dp is not None:
+            return A.DraftAst(body=HostBody(dp)), dp.flow_key
+    return parse_stored_plan(source)
+
+
 def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog | None = None,
                       workspace: str | None = None, preview: bool = True) -> Optional[ResurrectPlan]:
     """Validate and preview a resurrect; ``None`` when no turn is interrupted. A turn flux would not
@@ -258,7 +314,7 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
     sid = detail.row.id
     trace = detail.trace
     ledger_rows = [e.event for e in trace if e.event is not None]  # all the check and the ledger read
-    check = check_interrupted(detail.turns, lambda turn: ledger_rows)
+    check = check_interrupted(detail.turns, lambda turn: ledger_rows, parse_plan=_parse_plan)
     if check.interrupted is None:
         if check.reason is not None:
             raise FluxError(f"session {sid} cannot be resurrected: {check.reason}")
@@ -274,13 +330,21 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
     values = _values_from_trace(after)
     kept: list[LedgerEntry] = []
     if full is not None:
-        for i, node in enumerate(draft.body):
-            if isinstance(node, Interpreter.PASS_THROUGH):
-                continue
+        body = draft.body
+        stmts = body.statements if type(body) is HostBody else None  # a host plan: its statements, no AST
+        for i in range(len(body)):
+            if stmts is not None:
+                st = stmts[i]
+                h, binder = st.stmt, st.name
+            else:
+                node = body[i]
+                if isinstance(node, Interpreter.PASS_THROUGH):
+                    continue
+                h, binder = stmt_hash16(node), binder_of(node)
             entry = full.entry(i)
-            if entry is None or entry.stmt != stmt_hash16(node):
+            if entry is None or entry.stmt != h:
                 break
-            if entry.value is not None and binder_of(node) is not None and entry.value not in values:
+            if entry.value is not None and binder is not None and entry.value not in values:
                 break  # cannot re-bind: re-execute from here, served from tape
             kept.append(entry)
     ledger = ResumeLedger(key, kept, full.checkpoint if full else None) if kept else None
@@ -309,10 +373,10 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
         start = max((e.node for e in kept), default=-1) + 1
         if ledger.checkpoint is not None:
             start = max(start, ledger.checkpoint + 1)
-    rest = list(draft.body[start:])
     if not preview:
         return ResurrectPlan(detail, sid, turn.number, turn.turn_id, draft, key, it.completed, ledger, values, tail,
                              unanchored, in_flight, None, has_boundary)
+    rest = list(draft.body[start:])
     tape = ReplayTape(tail)
     served, misses = simulate_serve(tape, predict_calls(rest, catalog))
     ops = tuple(LiveOp(m.op, live_effect(catalog, m.op), m.detail, workspace,
@@ -422,16 +486,22 @@ def _resurrect_run(plan: ResurrectPlan, interp: Interpreter, tee: _Tee, host: Ta
     try:
         # a turn with no statement boundary (an adaptive turn's host plans) stays ledger-less, so the
         # session still replays by its acceptance order (§3.7)
-        res = interp.run(plan.draft, resumable=plan.has_boundary or plan.ledger is not None, ledger=plan.ledger)
-        if res.halted is not None and res.halted.kind == "awaiting":
-            outcome, answer = "suspended", res.halted.error
-        elif res.halted is not None:
+        resumable = plan.has_boundary or plan.ledger is not None
+        halted, v = NOT_DIRECT, None
+        body = plan.draft.body
+        if type(body) is HostBody:  # a host plan: replay's direct path, unless it declines before running anything
+            halted = DirectRunner(interp).run_resume(body.plan, plan.ledger, resumable)
+        if halted is NOT_DIRECT:
+            res = interp.run(plan_ast(plan.draft), resumable=resumable, ledger=plan.ledger, flow_key=plan.flow_key)
+            halted, v = res.halted, res.value
+        if halted is not None and halted.kind == "awaiting":
+            outcome, answer = "suspended", halted.error
+        elif halted is not None:
             outcome = "halted"
-            answer = f"The resumed flow halted — {res.halted.error}"
-            report.halt = {"kind": res.halted.kind, "error": res.halted.error, "node": res.halted.node,
-                           "op": res.halted.op}
+            answer = f"The resumed flow halted — {halted.error}"
+            report.halt = {"kind": halted.kind, "error": halted.error, "node": halted.node,
+                           "op": halted.op}
         else:
-            v = res.value
             answer = (v if isinstance(v, str) else __import__("json").dumps(v, ensure_ascii=False)) if v is not None else ""
     except KeyboardInterrupt:
         raise
