@@ -64,6 +64,8 @@ def cap_from_env(env: Mapping[str, str] | None = None) -> int:
 
 def truncate_utf8(text: str, cap: int) -> tuple[str, bool]:
     """Cut ``text`` to at most ``cap`` UTF-8 bytes on a character boundary."""
+    if len(text) <= cap and text.isascii():  # (one byte a character: nothing to cut, nothing to encode)
+        return text, False
     data = text.encode("utf-8")
     if len(data) <= cap:
         return text, False

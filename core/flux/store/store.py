@@ -952,29 +952,38 @@ class StoreWriter:
             return
         next_seq = self._next_seq
         n = len(pending)
-        streams, kinds, payloads, turn_ids, stamps = zip(*pending)
-        stream = streams[0]
-        if streams.count(stream) == n and set(map(type, payloads)) == _TEXT_ONLY:
-            # One stream, text rows only (every flush of the recorder): what the loop below does,
-            # in C loops — the columns transposed, the rows zipped back flat.
-            ts = stamps[0]
-            ids = new_ulids(ts, n) if stamps.count(ts) == n else _ids_by_run(stamps)
-            if not all(map(str.isascii, payloads)):  # (the one surrogate rule: scrub_text)
-                payloads = tuple(map(scrub_text, payloads))
+        stream, ts0 = pending[0][0], pending[0][4]
+        if str in _TEXT_ONLY:
+            # One stream, text rows only (every flush of the recorder): the rows flat in one pass,
+            # their ids minted once it is known they all are (then placed by slice) — what the loop
+            # below writes. (A row of another stream or a body: that loop, from the start.)
             base = next_seq.get(stream)
             if base is None:
                 base = self._max_seq(stream)
-            last = base + n - 1
-            next_seq[stream] = last + 1  # forgotten by flush()/transaction() if this transaction rolls back
-            cur = self._cur
-            _insert_event_rows(cur, list(_chain(zip(streams, range(base, last + 1), ids, kinds, stamps, payloads,
-                                                    turn_ids))))
-            num = self._numbers.get(stream, -1)
-            if num == -1:
-                num = self._numbers[stream] = session_number(stream)
-            if num is not None:  # text rows move msg_count by their messages, never the model
-                cur.execute(_REGISTRY_ADD, (stamps[-1], last, None, kinds.count("message"), num))
-            return
+            flat: list = []
+            seq = base
+            one_ms = True
+            for row_stream, kind, payload, turn_id, ts in pending:
+                if row_stream != stream or type(payload) is not str:
+                    break
+                if ts != ts0:
+                    one_ms = False
+                # Lone surrogates cannot be stored as UTF-8 (the one rule: scrub_text)
+                flat += (stream, seq, None, kind, ts, payload if payload.isascii() else scrub_text(payload), turn_id)
+                seq += 1
+            else:
+                flat[2::7] = new_ulids(ts0, n) if one_ms else _ids_by_run(flat[4::7])
+                last = seq - 1
+                next_seq[stream] = seq  # forgotten by flush()/transaction() if this transaction rolls back
+                cur = self._cur
+                _insert_event_rows(cur, flat)
+                num = self._numbers.get(stream, -1)
+                if num == -1:
+                    num = self._numbers[stream] = session_number(stream)
+                if num is not None:  # text rows move msg_count by their messages, never the model
+                    cur.execute(_REGISTRY_ADD, (flat[-3], last, None, flat[3::7].count("message"), num))
+                return
+        stamps = [row[4] for row in pending]
         rows: list = []  # the rows' values, flat (7 per row: _insert_event_rows)
         reg: dict[str, list] = {}  # stream -> [ts, seq, model, msg base (None: keep), messages added]
         # The ids, minted in order: one new_ulids() per run of rows with the same ms (the same ids
@@ -1151,7 +1160,10 @@ class StoreWriter:
         everything buffered, then these rows, in one transaction. Returns how many."""
         if kind in _REGISTRY_KINDS or (turn_id is not None and kind in schema.UNSCOPED_KINDS):
             raise ValueError(f"append_texts cannot write {kind} rows" + (" with a turn_id" if turn_id is not None else ""))
-        return self._append_bulk(stream, [(kind, p) for p in payloads], turn_id, ts)
+        if not payloads:
+            return 0
+        ts = self.now() if ts is None else ts
+        return self._append_rows([(stream, kind, p, turn_id, ts) for p in payloads])
 
     def _append_bulk(self, stream: str, items: Sequence[tuple], turn_id: int | None, ts: int | None) -> int:
         """Everything buffered, then ``items`` — ``(kind, payload text or body)`` each — in one
@@ -1159,10 +1171,15 @@ class StoreWriter:
         if not items:
             return 0
         ts = self.now() if ts is None else ts
+        return self._append_rows([(stream, kind, payload, turn_id, ts) for kind, payload in items])
+
+    def _append_rows(self, rows: list[tuple]) -> int:
+        """Everything buffered, then ``rows`` (buffered-row tuples: stream, kind, payload text or
+        body, turn_id, ts), in one transaction (or the enclosing one). Returns how many."""
         with self.transaction():  # writes what was buffered before, then these rows
-            self._pending.extend([(stream, kind, payload, turn_id, ts) for kind, payload in items])
+            self._pending.extend(rows)
             self._write_pending()
-        return len(items)
+        return len(rows)
 
     def _buffer(self, stream: str, kind: str, payload: "str | EventBody", turn_id: int | None, ts: int) -> None:
         if not self._pending:
