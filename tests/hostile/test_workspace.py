@@ -135,3 +135,20 @@ def test_fuzzed_paths_never_leave_the_workspace(world, segs, absolute, noise):
         assert OUTSIDE not in out.content, (name, path)
         assert "raised" not in out.content, (name, path, out.content)
     assert _outside_digest(outside) == before
+
+
+@pytest.mark.parametrize("name", ["append", "write", "read", "edit"])
+def test_a_path_through_a_symlink_loop_is_refused(world, name):
+    """os.path.realpath gives up at a loop and hands back the rest unresolved and lexically
+    normalized: "loop-a/../dir-out/x" came back as <ws>/dir-out/x and `append` created x outside
+    (found by test_fuzzed_paths_never_leave_the_workspace)."""
+    ws, outside, ops = world
+    before = _outside_digest(outside)
+    path = "loop-a//.././dir-out/loop-a"
+    inp = {"path": path, "content": "x"} if name in ("append", "write") else {"path": path}
+    if name == "edit":
+        inp.update(old="a", new="b")
+    out = ops[name].call(inp)
+    assert out.is_error and "symlink loop" in out.content, out.content
+    assert _outside_digest(outside) == before
+    assert not (outside / "sub" / "loop-a").exists()

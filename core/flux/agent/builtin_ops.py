@@ -63,8 +63,14 @@ class Workspace:
             raw = Path(path).expanduser() if path.startswith("~") else Path(path)
             cand = raw if raw.is_absolute() else self.root / raw
             resolved = Path(os.path.realpath(cand))
+            # realpath stops at a symlink loop and returns the rest joined and normalized unresolved:
+            # "loop/../link-out/x" came back as "<root>/link-out/x", a symlink out left in it. A
+            # resolved path is its own realpath; one that is not cannot be confined.
+            looped = os.path.realpath(resolved) != str(resolved)
         except (OSError, RuntimeError, ValueError) as e:  # ~nosuchuser, a name too long, …
             raise OpError(f"path {path!r} cannot be resolved ({e}) — use a path inside the workspace") from None
+        if looped:
+            raise OpError(f"path {path!r} cannot be resolved (it runs through a symlink loop) — use a path inside the workspace")
         if not self.contains(resolved):
             via = " (through a symlink)" if _lexically_inside(cand, self.root) else ""
             raise OpError(f"path {path!r} escapes the workspace {self.root}{via} — only paths inside it are allowed")
