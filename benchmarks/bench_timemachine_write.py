@@ -24,8 +24,10 @@ the rounds interleave this checkout's code with the other one's (e.g. a detached
 ``git worktree add --detach /tmp/main-wt main``), so both are measured in the same minutes on the
 same stores: per round, old replay, old measured, new replay, new measured.
 
-``--phases`` (fork): where the CPU time goes, in this process (the fork's read, parse, conversation,
-prefix run, plan rows, child rows and the rest, beside replay's read and the rest), medians.
+``--phases`` (fork, resurrect): where the CPU time goes, in this process (the fork's read, parse,
+conversation, prefix run, plan rows, child rows and the rest; resurrect's read, plan check, run and
+the rest; the payload texts and the commits within them; beside replay's read, run and the rest),
+medians.
 
 ``--cli`` (fork): also time the ``flux fork S --at N --inject JSON --json`` verb in-process
 (click's ``CliRunner`` on ``flux.cli.main``: it resolves the session, loads the store's toolbox,
@@ -276,53 +278,90 @@ def _resurrect(sid: str) -> Timed:
     return setup
 
 
-def phases(sid: str, at: int, master: Path, tmp: Path, repeat: int) -> None:
-    """``--phases``: replay and fork interleaved in this process, each phase's CPU time taken by
-    wrapping the functions the fork (and replay's read) call through their modules' globals."""
+def phases(what: str, sid: str, at: int, master: Path, tmp: Path, repeat: int) -> None:
+    """``--phases``: replay and ``what`` (fork or resurrect) interleaved in this process, each phase's
+    CPU time taken by wrapping the functions they call through their modules' globals. A phase's
+    time is exclusive: a wrapped call inside another (resurrect's read inside its prepare) counts
+    only for itself. Rows marked ``·`` are parts of another row, not added to the total."""
+    import contextlib
+
+    import flux.store.events as events_mod
+    import flux.store.store as store_mod
     import flux.timemachine.fork as fork_mod
     import flux.timemachine.replay as replay_mod
+    import flux.timemachine.resurrect as resurrect_mod
 
     spent: dict[str, float] = {}
+    nested: list[float] = []  # per open wrapped call: the CPU time of the wrapped calls inside it
 
     def timing(mod, name: str, label: str):
         real = getattr(mod, name)
 
         def wrapper(*args, **kw):
             c = time.process_time()
+            nested.append(0.0)
             try:
                 return real(*args, **kw)
             finally:
-                spent[label] = spent.get(label, 0.0) + time.process_time() - c
+                took = time.process_time() - c
+                inner = nested.pop()
+                if "·" not in label:
+                    if nested:
+                        nested[-1] += took
+                    took -= inner
+                spent[label] = spent.get(label, 0.0) + took
         setattr(mod, name, wrapper)
         return mod, name, real
+
+    real_tx = store_mod.StoreWriter.transaction
+
+    @contextlib.contextmanager
+    def commits(self):  # the time of each outermost COMMIT (a part of whatever phase holds it)
+        outer = self._tx_depth == 0
+        with real_tx(self):
+            yield
+            c = time.process_time()
+        if outer:
+            spent[f"{what}: · commits"] = spent.get(f"{what}: · commits", 0.0) + time.process_time() - c
 
     patched = [timing(replay_mod, "read_replay_input", "replay: read"),
                timing(replay_mod, "parse_stored_plan", "replay: parse the plans"),
                timing(replay_mod, "_run_plan", "replay: run the plans"),
-               timing(fork_mod, "read_replay_input", "fork: read (as replay's, with the cell bodies)"),
-               timing(fork_mod, "executions_of", "fork: parse the plans (as replay)"),
-               timing(fork_mod, "_conversation", "fork: the conversation at N"),
-               timing(fork_mod, "run_fork_prefix", "fork: the prefix run from tape (as replay's run)"),
-               timing(fork_mod, "_attempt", "fork: the plan rows (format, fingerprint, redact)"),
-               timing(fork_mod, "flush_events", "fork: the child's run rows (payloads + SQLite insert)")]
-    runs: dict[str, list[dict[str, float]]] = {"replay": [], "fork": []}
+               timing(events_mod, "encode_run_bodies", f"{what}: · payload texts (encode_run_bodies)")]
+    if what == "fork":
+        patched += [timing(fork_mod, "read_replay_input", "fork: read (as replay's, with the cell bodies)"),
+                    timing(fork_mod, "executions_of", "fork: parse the plans (as replay)"),
+                    timing(fork_mod, "_conversation", "fork: the conversation at N"),
+                    timing(fork_mod, "run_fork_prefix", "fork: the prefix run from tape (as replay's run)"),
+                    timing(fork_mod, "_attempt", "fork: the plan rows (format, fingerprint, redact)"),
+                    timing(fork_mod, "flush_events", "fork: the child's run rows (payloads + SQLite insert)")]
+        measured = _fork(sid, at)
+    else:
+        patched += [timing(resurrect_mod, "read_resurrect_input", "resurrect: read the turn"),
+                    timing(resurrect_mod, "prepare_resurrect", "resurrect: check, ledger, tail (the rest of prepare)"),
+                    timing(resurrect_mod, "_resurrect_run", "resurrect: run the plan (rows buffered, live flushes)")]
+        measured = _resurrect(sid)
+    store_mod.StoreWriter.transaction = commits
+    runs: dict[str, list[dict[str, float]]] = {"replay": [], what: []}
     try:
         for i in range(repeat + 1):  # the first round warms up and is dropped
-            for label, fn in (("replay", _replay(sid)), ("fork", _fork(sid, at))):
+            for label, fn in (("replay", _replay(sid, faithful=what == "fork")), (what, measured)):
                 spent.clear()
                 _, cpu = timed(fn, _fresh(master, tmp / f"phase-{i}-{label}"))
                 shutil.rmtree(tmp / f"phase-{i}-{label}")
                 if i:
-                    row = {k: v * 1000 for k, v in spent.items() if k.startswith(label)}
-                    row[f"{label}: the rest"] = cpu - sum(row.values())
+                    row = {k: v * 1000 for k, v in spent.items() if k.startswith(label + ":")}
+                    row[f"{label}: the rest"] = cpu - sum(v for k, v in row.items() if "·" not in k)
                     row[f"{label}: total"] = cpu
                     runs[label].append(row)
     finally:
+        store_mod.StoreWriter.transaction = real_tx
         for mod, name, real in patched:
             setattr(mod, name, real)
-    for label in ("replay", "fork"):
-        for key in runs[label][0]:
-            print(f"  {key:<62} {statistics.median(r[key] for r in runs[label]):8.1f} ms CPU")
+    for label in ("replay", what):
+        keys = dict.fromkeys(k for r in runs[label] for k in r)
+        for key in keys:
+            print(f"  {key:<62} {statistics.median(r.get(key, 0.0) for r in runs[label]):8.1f} ms CPU")
 
 
 def report(label: str, ref_label: str, ref: tuple, meas: tuple, target: float, cpu: bool = True) -> None:
@@ -353,9 +392,10 @@ def main() -> None:
                     "core/ directory, interleaved with this one, each run in a fresh worker process")
     ap.add_argument("--cli", action="store_true", help="fork: also time the `flux fork` verb in-process "
                     "(CliRunner), interleaved with replay and fork_session; with --against, instead of fork_session")
-    ap.add_argument("--phases", action="store_true", help="fork: where the CPU time goes, in-process — replay's "
-                    "read and the rest, fork's read, parse, conversation, prefix run, plan rows, child rows and the "
-                    "rest (commit, tail, letting go), medians of --repeat interleaved runs")
+    ap.add_argument("--phases", action="store_true", help="fork / resurrect: where the CPU time goes, in-process — "
+                    "replay's read and the rest; fork's read, parse, conversation, prefix run, plan rows, child rows and "
+                    "the rest (commit, tail, letting go); resurrect's read, plan check, run and the rest (row writes, "
+                    "turn end); the payload texts and commits within them; medians of --repeat interleaved runs")
     ap.add_argument("--worker", nargs=4, metavar=("WHAT", "WORK", "SID", "ARG"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
@@ -382,7 +422,7 @@ def main() -> None:
                 for label, (ref, meas) in against(a.against, what, master, sid, at, tmp, a.repeat).items():
                     report(f"{name} at {at:,} [{label}]", f"replay_session [{label}]", ref, meas, 1.5)
             elif a.phases:
-                phases(sid, at, master, tmp, a.repeat)
+                phases("fork", sid, at, master, tmp, a.repeat)
             elif a.cli:
                 t = interleaved({"replay": _replay(sid), "sdk": _fork(sid, at), "cli": _fork_cli(sid, at)},
                                 master, tmp, a.repeat)
@@ -424,6 +464,8 @@ def main() -> None:
             if a.against:
                 for label, (ref, meas) in against(a.against, "resurrect", master, sid, 0, tmp, a.repeat).items():
                     report(f"resurrect_session [{label}]", f"replay_session of those cells [{label}]", ref, meas, 1.5)
+            elif a.phases:
+                phases("resurrect", sid, 0, master, tmp, a.repeat)
             else:
                 ref, meas = paired(_replay(sid, faithful=False), _resurrect(sid), master, tmp, a.repeat)
                 report("resurrect_session", "replay_session of those cells", ref, meas, 1.5)
