@@ -37,11 +37,11 @@ from flux.lang.hashes import flow_key, stmt_hash16
 from flux.lang.interpreter import _interpolate_json
 from flux.lang.parser import RESERVED, parse
 from flux.store import (
-    CheckpointReached, Message, OpRecorded, PlanAttempted, Run, StatementCompleted, StepFailed, StepStarted, StepSucceeded, StoreWriter,
-    TurnEnded,
+    CheckpointReached, Message, OpRecorded, PlanAttempted, Run, StatementCompleted, StepFailed, StepStarted, StepSucceeded,
+    StoreReader, StoreWriter, TurnEnded,
 )
 from flux.timemachine import replay_direct, resurrect as res_mod
-from flux.timemachine.resurrect import resurrect_session
+from flux.timemachine.resurrect import plan_resurrect, resurrect_session
 
 _OPS = ("read", "write", "publish")
 _HOSTILE = ("plain", "lone \udc80 surrogate", "ctl \x00\x1b[31m\x7f", '{"json":"looking","n":[1,2]}', "é ü\n\ttab",
@@ -205,12 +205,17 @@ def _resurrect_all(store: Path, ws: Path, sids: list[str]) -> list[tuple]:
     try:
         for sid in sids:
             log.clear()
+            with StoreReader(store) as r:  # the gate's preview (what the CLI and the app show first)
+                try:
+                    preview = plan_resurrect(r, sid, catalog=c.toolbox.catalog(), workspace="ws")
+                except FluxError as e:
+                    preview = str(e)
             try:
                 rep = resurrect_session(c, sid)
                 got = rep.to_json() if rep is not None else None
             except FluxError as e:
                 got = ("error", type(e).__name__, str(e))
-            out.append((got, list(log), _rows(store, sid)))
+            out.append((got, list(log), _rows(store, sid), preview))
     finally:
         c.close()
     return out
@@ -258,7 +263,6 @@ def test_a_served_cell_never_runs_live_on_the_direct_path(tmp_path: Path) -> Non
     """Exactly-once on the direct path: a 40-statement killed turn (no statement rows), 30 cells
     recorded and the 31st op in flight with no cell — 30 cells are served, only the ops from the
     in-flight one on run live (each once), and the healed session replays faithfully."""
-    from flux.store import StoreReader
     from flux.timemachine import replay_session
 
     store = tmp_path / "store"

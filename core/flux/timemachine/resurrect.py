@@ -376,9 +376,9 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
     if not preview:
         return ResurrectPlan(detail, sid, turn.number, turn.turn_id, draft, key, it.completed, ledger, values, tail,
                              unanchored, in_flight, None, has_boundary)
-    rest = list(draft.body[start:])
     tape = ReplayTape(tail)
-    served, misses = simulate_serve(tape, predict_calls(rest, catalog))
+    rest = len(draft.body[start:]) if type(draft.body) is not HostBody else max(0, len(draft.body) - start)
+    served, misses = _simulate_rest(tape, draft.body, start, catalog)
     ops = tuple(LiveOp(m.op, live_effect(catalog, m.op), m.detail, workspace,
                        "in flight" if m.op == in_flight else "tail") for m in misses)
     notes = [f"interrupted after statement {it.completed} of {len(draft.body)}"
@@ -390,11 +390,34 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
     for o in ops:
         notes.append(f"↻ {o.op} ({o.effect}) has no cell → runs again" + (" (it was in flight)" if o.why == "in flight" else ""))
     notes.append("· no model call")
-    preview = LivePreview("resurrect", sid, not ops, ops, None, len(kept), 0, len(rest), served, workspace,
+    preview = LivePreview("resurrect", sid, not ops, ops, None, len(kept), 0, rest, served, workspace,
                           tuple(notes), f"resurrect {sid} · turn {turn.number}",
                           {"turn": turn.number, "completed": it.completed, "in_flight": in_flight})
     return ResurrectPlan(detail, sid, turn.number, turn.turn_id, draft, key, it.completed, ledger, values, tail,
                          unanchored, in_flight, preview, has_boundary)
+
+
+def _simulate_rest(tape: ReplayTape, body: Any, start: int, catalog: OpCatalog | None) -> tuple[int, list]:
+    """``simulate_serve(tape, predict_calls(body[start:], catalog))`` — the gate's prediction of what
+    the crash tail serves and what goes live. A host plan's statement whose argument holds no
+    placeholder is predicted from its statement (its input is the argument, its hash known): a hit
+    is taken without building its AST; any other statement, and a miss, goes the general way."""
+    if type(body) is not HostBody:
+        return simulate_serve(tape, predict_calls(body[start:], catalog))
+    served, misses = 0, []
+    stmts = body.statements
+    for i in range(start, len(stmts)):
+        st = stmts[i]
+        if st.value is None:  # static: predict_calls gives (op, st.arg) — the same hash, the same cell
+            j = tape.find(st.op, st.input_hash)
+            if j is not None and not tape.cells[j].truncated:
+                tape.take(st.op, st.input_hash, j)
+                served += 1
+                continue
+        s, m = simulate_serve(tape, predict_calls((body[i],), catalog))
+        served += s
+        misses += m
+    return served, misses
 
 
 def plan_resurrect(reader: StoreReader, session: str, **kw: Any) -> Optional[LivePreview]:
