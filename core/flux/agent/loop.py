@@ -643,14 +643,18 @@ class _LiveHost:
     """Dispatches to the toolbox after asking the approver; a refusal is a denied outcome."""
 
     def __init__(self, toolbox: Toolbox, approver: Approver, timer: Callable[[], int],
-                 before_dispatch: Callable[[str], None] = lambda op: None, *, concurrent: bool = True):
+                 before_dispatch: Callable[[str], None] = lambda op: None, *, concurrent: bool = True,
+                 keep_log: bool = True):
         self.toolbox, self.approver, self.timer = toolbox, approver, timer
         self.before_dispatch = before_dispatch
         self.concurrent = concurrent
         self.last: Optional[OpOutcome] = None
         self.last_exec_us = 0
         self.dispatches = 0
-        self.log: list[tuple[str, Any, str, int, int]] = []  # op, input, status, started_us, exec_us
+        # op, input, status, started_us, exec_us per dispatch — what a flow turn's observations are
+        # written from; an adaptive turn writes them as it goes and keeps none (keep_log=False)
+        self.keep_log = keep_log
+        self.log: list[tuple[str, Any, str, int, int]] = []
 
     def dispatch(self, op: str, input: Any, input_json: str) -> OpOutcome:
         return self.begin(op, input, input_json)()
@@ -676,8 +680,9 @@ class _LiveHost:
                 scrub_outcome(o.call(input if isinstance(input, dict) else {}))
             exec_us = max(0, self.timer() - started)
             self.last_exec_us = exec_us
-            status = "denied" if out.denied else ("error" if out.is_error else "ok")
-            self.log.append((op, input, status, started, exec_us))
+            if self.keep_log:
+                status = "denied" if out.denied else ("error" if out.is_error else "ok")
+                self.log.append((op, input, status, started, exec_us))
             self.last = out
             return out
         return work if self.concurrent else completed_work(work())
@@ -930,7 +935,8 @@ class _DirectCall:
         live.last_exec_us = exec_us
         failed = outcome.denied or outcome.is_error
         status = "denied" if res.denied else ("error" if res.is_error else "ok")
-        live.log.append((name, input_obj, status, started, exec_us))
+        if live.keep_log:
+            live.log.append((name, input_obj, status, started, exec_us))
         live.last = res
         # RecordingHost.record: the cell, written from its parts when build_cell's general steps
         # would find nothing to do (an outcome without a view, an input the redactor leaves alone).
@@ -1022,8 +1028,9 @@ class _DirectCall:
             outcome = scrub_outcome(out)  # the refusal's text is scrubbed by RecordingHost.begin alone
         exec_us = max(0, live.timer() - started)
         live.last_exec_us = exec_us
-        live.log.append((op, input_obj, "denied" if out.denied else ("error" if out.is_error else "ok"), started,
-                         exec_us))
+        if live.keep_log:
+            live.log.append((op, input_obj, "denied" if out.denied else ("error" if out.is_error else "ok"), started,
+                             exec_us))
         live.last = out
         # RecordingHost.settle: the cell (the input hash is the step's).
         host.record(op, input_json, outcome, input_hash=ih)
@@ -1107,11 +1114,11 @@ class TurnRunner:
         o = self.cfg.toolbox.get(op)
         return o is None or o.effect not in RERUNNABLE_EFFECTS
 
-    def _recorder(self, *, defer_cells: bool) -> tuple[_Recorder, _LiveHost]:
+    def _recorder(self, *, defer_cells: bool, keep_log: bool) -> tuple[_Recorder, _LiveHost]:
         cfg = self.cfg
         rec = _Recorder(cfg.writer, cfg.session, cfg.redactor, cfg.cap, self._durable, defer_cells=defer_cells)
         return rec, _LiveHost(cfg.toolbox, cfg.approver, cfg.timer, rec.before_dispatch,
-                              concurrent=cfg.concurrent_ops)
+                              concurrent=cfg.concurrent_ops, keep_log=keep_log)
 
     def _notify(self, kind: str, **data: Any) -> None:
         if self.cfg.on_event is not None:
@@ -1184,7 +1191,7 @@ class TurnRunner:
 
     async def _run_turn(self, history: list[dict], user_input: str) -> tuple[TurnOutput, list[dict]]:
         cfg = self.cfg
-        rec, live = self._recorder(defer_cells=True)  # a host plan is one call: never two branches
+        rec, live = self._recorder(defer_cells=True, keep_log=False)  # a host plan is one call: never two branches
         user_input = scrub_text(user_input)
         user_msg = {"role": "user", "content": [{"type": "text", "text": user_input}]}
         rec.message("user", user_msg["content"])
@@ -1371,7 +1378,7 @@ class TurnRunner:
 
     def _run_flow(self, draft: A.DraftAst, confirm: Callable[[str, str], bool]) -> tuple[TurnOutput, list[dict]]:
         cfg = self.cfg
-        rec, live = self._recorder(defer_cells=runs_one_branch(draft))
+        rec, live = self._recorder(defer_cells=runs_one_branch(draft), keep_log=True)
         user_input = "<flow run>"
         rec.message("user", [{"type": "text", "text": user_input}])
         turn_id = cfg.writer.begin_turn(cfg.session, user_input, cfg.model_name)
