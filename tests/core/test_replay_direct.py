@@ -491,16 +491,27 @@ def test_the_differential_sees_the_direct_path(tmp_path):
     calls = []
     real = R.DirectRunner
 
+    real_fused = R._FusedHostCall
+
     class Spy(real):
         def run(self, hc, ledger):
             calls.append(hc.flow_key)
             return real.run(self, hc, ledger)
+
+    class FusedSpy(real_fused):  # the detailed replay's one-call way for a plain host call is direct too
+        __slots__ = ()
+
+        def run(self, hc, execution):
+            h = real_fused.run(self, hc, execution)
+            if h is None:
+                calls.append(hc.flow_key)
+            return h
     with StoreReader(store) as r:
-        R.DirectRunner = Spy
+        R.DirectRunner, R._FusedHostCall = Spy, FusedSpy
         try:
             rep = replay_session(r, "s_1")
         finally:
-            R.DirectRunner = real
+            R.DirectRunner, R._FusedHostCall = real, real_fused
         direct, interpreted = _both(r)
     assert direct == interpreted
     # Every plan runs directly (the two-statement one as a HostPlan). The fourth execution repeats the

@@ -15,7 +15,6 @@ auto-allow (``auto_approve`` / :meth:`ReplayHost.approve`), so the approver is n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable, NamedTuple
 
 from ..canonical import canonical_json, sha256_hex
@@ -61,15 +60,19 @@ def unconsumed_message(left: int, total: int) -> str:
     return f"replay left {left} of {total} recorded cassette cells unconsumed — the run diverged silently"
 
 
-@dataclass(frozen=True, slots=True)
-class ServeRecord:
-    """One request the tape answered: what was asked, which cell (if any) served it."""
+class ServeRecord(NamedTuple):
+    """One request the tape answered: what was asked, which cell (if any) served it. (A named
+    tuple: a detailed replay keeps one per request, and a tuple is the cheapest to build — hot
+    paths build it with ``_new_record``.)"""
 
     op: str
     input_hash: str
     index: int | None  # tape index of the cell that matched (served or refused), None on a miss
     status: str  # "served" | "truncated" | "miss"
     message: str | None = None
+
+
+_new_record = tuple.__new__  # ``_new_record(ServeRecord, (op, input_hash, index, status, message))``
 
 
 class TapeCell(NamedTuple):
@@ -247,13 +250,44 @@ class ReplayTape:
             return self.serve(op, None, h)  # finds the same (a find changes nothing a second find sees)
         return self.take(op, h, i)
 
+    def hit(self, op: str, h: str) -> OpRecorded | TapeCell | None:
+        """:meth:`serve_cell`'s plain case on a tape that keeps its log (not ``lean``): the cell
+        :meth:`find` gives, when it is a recorded success (not truncated, not an error, not a
+        denial) — consumed, served and logged exactly as :meth:`serve_cell` does (its
+        :class:`ServeRecord` is ``log[-1]``). Anything else is None with nothing done (a later
+        :meth:`serve_cell` answers it as always: a find leaves nothing a second find sees)."""
+        key = (op, h)
+        candidates = self._index.get(key)
+        if candidates is None or self.lean:
+            return None
+        consumed = self._consumed
+        pos = self._cursor.get(key, 0)
+        n = len(candidates)
+        while pos < n and consumed[candidates[pos]]:
+            pos += 1
+        if pos == n:
+            return None
+        i = candidates[pos]
+        cell = self.cells[i]
+        if cell.truncated or cell.is_error or cell.denied:
+            return None
+        self._cursor[key] = pos
+        consumed[i] = True
+        self.served.append(i)
+        rec = _new_record(ServeRecord, (op, h, i, "served", None))
+        self.requests += 1
+        self._last = rec
+        self._last_hit = None
+        self.log.append(rec)
+        return cell
+
     def take(self, op: str, h: str, i: int) -> OpRecorded | TapeCell:
         """Consume cell ``i`` (found by :meth:`find`) and log the serve."""
         self._consumed[i] = True
         self.served.append(i)
         cell = self.cells[i]
         if not self.lean:
-            self.record(ServeRecord(op, h, i, "served"))
+            self.record(_new_record(ServeRecord, (op, h, i, "served", None)))
         else:  # record(), without building the record: counted, and `last` builds it when asked
             self.requests += 1
             self._last, self._last_hit = None, (op, h, i)

@@ -36,12 +36,13 @@ import gc
 import os
 import re
 import threading
+from hashlib import sha256 as _sha256
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from ..canonical import canonical_json
 from ..cassette.redactor import DEFAULT_MARKER
@@ -55,7 +56,7 @@ from ..model.stored_plan import parse_stored_plan, stored_plan_key
 from ..model.session import SessionDetail
 from ..store.events import Run, decode_run
 from ..store.store import StoreReader, StoreWriter
-from .replay_direct import NOT_DIRECT, DirectRunner, HostCall, HostPlan, direct_plan
+from .replay_direct import NOT_DIRECT, DirectRunner, HostCall, HostPlan, direct_plan, host_call, host_plan
 from .replay_input import ReplayInput, read_replay_input
 
 __all__ = [
@@ -70,8 +71,9 @@ def _not_replayable(session: str, why: str) -> NotReplayable:
     return NotReplayable(f"session {session} is not replayable: {why}")
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayedPlan:
+class ReplayedPlan(NamedTuple):
+    """One execution's outcome in the report (a named tuple: the report keeps one per execution)."""
+
     flow_key: str
     halted: str | None = None  # the reproduced halt message, if the execution halted
     halt_kind: str | None = None  # denied | confirm_denied | assert_failed | runtime | awaiting
@@ -180,9 +182,9 @@ class PlanLog(Sequence):
 _PLAIN_KEY = re.compile(r"h:[0-9a-f]{16}")
 
 
-@dataclass(frozen=True, slots=True)
-class StatementResult:
-    """How one top-level statement ended in the replay, and which tape requests it made."""
+class StatementResult(NamedTuple):
+    """How one top-level statement ended in the replay, and which tape requests it made. (A named
+    tuple: a detailed replay keeps one per statement, built on the hot path with ``_new_tuple``.)"""
 
     plan: str  # flow_key
     execution: int  # index into ReplayReport.plans
@@ -340,9 +342,9 @@ def accepted_plans(detail: SessionDetail, *, direct: bool = False):
         for att in t.plan_attempts:
             if att.outcome != "accepted" or att.plan_source is None:
                 continue
-            hc = direct_plan(att.plan_source) if direct else None
+            hc = (host_call(att.plan_source) or host_plan(att.plan_source)) if direct else None  # direct_plan, inline
             if hc is not None:  # (held meanwhile: a HostCall is its text and three hashes, no AST)
-                yield t, hc.flow_key, hc
+                yield t, hc[0], hc  # (its flow_key)
             else:
                 yield _accepted(detail, t, att, parsed, False)  # no local of this generator holds the plan meanwhile
 
@@ -490,7 +492,7 @@ class _ScratchSink:
         elif kind == "plan_resumed":
             prior = ev.get("prior")
             if prior in self._open_halts:
-                self._open_halts = [p for p in self._open_halts if p != prior]
+                self._open_halts[:] = [p for p in self._open_halts if p != prior]  # (in place: _replay holds the list)
         if self.keep and kind in ("statement_completed", "plan_halted"):
             reqs = tuple(self.tape.log[self._log_mark:])
             self._log_mark = len(self.tape.log)
@@ -730,6 +732,17 @@ class _LazyPlans:
         else:
             self._keys = None
 
+    @property
+    def plain(self) -> bool:
+        """Whether the executions are the acceptances themselves, every one (no ledger rows, no
+        turn asked for) and no catalog to check them against: then :meth:`acceptances` is the
+        executions, each ``(turn, key, plan)`` run under its own key."""
+        return self._keys is None and self._wanted is None and self.catalog is None
+
+    def acceptances(self):
+        """The accepted plans as they are parsed (``accepted_plans``): :meth:`finish` parses what is left."""
+        return self._cursor
+
     def refuse(self) -> None:
         """Re-raise the refusal being handled, unless a damaged plan later in the session is the
         error flux reports first (it parses every plan before refusing anything else)."""
@@ -836,22 +849,46 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
     if not eager:
         source.on_last_run = sink.forget
     interp = Interpreter(cat, host, sink, _never_asked, run_id=scratch_sid or "replay")
-    run_direct = DirectRunner(interp).run
-    report = ReplayReport(session=sid, plans=[], cells_total=tape.total, cells_consumed=0, diverged=None,
+    runner = DirectRunner(interp)
+    run_direct = runner.run
+    # the detailed replay's common execution in one call (see _FusedHostCall), when it applies
+    fused = _FusedHostCall(runner, sink).run if keep and writer is None and direct and _FUSED else None
+    plans: list[ReplayedPlan] = []
+    open_halts = sink._open_halts  # (sink.ledger() is None while it is empty; the sink keeps this list)
+    report = ReplayReport(session=sid, plans=plans, cells_total=tape.total, cells_consumed=0, diverged=None,
                           missing_sources=0, turn=turn, scratch_session=scratch_sid, detail=keep)
     total = source.total if eager else 0
-    executions = iter(source)
+    plain = fused is not None and not eager and source.plain
+    executions = source.acceptances() if plain else iter(source)
     try:
-        for done, (key, draft, known_key, standin) in enumerate(executions, 1):
+        if plain:  # (the loop below, for executions that are the acceptances themselves: one generator, not two)
+            for _turn, key, draft in executions:
+                n = len(plans)
+                if not open_halts and type(draft) is HostCall and fused(draft, n) is None:
+                    plans.append(_new_tuple(ReplayedPlan, (key, None, None, None)))
+                else:
+                    sink.execution = n
+                    h = _run_plan(run_direct, interp, draft, sink.ledger(), key)
+                    plans.append(_new_tuple(ReplayedPlan, (key, None, None, None) if h is None
+                                            else (key, h.error, h.kind, h.node)))
+                draft = None
+                if tape.diverged is not None:
+                    break
+        for done, (key, draft, known_key, standin) in enumerate(() if plain else executions, 1):
             if standin:
                 report.redacted_standins += 1
             if draft is None:
                 report.missing_sources += 1
             else:
-                sink.execution = len(report.plans)
-                h = _run_plan(run_direct, interp, draft, sink.ledger(), known_key)
-                report.plans.append(ReplayedPlan(key, h.error if h else None, h.kind if h else None,
-                                                 h.node if h else None))
+                n = len(plans)
+                if fused is not None and not open_halts and type(draft) is HostCall \
+                        and fused(draft, n) is None:  # ran through, with no latch open (a halt goes the general way)
+                    plans.append(_new_tuple(ReplayedPlan, (key, None, None, None)))
+                else:
+                    sink.execution = n
+                    h = _run_plan(run_direct, interp, draft, sink.ledger(), known_key)
+                    plans.append(_new_tuple(ReplayedPlan, (key, None, None, None) if h is None
+                                            else (key, h.error, h.kind, h.node)))
             draft = None  # let a plan go as soon as it ran (the source holds one that runs again)
             if on_progress is not None:
                 on_progress(done, total)
@@ -874,6 +911,78 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
     report.statement_results = sink.results
     report.scratch_events = sink.events
     return report
+
+
+_new_tuple = tuple.__new__  # a named tuple of its fields, without its own __new__ (all that does)
+
+# Whether the detailed replay takes _FusedHostCall's way where it applies; the differential tests
+# switch it off to get the same replay through DirectRunner.run and the sink's calls.
+_FUSED = True
+
+
+class _FusedHostCall:
+    """The detailed replay's common execution, a one-statement host plan
+    (:class:`~flux.timemachine.replay_direct.HostCall`) with no halt latch open whose request the
+    tape answers with a recorded success, in one call: what
+    :meth:`~flux.timemachine.replay_direct.DirectRunner.run` then does with a keeping
+    :class:`_ScratchSink` (no scratch store) — the serve and its :class:`ServeRecord`, the value
+    and its id, the binding, the step count, the halt latch's row, the three run events, the
+    :class:`StatementResult` — without the calls between them. Anything else (a miss, a truncated,
+    failed or denied cell, an op the catalog lacks, a plan inside another) is :data:`NOT_DIRECT`
+    with nothing done, and goes the general way."""
+
+    __slots__ = ("interp", "tape", "sink", "catalog", "every_op")
+
+    def __init__(self, runner: DirectRunner, sink: "_ScratchSink"):
+        self.interp = runner.interp
+        self.tape = runner.tape
+        self.sink = sink
+        self.catalog = runner.catalog
+        self.every_op = runner.every_op
+
+    def run(self, hc: HostCall, execution: int) -> Any:
+        """Run ``hc``, the report's execution number ``execution``: None, or :data:`NOT_DIRECT`."""
+        interp = self.interp
+        op = hc.op
+        ih = hc.input_hash
+        if ih is None or self.tape is None or interp._sched is not None or not (self.every_op or op in self.catalog):
+            return NOT_DIRECT
+        tape = self.tape
+        cell = tape.hit(op, ih)
+        if cell is None:
+            return NOT_DIRECT
+        interp.clock.dispatched()
+        interp._steps_base += 1
+        content = cell.content
+        n = interp._next_vid  # interp._mint(content)
+        interp._next_vid = n + 1
+        vid = interp._last_vid = f"v_{n}"
+        interp.values[vid] = content
+        interp.symbols[hc.name] = content
+        key = hc.flow_key
+        stmt = _sha256(hc.body_text[1:-1]).hexdigest()[:16]  # hc.stmt
+        sink = self.sink
+        row = (0, stmt, vid)  # sink.completed(key, 0, stmt, vid)
+        completed = sink._completed
+        had = completed.get(key)
+        if had is None:
+            completed[key] = row
+        elif type(had) is list:
+            had.append(row)
+        else:
+            completed[key] = [had, row]
+        step = "step_" + op + "_" + ih[:16]
+        sink.events += ({"event": "step_started", "step": step, "op": op, "input_hash": ih},
+                        {"event": "step_succeeded", "step": step, "output": vid},
+                        {"event": "statement_completed", "plan": key, "node": 0, "stmt": stmt, "value": vid,
+                         "skipped": False})
+        log = tape.log
+        mark = sink._log_mark
+        end = len(log)
+        reqs = (log[mark],) if mark == end - 1 else tuple(log[mark:])
+        sink._log_mark = end
+        sink.results.append(_new_tuple(StatementResult, (key, execution, 0, stmt, "completed", None, None, reqs)))
+        return None
 
 
 def _run_plan(run_direct: Callable[[HostCall, Any], Any], interp: Interpreter, draft: Any,
