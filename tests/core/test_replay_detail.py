@@ -1,5 +1,5 @@
 """The full replay report (``replay_session(..., detail=True)``, the app's ``replay_detail``) takes
-a fused way through its common execution (``replay._FusedHostCall``: a one-statement host plan
+a fused way through its common execution (``replay._fused_host_call``: a one-statement host plan
 served a recorded success, no latch open) and keeps its records as named tuples. It must hold
 exactly what the classic detailed replay holds — ``_FUSED = False`` (the direct runner and the
 sink's calls, one event at a time) and ``direct=False`` (the interpreter) — on generated, halted,
@@ -30,17 +30,18 @@ from tests.core.test_replay_stream import _EXTRAS, _write_resumable
 _FUSED_RUNS: list[int] = []  # executions the fused way took, over the whole differential
 
 
-_REAL_FUSED = R._FusedHostCall
+_REAL_FUSED = R._fused_host_call
 
 
-class _Counting(_REAL_FUSED):
-    __slots__ = ()
+def _counting(runner, sink):
+    run = _REAL_FUSED(runner, sink)
 
-    def run(self, hc, execution):
-        h = _REAL_FUSED.run(self, hc, execution)
+    def counted(hc, execution):
+        h = run(hc, execution)
         if h is None:
             _FUSED_RUNS.append(1)
         return h
+    return counted
 
 
 def _consumers(rep, detail) -> tuple:
@@ -92,7 +93,7 @@ def shared_store(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def _count_fused(monkeypatch):
-    monkeypatch.setattr(R, "_FusedHostCall", _Counting)
+    monkeypatch.setattr(R, "_fused_host_call", _counting)
 
 
 # A plain host call that succeeds (the fused way's case), drawn as often as the general plans.

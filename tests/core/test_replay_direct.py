@@ -491,27 +491,28 @@ def test_the_differential_sees_the_direct_path(tmp_path):
     calls = []
     real = R.DirectRunner
 
-    real_fused = R._FusedHostCall
+    real_fused = R._fused_host_call
 
     class Spy(real):
         def run(self, hc, ledger):
             calls.append(hc.flow_key)
             return real.run(self, hc, ledger)
 
-    class FusedSpy(real_fused):  # the detailed replay's one-call way for a plain host call is direct too
-        __slots__ = ()
+    def fused_spy(runner, sink):  # the detailed replay's one-call way for a plain host call is direct too
+        run = real_fused(runner, sink)
 
-        def run(self, hc, execution):
-            h = real_fused.run(self, hc, execution)
+        def spied(hc, execution):
+            h = run(hc, execution)
             if h is None:
                 calls.append(hc.flow_key)
             return h
+        return spied
     with StoreReader(store) as r:
-        R.DirectRunner, R._FusedHostCall = Spy, FusedSpy
+        R.DirectRunner, R._fused_host_call = Spy, fused_spy
         try:
             rep = replay_session(r, "s_1")
         finally:
-            R.DirectRunner, R._FusedHostCall = real, real_fused
+            R.DirectRunner, R._fused_host_call = real, real_fused
         direct, interpreted = _both(r)
     assert direct == interpreted
     # Every plan runs directly (the two-statement one as a HostPlan). The fourth execution repeats the

@@ -851,8 +851,8 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
     interp = Interpreter(cat, host, sink, _never_asked, run_id=scratch_sid or "replay")
     runner = DirectRunner(interp)
     run_direct = runner.run
-    # the detailed replay's common execution in one call (see _FusedHostCall), when it applies
-    fused = _FusedHostCall(runner, sink).run if keep and writer is None and direct and _FUSED else None
+    # the detailed replay's common execution in one call (see _fused_host_call), when it applies
+    fused = _fused_host_call(runner, sink) if keep and writer is None and direct and _FUSED else None
     plans: list[ReplayedPlan] = []
     open_halts = sink._open_halts  # (sink.ledger() is None while it is empty; the sink keeps this list)
     report = ReplayReport(session=sid, plans=plans, cells_total=tape.total, cells_consumed=0, diverged=None,
@@ -915,55 +915,55 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
 
 _new_tuple = tuple.__new__  # a named tuple of its fields, without its own __new__ (all that does)
 
-# Whether the detailed replay takes _FusedHostCall's way where it applies; the differential tests
+# Whether the detailed replay takes _fused_host_call's way where it applies; the differential tests
 # switch it off to get the same replay through DirectRunner.run and the sink's calls.
 _FUSED = True
 
 
-class _FusedHostCall:
+def _fused_host_call(runner: DirectRunner, sink: "_ScratchSink") -> "Callable[[HostCall, int], Any] | None":
     """The detailed replay's common execution, a one-statement host plan
     (:class:`~flux.timemachine.replay_direct.HostCall`) with no halt latch open whose request the
-    tape answers with a recorded success, in one call: what
+    tape answers with a recorded success, in one call ``run(hc, execution)``: what
     :meth:`~flux.timemachine.replay_direct.DirectRunner.run` then does with a keeping
-    :class:`_ScratchSink` (no scratch store) — the serve and its :class:`ServeRecord`, the value
-    and its id, the binding, the step count, the halt latch's row, the three run events, the
-    :class:`StatementResult` — without the calls between them. Anything else (a miss, a truncated,
-    failed or denied cell, an op the catalog lacks, a plan inside another) is :data:`NOT_DIRECT`
-    with nothing done, and goes the general way."""
+    :class:`_ScratchSink` (no scratch store) — the serve and its :class:`ServeRecord`
+    (:meth:`ReplayTape.hit`), the value and its id, the binding, the step count, the halt latch's
+    row, the three run events, the :class:`StatementResult` (``execution``: its index in the
+    report's plans) — without the calls between them. Anything else (a miss, a truncated, failed
+    or denied cell, an op the catalog lacks, a plan inside another, an input that needs the
+    symbols) is :data:`NOT_DIRECT` with nothing done, and goes the general way. None when the
+    runner has no tape to serve from. (A closure: what does not change between plans is bound
+    once.)"""
+    interp = runner.interp
+    tape = runner.tape
+    if tape is None:
+        return None
+    catalog, every_op = runner.catalog, runner.every_op
+    hit, log = tape.hit, tape.log
+    dispatched = interp.clock.dispatched
+    values, symbols = interp.values, interp.symbols
+    events, add_result, completed = sink.events, sink.results.append, sink._completed
+    add_events = events.extend
+    new = _new_tuple
 
-    __slots__ = ("interp", "tape", "sink", "catalog", "every_op")
-
-    def __init__(self, runner: DirectRunner, sink: "_ScratchSink"):
-        self.interp = runner.interp
-        self.tape = runner.tape
-        self.sink = sink
-        self.catalog = runner.catalog
-        self.every_op = runner.every_op
-
-    def run(self, hc: HostCall, execution: int) -> Any:
-        """Run ``hc``, the report's execution number ``execution``: None, or :data:`NOT_DIRECT`."""
-        interp = self.interp
+    def run(hc: HostCall, execution: int) -> Any:
         op = hc.op
         ih = hc.input_hash
-        if ih is None or self.tape is None or interp._sched is not None or not (self.every_op or op in self.catalog):
+        if ih is None or interp._sched is not None or not (every_op or op in catalog):
             return NOT_DIRECT
-        tape = self.tape
-        cell = tape.hit(op, ih)
+        cell = hit(op, ih)
         if cell is None:
             return NOT_DIRECT
-        interp.clock.dispatched()
+        dispatched()
         interp._steps_base += 1
         content = cell.content
         n = interp._next_vid  # interp._mint(content)
         interp._next_vid = n + 1
         vid = interp._last_vid = f"v_{n}"
-        interp.values[vid] = content
-        interp.symbols[hc.name] = content
+        values[vid] = content
+        symbols[hc.name] = content
         key = hc.flow_key
         stmt = _sha256(hc.body_text[1:-1]).hexdigest()[:16]  # hc.stmt
-        sink = self.sink
         row = (0, stmt, vid)  # sink.completed(key, 0, stmt, vid)
-        completed = sink._completed
         had = completed.get(key)
         if had is None:
             completed[key] = row
@@ -972,17 +972,18 @@ class _FusedHostCall:
         else:
             completed[key] = [had, row]
         step = "step_" + op + "_" + ih[:16]
-        sink.events += ({"event": "step_started", "step": step, "op": op, "input_hash": ih},
-                        {"event": "step_succeeded", "step": step, "output": vid},
-                        {"event": "statement_completed", "plan": key, "node": 0, "stmt": stmt, "value": vid,
-                         "skipped": False})
-        log = tape.log
+        add_events(({"event": "step_started", "step": step, "op": op, "input_hash": ih},
+                    {"event": "step_succeeded", "step": step, "output": vid},
+                    {"event": "statement_completed", "plan": key, "node": 0, "stmt": stmt, "value": vid,
+                     "skipped": False}))
         mark = sink._log_mark
         end = len(log)
         reqs = (log[mark],) if mark == end - 1 else tuple(log[mark:])
         sink._log_mark = end
-        sink.results.append(_new_tuple(StatementResult, (key, execution, 0, stmt, "completed", None, None, reqs)))
+        add_result(new(StatementResult, (key, execution, 0, stmt, "completed", None, None, reqs)))
         return None
+
+    return run
 
 
 def _run_plan(run_direct: Callable[[HostCall, Any], Any], interp: Interpreter, draft: Any,
