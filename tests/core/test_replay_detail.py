@@ -138,7 +138,11 @@ _FIXED = {**_SCENARIOS, "interrupted": None, "redacted": None,
           # fast-forward reads the first one's (its value id, and the value it names)
           "repeat-then-halt": [_P, _P, ("host", [("adaptive_gather_1", "read", {"path": "a"}, "canonical")], ["error"], False),
                                ("multi", [("adaptive_gather_1", "read", {"path": "a"}, "canonical"),
-                                          ("adaptive_gather_2", "read", {"path": "b"}, "canonical")], ["ok", "ok"], False)]}
+                                          ("adaptive_gather_2", "read", {"path": "b"}, "canonical")], ["ok", "ok"], False)],
+          # recorded resumably, a halt and then another host call: it runs with the latch open
+          # (plan_resumed first, the general way), not the fused way
+          "halt-then-host": [_P, ("host", [("adaptive_gather_2", "read", {"path": "b"}, "canonical")], ["error"], False),
+                             ("host", [("adaptive_gather_2", "read", {"path": "c"}, "canonical")], ["ok"], False)]}
 
 
 @pytest.mark.parametrize("name", sorted(_FIXED))
@@ -149,7 +153,7 @@ def test_fixed_sessions_report_the_same_three_ways(shared_store, name):
         plans = [("host", [("adaptive_gather_1", "read", a, "canonical")], ["ok"], False),
                  ("host", [("adaptive_gather_2", "read", {"path": "b"}, "canonical")], ["missing"], False)]
         sid = _write_session(writer, [(plans, False)], False)
-    elif name == "repeat-then-halt":  # recorded resumably: its statement and halt rows order the executions
+    elif name in ("repeat-then-halt", "halt-then-host"):  # recorded resumably: its statement and halt rows order the executions
         sid = _write_resumable(writer, [(_FIXED[name], True)], ["none"])
     elif name == "redacted":  # its stored text redacted: replayed from the stand-in, its cells' redacted hashes
         plans = [("host", [("adaptive_gather_1", "read", a, "canonical")], ["ok"], False)] * 2
@@ -165,6 +169,8 @@ def test_fixed_sessions_report_the_same_three_ways(shared_store, name):
         assert out[1]["diverged"] is not None
     if name == "error-denied":
         assert [p.halt_kind for p in out[8]] == [None, "runtime", "denied"]
+    if name == "halt-then-host":
+        assert [e["event"] for e in out[7]].count("plan_resumed") == 1
     if name == "repeat-then-halt":
         assert [p.halted is None for p in out[8]] == [True, True, False, True]
         assert any(e.get("skipped") is True for e in out[7])  # the fast-forward over the latch's rows
