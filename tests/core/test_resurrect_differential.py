@@ -37,7 +37,7 @@ from flux.lang.hashes import flow_key, stmt_hash16
 from flux.lang.interpreter import _interpolate_json
 from flux.lang.parser import RESERVED, parse
 from flux.store import (
-    CheckpointReached, Message, OpRecorded, PlanAttempted, Run, StatementCompleted, StepFailed, StepStarted, StepSucceeded,
+    CheckpointReached, Message, OpRecorded, PlanAttempted, PlanHalted, Run, StatementCompleted, StepFailed, StepStarted, StepSucceeded,
     StoreReader, StoreWriter, TurnEnded,
 )
 from flux.timemachine import replay_direct, resurrect as res_mod
@@ -163,7 +163,9 @@ def _session(w: StoreWriter, rng: random.Random) -> str:
         step = f"step_{op_}_{h[:16]}"
         w.append(sid, Run(StepStarted(step=step, op=op_, input_hash=h)))
         if k == killed:  # the op in flight: killed before, or right after, its cell
-            if rng.random() < 0.5:
+            if (n + k) % 4 == 1:  # (no draw) it failed with no cell (recorded with the cassette off)
+                w.append(sid, Run(StepFailed(step=step, error="failed, no cell")))
+            elif rng.random() < 0.5:
                 c, _kind = _cell(rng, op_, inp, k)
                 w.append(sid, Run(c))
             break
@@ -171,6 +173,9 @@ def _session(w: StoreWriter, rng: random.Random) -> str:
         w.append(sid, Run(c))
         if c.is_error or c.denied:
             w.append(sid, Run(StepFailed(step=step, error=c.content)))
+            if resumable and (k + n) % 3:  # the latch a resumable run writes (no draw: the sessions stay as they were)
+                w.append(sid, Run(PlanHalted(plan=key, node=k, stmt=stmt_hash16(draft.body[k]), op=op_,
+                                             kind="denied" if c.denied else "runtime", error=c.content)))
             break  # the recording halted here (the kill came later)
         vid += 1
         w.append(sid, Run(StepSucceeded(step=step, output=f"v_{vid}")))

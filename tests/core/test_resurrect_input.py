@@ -220,6 +220,19 @@ def test_the_demo_interrupted_flow_plans_the_same(demo: Path) -> None:
         _same(demo, sid)
 
 
+def test_generated_interrupted_sessions_plan_the_same(tmp_path: Path) -> None:
+    """The sessions of the resurrect differential (killed anywhere, halted, diverged, redacted,
+    resumable or not, canonical host plans or not): every plan the same as the reference's."""
+    import random
+
+    from tests.core.test_resurrect_differential import _session
+
+    with StoreWriter(tmp_path / "s") as w:
+        sids = [_session(w, random.Random(seed)) for seed in range(40)]
+    for sid in sids:
+        _same(tmp_path / "s", sid)
+
+
 def test_the_fixture_plans_the_same(fixture_store: Path) -> None:
     _same(fixture_store, "s_1")
 

@@ -272,18 +272,6 @@ def _trace_row(e: StoredEvent) -> TraceRow:
     return TraceRow(gs, tag, event=e if isinstance(r, _DECODED) else None)
 
 
-def _values_from_trace(trace: list[TraceRow]) -> dict[str, Any]:
-    """Value ids of the dead process rebuilt from the cells: ``step_succeeded.output`` → content."""
-    values: dict[str, Any] = {}
-    pending: dict[str, str] = {}
-    for e in trace:
-        if e.tag == "op_recorded":
-            pending[e.step] = e.value
-        elif e.tag == "step_succeeded" and e.step in pending:
-            values[e.value] = pending.pop(e.step)
-    return values
-
-
 #: Whether a host plan (replay's direct path: :func:`~flux.timemachine.replay_direct.direct_plan`) is
 #: read without the parser and run by :meth:`DirectRunner.run_resume`; False: every plan parsed and
 #: interpreted, as before (the differential test's reference).
@@ -325,9 +313,36 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
     draft = it.draft if it.draft is not None else parse(it.plan_source)
     key = it.flow_key
     anchor = turn.accepted_plans[-1].global_seq
-    after = [e for e in trace if e.global_seq > anchor]
+    # One pass over the turn's rows: those after the anchor (in order), the value ids of the dead
+    # process rebuilt from their cells (step_succeeded.output → the cell's content), the steps
+    # left open (a step_started with no result row and no cell), the turn's cells and whether it
+    # wrote any statement boundary.
+    after: list[TraceRow] = []
+    values: dict[str, Any] = {}
+    pending: dict[str, str] = {}
+    open_steps: dict[str, str] = {}
+    turn_cells: list[TraceRow] = []
+    has_boundary = False
+    for e in trace:
+        tag = e.tag
+        if e.cell is not None:
+            turn_cells.append(e)
+        elif tag == "statement_completed" or tag == "plan_halted":
+            has_boundary = True
+        if e.global_seq > anchor:
+            after.append(e)
+            if tag == "op_recorded":
+                pending[e.step] = e.value
+                open_steps.pop(e.step, None)
+            elif tag == "step_succeeded":
+                if e.step in pending:
+                    values[e.value] = pending.pop(e.step)
+                open_steps.pop(e.step, None)
+            elif tag == "step_started":
+                open_steps[e.step] = e.op
+            elif tag == "step_failed":
+                open_steps.pop(e.step, None)
     full = ledger_from_interrupted(ledger_rows, key)
-    values = _values_from_trace(after)
     kept: list[LedgerEntry] = []
     if full is not None:
         body = draft.body
@@ -355,17 +370,9 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
             r = e.event.body.event if e.event is not None else None
             if isinstance(r, StatementCompleted) and r.plan == key and r.node == last:
                 boundary = e.global_seq
-    has_boundary = any(e.tag in ("statement_completed", "plan_halted") for e in trace)
-    turn_cells = [e for e in trace if e.cell is not None]
     tail = [e.cell for e in turn_cells if e.global_seq > boundary]
     unanchored = 0 if has_boundary else len(turn_cells)
     # the op in flight: a step_started after the anchor with no result row and no cell
-    open_steps: dict[str, str] = {}
-    for e in after:
-        if e.tag == "step_started":
-            open_steps[e.step] = e.op
-        elif e.tag in ("step_succeeded", "step_failed", "op_recorded"):
-            open_steps.pop(e.step, None)
     in_flight = next(iter(reversed(list(open_steps.values()))), None)
 
     start = 0
