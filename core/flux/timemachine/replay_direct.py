@@ -202,12 +202,13 @@ def host_plan(source: Any) -> HostPlan | None:
     if not source.isascii() and scrub_text(source) is not source:
         return None
     stmts = []
+    texts = []
     flat_line = _HOST_LINE_FLAT.fullmatch
     for line in lines:
         m = flat_line(line)
         if m is not None:
             _sigil, name, op, arg, k1, k2, k3 = m.groups()
-            if not (k2 is None or (k1 < k2 and (k3 is None or k2 < k3)) ):
+            if k2 is not None and not (k1 < k2 and (k3 is None or k2 < k3)):
                 return None
             value, ih = None, _sha256(arg.encode()).hexdigest()
         else:
@@ -224,16 +225,21 @@ def host_plan(source: Any) -> HostPlan | None:
                 arg, value, ih = got
         if name in RESERVED or op in RESERVED or op == "fmt":
             return None
-        text = ('{"kind":"bind","name":"' + name + '","value":{"kind":"call","op":"' + op
-                + '","args":[{"kind":"lit","value":' + arg + '}]}}').encode()
+        text = f'{{"kind":"bind","name":"{name}","value":{{"kind":"call","op":"{op}","args":[{{"kind":"lit","value":{arg}}}]}}}}'.encode()
+        texts.append(text)
         stmts.append(_new_tuple(HostStatement, (name, op, arg, value, ih, text)))
-    return _new_tuple(HostPlan, (statements_key(stmts), tuple(stmts), source))
+    return _new_tuple(HostPlan, (_texts_key(texts), tuple(stmts), source))
 
 
 def statements_key(stmts: "Sequence[HostStatement]") -> str:
     """The flow key of a plan of these host statements (unnamed, no parameters): what parsing its
     text keys it — the sha256 of the statements' AST JSON texts as a JSON list."""
-    return "h:" + _sha256(b"[" + b",".join([st.text for st in stmts]) + b"]").hexdigest()[:16]
+    return _texts_key([st.text for st in stmts])
+
+
+def _texts_key(texts: list[bytes]) -> str:
+    """:func:`statements_key` of statements with these AST JSON texts (``HostStatement.text``)."""
+    return "h:" + _sha256(b"[" + b",".join(texts) + b"]").hexdigest()[:16]
 
 
 def direct_plan(source: Any) -> HostCall | HostPlan | None:

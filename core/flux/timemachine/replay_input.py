@@ -85,6 +85,18 @@ _PLAN_KEYS = ("step", "outcome", "error", "fingerprint", "phase", "plan_source",
 # The run rows whose values replay keeps (a cell, the ledger's rows); any other it only counts.
 _KEPT_RUN_ROWS = frozenset({"op_recorded", "statement_completed", "plan_halted"})
 
+# json.loads(payload) is ``JSONDecoder().decode``: the C scanner's ``scan_once(payload, 0)`` after
+# skipping leading whitespace, then "Extra data" unless only whitespace follows — two Python frames
+# and two regex matches around one C call, per row. _scan calls the same C scanner (a decoder with
+# json.loads's defaults) itself and hands every payload that does not end where the value ends, or
+# has no value at 0, to json.loads — so the verdict (decoded or skipped) and the value are
+# json.loads's. One difference is left, the stack: the scanner's nesting counts against the
+# recursion limit from where it is called, which is json.loads's depth less its frames; a payload
+# with fewer than _SHALLOW brackets (so nested less deeply) decodes the same at any depth short of
+# the limit less _SHALLOW + 3 frames, and every other payload goes through json.loads itself.
+_SCANNER = json.JSONDecoder().scan_once
+_SHALLOW = 512
+
 
 def _read(reader: StoreReader, sid: str, *, tolerant: bool, full_cells: bool = False) -> ReplayInput:
     cells: list[Any] = []
@@ -140,6 +152,8 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
     # the run rows replay only counts (every variant but the three it keeps): checked first, as they come most
     unread = {tag: check for tag, check in valid.items() if tag not in _KEPT_RUN_ROWS}
     loads = json.loads
+    scan_json = _SCANNER
+    shallow = _SHALLOW
     lone_surrogate = _SURROGATE_ESCAPE.search
     has_trace = False
     skipped = 0
@@ -152,8 +166,16 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
         if type(payload) is not str or type(sseq) is not int or (any_gs and type(gs) is not int):
             skipped += 1
             continue
-        try:  # load_payload, inline: the same errors skip the row
-            obj = loads(payload)
+        try:  # load_payload, inline: json.loads's verdict and value, the same errors skip the row (see _SCANNER)
+            if len(payload) < shallow or payload.count("{") + payload.count("[") < shallow:
+                try:
+                    obj, end = scan_json(payload, 0)
+                    if end != len(payload):
+                        obj = loads(payload)  # whitespace after the value, or more data: json.loads says which
+                except StopIteration:
+                    obj = loads(payload)  # no value at 0 (whitespace, a BOM, nothing): json.loads says which
+            else:
+                obj = loads(payload)
         except (ValueError, TypeError, RecursionError):
             skipped += 1
             continue
@@ -172,7 +194,7 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
                     if check(d):  # a step_* row: it decodes, and replay reads none of its values — the
                         has_trace = True  # surrogate rule (below) changes no value's type, so not this verdict
                         continue
-                elif tag == "op_recorded" and ("\\" not in payload or lone_surrogate(payload) is None):
+                elif tag == "op_recorded" and ("\\u" not in payload or lone_surrogate(payload) is None):
                     c = read_cell(d)
                     if c is not None:
                         has_trace = True
@@ -180,20 +202,20 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
                         if bodies is not None:
                             bodies.append(d)
                         continue
-                elif tag == "statement_completed" and ("\\" not in payload or lone_surrogate(payload) is None):
+                elif tag == "statement_completed" and ("\\u" not in payload or lone_surrogate(payload) is None):
                     v = read_stmt(d)
                     if v is not None:  # (the row below, without looking its tag up twice)
                         has_trace = True
                         add_row((v[0], v[1], v[2], False, gs))
                         continue
-            elif k == "plan_attempted" and ("\\" not in payload or lone_surrogate(payload) is None):
+            elif k == "plan_attempted" and ("\\u" not in payload or lone_surrogate(payload) is None):
                 v = read_plan(d)
                 if v is not None:  # decoding gives PlanAttempted(**fields): fold its values, build no event
                     attempt(gs, sseq, ts if type(ts) is int else _as_int(ts), turn_id if type(turn_id) is int else None,
                             *v)
                     yield
                     continue
-        if "\\" in payload and lone_surrogate(payload) is not None:
+        if "\\u" in payload and lone_surrogate(payload) is not None:
             obj = load_payload(payload)  # the one rule: what every reader decodes (the row's values change)
             k = obj.get("kind", kind)
             if type(k) is not str:

@@ -180,6 +180,8 @@ class _Source:
         self.last_turn: Any = None  # acceptance order: the turn of the text taken last
         # ledger order
         self._executions = ExecutionFold()
+        append = self.queue.append
+        self._begun = lambda plan, _global_seq: append(plan)  # an execution begins: queue its key
         self.plans: dict[Any, Any] = {}  # the newest accepted plans by key (insertion order = age)
         self.accepted_keys: Any = None  # a _KeySieve, from the first ledger row on
         self.ran_orphans: set[Any] = set()  # redacted plans' keys that ran (so are no stand-ins)
@@ -233,8 +235,7 @@ class _Source:
             self.pending.extend(zip(self.queue, self.queue_turns))
             self.queue.clear()
             self.queue_turns.clear()
-        append = self.queue.append
-        self._executions.feed(rows, lambda plan, _global_seq: append(plan))
+        self._executions.feed(rows, self._begun)
         rows.clear()
 
     def _accept_pending(self) -> None:
@@ -416,9 +417,16 @@ def replay_streamed(reader: StoreReader, session_ref: str | None, catalog: OpCat
     parsed: dict[str, Any] = {}
 
     def keyed(text: Any) -> tuple[str, Any]:
-        hc = host_call(text)  # (direct_plan, inline)
-        if hc is None:
+        # (direct_plan, inline, asking first the one a text of more than one line is likelier to be:
+        # no text is both, so the order changes only how soon the other declines)
+        if type(text) is str and text.count("\n", 7) > 1:
             hc = host_plan(text)
+            if hc is None:
+                hc = host_call(text)
+        else:
+            hc = host_call(text)
+            if hc is None:
+                hc = host_plan(text)
         if hc is not None:
             return hc.flow_key, hc
         draft, key = _parse_cached(text, parsed)  # a damaged plan raises: the classic replay names it
