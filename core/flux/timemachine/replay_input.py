@@ -96,6 +96,10 @@ _KEPT_RUN_ROWS = frozenset({"op_recorded", "statement_completed", "plan_halted"}
 # the limit less _SHALLOW + 3 frames, and every other payload goes through json.loads itself.
 _SCANNER = json.JSONDecoder().scan_once
 _SHALLOW = 512
+# Rows fetched at a time: few enough that a batch's rows (payload texts of a few hundred bytes, and
+# their tuples) are still in the core's cache when the loop decodes them, as they are for a loop
+# over the cursor itself — a batch of 4,096 (1.5 MB at flux's row sizes) was not.
+_BATCH = 256
 
 
 def _read(reader: StoreReader, sid: str, *, tolerant: bool, full_cells: bool = False) -> ReplayInput:
@@ -159,7 +163,7 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
     skipped = 0
     any_gs = not _global_seq_is_rowid(reader)  # (True: a store not in flux's schema, each row's is checked)
     for gs, stream, sseq, eid, kind, ts, turn_id, payload in chain.from_iterable(
-            reader.scan_batches(_SQL, (sid, *TRACE_KINDS), tolerant=tolerant)):
+            reader.scan_batches(_SQL, (sid, *TRACE_KINDS), tolerant=tolerant, batch=_BATCH)):
         # valid_event_row, less what _SQL proves: a row it selects has `stream` and `kind` equal to
         # text parameters (TEXT never equals a BLOB or a number), and in flux's schema `global_seq`
         # is the rowid (an integer)
