@@ -331,6 +331,7 @@ def test_a_plan_is_let_go_after_its_last_run_and_parsed_no_earlier_than_needed(t
     monkeypatch.setattr(replay_mod, "_STREAMED", streamed)
     import flux.timemachine.replay_stream as stream_mod
     monkeypatch.setattr(stream_mod, "_HELD_PLANS", 2)
+    monkeypatch.setattr(stream_mod, "_PAUSE", 1)  # (one row read ahead: two held plans are enough)
     with StoreReader(store) as r:
         rep = replay_session(r, "last", detail=False)
     assert rep.faithful and len(rep.plans) == 4

@@ -82,8 +82,13 @@ def _assert_streams_as_classic(store, sid, catalog, corrupt, data, taken) -> Non
     as the classic replay replays it; ``taken`` counts whether the stream took it."""
     if corrupt:
         _mutate(store, data, stream=sid)
-    with StoreReader(store) as r:
-        direct, got, want = _streamed_and_classic(r, sid, catalog)
+    pause = data.draw(st.sampled_from([1, 2, S._PAUSE]), label="rows a pull reads ahead")
+    default, S._PAUSE = S._PAUSE, pause
+    try:
+        with StoreReader(store) as r:
+            direct, got, want = _streamed_and_classic(r, sid, catalog)
+    finally:
+        S._PAUSE = default
     assert got == want
     if direct is not None:
         assert _outcome(lambda: direct, detail=False) == want
@@ -141,8 +146,8 @@ def test_scenarios_stream_as_the_classic_replay_runs_them(shared_store, name):
 
 def test_flux_replay_s_path_streams_and_holds_neither_the_cells_nor_the_values(tmp_path, monkeypatch):
     """200 host plans (every 10th halts, every plan's input reads the previous binding): the lean
-    replay streams; the tape never holds more than a plan's worth of unserved cells, and the
-    interpreter keeps no value of a completed host plan."""
+    replay streams; the tape never holds more unserved cells than the plans one pull reads ahead
+    (``_PAUSE``) recorded, and the interpreter keeps no value of a completed host plan."""
     store = tmp_path / "store"
     with StoreWriter(store) as w, w.transaction():
         sid = w.create_session("mock")
@@ -177,7 +182,7 @@ def test_flux_replay_s_path_streams_and_holds_neither_the_cells_nor_the_values(t
     with StoreReader(store) as r:
         direct, got, want = _streamed_and_classic(r, "s_1")
     assert direct is not None and got == want and want[1]["cells_consumed"] == 200 and want[1]["diverged"] is None
-    assert max(held) <= 2
+    assert max(held) <= S._PAUSE + 1
     values = interps[0].values
     # only the values the halt latch may read are kept: those of plans run while one was open
     assert len(values) <= 20, len(values)
@@ -545,6 +550,7 @@ _LEDGER_GUARDS = {
 @pytest.mark.parametrize("name", sorted(_LEDGER_GUARDS))
 def test_each_guard_of_the_ledger_ordered_stream_by_a_session_that_needs_it(tmp_path, monkeypatch, name):
     monkeypatch.setattr(S, "_HELD_PLANS", 2)
+    monkeypatch.setattr(S, "_PAUSE", 1)  # (the stream reading one row ahead: what each guard is for)
     streams, script = _LEDGER_GUARDS[name]
     with StoreWriter(tmp_path / "store") as w:
         sid = _write_script(w, script)

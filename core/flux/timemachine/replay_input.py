@@ -131,7 +131,7 @@ def _global_seq_is_rowid(reader: StoreReader) -> bool:
 
 
 def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, bodies: list[dict] | None,
-          ledger: Any, seen: dict[str, Any]):
+          ledger: Any, seen: dict[str, Any], pause: int = 1):
     """One pass over the session's turn, plan and run rows, each validated as every reader
     validates it (:func:`~flux.store.store.valid_event_row`, :func:`~flux.store.events.load_payload`,
     then decoding) and turned straight into what replay keeps: a well-typed row (every row flux
@@ -141,9 +141,9 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
     a plan row its values handed to ``fold.plan_attempted`` (a :class:`TurnFold`'s: no event, no
     ``PlanAttempted``), a ``step_*`` row nothing. Any other row is decoded in full, exactly as
     every reader does, and a turn row goes to ``fold.add`` (a row that cannot be decoded is skipped
-    and counted). A generator: it yields after each row it hands to ``fold`` (so a caller can pull
-    the session as it goes); at the end ``seen`` gets whether any run row decoded (``trace``) and
-    how many rows were ``skipped``."""
+    and counted). A generator: it yields after every ``pause``-th row it hands to ``fold`` (so a
+    caller can pull the session as it goes, ``pause`` turn and plan rows at a time); at the end
+    ``seen`` gets whether any run row decoded (``trace``) and how many rows were ``skipped``."""
     attempt = fold.plan_attempted
     add = fold.add
     add_cell = cells.append
@@ -161,6 +161,7 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
     lone_surrogate = _SURROGATE_ESCAPE.search
     has_trace = False
     skipped = 0
+    left = pause  # rows to hand to the fold before the next yield
     any_gs = not _global_seq_is_rowid(reader)  # (True: a store not in flux's schema, each row's is checked)
     for gs, stream, sseq, eid, kind, ts, turn_id, payload in chain.from_iterable(
             reader.scan_batches(_SQL, (sid, *TRACE_KINDS), tolerant=tolerant, batch=_BATCH)):
@@ -217,7 +218,10 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
                 if v is not None:  # decoding gives PlanAttempted(**fields): fold its values, build no event
                     attempt(gs, sseq, ts if type(ts) is int else _as_int(ts), turn_id if type(turn_id) is int else None,
                             *v)
-                    yield
+                    left -= 1
+                    if not left:
+                        left = pause
+                        yield
                     continue
         if "\\u" in payload and lone_surrogate(payload) is not None:
             obj = load_payload(payload)  # the one rule: what every reader decodes (the row's values change)
@@ -272,7 +276,10 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
             if v is not None:  # decoding gives PlanAttempted(**fields): fold its values, build no event
                 attempt(gs, sseq, ts if type(ts) is int else _as_int(ts), turn_id if type(turn_id) is int else None,
                         *v)
-                yield
+                left -= 1
+                if not left:
+                    left = pause
+                    yield
                 continue
         try:
             body = decode_object(kind, obj)
@@ -280,6 +287,9 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
             skipped += 1
             continue
         add(stored_event(gs, stream, sseq, eid, kind, ts, turn_id, body))
-        yield
+        left -= 1
+        if not left:
+            left = pause
+            yield
     seen["trace"] = has_trace
     seen["skipped"] = skipped

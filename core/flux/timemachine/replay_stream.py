@@ -138,6 +138,13 @@ class _KeySieve:
 
 
 _HELD_PLANS = 256  # distinct accepted plans a ledger-ordered stream keeps at hand (the newest)
+# Turn and plan rows the read scans per pull (``_scan``'s ``pause``): each pull then folds that many
+# plans' rows at once instead of one generator resume, fold and keying call per plan. The stream
+# reads that far ahead of the plan it runs — more of the session than the one row it needs, which
+# only ever brings its answers closer to the classic replay's (which reads the whole session first:
+# every "not read yet" the stream stands aside for is one it sees sooner); the rows ahead are a
+# few dozen, so memory stays flat.
+_PAUSE = 16
 
 
 class _Source:
@@ -433,7 +440,7 @@ def replay_streamed(reader: StoreReader, session_ref: str | None, catalog: OpCat
         return key, draft
 
     source = _Source(keyed)
-    events = source.events = _scan(reader, row.id, False, source, tape, None, source.rows, seen)
+    events = source.events = _scan(reader, row.id, False, source, tape, None, source.rows, seen, _PAUSE)
     try:
         report = _run(row.id, source, tape, seen, catalog)
     except SessionNotFound:
