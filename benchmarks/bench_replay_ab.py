@@ -9,7 +9,10 @@ this checkout's ``core``. Each round asks both to replay the same store (``repla
 ``detail`` on a checkout that lacks it — the order alternating round by round) and then runs the read floor — the same code as
 ``bench_replay.read_floor``: the rows replay reads, all eight columns, every payload
 ``json.loads``-ed. Wall and CPU (process time, measured inside the worker) medians and each
-replay's ratio to the floor are printed. The stores are ``bench_replay.py``'s (made once, kept
+replay's ratio to the floor are printed — and to the stricter "scanner floor"
+(``bench_replay.read_floor_scanner``: the same rows decoded by the C scanner ``json.loads`` runs,
+called directly, as replay's read decodes them since ledger6: so a ratio to it counts none of
+``json.loads``'s own per-row wrapper as replay's gain). The stores are ``bench_replay.py``'s (made once, kept
 under ``--stores``). Keep a run under ~2 minutes on a shared machine: 100,000 cells takes ~30 s
 per round.
 
@@ -39,7 +42,7 @@ from pathlib import Path
 from flux.store.store import StoreReader  # first: flux comes from PYTHONPATH (bench_replay puts its own core first)
 from flux.timemachine.replay import replay_session
 sys.path.insert(0, {bench!r})
-from bench_replay import read_floor
+from bench_replay import read_floor, read_floor_scanner
 import flux
 assert flux.__file__.startswith({core!r}), flux.__file__
 
@@ -54,7 +57,7 @@ def replay(store):
 print("ready", flush=True)
 for line in sys.stdin:
     what, store = line.split(maxsplit=1)
-    fn = replay if what == "replay" else read_floor
+    fn = replay if what == "replay" else read_floor_scanner if what == "scanfloor" else read_floor
     w, c = time.perf_counter(), time.process_time()
     fn(Path(store.strip()))
     print(json.dumps([time.perf_counter() - w, time.process_time() - c]), flush=True)
@@ -67,7 +70,7 @@ from pathlib import Path
 from flux.store.store import StoreReader
 from flux.timemachine.replay import replay_session
 sys.path.insert(0, {bench!r})
-from bench_replay import read_floor
+from bench_replay import read_floor, read_floor_scanner
 import inspect
 _LEAN = {{"detail": False}} if "detail" in inspect.signature(replay_session).parameters else {{}}
 
@@ -75,7 +78,7 @@ def replay(store):
     with StoreReader(store) as r:
         replay_session(r, "last", **_LEAN)
 
-fn = replay if sys.argv[1] == "replay" else read_floor
+fn = replay if sys.argv[1] == "replay" else read_floor_scanner if sys.argv[1] == "scanfloor" else read_floor
 for _ in range(int(sys.argv[2])):
     fn(Path(sys.argv[3]))
 """
@@ -134,11 +137,13 @@ def main() -> None:
             store = bench_replay.make_store(base / (f"cells-{n}" if args.shape == "batch" else f"cells-{n}-{args.shape}"),
                                             n, args.shape)
             floor = instructions(ROOT / "core", "floor", store)
+            scanfloor = instructions(ROOT / "core", "scanfloor", store)
             print(f"{n:>7} cells, instructions per run:")
             for name, core in (("base", args.base / "core"), ("this", ROOT / "core")):
                 ir = instructions(core, "replay", store)
-                print(f"    {name:<6} {ir / 1e6:9.1f} M   vs floor: {ir / floor:5.2f}×", flush=True)
-            print(f"    floor  {floor / 1e6:9.1f} M")
+                print(f"    {name:<6} {ir / 1e6:9.1f} M   vs floor: {ir / floor:5.2f}×   vs scanner floor: "
+                      f"{ir / scanfloor:5.2f}×", flush=True)
+            print(f"    floor  {floor / 1e6:9.1f} M   scanner floor {scanfloor / 1e6:9.1f} M")
         if tmp is not None:
             tmp.cleanup()
         return
@@ -158,18 +163,21 @@ def main() -> None:
             if n < 100_000:
                 for w in workers.values():
                     w.ask("replay", store)  # warm: imports, page cache
-            t: dict[str, list[tuple[float, float]]] = {"base": [], "this": [], "floor": []}
+            t: dict[str, list[tuple[float, float]]] = {"base": [], "this": [], "floor": [], "scanfloor": []}
             for r in range(args.rounds):
                 for name in (("base", "this") if r % 2 == 0 else ("this", "base")):
                     t[name].append(workers[name].ask("replay", store))
                 t["floor"].append(workers["this"].ask("floor", store))
+                t["scanfloor"].append(workers["this"].ask("scanfloor", store))
             med = {k: (statistics.median(x[0] for x in v) * 1000, statistics.median(x[1] for x in v) * 1000)
                    for k, v in t.items()}
             fw, fc = med["floor"]
+            sw, sc = med["scanfloor"]
             print(f"{n:>7} cells, median of {args.rounds}, load {os.getloadavg()[0]:.1f}:")
-            for k in ("base", "this", "floor"):
+            for k in ("base", "this", "floor", "scanfloor"):
                 w, c = med[k]
-                print(f"    {k:<6} wall {w:9.1f} ms   cpu {c:9.1f} ms   vs floor: wall {w / fw:5.2f}×   cpu {c / fc:5.2f}×")
+                print(f"    {k:<9} wall {w:9.1f} ms   cpu {c:9.1f} ms   vs floor: wall {w / fw:5.2f}×   cpu {c / fc:5.2f}×"
+                      f"   vs scanner floor: cpu {c / sc:5.2f}×")
     finally:
         for w in workers.values():
             w.close()
