@@ -53,6 +53,7 @@ def value(rng, depth=0):
     return rng.choice([True, False, None])
 
 
+ONE = [False]  # --one (qa6): one-statement host calls too (an adaptive turn's plans; the fused detailed replay's case)
 CLEAN = [False]  # a session replay and fork take in full: canonical plans, a faithful tape, rows as recorded
 
 
@@ -102,7 +103,7 @@ def build_session(w, rng):
     pool = []
     for _ in range(rng.randint(1, 3)):
         stmts = []
-        for _ in range(rng.randint(2, 4)):
+        for _ in range(rng.randint(1, 4) if ONE[0] and rng.random() < 0.6 else rng.randint(2, 4)):
             obj = {rng.choice(KEYS): value(rng) for _ in range(rng.randint(0, 3))}
             ops = ["read", "grep"] if CLEAN[0] else OPS
             names = ["a", "b", "c", "$a", "_x", "a1"] if CLEAN[0] else NAMES
@@ -220,11 +221,14 @@ class Worker:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--old", required=True)
+    ap.add_argument("--new", default=str(REPO / "core"), help="the core/ of the new version (default: this checkout)")
     ap.add_argument("--n", type=int, default=50)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", default=None)
+    ap.add_argument("--one", action="store_true", help="also one-statement plans (host calls)")
     args = ap.parse_args()
-    old, new = Worker(args.old), Worker(str(REPO / "core"))
+    ONE[0] = args.one
+    old, new = Worker(args.old), Worker(args.new)
     tmp = Path(tempfile.mkdtemp(prefix="qa5diff"))
     rng = random.Random(args.seed)
     compared = differ = 0

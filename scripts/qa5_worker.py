@@ -20,7 +20,7 @@ def api(store, sid, detail, turn):
         return ["error", type(e).__name__, str(e)]
     except Exception:  # noqa: BLE001
         return ["crash", traceback.format_exc().splitlines()[-1]]
-    out = [rep.to_json(), rep.summary_lines(), rep.served, rep.cell_status, list(rep.plans), rep.redacted_standins,
+    out = [rep.to_json(), rep.summary_lines(), list(rep.served), rep.cell_status, list(rep.plans), rep.redacted_standins,
            rep.tape_end]
     if detail:
         out += [rep.statement_results, rep.requests, rep.scratch_events]
