@@ -45,8 +45,9 @@ def corrupt(store: Path, rng) -> None:
     con = sqlite3.connect(store / "events.db")
     try:
         rows = con.execute("SELECT global_seq, payload FROM events ORDER BY global_seq").fetchall()
+        hot = [r for r in rows if "op_recorded" in r[1] or "plan_attempted" in r[1] or "statement_completed" in r[1]]
         for _ in range(rng.randint(1, 3)):
-            gs, p = rng.choice(rows)
+            gs, p = rng.choice(hot if hot and rng.random() < 0.85 else rows)
             how = rng.randrange(len(CORRUPT) + 3)
             if how == len(CORRUPT):
                 con.execute("DELETE FROM events WHERE global_seq = ?", (gs,))

@@ -171,6 +171,23 @@ CORRUPT = [
     lambda p: p.replace('"node":', '"node":-', 1),
     lambda p: p.replace('"stmt":"', '"stmt":"0', 1),
     lambda p: p.replace('"value":"v_', '"value":"w_', 1),
+    # what a decoder sees first (ledger6's scan_once read): whitespace, BOM, trailing data, NaN, duplicates, depth
+    lambda p: " " + p,
+    lambda p: p + "\n",
+    lambda p: p + " x",
+    lambda p: p + p,
+    lambda p: "\ufeff" + p,
+    lambda p: p.replace('"data":{', '"data":{"nan":NaN,"inf":-Infinity,', 1),
+    lambda p: p.replace('"event":', '"event":"plan_halted","event":', 1),
+    lambda p: p.replace('"kind":', '"kind":"run","kind":', 1),
+    lambda p: p.replace('"data":{', '"data":{"\\ud800":1,', 1),
+    lambda p: p.replace('"data":{', '"data":{"d":' + "[" * 510 + "]" * 510 + ",", 1),
+    lambda p: p.replace('"data":{', '"data":{"d":' + "[" * 511 + "]" * 511 + ",", 1),
+    lambda p: p.replace('"data":{', '"data":{"d":' + "[" * 700 + "]" * 700 + ",", 1),
+    lambda p: p.replace('"data":{', '"data":{"d":"' + "[" * 600 + '",', 1),
+    lambda p: p.replace('"data":{', '"data":{"n":' + "9" * 5000 + ",", 1),
+    lambda p: p.replace('"content":"', '"content":"\\', 1),
+    lambda p: p.replace('"content":"', '"content":"\\\\u', 1),
 ]
 
 
@@ -274,7 +291,7 @@ def main():
             (wsm / "out").mkdir(parents=True)
             (wsm / "seed.txt").write_text("seed line\n")
             (wsm / "out/0.txt").write_text("zero\n")
-            for flags in (["-y"], [], ["-y", "--json"], ["--json"], ["run", "-y"], ["run"]):
+            for flags in (["-y"], [], ["-y", "--json"], ["--json"], ["run", "-y"], ["run"], ["sdk", "yes"], ["sdk", "no"]):
                 got = {}
                 for side, wk in (("old", old), ("new", new)):
                     st, ws = tmp / f"{side}{i}", tmp / f"ws{side}{i}"
@@ -283,15 +300,19 @@ def main():
                     shutil.copytree(master, st)
                     shutil.copytree(wsm, ws)
                     before = dump(st)
-                    if flags[:1] == ["run"]:  # auto-resurrect on open (FLUX_AUTO_RESURRECT unset), then a null-model turn
+                    if flags[:1] == ["sdk"]:  # Session.resurrect(confirm=…) with an approving client, or not
+                        out = wk.cli(["sdk", str(st), str(ws), sid, flags[1]])
+                    elif flags[:1] == ["run"]:  # auto-resurrect on open (FLUX_AUTO_RESURRECT unset), then a null-model turn
                         args = ["run", "hi", "--session", sid, "-m", "null", *flags[1:]]
                     else:
                         args = ["resurrect", sid, *flags]
-                    out = wk.cli([*args, "--store", str(st), "--workspace", str(ws)])
+                    if flags[:1] != ["sdk"]:
+                        out = wk.cli([*args, "--store", str(st), "--workspace", str(ws)])
                     out[0] = out[0].replace(str(st), "<store>").replace(str(ws), "<ws>")
                     out = out[:3]  # the module's file names the version
                     after = dump(st)
-                    if out[1] != 0 and "error:" in out[0] and "resumed turn halted" not in out[0] and "turn ended error" not in out[0] and after != before:
+                    failed = out[1] != 0 and ("error:" in out[0] or flags[:1] == ["sdk"])
+                    if failed and "resumed turn halted" not in out[0] and "turn ended error" not in out[0] and after != before:
                         wrote_on_fail += 1
                         print(f"WROTE ON FAIL seed={a.seed} i={i} {side} {flags}: {out[0][-300:]!r}")
                     if sum(SECRET in repr(r) for r in after[0]) > sum(SECRET in repr(r) for r in before[0]):  # a new row holds it
