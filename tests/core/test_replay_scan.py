@@ -76,7 +76,7 @@ def _payloads(draw):
         else draw(st.sampled_from(TRACE_KINDS))
     text = json.dumps(base, separators=(",", ":"), ensure_ascii=draw(st.booleans()))
     how = draw(st.sampled_from(["as is"] * 6 + ["lead", "trail", "both", "bom", "extra", "cut", "deep", "deep-ok",
-                                                 "nan", "digits", "surrogate", "empty", "array-top"]))
+                                                 "nan", "digits", "surrogate", "empty", "array-top", "odd-kind"]))
     ws = draw(st.sampled_from([" ", "\n", "\t", "\r", " \n "]))
     if how == "lead":
         text = ws + text
@@ -105,6 +105,9 @@ def _payloads(draw):
         text = draw(st.sampled_from(["", " ", "null", "[]", "\"x\""]))
     elif how == "array-top":
         text = "[" + text + "]"
+    elif how == "odd-kind":  # a kind that is no text (the row's column kind stands in) or another text
+        odd = draw(st.sampled_from(["7", "null", "[\"run\"]", "{}", "\"turn_ended\"", "\"Run\""]))
+        text = text.replace('"kind":"run"', '"kind":' + odd, 1).replace('"kind":"plan_attempted"', '"kind":' + odd, 1)
     return kind, text
 
 

@@ -564,7 +564,8 @@ class DirectRunner:
         tape = self.tape
         symbols = interp.symbols
         stmts = hp.stmts
-        done: list[tuple[str, Any]] = []  # (vid, value) of the statements completed so far
+        first = interp._next_vid  # statement j's value id, once it completes: f"v_{first + j}" (interp._mint's)
+        done: list[Any] = []  # the values of the statements completed so far, kept aside until the plan completes
         for i in range(len(stmts)):
             st = stmts[i]
             op = st.op
@@ -578,7 +579,8 @@ class DirectRunner:
             content = outcome.content
             if outcome.denied or outcome.is_error:
                 values = interp.values
-                for j, (vid, value) in enumerate(done):  # what the run left: its rows and their values
+                for j, value in enumerate(done):  # what the run left: its rows and their values
+                    vid = f"v_{first + j}"
                     values[vid] = value
                     sink.completed(key, j, stmts[j].stmt, vid)
                 stmt = st.stmt
@@ -586,11 +588,11 @@ class DirectRunner:
                 self.emit({"event": "plan_halted", "plan": key, "node": i, "stmt": stmt, "op": op, "kind": kind,
                            "error": content})
                 return PlanHalt(kind, content, i, stmt, op)
-            n = interp._next_vid  # interp._mint(content), the value kept aside until the plan completes
-            interp._next_vid = n + 1
-            vid = interp._last_vid = f"v_{n}"
+            interp._next_vid += 1  # interp._mint(content): its id made only for the last (below) or a halt's rows
             symbols[st.name] = content
-            done.append((vid, content))
+            done.append(content)
+        if done:
+            interp._last_vid = f"v_{interp._next_vid - 1}"
         return None
 
     def run_through(self, hc: HostCall) -> Any:

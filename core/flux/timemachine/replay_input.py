@@ -172,10 +172,10 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
             skipped += 1
             continue
         try:  # load_payload, inline: json.loads's verdict and value, the same errors skip the row (see _SCANNER)
-            if len(payload) < shallow or payload.count("{") + payload.count("[") < shallow:
+            if (n := len(payload)) < shallow or payload.count("{") + payload.count("[") < shallow:
                 try:
                     obj, end = scan_json(payload, 0)
-                    if end != len(payload):
+                    if end != n:
                         obj = loads(payload)  # whitespace after the value, or more data: json.loads says which
                 except StopIteration:
                     obj = loads(payload)  # no value at 0 (whitespace, a BOM, nothing): json.loads says which
