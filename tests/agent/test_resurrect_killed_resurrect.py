@@ -5,6 +5,7 @@ DirectRunner.run_resume), recorded resumably or not. Side effects are counted in
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,7 +20,8 @@ from flux.canonical import canonical_json, sha256_hex
 from flux.cli import main
 from flux.lang.hashes import flow_key, stmt_hash16
 from flux.lang.parser import parse
-from flux.store import Message, OpRecorded, PlanAttempted, Run, StatementCompleted, StepStarted, StepSucceeded, StoreWriter
+from flux.store import (Message, OpRecorded, PlanAttempted, PlanResumed, Run, StatementCompleted, StepStarted,
+                        StepSucceeded, StoreReader, StoreWriter)
 from tests.helpers import REPO
 
 _OPS = [("append", {"content": "one\n", "path": "effects.log"}),
@@ -94,12 +96,16 @@ def test_a_killed_resurrect_loses_no_cell_and_reruns_only_the_op_in_flight(tmp_p
         assert again.exit_code == 0, again.output
 
 
-@pytest.mark.xfail(strict=True, reason="qa6 (stop 20, in 92d1ed2 as well): the second resurrect cannot fast-forward "
-                   "(from_interrupted clears the ledger at the killed resurrect's plan_resumed, so statement 0 has no "
-                   "entry), re-executes statements 0-1 from tape under the same key with no plan_resumed, and replay "
-                   "reads a second execution whose cells were consumed: 'diverged: op `append` ... no matching "
-                   "unconsumed recorded cell' — see /work/notes/shared6.md")
 def test_a_twice_resurrected_resumable_turn_replays(tmp_path: Path) -> None:
+    """The second resurrect fast-forwards over statements 0-1 (the killed resurrect's skipped row and
+    its live row) instead of re-running the plan from the top, so replay reads one execution and
+    serves every cell once (qa6's finding; before, it diverged on the spent cells)."""
     store, _ws = _killed_then_resurrected(tmp_path, True)
-    again = CliRunner().invoke(main, ["replay", "s_1", "--store", str(store)])
+    again = CliRunner().invoke(main, ["replay", "s_1", "--json", "--store", str(store)])
     assert again.exit_code == 0, again.output
+    rep = json.loads(again.output.strip().splitlines()[-1])  # (the banner goes to stderr, mixed in here)
+    assert rep["diverged"] is None and rep["cells_consumed"] == rep["cells_total"] == 4, rep  # one, two, three (the rerun), four
+    with StoreReader(store) as r:
+        rows = [e.body.event for e in r.events("s_1") if isinstance(e.body, Run)]
+    resumes = [ev for ev in rows if isinstance(ev, PlanResumed)]
+    assert [ev.skipped for ev in resumes] == [1, 2]  # each resurrect fast-forwarded what was done

@@ -361,6 +361,24 @@ def test_from_interrupted_clears_on_restart_and_resume():
     assert ResumeLedger.from_interrupted([], "p") is None
 
 
+def test_a_killed_resume_of_the_same_plan_keeps_its_fast_forward_for_resurrect_only():
+    """flux (§3.8) clears at a plan_resumed naming the plan as prior, dropping the skipped rows the
+    fast-forward wrote just before it; resurrect's ledger (across_resumes) keeps them when the
+    plan resumed itself, so a resurrect that was killed is fast-forwarded over, not re-run."""
+    sc = lambda node, skipped=False: {"event": "statement_completed", "plan": "p", "node": node,  # noqa: E731
+                                      "stmt": f"s{node}", "value": f"v_{node}", "skipped": skipped}
+    resumed = lambda plan: {"event": "plan_resumed", "plan": plan, "prior": "p", "skipped": 1}  # noqa: E731
+    killed_twice = [sc(0), sc(0, True), resumed("p"), sc(1)]  # the original run, a resurrect killed in node 2
+    assert [e.node for e in ResumeLedger.from_interrupted(killed_twice, "p").completed] == [1]  # flux's
+    kept = ResumeLedger.from_interrupted(killed_twice, "p", across_resumes=True)
+    assert [(e.node, e.value) for e in kept.completed] == [(0, "v_0"), (1, "v_1")]
+    # a third run: its own fast-forward restarts the rows (a node that does not grow), and keeps them too
+    thrice = killed_twice + [sc(0, True), sc(1, True), resumed("p"), sc(2)]
+    assert [e.node for e in ResumeLedger.from_interrupted(thrice, "p", across_resumes=True).completed] == [0, 1, 2]
+    # another plan resuming this one still clears it
+    assert ResumeLedger.from_interrupted([sc(0), resumed("q")], "p", across_resumes=True) is None
+
+
 def test_step_ids_match_hash_rules():
     res, sink, _, _ = run('flow\n  x = op(a: 1, b: "two")\n', {"op": lambda i: "ok"})
     ih = input_hash({"a": 1, "b": "two"})

@@ -48,8 +48,16 @@ class ResumeLedger:
         return cp
 
     @classmethod
-    def from_interrupted(cls, trace: list[dict], flow_key: str) -> Optional["ResumeLedger"]:
-        """The ``statement_completed`` rows of ``flow_key`` since its last (re)start, or None."""
+    def from_interrupted(cls, trace: list[dict], flow_key: str, *,
+                         across_resumes: bool = False) -> Optional["ResumeLedger"]:
+        """The ``statement_completed`` rows of ``flow_key`` since its last (re)start, or None.
+
+        flux (§3.8) also clears at every ``plan_resumed`` naming ``flow_key`` as ``prior``; that
+        drops the ``skipped`` rows a fast-forward of the same plan writes just before it, so a
+        resume that was itself killed leaves a ledger without its first statements.
+        ``across_resumes=True`` (resurrect's own fast-forward) keeps them when the resumption is
+        of the same plan (``plan == prior``): they restate completions, and a restart is still
+        seen where a node does not grow. The ``completed`` count shown to users stays flux's."""
         rows: list[LedgerEntry] = []
         for ev in trace:
             kind = ev.get("event")
@@ -59,7 +67,8 @@ class ResumeLedger:
                     rows = []  # a same-plan restart
                 rows.append(entry)
             elif kind == "plan_resumed" and ev.get("prior") == flow_key:
-                rows = []
+                if not (across_resumes and ev.get("plan") == flow_key):
+                    rows = []
         if not rows:
             return None
         return cls(flow_key, rows, cls._checkpoint(trace, flow_key))

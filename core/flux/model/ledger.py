@@ -21,10 +21,11 @@ def run_bodies(trace: Iterable[StoredEvent]) -> list[dict]:
 _LEDGER_EVENTS = (StatementCompleted, PlanResumed, CheckpointReached)
 
 
-def ledger_from_interrupted(trace: Iterable[StoredEvent], flow_key: str) -> ResumeLedger | None:
+def ledger_from_interrupted(trace: Iterable[StoredEvent], flow_key: str, *,
+                            across_resumes: bool = False) -> ResumeLedger | None:
     return ResumeLedger.from_interrupted(
         [e.body.event.to_body() for e in trace if isinstance(e.body, Run) and isinstance(e.body.event, _LEDGER_EVENTS)],
-        flow_key)
+        flow_key, across_resumes=across_resumes)
 
 
 def open_halt_latch(trace: Iterable[StoredEvent]) -> ResumeLedger | None:

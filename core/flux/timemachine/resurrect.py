@@ -342,7 +342,10 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
                 open_steps[e.step] = e.op
             elif tag == "step_failed":
                 open_steps.pop(e.step, None)
-    full = ledger_from_interrupted(ledger_rows, key)
+    # a resurrect that was itself killed wrote its fast-forward's skipped rows, then plan_resumed:
+    # kept (flux clears them), so this one fast-forwards over them as well instead of re-running
+    # the plan from the top — which replay would read as a second execution of spent cells
+    full = ledger_from_interrupted(ledger_rows, key, across_resumes=True)
     kept: list[LedgerEntry] = []
     if full is not None:
         body = draft.body
