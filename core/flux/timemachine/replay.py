@@ -36,7 +36,6 @@ import gc
 import os
 import re
 import threading
-from hashlib import sha256 as _sha256
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -56,7 +55,7 @@ from ..model.stored_plan import parse_stored_plan, stored_plan_key
 from ..model.session import SessionDetail
 from ..store.events import Run, decode_run
 from ..store.store import StoreReader, StoreWriter
-from .replay_direct import NOT_DIRECT, DirectRunner, HostCall, HostPlan, direct_plan, host_call, host_plan
+from .replay_direct import NOT_DIRECT, DirectRunner, HostCall, HostPlan, direct_plan
 from .replay_input import ReplayInput, read_replay_input
 
 __all__ = [
@@ -342,9 +341,9 @@ def accepted_plans(detail: SessionDetail, *, direct: bool = False):
         for att in t.plan_attempts:
             if att.outcome != "accepted" or att.plan_source is None:
                 continue
-            hc = (host_call(att.plan_source) or host_plan(att.plan_source)) if direct else None  # direct_plan, inline
+            hc = direct_plan(att.plan_source) if direct else None
             if hc is not None:  # (held meanwhile: a HostCall is its text and three hashes, no AST)
-                yield t, hc[0], hc  # (its flow_key)
+                yield t, hc.flow_key, hc
             else:
                 yield _accepted(detail, t, att, parsed, False)  # no local of this generator holds the plan meanwhile
 
@@ -860,17 +859,23 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
     total = source.total if eager else 0
     plain = fused is not None and not eager and source.plain
     executions = source.acceptances() if plain else iter(source)
+
+    def execute(key: str, draft: Any, known_key: str | None) -> None:
+        """Run one execution's plan and add its :class:`ReplayedPlan`: the fused way when it applies
+        (a one-statement host plan, no latch open: a halt goes the general way), else the general."""
+        n = len(plans)
+        if fused is not None and not open_halts and type(draft) is HostCall and fused(draft, n) is None:
+            plans.append(_new_tuple(ReplayedPlan, (key, None, None, None)))
+            return
+        sink.execution = n
+        h = _run_plan(run_direct, interp, draft, sink.ledger(), known_key)
+        plans.append(_new_tuple(ReplayedPlan, (key, None, None, None) if h is None
+                                else (key, h.error, h.kind, h.node)))
+
     try:
-        if plain:  # (the loop below, for executions that are the acceptances themselves: one generator, not two)
+        if plain:  # the executions are the acceptances themselves: one generator, not two
             for _turn, key, draft in executions:
-                n = len(plans)
-                if not open_halts and type(draft) is HostCall and fused(draft, n) is None:
-                    plans.append(_new_tuple(ReplayedPlan, (key, None, None, None)))
-                else:
-                    sink.execution = n
-                    h = _run_plan(run_direct, interp, draft, sink.ledger(), key)
-                    plans.append(_new_tuple(ReplayedPlan, (key, None, None, None) if h is None
-                                            else (key, h.error, h.kind, h.node)))
+                execute(key, draft, key)
                 draft = None
                 if tape.diverged is not None:
                     break
@@ -880,15 +885,7 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
             if draft is None:
                 report.missing_sources += 1
             else:
-                n = len(plans)
-                if fused is not None and not open_halts and type(draft) is HostCall \
-                        and fused(draft, n) is None:  # ran through, with no latch open (a halt goes the general way)
-                    plans.append(_new_tuple(ReplayedPlan, (key, None, None, None)))
-                else:
-                    sink.execution = n
-                    h = _run_plan(run_direct, interp, draft, sink.ledger(), known_key)
-                    plans.append(_new_tuple(ReplayedPlan, (key, None, None, None) if h is None
-                                            else (key, h.error, h.kind, h.node)))
+                execute(key, draft, known_key)
             draft = None  # let a plan go as soon as it ran (the source holds one that runs again)
             if on_progress is not None:
                 on_progress(done, total)
@@ -941,7 +938,7 @@ def _fused_host_call(runner: DirectRunner, sink: "_ScratchSink") -> "Callable[[H
     hit, log = tape.hit, tape.log
     dispatched = interp.clock.dispatched
     values, symbols = interp.values, interp.symbols
-    events, add_result, completed = sink.events, sink.results.append, sink._completed
+    events, add_result, completed = sink.events, sink.results.append, sink.completed
     add_events = events.extend
     new = _new_tuple
 
@@ -962,15 +959,8 @@ def _fused_host_call(runner: DirectRunner, sink: "_ScratchSink") -> "Callable[[H
         values[vid] = content
         symbols[hc.name] = content
         key = hc.flow_key
-        stmt = _sha256(hc.body_text[1:-1]).hexdigest()[:16]  # hc.stmt
-        row = (0, stmt, vid)  # sink.completed(key, 0, stmt, vid)
-        had = completed.get(key)
-        if had is None:
-            completed[key] = row
-        elif type(had) is list:
-            had.append(row)
-        else:
-            completed[key] = [had, row]
+        stmt = hc.stmt
+        completed(key, 0, stmt, vid)
         step = "step_" + op + "_" + ih[:16]
         add_events(({"event": "step_started", "step": step, "op": op, "input_hash": ih},
                     {"event": "step_succeeded", "step": step, "output": vid},

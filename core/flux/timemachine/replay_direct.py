@@ -420,13 +420,7 @@ class DirectRunner:
             sid = "" if quiet else "step_" + op + "_" + ih[:16]
             if not quiet:
                 emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
-            if on_served is None:
-                outcome = tape.serve_cell(op, ih)
-            else:
-                served = len(tape.served)
-                outcome = tape.serve_cell(op, ih)
-                if len(tape.served) > served:
-                    on_served(tape.served[-1])
+            outcome = tape.serve_cell(op, ih) if on_served is None else self._serve_and_report(op, ih)
             interp.clock.dispatched()
             interp._steps_base += 1
             content = outcome.content
@@ -448,6 +442,16 @@ class DirectRunner:
                 emit({"event": "statement_completed", "plan": key, "node": i, "stmt": st.stmt, "value": vid,
                       "skipped": False})
         return None
+
+    def _serve_and_report(self, op: str, ih: str) -> Any:
+        """``tape.serve_cell(op, ih)``, then ``on_served`` with the tape index of the cell it consumed
+        (if it consumed one)."""
+        tape = self.tape
+        served = len(tape.served)
+        outcome = tape.serve_cell(op, ih)
+        if len(tape.served) > served:
+            self.on_served(tape.served[-1])
+        return outcome
 
     def _fast_forward(self, stmts: Any, key: str, ledger: Any) -> int:
         """§4.10 steps 1–3 over host statements, as ``Interpreter._fast_forward`` does them resumably:
@@ -669,13 +673,7 @@ class DirectRunner:
         sid = "" if quiet else "step_" + op + "_" + ih[:16]
         if not (quiet or fused):
             emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
-        if self.on_served is None:
-            outcome = tape.serve_cell(op, ih)
-        else:
-            served = len(tape.served)
-            outcome = tape.serve_cell(op, ih)
-            if len(tape.served) > served:
-                self.on_served(tape.served[-1])
+        outcome = tape.serve_cell(op, ih) if self.on_served is None else self._serve_and_report(op, ih)
         interp.clock.dispatched()
         interp._steps_base += 1
         content = outcome.content
