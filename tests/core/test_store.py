@@ -576,7 +576,7 @@ def test_text_flushes_write_what_the_per_row_loop_writes(tmp_path_factory, ops, 
         with pytest.MonkeyPatch.context() as monkeypatch:
             monkeypatch.setattr(ulid, "_draw", lambda: next(draws) << 20)
             monkeypatch.setattr(ulid, "_last_ms", -1)
-            monkeypatch.setattr(store_mod, "_TEXT_ONLY", {str} if fast else set())
+            monkeypatch.setattr(store_mod, "_ONE_PASS_TEXT_FLUSH", fast)
             return _write_texts(d, ops, max_rows)
 
     tmp = tmp_path_factory.mktemp("texts")
