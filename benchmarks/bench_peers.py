@@ -1,4 +1,4 @@
-"""Record and replay one agent run against the peers and the physical floors (issue 10):
+"""Record and replay one agent run against the peers and the physical floors:
 
     pip install -e ".[bench]"          # rewind-llm, timewarp-llm from PyPI
     python benchmarks/bench_peers.py [--calls 1000] [--repeat 7]
@@ -6,6 +6,10 @@
 The run: one model call that asks for ``--calls`` trivial tool calls (echo an integer), the calls,
 then one model call that answers. Each tool records it through its own fast path and replays it
 offline, in this process, interleaved round by round (so machine noise hits every tool alike):
+
+Every side is timed over the same scope: the store opened, the run recorded (or replayed), the store
+closed — flux-tui's ``Client`` created and closed, rewind-llm's ``Session`` created and its last
+event appended, the floors' connection opened and closed.
 
 * flux-tui — ``Client`` + scripted provider, a ``pure`` op (group-committed) and the same op
   declared ``write`` (a durable cell per op; ``auto_approve`` as ``--yes``, so each call runs — the
@@ -124,28 +128,31 @@ def flux_record(d: Path, calls: int, ops, commits: list[int] | None = None) -> f
 
 
 def _flux_record_prepared(d: Path, calls: int, ops, commits: list[int] | None = None):
-    """(the timed part: ``send_sync`` of the run, the untimed rest: close and check) of
-    :func:`flux_record` — split so that ``--instructions`` counts the timed part alone."""
-    client = Client(ScriptedProvider(responses=_responses(calls)), model="scripted", ops=ops, store=d / "store",
-                    workspace=d, env_secrets=False, auto_approve=True)
-    session = client.session()
-    if commits is not None:  # rows in events at each COMMIT: the rows before, plus every row changed
-        conn = client.writer.conn  # since, less the registry's one-row UPDATEs (an INSERT may hold many rows)
-        base = [conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] - conn.total_changes]
-
-        def trace(sql: str) -> None:
-            if sql.startswith("UPDATE streams"):
-                base[0] -= 1
-            elif sql == "COMMIT":
-                commits.append(base[0] + conn.total_changes)
-        conn.set_trace_callback(trace)
+    """(the timed part, the untimed rest: the checks) of :func:`flux_record` — split so that
+    ``--instructions`` counts the timed part alone. The timed part is the store's whole life: the
+    client opens the store, records the run and closes it (its last commit and WAL checkpoint), the
+    same scope as rewind-llm's ``Session`` from its creation to its last event."""
     result = []
 
     def timed() -> None:
-        result.append(session.send_sync(f"call echo {calls} times"))
+        client = Client(ScriptedProvider(responses=_responses(calls)), model="scripted", ops=ops, store=d / "store",
+                        workspace=d, env_secrets=False, auto_approve=True)
+        if commits is not None:  # rows in events at each COMMIT: the rows before, plus every row changed
+            conn = client.writer.conn  # since, less the registry's one-row UPDATEs (an INSERT may hold many rows)
+            base = [conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] - conn.total_changes]
+
+            def trace(sql: str) -> None:
+                if sql.startswith("UPDATE streams"):
+                    base[0] -= 1
+                elif sql == "COMMIT":
+                    commits.append(base[0] + conn.total_changes)
+            conn.set_trace_callback(trace)
+        try:
+            result.append(client.session().send_sync(f"call echo {calls} times"))
+        finally:
+            client.close()
 
     def finish() -> None:
-        client.close()
         out = result[0]
         assert out.outcome == "ok" and len(out.cells) == calls
         assert not any(c.is_error or c.denied for c in out.cells), "every call must run (not be refused)"
@@ -191,7 +198,8 @@ def write_floor(src: Path, d: Path, commits: list[int], *, make_rows: bool = Tru
 
 
 def _write_floor_prepared(src: Path, d: Path, commits: list[int], *, make_rows: bool = True, many: bool = False):
-    """(the timed part, the untimed rest: close) of :func:`write_floor`."""
+    """(the timed part, the untimed rest: nothing) of :func:`write_floor`. The timed part is the
+    store's whole life, as the recorder's: connect, pragmas, schema, the run's transactions, close."""
     with sqlite3.connect(f"file:{src / 'events.db'}?mode=ro", uri=True) as c:
         rows = c.execute("SELECT stream, stream_seq, id, kind, schema_version, ts, payload, turn_id FROM events"
                          " ORDER BY global_seq").fetchall()
@@ -200,35 +208,35 @@ def _write_floor_prepared(src: Path, d: Path, commits: list[int], *, make_rows: 
         assert json.dumps(v, ensure_ascii=False, separators=(",", ":")) == r[6], r[6][:200]
     cuts = sorted({n for n in commits if 0 < n <= len(rows)} | {len(rows)})
     d.mkdir()
-    con = sqlite3.connect(str(d / "events.db"), isolation_level=None)
-    con.execute("PRAGMA journal_mode = WAL")
-    con.execute("PRAGMA synchronous = NORMAL")
-    for stmt in schema.EVENTS_DDL.split(";"):
-        if stmt.strip():
-            con.execute(stmt)
-    con.execute("INSERT INTO streams (model, created_at, updated_at, last_seq, msg_count) VALUES ('scripted', 0, 0, 0, 0)")
-    inserts: dict[int, str] = {}  # rows -> the INSERT of that many rows (the writer's shape: up to 64 a statement)
-
     one_row = ("INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload, turn_id)"
                " VALUES (?, ?, ?, ?, 1, ?, ?, ?)")
-
-    def insert(flat: list) -> None:  # 7 values a row (schema_version is the literal 1, as the writer's)
-        n = len(flat) // 7
-        for k in range(0, n, 64):
-            m = min(64, n - k)
-            sql = inserts.get(m)
-            if sql is None:
-                sql = inserts[m] = ("INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload,"
-                                    " turn_id) VALUES " + ",".join(["(?, ?, ?, ?, 1, ?, ?, ?)"] * m))
-            con.execute(sql, flat if m == n else flat[7 * k:7 * (k + m)])
     update = "UPDATE streams SET updated_at = ?, last_seq = ?, model = COALESCE(?, model), msg_count = msg_count + ? WHERE n = 1"
     dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
     now = time.time
     flat_rows = [(r[0], r[1], r[2], r[3], r[5], r[6], r[7]) for r in rows]  # pre-encoded: the recorded values
 
-    def timed(con=con, rows=rows, values=values, cuts=cuts, insert=insert, update=update, dumps=dumps, now=now,
+    def timed(rows=rows, values=values, cuts=cuts, update=update, dumps=dumps, now=now,
               flat_rows=flat_rows, one_row=one_row, many=many, make_rows=make_rows) -> None:
         # (everything bound as a local, as when this loop was write_floor's own body)
+        con = sqlite3.connect(str(d / "events.db"), isolation_level=None)
+        con.execute("PRAGMA journal_mode = WAL")
+        con.execute("PRAGMA synchronous = NORMAL")
+        for stmt in schema.EVENTS_DDL.split(";"):
+            if stmt.strip():
+                con.execute(stmt)
+        con.execute("INSERT INTO streams (model, created_at, updated_at, last_seq, msg_count)"
+                    " VALUES ('scripted', 0, 0, 0, 0)")
+        inserts: dict[int, str] = {}  # rows -> the INSERT of that many rows (the writer's shape: up to 64 a statement)
+
+        def insert(flat: list) -> None:  # 7 values a row (schema_version is the literal 1, as the writer's)
+            n = len(flat) // 7
+            for k in range(0, n, 64):
+                m = min(64, n - k)
+                sql = inserts.get(m)
+                if sql is None:
+                    sql = inserts[m] = ("INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts,"
+                                        " payload, turn_id) VALUES " + ",".join(["(?, ?, ?, ?, 1, ?, ?, ?)"] * m))
+                con.execute(sql, flat if m == n else flat[7 * k:7 * (k + m)])
         start = 0
         for end in cuts:
             con.execute("BEGIN IMMEDIATE")
@@ -262,7 +270,8 @@ def _write_floor_prepared(src: Path, d: Path, commits: list[int], *, make_rows: 
             con.execute(update, (flat[-3], flat[-6], None, messages))
             con.execute("COMMIT")
             start = end
-    return timed, con.close
+        con.close()
+    return timed, lambda: None
 
 
 def read_floor(store: Path) -> float:
@@ -391,7 +400,7 @@ def _ir_worker(what: str, timed_rounds: int, calls: int, tmp: Path) -> None:
     (tmp / "src").mkdir()
     flux_record(tmp / "src", calls, [echo_write], commits)
     src = tmp / "src" / "store"
-    keep = []  # every connection stays open until _exit (a close would checkpoint its WAL)
+    keep = []  # the untimed rest of each round (its checks), run after the counted parts
     for r in range(3):
         if what == "record write":
             (tmp / f"r{r}").mkdir()
