@@ -1,9 +1,9 @@
-"""qa6: resurrect's plan read (resurrect._parse_plan: replay's direct_plan, else the parser) against
-parse_stored_plan on generated hostile plan texts (qa5_hostplan_diff's spellings plus junk): the same
+"""resurrect's plan read (resurrect._parse_plan: replay's direct_plan, else the parser) against
+parse_stored_plan on generated hostile plan texts (hostplan_diff's spellings plus junk): the same
 verdict (error text included), the same flow key, and per statement the same AST node, stmt hash and
 binder; and the same predicted live calls for every tail.
 
-  .venv/bin/python scripts/qa6_plan_read_diff.py --n 20000 --seed 1
+  .venv/bin/python benchmarks/compat/plan_read_diff.py --n 20000 --seed 1
 """
 import argparse
 import random
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import qa5_hostplan_diff as G  # noqa: E402
+import hostplan_diff as G  # noqa: E402
 
 from flux.errors import FluxError  # noqa: E402
 from flux.lang.hashes import stmt_hash16  # noqa: E402

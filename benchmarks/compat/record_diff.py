@@ -1,7 +1,7 @@
-"""qa6: `flux run -m scripted:FILE -y` recorded by two versions of flux (old: --old core/, new: --new
+"""`flux run -m scripted:FILE -y` recorded by two versions of flux (old: --old core/, new: --new
 core/, default this checkout) on generated hostile model answers and real coding ops in a temp
 workspace: the same output and exit code, the same rows (ULIDs, timestamps and durations aside), the
-same workspace afterwards, and no registered secret (an env var QA6_API_KEY) in any row of either.
+same workspace afterwards, and no registered secret (an env var COMPAT_API_KEY) in any row of either.
 
 Answers: tool calls whose inputs carry lone surrogates, NULs, U+2028, huge/odd numbers, deep
 nesting, the secret (whole, split, escaped), unknown ops, wrong argument types, many calls in one
@@ -9,7 +9,7 @@ answer (more than 64 rows in a flush), ops that fail; tool output made hostile b
 first (bytes that are not UTF-8, NULs) and by bash (printf of odd bytes); final text answers with
 the secret and surrogates; scripted provider errors and retries; answers that never end (max-iter).
 
-  .venv/bin/python scripts/qa6_record_diff.py --old /tmp/qa6-base/core --n 80 --seed 1
+  .venv/bin/python benchmarks/compat/record_diff.py --old /tmp/old/core --n 80 --seed 1
 """
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from qa6_resurrect_diff import REPO, Worker, dump, tree  # noqa: E402
+from resurrect_diff import REPO, Worker, dump, tree  # noqa: E402
 
-SECRET = "qa6-SECRETSECRET-98765"
+SECRET = "compat-SECRETSECRET-98765"
 TEXTS = ["plain", "lone \ud800 high", "low \udfff", "nul\x00nul", "sep\u2028\u2029\x85", "é✓😀", "", "{x} {{y}}",
          f"key={SECRET}", f"split {SECRET[:5]}\ud800{SECRET[5:]}", f'esc \\"{SECRET}\\"', "x" * 70000, "\r\n\t",
          '{"json":1}', "[redacted]", "\\u0000"]
@@ -58,7 +58,7 @@ def call(rng, k):
         return {"name": "grep", "input": {"pattern": rng.choice(["x", "SECRET", "(", "nul"]), "path": "."}}
     if r < 0.72:
         return {"name": "bash", "input": {"command": rng.choice(["printf 'a\\000b\\377c\\n'", f"echo {SECRET}",
-                                                                 "echo $QA6_API_KEY", "exit 2", "printf '\\xed\\xa0\\x80'",
+                                                                 "echo $COMPAT_API_KEY", "exit 2", "printf '\\xed\\xa0\\x80'",
                                                                  "seq 1 3000"])}}
     if r < 0.8:
         return {"name": "edit", "input": {"path": p, "old": rng.choice(TEXTS), "new": rng.choice(TEXTS)}}
@@ -93,10 +93,10 @@ def main():
     ap.add_argument("--n", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
-    os.environ["QA6_API_KEY"] = SECRET
+    os.environ["COMPAT_API_KEY"] = SECRET
     old, new = Worker(a.old), Worker(a.new)
     diffs = leaks = 0
-    tmp = Path(tempfile.mkdtemp(prefix="qa6rec-"))
+    tmp = Path(tempfile.mkdtemp(prefix="compat-rec-"))
     try:
         for i in range(a.n):
             rng = random.Random(a.seed * 7919 + i)
@@ -135,7 +135,7 @@ def main():
                             print("  rows", len(x[0]), len(y[0]))
                         else:
                             print(f"  part {part}: old={x!r:.500}\n          new={y!r:.500}")
-                keep = tmp.parent / f"qa6rec-keep-{a.seed}-{i}.json"
+                keep = tmp.parent / f"compat-rec-keep-{a.seed}-{i}.json"
                 shutil.copy(sc, keep)
                 print("  kept", keep, flags)
             for p in tmp.glob(f"*{i}"):

@@ -1,4 +1,4 @@
-"""A long-lived worker for cross-version comparisons (qa5): reads JSON requests on stdin, answers
+"""A long-lived worker for cross-version comparisons: reads JSON requests on stdin, answers
 one JSON line each. Run it with PYTHONPATH pointing at the core/ of the version under test."""
 import json
 import sys

@@ -1,9 +1,9 @@
-"""qa5: `flux fork` by two versions of flux (old: a core/ given by --old, new: this checkout) on hostile
-generated sessions (scripts/qa5_hostplan_diff.py's), for every --at N (and one past the end): the
+"""`flux fork` by two versions of flux (old: a core/ given by --old, new: this checkout) on hostile
+generated sessions (benchmarks/compat/hostplan_diff.py's), for every --at N (and one past the end): the
 same output and exit code, and the same child rows (ids and timestamps aside), and the source
 session's rows untouched.
 
-  .venv/bin/python scripts/qa5_fork_diff.py --old /tmp/qa5old/core --n 30 --seed 1
+  .venv/bin/python benchmarks/compat/fork_diff.py --old /tmp/old/core --n 30 --seed 1
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import qa5_hostplan_diff as G  # noqa: E402
-from qa5_hostplan_diff import REPO, Worker, build_session  # noqa: E402
+import hostplan_diff as G  # noqa: E402
+from hostplan_diff import REPO, Worker, build_session  # noqa: E402
 
 from flux.store import StoreWriter  # noqa: E402
 
@@ -66,7 +66,7 @@ def main():
     ap.add_argument("--new", default=str(REPO / "core"))
     args = ap.parse_args()
     old, new = Worker(args.old), Worker(args.new)
-    tmp = Path(tempfile.mkdtemp(prefix="qa5fork"))
+    tmp = Path(tempfile.mkdtemp(prefix="compat-fork-"))
     rng = random.Random(args.seed)
     compared = differ = forked = 0
     try:
@@ -115,7 +115,7 @@ def main():
                         print(outs[1][0][0][:300])
                 if outs[0] != outs[1] or outs[1][0][2] is not None:
                     differ += 1
-                    keep = Path("/tmp/qa5forkkeep") / f"s{args.seed}_{n}"
+                    keep = Path("/tmp/compat-fork-keep") / f"s{args.seed}_{n}"
                     if not keep.exists():
                         shutil.copytree(master, keep)
                     print("DIFF", keep, sid, at, extra)

@@ -1,11 +1,11 @@
-"""qa6: replay / show / diff by two versions of flux (old: --old core/, new: --new core/, default this
-checkout) on stores *recorded* by `flux run -m scripted:FILE` (scripts/qa6_record_diff.py's hostile
+"""replay / show / diff by two versions of flux (old: --old core/, new: --new core/, default this
+checkout) on stores *recorded* by `flux run -m scripted:FILE` (benchmarks/compat/record_diff.py's hostile
 answers: adaptive turns, one host call per tool call — the detailed replay's fused case), some then
-corrupted by raw SQL (scripts/qa6_resurrect_diff.py's CORRUPT list, deleted rows, swapped payloads,
-a cut turn): every verb and flag the qa5 worker answers, and replay_session(detail=True/False, per
+corrupted by raw SQL (benchmarks/compat/resurrect_diff.py's CORRUPT list, deleted rows, swapped payloads,
+a cut turn): every verb and flag worker_cli.py answers, and replay_session(detail=True/False, per
 turn) compared field by field through repr (types included).
 
-  .venv/bin/python scripts/qa6_replay_diff.py --old /tmp/qa6-base/core --n 40 --seed 1
+  .venv/bin/python benchmarks/compat/replay_diff.py --old /tmp/old/core --n 40 --seed 1
 """
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import qa5_hostplan_diff as G  # noqa: E402
-import qa6_record_diff as RD  # noqa: E402
-from qa6_resurrect_diff import CORRUPT, REPO  # noqa: E402
-from qa6_resurrect_diff import Worker as CliWorker  # noqa: E402
+import hostplan_diff as G  # noqa: E402
+import record_diff as RD  # noqa: E402
+from resurrect_diff import CORRUPT, REPO  # noqa: E402
+from resurrect_diff import Worker as CliWorker  # noqa: E402
 
 
 def record(store: Path, ws: Path, rng, wk) -> None:
@@ -71,7 +71,7 @@ def main():
     a = ap.parse_args()
     recorder = CliWorker(a.new)
     old, new = G.Worker(a.old), G.Worker(a.new)
-    tmp = Path(tempfile.mkdtemp(prefix="qa6rep-"))
+    tmp = Path(tempfile.mkdtemp(prefix="compat-rep-"))
     compared = differ = 0
     kinds = {}
     try:
@@ -108,7 +108,7 @@ def main():
                 crash = y[0] == "crash" if req["op"] == "api" else y[2] is not None
                 if x != y or crash:
                     differ += 1
-                    keep = Path(f"/tmp/qa6rep-keep-{a.seed}-{n}")
+                    keep = Path(f"/tmp/compat-rep-keep-{a.seed}-{n}")
                     if not keep.exists():
                         shutil.copytree(store, keep)
                     print("DIFF" if x != y else "CRASH", keep, json.dumps(req)[:200])

@@ -1,11 +1,11 @@
-"""qa6: SIGKILL during `flux resurrect -y` (a real process, real `bash`/`append` ops in a temp
+"""SIGKILL during `flux resurrect -y` (a real process, real `bash`/`append` ops in a temp
 workspace), then resurrect again until the turn is finished. After every kill: the store is
 readable (`flux show`, `flux sessions` exit 0, no traceback); every op whose cell was durable at the
 kill is never run again (its side effect stays exactly once); at most the one op in flight at the
 kill runs twice. At the end, every statement's side effect is there at least once and the session
 replays.
 
-  .venv/bin/python scripts/qa6_resurrect_kill.py --trials 10 --seed 1
+  .venv/bin/python benchmarks/compat/resurrect_kill.py --trials 10 --seed 1
 """
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def main():
     ap.add_argument("--trials", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="qa6kill-"))
+    tmp = Path(tempfile.mkdtemp(prefix="compat-kill-"))
     bad = kills = 0
     try:
         for t in range(a.trials):

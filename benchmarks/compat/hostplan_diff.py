@@ -1,8 +1,8 @@
-"""qa5: hostile resumably recorded sessions replayed by two versions of flux (old: a core/ given by
+"""hostile resumably recorded sessions replayed by two versions of flux (old: a core/ given by
 --old, new: this checkout), compared command by command: `flux replay` (text, --json, --strict,
 --turn N), `flux show`, `flux diff`, and replay_session(detail=True/False).
 
-  .venv/bin/python scripts/qa5_hostplan_diff.py --old /tmp/qa5old/core --n 200 --seed 1
+  .venv/bin/python benchmarks/compat/hostplan_diff.py --old /tmp/old/core --n 200 --seed 1
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from flux.canonical import canonical_json, sha256_hex  # noqa: E402
@@ -53,7 +53,7 @@ def value(rng, depth=0):
     return rng.choice([True, False, None])
 
 
-ONE = [False]  # --one (qa6): one-statement host calls too (an adaptive turn's plans; the fused detailed replay's case)
+ONE = [False]  # --one : one-statement host calls too (an adaptive turn's plans; the fused detailed replay's case)
 CLEAN = [False]  # a session replay and fork take in full: canonical plans, a faithful tape, rows as recorded
 
 
@@ -205,7 +205,7 @@ def interpolate_json(v, bound):
 class Worker:
     def __init__(self, core):
         env = dict(os.environ, PYTHONPATH=core)
-        self.p = subprocess.Popen([sys.executable, str(REPO / "scripts" / "qa5_worker.py")], stdin=subprocess.PIPE,
+        self.p = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "compat" / "worker_cli.py")], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True, env=env, cwd="/tmp")
 
     def ask(self, req):
@@ -229,7 +229,7 @@ def main():
     args = ap.parse_args()
     ONE[0] = args.one
     old, new = Worker(args.old), Worker(args.new)
-    tmp = Path(tempfile.mkdtemp(prefix="qa5diff"))
+    tmp = Path(tempfile.mkdtemp(prefix="compat-hostplan-"))
     rng = random.Random(args.seed)
     compared = differ = 0
     try:
@@ -268,7 +268,7 @@ def main():
                     crash = b[0] == "crash" if req["op"] == "api" else b[2] is not None
                     if a != b or crash:
                         differ += 1
-                        keep = Path(args.keep or "/tmp/qa5keep") / f"s{args.seed}_{n}"
+                        keep = Path(args.keep or "/tmp/compat-hostplan-keep") / f"s{args.seed}_{n}"
                         if not keep.exists():
                             shutil.copytree(store, keep)
                         print("DIFF" if a != b else "CRASH", keep, sid, json.dumps(req)[:200])

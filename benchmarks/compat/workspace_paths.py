@@ -1,10 +1,10 @@
-"""qa6: every path of up to --depth segments over a hostile workspace (symlink loops of several
+"""every path of up to --depth segments over a hostile workspace (symlink loops of several
 shapes, a link to the parent, dangling links in and out, links made by a previous op, a FIFO), sent
 through every file op (read, read_many, glob, grep, write, append, edit): nothing outside the
 workspace may be read, created or changed, and no op may crash ("raised"). Run it with PYTHONPATH
 at the core/ under test.
 
-  PYTHONPATH=core .venv/bin/python scripts/qa6_workspace_paths.py --depth 4
+  PYTHONPATH=core .venv/bin/python benchmarks/compat/workspace_paths.py --depth 4
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from flux.agent.builtin_ops import Workspace, coding_ops
 
-OUTSIDE = "OUTSIDE-CONTENT-qa6"
+OUTSIDE = "OUTSIDE-CONTENT-compat"
 SEGS = ["..", ".", "", "src", "dir-out", "loop-a", "self", "grow", "up", "dot", "back", "dang", "dang-in",
         "chain1", "x", "sub", "new"]
 
@@ -67,7 +67,7 @@ def main():
     ap.add_argument("--depth", type=int, default=3)
     ap.add_argument("--segs", default=None, help="comma-separated segments instead of the full set")
     a = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="qa6ws-"))
+    tmp = Path(tempfile.mkdtemp(prefix="compat-ws-"))
     bad = n = 0
     try:
         ws, outside = world(tmp)

@@ -1,4 +1,4 @@
-"""qa6: `flux resurrect` by two versions of flux (old: a core/ given by --old, new: this checkout) on
+"""`flux resurrect` by two versions of flux (old: a core/ given by --old, new: this checkout) on
 generated interrupted sessions that use the real coding ops (read/write/append/edit/grep/bash) in a
 temp workspace: the same stdout/stderr/exit code, the same rows (ULIDs and timestamps aside), the
 same workspace afterwards; a failing resurrect (exit 1) writes no row.
@@ -10,7 +10,7 @@ numbers, deep nesting, JSON-looking text), placeholders into earlier statements,
 made by raw SQL on the stored rows (payloads not JSON, wrong types, a plan_source not text, junk).
 Each session is resurrected with and without -y, as text and --json.
 
-  .venv/bin/python scripts/qa6_resurrect_diff.py --old /tmp/qa6-base/core --n 100 --seed 1
+  .venv/bin/python benchmarks/compat/resurrect_diff.py --old /tmp/old/core --n 100 --seed 1
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 from flux.canonical import canonical_json, sha256_hex  # noqa: E402
 from flux.errors import FluxError  # noqa: E402
@@ -40,7 +40,7 @@ from flux.store import (  # noqa: E402
 
 HOSTILE = ["plain", "lone \udc80 surrogate", "hi \ud800", "ctl \x00\x1b[31m\x7f", '{"json":"looking","n":[1,2]}',
            "é ü\n\ttab", "", "{{braces}} {x}", "x" * 300, "\u2028\u2029\x85", "1e400", "-0", "[" * 50]
-SECRET = "qa6-SECRETSECRET-98765"  # registered through the environment (QA6_API_KEY): in no row, before or after
+SECRET = "compat-SECRETSECRET-98765"  # registered through the environment (COMPAT_API_KEY): in no row, before or after
 _ULID = re.compile(r"\b[0-9A-HJKMNP-TV-Z]{26}\b")
 _TS = re.compile(r"\b1[0-9]{12}\b")
 _DUR = re.compile(r'"(\w+_us|\w+_ms|elapsed\w*)":[0-9.]+')
@@ -61,7 +61,7 @@ def stmt_for(rng, k, bound):
         return "grep", {"pattern": rng.choice(["seed", "x", "("]), "path": "."}
     if r < 0.85:
         return "bash", {"command": rng.choice([f"echo {k} >> bash.log", "exit 3", f"printf 'b{k}\\n' >> bash.log",
-                                               "echo $QA6_API_KEY", "printf '\\000\\377'"])}
+                                               "echo $COMPAT_API_KEY", "printf '\\000\\377'"])}
     return "edit", {"path": "seed.txt", "old": rng.choice(["seed", "nope"]), "new": f"SEED{k}"}
 
 
@@ -255,7 +255,7 @@ class Worker:
         if core:
             env["PYTHONPATH"] = core
         env["NO_COLOR"] = "1"
-        self.p = subprocess.Popen([sys.executable, str(REPO / "scripts/qa6_worker.py")], stdin=subprocess.PIPE,
+        self.p = subprocess.Popen([sys.executable, str(REPO / "benchmarks/compat/worker_resurrect.py")], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True, env=env)
 
     def cli(self, args):
@@ -274,11 +274,11 @@ def main():
     ap.add_argument("--n", type=int, default=60)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
-    os.environ["QA6_API_KEY"] = SECRET
+    os.environ["COMPAT_API_KEY"] = SECRET
     old, new = Worker(a.old), Worker(str(REPO / "core"))
     diffs = cases = wrote_on_fail = 0
     stats = {}
-    tmp = Path(tempfile.mkdtemp(prefix="qa6res-"))
+    tmp = Path(tempfile.mkdtemp(prefix="compat-res-"))
     try:
         for i in range(a.n):
             rng = random.Random(a.seed * 100003 + i)
@@ -335,7 +335,7 @@ def main():
                                 print("  rows", len(x[0]), len(y[0]))
                             else:
                                 print(f"  part {part}: old={x!r:.600}\n          new={y!r:.600}")
-                    keep = tmp.parent / f"qa6keep-{a.seed}-{i}"
+                    keep = tmp.parent / f"compat-res-keep-{a.seed}-{i}"
                     if not keep.exists():
                         shutil.copytree(master, keep / "store")
                         shutil.copytree(wsm, keep / "ws")

@@ -1,4 +1,4 @@
-"""A long-lived worker for qa6's cross-version comparisons: JSON requests on stdin, one JSON line
+"""A long-lived worker for the cross-version resurrect comparisons: JSON requests on stdin, one JSON line
 each (output incl. stderr, exit code, the last line of an uncaught exception). Run it with
 PYTHONPATH pointing at the core/ of the version under test."""
 import json
