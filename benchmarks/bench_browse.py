@@ -178,7 +178,8 @@ async def _app_paints(store: Path, repeat: int) -> None:
         print("app: flux_tui not importable, skipped")
         return
     tune_gc()  # what `flux-tui` (flux_tui.app.main) does to its process before the app starts
-    from flux_tui import bench_hooks  # the app's own measuring points
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import app_probes  # measuring points: each returns once its state is painted
 
     sid = biggest_session(store)
     print("the app (headless, median)")
@@ -187,17 +188,17 @@ async def _app_paints(store: Path, repeat: int) -> None:
         app = FluxApp(store)
         async with app.run_test(size=(120, 40)) as pilot:
             t = time.perf_counter()
-            await bench_hooks.wait_sessions_painted(app, pilot)
+            await app_probes.wait_sessions_painted(app, pilot)
             lists.append((time.perf_counter() - t) * 1000)
             t, c = time.perf_counter(), time.process_time()
-            await bench_hooks.open_session(app, pilot, sid)  # app.open_session → the timeline's rows painted
+            await app_probes.open_session(app, pilot, sid)  # app.open_session → the timeline's rows painted
             opens.append((time.perf_counter() - t) * 1000)
             open_cpu.append((time.process_time() - c) * 1000)  # every thread of the process
-            await bench_hooks.wait_turn_read(app, pilot)  # … and the rest of the turn read and painted
+            await app_probes.wait_turn_read(app, pilot)  # … and the rest of the turn read and painted
             rests.append((time.perf_counter() - t) * 1000)
             for _ in range(20):
                 t = time.perf_counter()
-                await bench_hooks.cursor_step(app, pilot)
+                await app_probes.cursor_step(app, pilot)
                 steps.append((time.perf_counter() - t) * 1000)
     row("sessions screen first paint (app start → rows on screen)", statistics.median(lists))
     row(f"open {sid} → first paint of its timeline", statistics.median(opens))

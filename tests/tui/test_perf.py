@@ -16,7 +16,7 @@ from flux.model.timeline import Statement, TimelinePlan
 from flux.store import Message, PlanAttempted, TurnEnded
 from flux.store.events import OpRecorded
 from flux.store.store import SessionRow
-from flux_tui import bench_hooks
+from benchmarks import app_probes
 from flux_tui.widgets.sessions_table import SessionItem, SessionsTable
 from flux_tui.widgets.timeline_view import TimelineView, TLRow
 from screen_text import settle
@@ -57,7 +57,7 @@ async def _timed_steps(app, pilot, keys) -> list[float]:
     out = []
     for key in keys:
         t = time.perf_counter()
-        await bench_hooks.cursor_step(app, pilot, key)
+        await app_probes.cursor_step(app, pilot, key)
         out.append(time.perf_counter() - t)
     return out
 
@@ -71,7 +71,7 @@ async def test_a_100k_cell_turn_scrolls(tmp_path):
         tv.focus()
         t = time.perf_counter()
         tv.set_rows(rows)
-        await bench_hooks.paint(app)
+        await app_probes.paint(app)
         assert time.perf_counter() - t < STALL_S
         assert tv.row_count == 100_002 and tv.current.kind == "statement"
         steps = await _timed_steps(app, pilot, ["j", "j", "pagedown", "pagedown", "G", "pageup", "k", "g", "j"])
@@ -91,7 +91,7 @@ async def test_ten_thousand_sessions_sort_and_scroll():
         table.focus()
         t = time.perf_counter()
         table.set_rows(rows)
-        await bench_hooks.paint(app)
+        await app_probes.paint(app)
         assert time.perf_counter() - t < STALL_S
         steps = await _timed_steps(app, pilot, ["j", "pagedown", "G", "g"])
         assert max(steps) < STALL_S, steps
@@ -122,9 +122,9 @@ async def test_opening_a_10k_cell_session_and_stepping(make_app, tmp_path):
     w.close()
     app = make_app(store)
     async with app.run_test(size=(120, 40)) as pilot:
-        await bench_hooks.wait_sessions_painted(app, pilot)
+        await app_probes.wait_sessions_painted(app, pilot)
         t = time.perf_counter()
-        await bench_hooks.open_session(app, pilot, sid)
+        await app_probes.open_session(app, pilot, sid)
         opened = time.perf_counter() - t
         assert opened < 3 * STALL_S
         tv = app.screen.timeline_view
@@ -135,7 +135,7 @@ async def test_opening_a_10k_cell_session_and_stepping(make_app, tmp_path):
         assert [turns.render_row(t, i, 0, 60, False).plain.split()[3] for i, t in enumerate(turns.rows)] == ["…p", "…p"]
         tv.move_cursor(3)  # the user moves while the rest is read
         before = tv.current.key
-        await bench_hooks.wait_turn_read(app, pilot)
+        await app_probes.wait_turn_read(app, pilot)
         assert tv.row_count == 10_002 and "reading" not in str(tv.border_title)
         assert tv.current.key == before  # the cursor stayed where it was when the rest arrived
         steps = await _timed_steps(app, pilot, ["j", "j", "pagedown", "G", "k"])
@@ -144,6 +144,6 @@ async def test_opening_a_10k_cell_session_and_stepping(make_app, tmp_path):
         assert turns.render_row(turns.rows[1], 1, 0, 60, False).plain.split()[3] == "1p"  # read in full now
         assert turns.render_row(turns.rows[0], 0, 0, 60, False).plain.split()[3] == "…p"
         await pilot.press("left_square_bracket")  # the small turn: read, counted
-        await bench_hooks.wait_until(pilot, lambda: app.screen.timeline is not None and app.screen.turn.number == 1)
-        await bench_hooks.paint(app)
+        await app_probes.wait_until(pilot, lambda: app.screen.timeline is not None and app.screen.turn.number == 1)
+        await app_probes.paint(app)
         assert turns.render_row(turns.rows[0], 0, 0, 60, False).plain.split()[3] == "2p"

@@ -8,7 +8,7 @@ import pytest
 from textual.widgets import Input
 
 from flux.timemachine.diff import DiffRow, RunDiff
-from flux_tui import bench_hooks
+from benchmarks import app_probes
 from flux_tui.commands import screen_commands
 from flux_tui.screens import session as session_screen
 from flux_tui.screens.diff import DiffDetailScreen, DiffPrompt, DiffScreen
@@ -312,9 +312,9 @@ async def test_a_10k_row_diff_scrolls_without_stalling(make_app, tmp_path):
         diff = _big_diff(10_000)
         t = time.perf_counter()
         app.push_screen(DiffScreen("s_1", "s_2", diff=diff))
-        await bench_hooks.wait_until(pilot, lambda: isinstance(app.screen, DiffScreen) and bool(app.screen.query(DiffList))
+        await app_probes.wait_until(pilot, lambda: isinstance(app.screen, DiffScreen) and bool(app.screen.query(DiffList))
                                      and app.screen.rows_view.row_count > 0)
-        await bench_hooks.paint(app)
+        await app_probes.paint(app)
         assert time.perf_counter() - t < 5.0  # a stall guard only; speed is benchmarked, not asserted
         ds = app.screen
         rv = ds.rows_view
@@ -324,9 +324,9 @@ async def test_a_10k_row_diff_scrolls_without_stalling(make_app, tmp_path):
             t = time.perf_counter()
             if key in ("n", "N"):
                 await pilot.press(key)
-                await bench_hooks.paint(app)
+                await app_probes.paint(app)
             else:
-                await bench_hooks.cursor_step(app, pilot, key)
+                await app_probes.cursor_step(app, pilot, key)
             steps.append(time.perf_counter() - t)
         assert max(steps) < 5.0, steps  # a stall guard: a step that touched all 10,000 rows would take far longer
         await pilot.press("G")

@@ -1,4 +1,4 @@
-"""Measuring points for ``benchmarks/bench_browse.py`` (and the perf tests): each coroutine drives the
+"""Measuring points for ``benchmarks/bench_browse.py`` and the app tests: each coroutine drives the
 app through a pilot and returns once the result is painted.
 
 They avoid ``pilot.pause()`` / ``pilot.press()`` on purpose: those wait until the *process* is idle
@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 
 from textual import events
+
+from flux_tui.screens.session import SessionScreen
+from flux_tui.screens.sessions import SessionsScreen
 
 __all__ = ["wait_sessions_painted", "open_session", "wait_turn_read", "cursor_step", "wait_until", "paint"]
 
@@ -44,8 +47,6 @@ async def paint(app) -> None:
 
 async def wait_sessions_painted(app, pilot) -> None:
     """App start → the sessions list shows registry rows (or the notice for an unusable store)."""
-    from .screens.sessions import SessionsScreen
-
     def ready() -> bool:
         screen = app.screen
         if not isinstance(screen, SessionsScreen):
@@ -58,8 +59,6 @@ async def wait_sessions_painted(app, pilot) -> None:
 
 async def open_session(app, pilot, session_id: str) -> None:
     """Open ``session_id`` → its turn timeline is painted."""
-    from .screens.session import SessionScreen
-
     app.open_session(session_id)
 
     def ready() -> bool:
