@@ -12,26 +12,38 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 _SHARED_FIXTURE = Path("shared") / "fixtures" / "flux" / "coding-agent-note"
+FIXTURE_ENV = "FLUX_FIXTURE_DIR"
+
+#: the one reason every test needing the real fixture skips with, in a clone without shared/ beside it
+FIXTURE_SKIP_REASON = (f"the real flux 0.26.0 fixture is not here — set {FIXTURE_ENV} to a copy of "
+                       "shared/fixtures/flux/coding-agent-note, or put shared/ beside the checkout")
 
 
-def _default_fixture() -> Path:
-    # shared/ sits next to the checkout (or next to the directory holding a git worktree).
-    for up in REPO.parents:
-        if (up / _SHARED_FIXTURE).is_dir():
-            return up / _SHARED_FIXTURE
-    return REPO.parent / _SHARED_FIXTURE
+def locate_fixture(repo: Path = REPO, environ=os.environ) -> tuple[Path | None, bool]:
+    """Where the real fixture should be, and whether it is required there.
 
-
-# The one place that says where the real flux 0.26.0 fixture is: $FLUX_FIXTURE_DIR, else shared/.
-FIXTURE = Path(os.environ["FLUX_FIXTURE_DIR"]) if os.environ.get("FLUX_FIXTURE_DIR") else _default_fixture()
+    ``$FLUX_FIXTURE_DIR`` when set (required: CI sets it, so a wrong path fails rather than skips);
+    else ``shared/`` beside the checkout, or beside a directory holding it (a git worktree under
+    ``wt/``) — optional: ``None`` when there is none."""
+    explicit = environ.get(FIXTURE_ENV)
+    if explicit:
+        return Path(explicit).expanduser(), True
+    for up in repo.parents:
+        if (up / _SHARED_FIXTURE / "events.db").is_file():
+            return up / _SHARED_FIXTURE, False
+    return None, False
 
 
 def fixture_dir() -> Path:
-    """The real fixture directory; a missing one fails the calling test (never skips) with what to do."""
-    if not (FIXTURE / "events.db").is_file():
-        pytest.fail(f"the real flux fixture is not at {FIXTURE} — point FLUX_FIXTURE_DIR at a copy of "
+    """The real fixture directory. Without one (a fresh clone) the calling test skips with
+    :data:`FIXTURE_SKIP_REASON`; a ``$FLUX_FIXTURE_DIR`` that holds no store fails it."""
+    where, required = locate_fixture()
+    if where is not None and (where / "events.db").is_file():
+        return where
+    if required:
+        pytest.fail(f"{FIXTURE_ENV}={where} holds no flux store (no events.db) — point it at a copy of "
                     "shared/fixtures/flux/coding-agent-note (the store flux 0.26.0 wrote)", pytrace=False)
-    return FIXTURE
+    pytest.skip(FIXTURE_SKIP_REASON)
 
 
 def copy_fixture(dst: Path) -> Path:
