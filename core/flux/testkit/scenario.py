@@ -56,7 +56,7 @@ from .errors import AssertionFailed, MissingFixture, ScenarioError
 from .frozen import frozen_toolbox
 from .golden import Rebaseline, update_mode
 from .manifest import MANIFEST_FILE, RUNTIME_VERSION, Manifest
-from .surfaces import cell_trajectory, event_log, side_by_side, surface_diff, transcript
+from .surfaces import cell_trajectory, event_log, redacted_cells, side_by_side, surface_diff, transcript
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..agent.client import Client
@@ -501,6 +501,11 @@ class Scenario:
         rerecord = update if update is not None else (update_mode() and not getattr(client, "offline", False))
         if rerecord:
             return await self._rerecord(client)
+        marker = client.redactor.marker
+        if marker != m.redaction_marker:
+            raise ScenarioError(f"redaction marker drifted — scenario.toml pins {m.redaction_marker!r}, this "
+                                f"check's redactor writes {marker!r}; the recorded cells cannot compare. Check with a "
+                                f"client whose redaction_marker is {m.redaction_marker!r}, or re-record the scenario")
         golden = self.golden()
         records = load_records(self.path / MODEL_FILE)
         overrides = load_overrides(self.path / OVERRIDE_FILE)
@@ -552,7 +557,8 @@ class Scenario:
         rep.golden_transcript = self._surfaces[0]
         rep.actual_transcript = transcript(actual)
         rep.transcript_diff = surface_diff(rep.golden_transcript, rep.actual_transcript, "transcript")
-        rep.events_diff = surface_diff(self._surfaces[1], event_log(actual), "event log")
+        rep.events_diff = surface_diff(self._surfaces[1], event_log(actual, served_redacted=redacted_cells(golden)),
+                                       "event log")
         self.last_report = rep
         return rep
 

@@ -29,7 +29,7 @@ from ..model.session import SessionDetail
 
 __all__ = [
     "VOLATILE_KEYS", "normalize", "event_log", "transcript", "cell_trajectory", "discover_volatile", "side_by_side",
-    "aligned_rows", "first_change", "differing_keys",
+    "aligned_rows", "first_change", "differing_keys", "cell_key", "redacted_cells",
     "surface_diff",
 ]
 
@@ -58,12 +58,32 @@ def _body(ev: Any) -> Any:
     return getattr(body, "__dict__", body)
 
 
-def event_log(detail: SessionDetail, volatile: frozenset[str] = VOLATILE_KEYS) -> list[str]:
-    """One line per event, in stream order: ``kind <normalized body JSON>``."""
+def cell_key(cell: Any) -> tuple:
+    """What identifies a recorded cell's answer: op, input hash, stored content and view."""
+    return (cell.op, cell.input_hash, cell.content, cell.view)
+
+
+def redacted_cells(detail: SessionDetail) -> frozenset[tuple]:
+    """The :func:`cell_key` of every cell of ``detail`` that was stored redacted."""
+    return frozenset(cell_key(c.rec) for c in detail.cells if c.rec.redacted)
+
+
+def event_log(detail: SessionDetail, volatile: frozenset[str] = VOLATILE_KEYS,
+              served_redacted: frozenset[tuple] = frozenset()) -> list[str]:
+    """One line per event, in stream order: ``kind <normalized body JSON>``.
+
+    ``served_redacted``: the recording's redacted cells (:func:`redacted_cells`) when ``detail``
+    is a re-drive answered from that recording. A cell served from tape holds text that is
+    already redacted, so re-redacting it finds nothing and its ``redacted`` flag reads false;
+    the answer is the recorded cell's, and so is the flag."""
     out = []
     for ev in detail.events:
         try:
             body = _body(ev)
+            if (served_redacted and isinstance(body, dict) and body.get("event") == "op_recorded"
+                    and body.get("redacted") is False
+                    and (body.get("op"), body.get("input_hash"), body.get("content"), body.get("view")) in served_redacted):
+                body = {**body, "redacted": True}
             text = canonical_json(normalize(body, volatile))
         except (TypeError, ValueError):
             text = repr(ev.body)
