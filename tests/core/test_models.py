@@ -193,7 +193,7 @@ def test_cost_known_unknown_and_prices_file(tmp_path):
     assert table.cost("ollama:qwen2.5:1.5b", u) == 0
     prices = tmp_path / "prices.json"
     prices.write_text('{"frontier-9": {"input": 1, "output": 2}}')
-    assert load_price_table(prices).cost("acme:frontier-9", u) == pytest.approx(3)
+    assert load_price_table(prices).cost("acme:frontier-9", u) == pytest.approx(4)  # cache reads default to the input rate
     prices.write_text("{oops")
     with pytest.raises(FluxError, match="not valid JSON"):
         load_price_table(prices)

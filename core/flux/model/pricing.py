@@ -1,22 +1,39 @@
-"""Cost from usage: a built-in price table for common models that a user's prices file extends or
-overrides. Prices are USD per million tokens for input, output, cache read and cache write.
+"""Cost from usage: the built-in price table (``flux/prices.json``, data) that a user's prices file
+extends or overrides. Prices are USD per million tokens.
 
-This module is the one home of cost: the CLI (``flux show``/``flux sessions``), the session list and
-the app all ask :class:`Spend` / :func:`turn_spend` / :func:`session_spend`. The rules:
+This module is the one home of cost: the CLI (``flux show``/``flux sessions``), the session list, the
+test kit's cost budget and the app all ask :class:`Spend` / :func:`turn_spend` / :func:`session_spend`.
+The rules:
 
 - a call's cost is the provider-reported cost (``Usage.reported_cost_usd``) when there is one, else
-  the table's price of its model times its tokens;
+  the table's price of its model times its tokens:
+  ``input·in + output·out + cache_write·cw + cache_read·cr`` plus the surcharge tiers
+  ``reasoning``, ``audio_input`` and ``audio_output`` (0 unless a row sets them; those tokens are
+  already counted in input/output), all per million;
+- a row may carry a long-context tier: a call whose prompt (input + cache write + cache read tokens)
+  is above ``above_input_tokens`` is priced **entirely** at the tier's rates;
 - a call whose model has no price and that spent tokens is *unknown* (``None``), never 0 — a wrong
   zero is worse than a blank; an unpriced call that spent no tokens costs nothing;
 - a turn spent its per-call usage (``call_usage`` rows) if it has any, else its ``turn_ended``
   usage, priced by the turn's model or, when the turn names none, the session's model;
 - a turn's or session's cost is the sum of its calls' costs, unknown as soon as one call is.
 
-The prices file is JSON: ``{"model-name": {"input": 3.0, "output": 15.0, "cache_read": 0.3,
-"cache_write": 3.75}, ...}``. It is read from ``--prices FILE``, else ``$FLUX_PRICES``, else
-``<store>/prices.json`` if present. Model names match exactly, then with a ``provider:`` or
-``provider/`` prefix stripped, then by the longest table key that prefixes the name
-(``claude-sonnet-4-5-20250929`` → ``claude-sonnet-4-5``).
+A prices file is JSON, one entry per model::
+
+    {"my-model": {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75,
+                  "long_context": {"above_input_tokens": 200000, "input": 6.0, "output": 22.5}}}
+
+Every key may also be spelled with pyrula's ``_per_mtok`` suffix (``input_per_mtok``, …).
+``input`` and ``output`` are required; a missing cache rate keeps the built-in row's rate when the
+entry overrides one, else defaults to the entry's input rate (cached tokens never under-bill); an
+unknown key, a missing rate or a bad number is refused in one line — a typo must never price a model
+at $0. The file is read from ``--prices FILE``, else ``$FLUX_PRICES``, else ``<store>/prices.json``.
+
+Model names match exactly; then without a ``provider:`` prefix or a known ``provider/`` prefix
+(``openrouter/…``; an OpenRouter id such as ``deepseek/deepseek-v4-flash`` keeps its slash); then
+without a Bedrock region prefix (``us.anthropic.…``); then through flux's aliases (``sonnet``);
+then a dated id by its undated row (``claude-sonnet-4-5-20250929`` → ``claude-sonnet-4-5``). A local
+provider (``ollama:…``) costs 0: it runs on the user's machine.
 """
 
 from __future__ import annotations
@@ -24,16 +41,31 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping, Optional
 
 from ..errors import FluxError
 from ..store.usage import Usage
 
-__all__ = ["Price", "PriceTable", "BUILTIN_PRICES", "load_price_table", "Spend", "turn_usage_pairs", "turn_spend",
-           "session_spend"]
+__all__ = ["Price", "LongContext", "PriceTable", "BUILTIN_PRICES", "load_price_table", "parse_prices", "Spend",
+           "turn_usage_pairs", "turn_spend", "session_spend"]
+
+
+@dataclass(frozen=True, slots=True)
+class LongContext:
+    """A row's long-context tier: above ``above_input_tokens`` prompt tokens, these rates apply to
+    the whole call."""
+
+    above_input_tokens: int
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,76 +74,32 @@ class Price:
     output: float
     cache_read: float = 0.0
     cache_write: float = 0.0
+    reasoning: float = 0.0
+    audio_input: float = 0.0
+    audio_output: float = 0.0
+    long_context: Optional[LongContext] = None
 
     def cost(self, u: Usage) -> float:
         cache_write = u.cache_creation_input_tokens + (u.cache_creation_1h_input_tokens or 0)
-        return (u.input_tokens * self.input + u.output_tokens * self.output
-                + u.cache_read_input_tokens * self.cache_read + cache_write * self.cache_write) / 1_000_000
+        rates: Any = self
+        lc = self.long_context
+        if lc is not None and u.input_tokens + cache_write + u.cache_read_input_tokens > lc.above_input_tokens:
+            rates = lc
+        return (u.input_tokens * rates.input + u.output_tokens * rates.output
+                + u.cache_read_input_tokens * rates.cache_read + cache_write * rates.cache_write
+                + u.reasoning_tokens * self.reasoning + u.audio_input_tokens * self.audio_input
+                + u.audio_output_tokens * self.audio_output) / 1_000_000
 
 
-# Public list prices (USD / Mtok) of widely used models. `mock`, `offline` and local models cost 0:
-# they run on the user's machine, so 0 is the true price, not a placeholder.
-BUILTIN_PRICES: dict[str, Price] = {
-    "mock": Price(0, 0, 0, 0),
-    "offline": Price(0, 0, 0, 0),
-    "scripted": Price(0, 0, 0, 0),
-    "claude-opus-4-1": Price(15.0, 75.0, 1.5, 18.75),
-    "claude-opus-4": Price(15.0, 75.0, 1.5, 18.75),
-    "claude-sonnet-4-5": Price(3.0, 15.0, 0.3, 3.75),
-    "claude-sonnet-4-6": Price(3.0, 15.0, 0.3, 3.75),
-    "claude-sonnet-4": Price(3.0, 15.0, 0.3, 3.75),
-    "claude-haiku-4-5": Price(1.0, 5.0, 0.1, 1.25),
-    "claude-3-5-haiku": Price(0.8, 4.0, 0.08, 1.0),
-    "gpt-4.1": Price(2.0, 8.0, 0.5, 0.0),
-    "gpt-4.1-mini": Price(0.4, 1.6, 0.1, 0.0),
-    "gpt-4.1-nano": Price(0.1, 0.4, 0.025, 0.0),
-    "gpt-4o": Price(2.5, 10.0, 1.25, 0.0),
-    "gpt-4o-mini": Price(0.15, 0.6, 0.075, 0.0),
-    "gpt-5": Price(1.25, 10.0, 0.125, 0.0),
-    "gpt-5-mini": Price(0.25, 2.0, 0.025, 0.0),
-    "gpt-5-nano": Price(0.05, 0.4, 0.005, 0.0),
-    "o3": Price(2.0, 8.0, 0.5, 0.0),
-    "o4-mini": Price(1.1, 4.4, 0.275, 0.0),
-    "gemini-2.5-pro": Price(1.25, 10.0, 0.31, 0.0),
-    "gemini-2.5-flash": Price(0.3, 2.5, 0.075, 0.0),
-}
+# --- reading entries (the built-in table and a user's file share this one parser) ----------------
 
-LOCAL_PROVIDERS = ("ollama",)
+_RATE_KEYS = ("input", "output", "cache_read", "cache_write", "reasoning", "audio_input", "audio_output")
+_TIER_KEYS = ("input", "output", "cache_read", "cache_write")
+_SUFFIX = "_per_mtok"
+_HINT = 'expected {"model": {"input": 3.0, "output": 15.0}} (USD per million tokens; *_per_mtok names work too)'
 
 
-class PriceTable:
-    def __init__(self, prices: Mapping[str, Price]):
-        self.prices = dict(prices)
-
-    def lookup(self, model: str) -> Price | None:
-        if not model:
-            return None
-        if model in self.prices:
-            return self.prices[model]
-        bare = model
-        for sep in (":", "/"):
-            if sep in bare:
-                provider, rest = bare.split(sep, 1)
-                if provider in LOCAL_PROVIDERS:
-                    return Price(0, 0, 0, 0)
-                bare = rest
-        if bare in self.prices:
-            return self.prices[bare]
-        best = None
-        for key in self.prices:
-            if bare.startswith(key) and (best is None or len(key) > len(best)):
-                best = key
-        return self.prices[best] if best else None
-
-    def cost(self, model: str, usage: Usage) -> float | None:
-        """USD for one usage record, or ``None`` when the model's price is unknown."""
-        if usage.reported_cost_usd is not None:
-            return usage.reported_cost_usd
-        price = self.lookup(model)
-        return None if price is None else price.cost(usage)
-
-
-def _price_number(v: object) -> float | None:
+def _rate(v: object) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     try:
@@ -121,9 +109,154 @@ def _price_number(v: object) -> float | None:
     return f if math.isfinite(f) and f >= 0 else None
 
 
-def _parse_prices_file(path: Path) -> dict[str, Price]:
+def _keyed(obj: dict, allowed: tuple[str, ...], extra: tuple[str, ...], where: str) -> dict[str, Any]:
+    """``obj``'s keys with the ``_per_mtok`` spelling folded in; an unknown key, or a rate given
+    under both spellings, is a FluxError naming it."""
+    out: dict[str, Any] = {}
+    for k, v in obj.items():
+        name = k[: -len(_SUFFIX)] if isinstance(k, str) and k.endswith(_SUFFIX) else k
+        if name not in allowed and k not in extra:
+            known = ", ".join((*allowed, *extra))
+            raise FluxError(f"{where}: unknown key {str(k)[:60]!r} — known keys: {known} (or the *{_SUFFIX} names)")
+        key = k if k in extra else name
+        if key in out:
+            raise FluxError(f"{where}: {key!r} is given twice (once as {key}{_SUFFIX}) — keep one")
+        out[key] = v
+    return out
+
+
+def _rates(d: dict[str, Any], keys: tuple[str, ...], where: str) -> dict[str, float]:
+    out = {}
+    for k in keys:
+        if k in d:
+            r = _rate(d[k])
+            if r is None:
+                raise FluxError(f"{where}: {k} must be a finite, non-negative number of USD per million tokens, "
+                                f"got {str(d[k])[:40]!r}")
+            out[k] = r
+    return out
+
+
+def _entry(model: str, raw: object, base: Optional[Price], where: str) -> Price:
+    if not isinstance(raw, dict):
+        raise FluxError(f"{where}: entry {model[:80]!r} must be an object of rates — {_HINT}")
+    at = f"{where}: entry {model[:80]!r}"
+    d = _keyed(raw, _RATE_KEYS, ("long_context",), at)
+    r = _rates(d, _RATE_KEYS, at)
+    for k in ("input", "output"):
+        if k not in r:
+            raise FluxError(f"{at} has no {k} rate — every entry needs input and output (or {k}{_SUFFIX})")
+    inherit = base
+    cache_read = r.get("cache_read", inherit.cache_read if inherit else r["input"])
+    cache_write = r.get("cache_write", inherit.cache_write if inherit else r["input"])
+    lc = inherit.long_context if inherit else None
+    if "long_context" in d:
+        lc = _tier(d["long_context"], f"{at}, long_context")
+    return Price(r["input"], r["output"], cache_read, cache_write, r.get("reasoning", 0.0),
+                 r.get("audio_input", 0.0), r.get("audio_output", 0.0), lc)
+
+
+def _tier(raw: object, where: str) -> Optional[LongContext]:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise FluxError(f'{where} must be an object: {{"above_input_tokens": N, "input": …, "output": …}}')
+    d = _keyed(raw, _TIER_KEYS, ("above_input_tokens",), where)
+    n = d.get("above_input_tokens")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise FluxError(f"{where}: above_input_tokens must be a non-negative whole number of prompt tokens")
+    r = _rates(d, _TIER_KEYS, where)
+    for k in ("input", "output"):
+        if k not in r:
+            raise FluxError(f"{where} has no {k} rate — a long-context tier needs input and output")
+    return LongContext(n, r["input"], r["output"], r.get("cache_read", r["input"]), r.get("cache_write", r["input"]))
+
+
+def parse_prices(raw: object, where: str, base: Mapping[str, Price] | None = None) -> dict[str, Price]:
+    """Entries of a prices object (``{"model": {rates}}``), validated. ``base`` is the table the
+    entries extend: an entry that overrides a row keeps that row's unspecified cache rates."""
+    if not isinstance(raw, dict):
+        raise FluxError(f"{where} must be a JSON object of model → prices — {_HINT}")
+    base = base or {}
+    return {str(model): _entry(str(model), p, base.get(model), where) for model, p in raw.items()}
+
+
+# --- the built-in table ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Builtin:
+    prices: dict[str, Price]
+    aliases: dict[str, str]
+    local_providers: tuple[str, ...]
+    provider_prefixes: tuple[str, ...]
+    region_prefixes: tuple[str, ...]
+
+
+@lru_cache(maxsize=1)
+def _builtin() -> _Builtin:
+    doc = json.loads(resources.files("flux").joinpath("prices.json").read_text(encoding="utf-8"))
+    return _Builtin(parse_prices(doc["models"], "the built-in prices.json"), dict(doc["aliases"]),
+                    tuple(doc["local_providers"]), tuple(doc["provider_prefixes"]),
+                    tuple(doc["bedrock_region_prefixes"]))
+
+
+BUILTIN_PRICES: dict[str, Price] = dict(_builtin().prices)  # a copy: callers may not change the table
+
+
+_DATED = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2})$")
+_FREE = Price(0, 0, 0, 0)
+
+
+class PriceTable:
+    def __init__(self, prices: Mapping[str, Price]):
+        self.prices = dict(prices)
+
+    def lookup(self, model: str) -> Price | None:
+        if not model:
+            return None
+        p = self.prices.get(model)
+        if p is not None:
+            return p
+        b = _builtin()
+        bare = model
+        if ":" in bare and "/" not in bare.split(":", 1)[0]:
+            provider, rest = bare.split(":", 1)  # our provider:model spec (anthropic:claude-…)
+            if provider in b.local_providers:
+                return _FREE
+            bare = rest
+        if "/" in bare and bare.split("/", 1)[0] in b.provider_prefixes:
+            provider, rest = bare.split("/", 1)  # flux's provider/model spec (openrouter/deepseek/…)
+            if provider in b.local_providers:
+                return _FREE
+            bare = rest
+        for candidate in self._candidates(bare, b):
+            p = self.prices.get(candidate)
+            if p is not None:
+                return p
+        m = _DATED.search(bare)
+        return self.prices.get(bare[: m.start()]) if m else None
+
+    @staticmethod
+    def _candidates(bare: str, b: _Builtin) -> list[str]:
+        out = [bare]
+        for region in b.region_prefixes:
+            if bare.startswith(region) and bare[len(region):].startswith("anthropic."):
+                out.append(bare[len(region):])
+        if bare in b.aliases:
+            out.append(b.aliases[bare])
+        return out
+
+    def cost(self, model: str, usage: Usage) -> float | None:
+        """USD for one usage record, or ``None`` when the model's price is unknown."""
+        if usage.reported_cost_usd is not None:
+            return usage.reported_cost_usd
+        price = self.lookup(model)
+        return None if price is None else price.cost(usage)
+
+
+def _parse_prices_file(path: Path, base: Mapping[str, Price]) -> dict[str, Price]:
     """Input validation only: every way a hostile prices file can be wrong is one FluxError line."""
-    hint = "expected {\"model\": {\"input\": 3.0, \"output\": 15.0}}"
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -133,24 +266,15 @@ def _parse_prices_file(path: Path) -> dict[str, Price]:
     if not stat.S_ISREG(st.st_mode):
         raise FluxError(f"prices file {path} is not a regular file — pass a JSON file")
     if st.st_size > 16 * 1024 * 1024:
-        raise FluxError(f"prices file {path} is {st.st_size} bytes — too large for a price table; {hint}")
+        raise FluxError(f"prices file {path} is {st.st_size} bytes — too large for a price table; {_HINT}")
     try:
         raw = json.loads(path.read_bytes().decode("utf-8"))
     except (OSError, ValueError) as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise FluxError(f"prices file {path} is not valid JSON ({reason}) — {hint}") from None
+        raise FluxError(f"prices file {path} is not valid JSON ({reason}) — {_HINT}") from None
     except RecursionError:
-        raise FluxError(f"prices file {path} is nested too deeply to be a price table — {hint}") from None
-    if not isinstance(raw, dict):
-        raise FluxError(f"prices file {path} must be a JSON object of model → prices")
-    out = {}
-    for model, p in raw.items():
-        nums = [_price_number(p.get(k, 0)) for k in ("input", "output", "cache_read", "cache_write")] if isinstance(p, dict) else [None]
-        if any(n is None for n in nums):
-            raise FluxError(f"prices file {path}: entry {model[:80]!r} needs finite, non-negative numeric input/output "
-                            f"(and optional cache_read/cache_write) per Mtok")
-        out[model] = Price(*nums)
-    return out
+        raise FluxError(f"prices file {path} is nested too deeply to be a price table — {_HINT}") from None
+    return parse_prices(raw, f"prices file {path}", base)
 
 
 def load_price_table(prices_file: str | os.PathLike[str] | None = None, store_dir: str | os.PathLike[str] | None = None) -> PriceTable:
@@ -164,7 +288,7 @@ def load_price_table(prices_file: str | os.PathLike[str] | None = None, store_di
     elif store_dir is not None and (Path(store_dir) / "prices.json").is_file():
         path = Path(store_dir) / "prices.json"
     if path is not None:
-        table.update(_parse_prices_file(path))
+        table.update(_parse_prices_file(path, table))
     return PriceTable(table)
 
 
