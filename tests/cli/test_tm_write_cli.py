@@ -81,7 +81,7 @@ def test_fork_replan_with_a_model(demo: Path, ws: Path) -> None:
 
 def test_resurrect_cli_json_and_nothing_to_do(demo: Path, ws: Path) -> None:
     res = flux("resurrect", "s_7", "--store", demo, "--workspace", ws)
-    assert res.exit_code == 0 and "nothing to resurrect" in res.stderr
+    assert res.exit_code == 1 and res.stderr.startswith("error: session s_7 has no interrupted turn — nothing to resurrect")
     res = flux("resurrect", "s_9", "--store", demo, "--workspace", ws, "--json")
     assert res.exit_code == 1 and "would run live (publish" in res.stderr
 

@@ -436,21 +436,22 @@ def resurrect_cmd(session: str, workspace: Path | None, yes: bool, policy: Path 
                   store: Path | None) -> None:
     """Finish SESSION's interrupted turn from the crash point, with no model call: completed
     statements fast-forward, recorded cells are served from tape, an op that has no cell runs
-    again (after the side-effect gate)."""
+    again (after the side-effect gate).
+
+    SESSION defaults to `last`: here the most recently updated session with an interrupted turn.
+    A session with nothing to resurrect is an error (exit 1).
+    """
     from ..timemachine.resurrect import prepare_resurrect, resurrect_lines, resurrect_session
 
     reader = common.open_reader(store)
     ws = _workspace(workspace, reader.dir)
     catalog = _toolbox_catalog(ws, reader.dir)
-    row = reader.resolve_session(session)
+    row = _resurrect_target(reader, session)
     plan = prepare_resurrect(reader, row.id, catalog=catalog, workspace=str(ws))
     reader.close()
     if plan is None:
-        if as_json:
-            click.echo(canonical_json({"session": row.id, "resurrected": None}))
-        else:
-            click.echo(f"session {row.id} has no interrupted turn — nothing to resurrect", err=True)
-        return
+        common.fail(f"session {row.id} has no interrupted turn — nothing to resurrect "
+                    "(`flux sessions` flags the sessions that have one ⚠ interrupted)")
     if not as_json:
         click.echo(resurrect_lines(plan), err=True)
     _gate(plan.preview, yes, policy, as_json, f"resurrect {row.id}", catalog)
@@ -470,6 +471,20 @@ def resurrect_cmd(session: str, workspace: Path | None, yes: bool, policy: Path 
         click.echo(rep.answer)
     if rep.outcome == "halted":
         common.fail(f"the resumed turn halted: {rep.halt['error'] if rep.halt else rep.answer}")
+
+
+def _resurrect_target(reader: StoreReader, ref: str):
+    """``s_<n>``, or for ``last`` the most recently updated session with an interrupted turn (not
+    the highest id: that is usually a fork or what-if with nothing to finish)."""
+    if ref != "last":
+        return reader.resolve_session(ref)
+    from ..model.listing import interrupted_sessions
+
+    flagged = interrupted_sessions(reader)
+    newest = next((r for r in reader.list_sessions() if r.id in flagged), None)  # updated_at DESC, n DESC
+    if newest is None:
+        common.fail(f"no session in {reader.dir} has an interrupted turn — nothing to resurrect")
+    return newest
 
 
 def _whatif_options(fn):
@@ -534,6 +549,19 @@ def _whatif_client(store_dir: Path, ws: Path, spec, yes: bool, policy: Path | No
     return lambda: _offline_client(store_dir, ws, session_model or "mock", auto_resurrect=False, **approval)
 
 
+def _refuse_uncalled_substitutions(detail, spec) -> None:
+    """``--substitute OP=…`` for an op the re-run never meets changes nothing: one line naming the
+    ops it does call, before anything is written (a typo would otherwise read as "no divergence")."""
+    turn = None if spec.replan else spec.turn
+    called = sorted({c.op for c in detail.cells if turn is None or c.turn_number == turn})
+    unknown = [op for op in spec.substitute if op not in called]
+    if unknown:
+        where = f"turn {turn} of {detail.id}" if turn is not None else detail.id
+        calls = ", ".join(called) if called else "no op"
+        common.fail(f"--substitute {unknown[0]}=…: {where} never calls `{unknown[0]}`, so nothing would change — "
+                    f"it calls {calls}; nothing was written")
+
+
 @main.command("what-if")
 @click.argument("session")
 @_whatif_options
@@ -554,6 +582,7 @@ def what_if_cmd(session: str, turn: int | None, substitute: tuple[str, ...], sub
     row = reader.resolve_session(session)
     plan = prepare_what_if(reader, row.id, spec, catalog=catalog, workspace=str(ws), model=model)
     reader.close()
+    _refuse_uncalled_substitutions(plan.detail, spec)
     renderer = None
     if spec.replan:
         from .agent import _Renderer
