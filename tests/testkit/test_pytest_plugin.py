@@ -71,3 +71,58 @@ def test_flux_update_re_baselines_the_snapshot(pytester, openai_dir):
     pytester.runpytest(*INNER, "--flux-update").assert_outcomes(passed=1)
     assert snap.read_text() == good
     assert "FLUX_GOLDEN" not in os.environ, "the option's golden mode ends with its session"
+
+
+def test_the_no_vacuous_guard_counts_a_test_that_read_the_report(pytester, openai_dir):
+    """The design's own idiom (plain asserts on the report's fields, ``is_clean()``) counts as
+    asserting: green on a clean scenario, red on a drifted one. A test that ran a check or a
+    replay and read nothing of it — or only printed it — still fails."""
+    shutil.copytree(openai_dir, pytester.path / "good" / "note")
+    shutil.copytree(openai_dir, pytester.path / "drifted" / "note")
+    change_tool_input(pytester.path / "drifted" / "note" / "model.jsonl", 2, path="elsewhere.txt")
+    idiom = '''
+import pytest
+
+@pytest.mark.flux_scenarios("{where}")
+def test_idiom(flux_scenario, flux_client):
+    report = flux_scenario.check(flux_client)
+    assert not report.plan_changed
+    assert not report.left_world
+
+@pytest.mark.flux_scenarios("{where}")
+def test_is_clean(flux_scenario, flux_client):
+    assert flux_scenario.check(flux_client).is_clean()
+
+@pytest.mark.flux_scenarios("{where}")
+def test_replay_fields(flux_scenario):
+    out = flux_scenario.replay()
+    assert out.faithful and out.calls == ["read", "append"]
+'''
+    pytester.makepyfile(
+        test_good=idiom.format(where="good"),
+        test_drifted=idiom.format(where="drifted"),
+        test_touched_nothing='''
+import pytest
+
+@pytest.mark.flux_scenarios("good")
+def test_check_dropped(flux_scenario, flux_client):
+    flux_scenario.check(flux_client)
+
+@pytest.mark.flux_scenarios("good")
+def test_printed(flux_scenario, flux_client):
+    print(flux_scenario.check(flux_client), flux_scenario.replay())
+''')
+    res = pytester.runpytest(*INNER, "-v")
+    res.stdout.fnmatch_lines_random([
+        "*test_good.py::test_idiom?note? PASSED*",
+        "*test_good.py::test_is_clean?note? PASSED*",
+        "*test_good.py::test_replay_fields?note? PASSED*",
+        "*test_drifted.py::test_idiom?note? FAILED*",
+        "*test_drifted.py::test_is_clean?note? FAILED*",
+        "*test_touched_nothing.py::test_check_dropped?note? ERROR*",
+        "*test_touched_nothing.py::test_printed?note? ERROR*",
+    ])
+    # the drifted replay is still faithful (the recording itself is intact); a teardown error
+    # counts its test's call as passed too
+    res.assert_outcomes(passed=6, failed=2, errors=2)
+    res.stdout.fnmatch_lines(["*ERROR at teardown of test_check_dropped*", "*asserted nothing about the scenario*"])

@@ -5,8 +5,9 @@ Every failure says what was expected, what the recording (or the re-drive) did, 
 re-baseline if the change is intended. Check failures carry the side-by-side trajectory
 (golden ↔ this run) with the first divergence marked ``▶``.
 
-Every assertion that runs is counted on its scenario (``Scenario.assertions``): the pytest plugin
-fails a test that loaded a scenario and asserted nothing ("no vacuous pass").
+Every assertion that runs is counted on its scenario (``Scenario.assertions``, see
+:mod:`flux.testkit.vacuous`): the pytest plugin fails a test that loaded a scenario and asserted
+nothing ("no vacuous pass").
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Iterable
 
 from .errors import AssertionFailed
 from .golden import Rebaseline, update_mode
+from .vacuous import count
 
 __all__ = [
     "assert_faithful", "assert_plan_snapshot", "assert_calls", "assert_never_calls", "assert_text_contains",
@@ -27,9 +29,7 @@ REHINT = "re-record if the recording is meant to change: FLUX_GOLDEN=update flux
 
 
 def _count(obj: Any) -> None:
-    sc = getattr(obj, "scenario_ref", None) or getattr(obj, "scenario", None)
-    if sc is not None and hasattr(sc, "assertions"):
-        sc.assertions += 1
+    count(getattr(obj, "scenario_ref", None) or getattr(obj, "scenario", None))
 
 
 def _name(obj: Any) -> str:

@@ -38,7 +38,7 @@ import tempfile
 import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Optional
 
 from ..agent.approver import AutoApprove
 from ..agent.loop import RetryPolicy, TurnRunner
@@ -56,6 +56,7 @@ from .errors import AssertionFailed, MissingFixture, ScenarioError
 from .frozen import frozen_toolbox
 from .golden import Rebaseline, update_mode
 from .manifest import MANIFEST_FILE, RUNTIME_VERSION, Manifest
+from .vacuous import CountsReads
 from .surfaces import cell_trajectory, event_log, redacted_cells, side_by_side, surface_diff, transcript
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -141,15 +142,22 @@ def _copy_stores(src: Path, dst: Path) -> None:
 
 
 @dataclass
-class Outcome:
+class Outcome(CountsReads):
     """What :meth:`Scenario.replay` found. ``calls``, ``text`` and ``plan_source`` are read from the
-    **recorded** events; ``report`` is the hermetic replay."""
+    **recorded** events; ``report`` is the hermetic replay. A test reading any of them asserts on
+    the scenario (:mod:`flux.testkit.vacuous`)."""
+
+    COUNTED: ClassVar[frozenset[str]] = frozenset({"faithful", "calls", "text", "plan_source", "report", "cost",
+                                                   "detail"})
 
     scenario: "Scenario"
     report: ReplayReport
     detail: SessionDetail
     rebaselined: list[Rebaseline] = field(default_factory=list)
     asserted: int = 0
+
+    def counted_scenario(self) -> Any:
+        return self.scenario
 
     @property
     def faithful(self) -> bool:
@@ -219,8 +227,15 @@ class Outcome:
 
 
 @dataclass(repr=False)
-class Report:
-    """What :meth:`Scenario.check` found (spec §4.9, plus the two surfaces and the cassette)."""
+class Report(CountsReads):
+    """What :meth:`Scenario.check` found (the run diff and flux's three verdicts, plus the two
+    surfaces and the cassette). A test reading a verdict off it (``assert not report.plan_changed``,
+    ``report.is_clean()``) asserts on the scenario (:mod:`flux.testkit.vacuous`)."""
+
+    COUNTED: ClassVar[frozenset[str]] = frozenset({
+        "diff", "plan_changed", "left_world", "model_served", "model_live", "model_unconsumed", "error", "divergence",
+        "transcript_diff", "events_diff", "outcome", "actual_ops", "is_clean", "first_divergence", "status", "explain",
+        "trajectory_diff", "to_json", "replay_only"})
 
     scenario: str
     diff: Optional[RunDiff] = None
@@ -242,6 +257,9 @@ class Report:
     rebaselined: list[Rebaseline] = field(default_factory=list)
     actual_ops: list[str] = field(default_factory=list)  # ops the re-drive dispatched, in order
     scenario_ref: Any = field(default=None, repr=False, compare=False)
+
+    def counted_scenario(self) -> Any:
+        return self.scenario_ref
 
     def __repr__(self) -> str:
         fd = self.first_divergence
