@@ -353,36 +353,54 @@ class StoreReader:
             wal_mode = _wal_mode(path)
         except OSError as e:
             raise StoreError(f"{path} cannot be read ({e.strerror or e})") from None
-        if wal_mode:
-            # The -shm is never opened (see the module docstring); it is only refused if it is a FIFO
-            # or the like, since SQLite would try to map it in the snapshot's place otherwise.
-            _size(shm_path)
-            if _size(wal_path) <= 0:
-                uri = f"file:{uri_path}?immutable=1"
-                self.mode = "immutable"
+        # A rollback-journal header with a non-empty -wal beside it is read like a WAL store: SQLite
+        # opens any non-empty -wal it finds (and would write read marks into its -shm).
+        for _attempt in range(20):
+            if wal_mode or _size(wal_path) > 0:
+                # The -shm is never opened (see the module docstring); it is only refused if it is a
+                # FIFO or the like, since SQLite would try to map it in the snapshot's place otherwise.
+                _size(shm_path)
+                if _size(wal_path) <= 0:
+                    uri = f"file:{uri_path}?immutable=1"
+                    self.mode = "immutable"
+                else:
+                    snap = self._snapshot_uri(path, wal_path)
+                    if snap is None:  # the -wal vanished mid-copy (its writer closed): look again
+                        continue
+                    uri = snap
+                    self.mode = "snapshot"
             else:
-                uri = self._snapshot_uri(path, wal_path)
-                self.mode = "snapshot"
+                uri = f"file:{uri_path}?mode=ro"
+            break
         else:
-            uri = f"file:{uri_path}?mode=ro"
+            raise StoreError(f"cannot snapshot {path} for reading: its -wal keeps vanishing mid-copy — "
+                             "writers are opening and closing it; try again")
         try:
             conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=self._busy_timeout_s)
             conn.execute("PRAGMA query_only = 1")
             if self.mode == "ro" and _hot_journal(conn):
                 conn.close()
-                uri = self._snapshot_uri(path, Path(str(path) + "-journal"))
-                self.mode = "snapshot"
+                snap = None
+                for _attempt in range(20):
+                    snap = self._snapshot_uri(path, Path(str(path) + "-journal"))
+                    if snap is not None:
+                        break
+                    if not os.path.exists(str(path) + "-journal"):  # rolled back by a writer meanwhile
+                        break
+                uri = snap or f"file:{uri_path}?mode=ro"
+                self.mode = "snapshot" if snap else "ro"
                 conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=self._busy_timeout_s)
                 conn.execute("PRAGMA query_only = 1")
         except sqlite3.Error as e:
             raise _translate(e, path) from None
         self._conn = conn
 
-    def _snapshot_uri(self, path: Path, sidecar: Path) -> str:
+    def _snapshot_uri(self, path: Path, sidecar: Path) -> str | None:
         """Copy ``events.db`` and its sidecar (``-wal``, or a hot ``-journal``) into a private temp
         dir; a writer that changed the sidecar while the database was being copied (a checkpoint, a
         restarted WAL, a journal written on) makes the pair inconsistent, so the copy is repeated
-        until the sidecar is the same before and after."""
+        until the sidecar is the same before and after. ``None`` when the sidecar vanished before it
+        was copied (its writer checkpointed and closed): the caller looks at the store again."""
         import shutil  # lazy, like tempfile: a reader of a quiet store never snapshots
         import tempfile
 
@@ -393,7 +411,11 @@ class StoreReader:
         try:
             for _attempt in range(5):
                 stamp = _wal_stamp(sidecar)
-                shutil.copyfile(sidecar, os.path.join(tmp, EVENTS_DB + sidecar.name[len(path.name):]))
+                try:
+                    shutil.copyfile(sidecar, os.path.join(tmp, EVENTS_DB + sidecar.name[len(path.name):]))
+                except FileNotFoundError:
+                    self._drop_snapshot()
+                    return None
                 shutil.copyfile(path, os.path.join(tmp, EVENTS_DB))
                 if _wal_stamp(sidecar) == stamp:
                     break
@@ -414,8 +436,11 @@ class StoreReader:
 
     def _validate_schema(self) -> None:
         tables = {r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type='table'") if isinstance(r[0], str)}
+        if not tables:
+            raise StoreError(f"{self.events_path} has no tables yet — a writer is creating the store (or was killed "
+                             "while creating it: the next `flux run` finishes it)")
         if "events" not in tables:
-            what = ", ".join(sorted(tables))[:200] or "no tables"
+            what = ", ".join(sorted(tables))[:200]
             raise StoreError(f"{self.events_path} is a SQLite database of another application ({what}) — not a flux event store")
         cols = {r[1] for r in self._query("PRAGMA table_info(events)")}
         missing = {"global_seq", "stream", "stream_seq", "kind", "payload", "ts"} - cols
@@ -735,10 +760,50 @@ _UNSCOPED_KINDS = schema.UNSCOPED_KINDS
 _monotonic = time.monotonic
 
 
+def _bootstrap_flow_schema(c: sqlite3.Connection) -> None:
+    c.execute("BEGIN IMMEDIATE")
+    try:
+        for stmt in schema.FLOW_DDL.split(";"):
+            if stmt.strip():
+                c.execute(stmt)
+        c.execute("COMMIT")
+    except BaseException:
+        c.execute("ROLLBACK")
+        raise
+
+
+def _create_atomically(path: Path, bootstrap) -> None:
+    """Create the SQLite file ``path`` whole or not at all: its schema is built in a private file
+    beside it (WAL mode, checkpointed and closed), which is then hard-linked into place. A writer
+    killed meanwhile leaves a stray temp file, never a table-less ``path``; two writers creating the
+    same store race on the link, and the loser uses the winner's file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{new_ulid()}.creating")
+    try:
+        c = sqlite3.connect(str(tmp), isolation_level=None)
+        try:
+            c.execute("PRAGMA journal_mode = WAL")
+            bootstrap(c)
+        finally:
+            c.close()
+        for side in ("-wal", "-shm"):
+            Path(str(tmp) + side).unlink(missing_ok=True)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another writer created it first: its file is as good as ours
+        except OSError:  # a filesystem without hard links: rename, unless another writer won meanwhile
+            if not os.path.lexists(path):
+                os.replace(tmp, path)
+    finally:
+        for side in ("", "-wal", "-shm", "-journal"):
+            Path(str(tmp) + side).unlink(missing_ok=True)
+
+
 class StoreWriter:
     """Creates stores and appends events by flux's write rules (§1.1).
 
-    * WAL, ``synchronous=NORMAL``, 5 s busy timeout; bootstrap DDL in one ``BEGIN IMMEDIATE``.
+    * WAL, ``synchronous=NORMAL``, 5 s busy timeout; bootstrap DDL in one ``BEGIN IMMEDIATE``; a
+      new ``events.db`` / ``flow.db`` is built beside its place and linked in whole.
     * one ``BEGIN IMMEDIATE`` transaction per append (or per :meth:`transaction` block);
     * contiguous 0-based ``stream_seq``, ULID ids, ms timestamps;
     * the registry row of an ``s_<n>`` stream follows every append (``updated_at``, ``last_seq``,
@@ -768,22 +833,54 @@ class StoreWriter:
                 raise StoreError(f"{self.dir} does not exist")
             self.dir.mkdir(parents=True)
         events_path = self.dir / EVENTS_DB
-        if events_path.exists() and events_path.stat().st_size > 0:
-            _check_sqlite_file(events_path)
+        flow_path = self.dir / FLOW_DB
+        # Both files are checked before either is opened: a bad flow.db must not be found only
+        # after events.db was opened read-write (which recovers a crashed writer's WAL into it).
+        for path in (events_path, flow_path):
+            if os.path.lexists(path) and (not path.is_file() or path.stat().st_size > 0):
+                _check_sqlite_file(path)
+        self.conn = None  # type: ignore[assignment]
         try:
+            if not os.path.lexists(events_path):
+                _create_atomically(events_path, self._bootstrap)
+            if not os.path.lexists(flow_path):
+                _create_atomically(flow_path, _bootstrap_flow_schema)
             self.conn = sqlite3.connect(str(events_path), isolation_level=None, check_same_thread=False, timeout=5.0)
             self.conn.execute("PRAGMA busy_timeout = 5000")
             self.conn.execute("PRAGMA journal_mode = WAL")
             self.conn.execute("PRAGMA synchronous = NORMAL")
-            self._bootstrap()
+            self._bootstrap(self.conn)
+        except sqlite3.Error as e:
+            self._close_quietly()
+            raise _translate(e, events_path) from None
+        except BaseException:
+            self._close_quietly()
+            raise
+        try:
             self._bootstrap_flow()
+        except sqlite3.Error as e:
+            self._close_quietly()
+            raise _translate(e, flow_path) from None
+        except BaseException:
+            self._close_quietly()
+            raise
+        try:
             self._seq_guarded = self._has_seq_guard()
             self._cur = self.conn.cursor()  # the flush's statements (one cursor, not one per execute)
         except sqlite3.Error as e:
+            self._close_quietly()
             raise _translate(e, events_path) from None
 
-    def _bootstrap(self) -> None:
-        c = self.conn
+    def _close_quietly(self) -> None:
+        """A failed open closes what it opened, now — not when the object is collected."""
+        conn, self.conn = self.conn, None  # type: ignore[assignment]
+        if conn is not None:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+
+    def _bootstrap(self, c: sqlite3.Connection) -> None:
         c.execute("BEGIN IMMEDIATE")
         try:
             tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -821,11 +918,7 @@ class StoreWriter:
         try:
             flow.execute("PRAGMA busy_timeout = 5000")
             flow.execute("PRAGMA journal_mode = WAL")
-            flow.execute("BEGIN IMMEDIATE")
-            for stmt in schema.FLOW_DDL.split(";"):
-                if stmt.strip():
-                    flow.execute(stmt)
-            flow.execute("COMMIT")
+            _bootstrap_flow_schema(flow)
         finally:
             flow.close()
 
