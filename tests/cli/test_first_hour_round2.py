@@ -102,3 +102,141 @@ def test_resurrect_last_is_the_newest_interrupted_session_not_the_highest_id(tmp
     assert res.exit_code == 0, res.output
     with StoreReader(store) as r:
         assert interrupted_sessions(r) == {}
+
+
+# -- every verb has --json; the help says which verbs write; scripted models and completion --------
+
+def _leaf_commands():
+    import click
+
+    ctx = click.Context(main)
+
+    def walk(cmd, path):
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(ctx):
+                yield from walk(cmd.get_command(ctx, name), [*path, name])
+        else:
+            yield " ".join(path), cmd
+
+    return list(walk(main, []))
+
+
+def test_every_verb_has_json_as_the_readme_and_cli_md_say():
+    from tests.helpers import REPO
+
+    verbs = _leaf_commands()
+    assert len(verbs) >= 16 and {"demo", "record", "export", "golden check", "golden update"} <= {n for n, _ in verbs}
+    missing = [name for name, cmd in verbs if "--json" not in {o for p in cmd.params for o in getattr(p, "opts", ())}]
+    assert missing == []
+    assert "Every verb has\n`--json`" in (REPO / "README.md").read_text()
+    assert "and `--json`." in (REPO / "docs" / "cli.md").read_text()
+
+
+def test_demo_json_names_the_store_and_its_sessions(tmp_path: Path) -> None:
+    res = flux("demo", "--store", tmp_path / "d", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    listed = json.loads(flux("sessions", "--store", tmp_path / "d", "--json", "--limit", 100).stdout)["sessions"]
+    assert out["sessions"] == [s["id"] for s in listed] and len(out["sessions"]) == 11
+    assert out["interrupted"] == [s["id"] for s in sorted(listed, key=lambda s: int(s["id"][2:])) if s["interrupted"]]
+    assert out["interrupted"] == ["s_8", "s_9"] and Path(out["store"]) == tmp_path / "d"
+    again = flux("demo", "--store", tmp_path / "d", "--json")  # bad input stays one error line, JSON or not
+    one_error(again, f"{tmp_path / 'd'} already holds a store")
+
+
+def test_export_json_holds_the_same_trajectory_or_names_the_file(demo: Path, tmp_path: Path) -> None:
+    plain = flux("export", "s_1", "--format", "atif", "--normalize", "--store", demo)
+    res = flux("export", "s_1", "--format", "atif", "--normalize", "--store", demo, "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["trajectory"] == json.loads(plain.stdout) and out["trajectory"]["steps"]
+    assert (out["session"], out["format"], out["normalized"], out["file"]) == ("s_1", "atif", True, None)
+    f = tmp_path / "t.json"
+    res = flux("export", "s_1", "--format", "atif", "--normalize", "--store", demo, "--json", "-o", f)
+    out = json.loads(res.stdout)
+    assert out["file"] == str(f) and "trajectory" not in out and json.loads(f.read_text()) == json.loads(plain.stdout)
+    one_error(flux("export", "s_99", "--format", "atif", "--store", demo, "--json"), "")
+
+
+def test_golden_json_says_whether_it_matches(demo: Path, tmp_path: Path) -> None:
+    g = tmp_path / "s1.golden.json"
+    res = flux("golden", "update", "s_1", g, "--store", demo, "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout) | {"diff": None} == {"session": "s_1", "golden": str(g), "matches": True,
+                                                        "written": "created", "diff": None, "problem": None}
+    res = flux("golden", "check", "s_1", g, "--store", demo, "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["matches"] is True and json.loads(res.stdout)["written"] is None
+    # the same golden against another session: no match, exit 1, the failure text in `problem`
+    res = flux("golden", "check", "s_3", g, "--store", demo, "--json")
+    assert res.exit_code == 1
+    out = json.loads(res.stdout)
+    assert out["matches"] is False and out["problem"].startswith(f"trajectory differs from {g}")
+    res = flux("golden", "update", "s_3", g, "--store", demo, "--json")
+    out = json.loads(res.stdout)
+    assert res.exit_code == 0 and out["written"] == "updated" and out["diff"].startswith("--- golden")
+
+
+def test_record_json(tmp_path: Path) -> None:
+    res = flux("record", tmp_path / "sc" / "note", "write a quick note", "-m", "mock", "--yes", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out == {"directory": str(tmp_path / "sc" / "note"), "session": "s_1", "model": "mock", "outcome": "ok",
+                   "tool_calls": out["tool_calls"], "replay_faithful": True} and out["tool_calls"] >= 1
+
+
+def test_the_help_says_which_verbs_write():
+    from flux_tui.app import main as tui_main
+    from flux_tui.help import APP_HELP
+
+    tui = CliRunner().invoke(tui_main, ["--help"])
+    assert "Read-only" not in tui.stdout and "fork, what-if and resurrect write" in " ".join(tui.stdout.split())
+    assert "Nothing is ever written" not in APP_HELP and "Browsing writes" in APP_HELP
+    top = " ".join(flux("--help").stdout.split())
+    assert "fork, what-if and resurrect (these write a new session" in top
+
+
+def _flux_exe() -> str:
+    import sys
+
+    exe = Path(sys.executable).parent / "flux"
+    assert exe.is_file(), f"the flux entry point is not installed beside {sys.executable}"
+    return str(exe)
+
+
+def test_shell_completion_as_documented(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from tests.helpers import REPO
+
+    assert 'eval "$(_FLUX_COMPLETE=bash_source flux)"' in (REPO / "docs" / "cli.md").read_text()
+    env = dict(os.environ, _FLUX_COMPLETE="bash_source")
+    src = subprocess.run([_flux_exe()], env=env, capture_output=True, text=True, timeout=60)
+    assert src.returncode == 0 and "_flux_completion()" in src.stdout and "complete " in src.stdout
+    env = dict(os.environ, _FLUX_COMPLETE="bash_complete", COMP_WORDS="flux re", COMP_CWORD="1")
+    verbs = subprocess.run([_flux_exe()], env=env, capture_output=True, text=True, timeout=60)
+    assert verbs.stdout.split() == ["plain,record", "plain,replay", "plain,resurrect"]
+    env = dict(os.environ, _FLUX_COMPLETE="bash_complete", COMP_WORDS="flux what-if s_1 --sub", COMP_CWORD="3")
+    opts = subprocess.run([_flux_exe()], env=env, capture_output=True, text=True, timeout=60)
+    assert opts.stdout.split() == ["plain,--substitute", "plain,--substitute-at"]
+
+
+def test_the_documented_scripted_model_runs(tmp_path: Path) -> None:
+    import re
+
+    from tests.helpers import REPO
+
+    doc = (REPO / "docs" / "agent.md").read_text()
+    script = re.search(r"\*\*`scripted:FILE`\*\*.*?```json\n(.*?)```", doc, re.S).group(1)
+    (tmp_path / "answers.json").write_text(script)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    res = flux("run", "-m", f"scripted:{tmp_path / 'answers.json'}", "--store", tmp_path / "st", "--workspace", ws,
+               "--yes", "write a note")
+    assert res.exit_code == 0, res.output
+    assert (ws / "note.txt").read_text() == "hello\n" and "Wrote note.txt." in res.stdout
+    # running out of answers is an error that says how many were served
+    (tmp_path / "one.json").write_text('[{"tool_calls": [{"name": "read", "input": {"path": "note.txt"}}]}]')
+    res = flux("run", "-m", f"scripted:{tmp_path / 'one.json'}", "--store", tmp_path / "st3", "--workspace", ws,
+               "--yes", "read it")
+    assert res.exit_code == 1 and "served" in res.output

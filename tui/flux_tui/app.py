@@ -259,7 +259,11 @@ class _Command(OneLineErrors, click.Command):
               help="Run the recorded scenarios under DIR (flux test, offline) and browse golden ↔ run.")
 def main(store: Path | None, demo: bool, prices: Path | None, session: str | None, keymap_file: Path | None,
          tests: Path | None) -> None:
-    """Browse a flux store: sessions, turns, accepted plans and cassette cells. Read-only."""
+    """Browse a flux store: sessions, turns, accepted plans and cassette cells.
+
+    Browsing writes nothing; fork, what-if and resurrect write new sessions into the store (or
+    finish an interrupted turn) after the side-effect gate.
+    """
     keymap = load_keymap(keymap_file) if keymap_file else None
     if demo:
         if store is not None:

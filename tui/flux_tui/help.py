@@ -5,9 +5,11 @@ from __future__ import annotations
 __all__ = ["HELP", "APP_HELP"]
 
 APP_HELP = """\
-flux-tui browses a flux store directory (events.db) read-only: sessions, their turns, the plans
-the host accepted (canonical Flux-Lang) and the cassette cells (recorded op results). Nothing is
-ever written. The store is watched: rows another process appends show up within a second.
+flux-tui browses a flux store directory (events.db): sessions, their turns, the plans the host
+accepted (canonical Flux-Lang) and the cassette cells (recorded op results). Browsing writes
+nothing; fork (f), what-if (w) and resurrect (R) write a new session, or finish an interrupted
+turn, after the side-effect gate — a recorded session is never changed. The store is watched:
+rows another process appends show up within a second.
 Tab / Shift+Tab move between panels; Ctrl+P opens the command palette; q quits."""
 
 HELP: dict[str, tuple[str, str]] = {

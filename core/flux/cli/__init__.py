@@ -81,6 +81,9 @@ class _LazyGroup(OneLineErrors, click.Group):
 def main() -> None:
     """A deterministic agent lab over flux store directories.
 
-    Browse recorded sessions, replay them offline, diff two runs. The store is
-    --store DIR, else $FLUX_STORE_DIR, else ~/.flux.
+    Browse recorded sessions, replay them offline, diff two runs (these only read the store);
+    record runs, fork, what-if and resurrect (these write a new session, or finish an interrupted
+    turn, and never change a recorded one). The store is --store DIR, else $FLUX_STORE_DIR, else
+    ~/.flux. Every verb takes --json. Shell completion: eval "$(_FLUX_COMPLETE=bash_source flux)"
+    (zsh_source, fish_source; see docs/cli.md).
     """

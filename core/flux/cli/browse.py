@@ -216,8 +216,9 @@ def show(session, store, turn, as_json, prices_file):
 @main.command()
 @store_option
 @click.option("--force", is_flag=True, help="Rebuild even if the directory already holds a store.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output: the store and its sessions.")
 @handle_errors
-def demo(store, force):
+def demo(store, force, as_json):
     """Create a realistic demo store in --store DIR (several sessions, errors, an interrupted turn, a fork)."""
     from ..demo import build_demo_store
 
@@ -225,5 +226,12 @@ def demo(store, force):
     if (target / "events.db").exists() and not force:
         fail(f"{target} already holds a store — pick an empty directory or pass --force to rebuild it")
     build_demo_store(target, overwrite=force)
+    if as_json:
+        from ..model.listing import interrupted_sessions
+
+        with open_reader(target) as reader:
+            json_out({"store": str(reader.dir), "sessions": [r.id for r in reader.list_sessions()],
+                      "interrupted": sorted(interrupted_sessions(reader), key=lambda sid: int(sid[2:]))})
+        return
     click.echo(f"demo store written to {target}")
     click.echo(f"  browse it with `flux-tui --store {target}` or `flux sessions --store {target}`")

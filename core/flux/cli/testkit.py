@@ -34,10 +34,11 @@ from .common import fail, handle_errors, json_out, open_reader, store_option
 @click.option("--policy", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Policy file for approvals.")
 @click.option("--update", is_flag=True, help="Overwrite a recorded scenario (same as FLUX_GOLDEN=update).")
 @click.option("--allow-error", is_flag=True, help="Keep a turn that ends in a provider error as the scenario.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: directory, session, model, outcome, tool calls, replay.")
 @handle_errors
 def record_cmd(directory: Path, input_text: str, model: str, workspace: Optional[Path], base_url: Optional[str],
                instructions: Optional[str], max_iter: int, yes: bool, policy: Optional[Path], update: bool,
-               allow_error: bool) -> None:
+               allow_error: bool, as_json: bool) -> None:
     """Record one live turn for INPUT as a scenario directory DIRECTORY (commit it)."""
     import shutil
     import tempfile
@@ -73,8 +74,13 @@ def record_cmd(directory: Path, input_text: str, model: str, workspace: Optional
             out = sc.replay() if sc.golden().cells else None
             turn = sc.golden().turns[-1] if sc.golden().turns else None
             calls = len(sc.golden().cells)
-            click.echo(f"recorded {directory} · {sc.manifest.session} · {model} · turn {turn.outcome if turn else '?'} · "
-                       f"{calls} tool call(s)" + (f" · replay {'faithful' if out.faithful else 'NOT faithful'}" if out else ""))
+            if as_json:
+                json_out({"directory": str(directory), "session": sc.manifest.session, "model": model,
+                          "outcome": turn.outcome if turn else None, "tool_calls": calls,
+                          "replay_faithful": out.faithful if out else None})
+            else:
+                click.echo(f"recorded {directory} · {sc.manifest.session} · {model} · turn {turn.outcome if turn else '?'} · "
+                           f"{calls} tool call(s)" + (f" · replay {'faithful' if out.faithful else 'NOT faithful'}" if out else ""))
             if turn is not None and turn.outcome != "ok":
                 click.echo(f"error: the recorded turn ended {turn.outcome}: {turn.answer}", err=True)
                 sys.exit(1)
@@ -216,19 +222,29 @@ def _session_detail(target: str, store: Optional[Path]) -> Any:
 @click.option("--format", "fmt", type=click.Choice(["atif"]), required=True, help="Output format.")
 @click.option("--normalize", is_flag=True, help="Replace volatile values with placeholders (the golden form).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write to FILE.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object: session, format, normalized, file, and the trajectory (unless -o wrote it).")
 @store_option
 @handle_errors
-def export_cmd(session: str, fmt: str, normalize: bool, output: Optional[Path], store: Optional[Path]) -> None:
+def export_cmd(session: str, fmt: str, normalize: bool, output: Optional[Path], as_json: bool,
+               store: Optional[Path]) -> None:
     """Export SESSION (s_<n>, last, or a scenario directory) as an ATIF trajectory."""
     from ..testkit import atif
 
-    doc = atif.export(_session_detail(session, store))
+    detail = _session_detail(session, store)
+    doc = atif.export(detail)
     if normalize:
         doc = atif.normalize(doc)
     text = atif.dumps(doc)
     if output is not None:
         output.write_text(text, encoding="utf-8")
-    else:
+    if as_json:
+        report = {"session": detail.id, "format": fmt, "normalized": normalize,
+                  "file": None if output is None else str(output)}
+        if output is None:
+            report["trajectory"] = doc
+        json_out(report)
+    elif output is None:
         click.echo(text, nl=False)
 
 
@@ -237,11 +253,19 @@ def golden_group() -> None:
     """Golden trajectories: compare a session's normalised ATIF trajectory with a committed file."""
 
 
-def _golden(session: str, golden: Path, store: Optional[Path], update: bool, tolerance: float) -> None:
+def _golden(session: str, golden: Path, store: Optional[Path], update: bool, tolerance: float,
+            as_json: bool = False) -> None:
     from ..testkit import atif
 
     actual = atif.normalize(atif.export(_session_detail(session, store)))
     problem, rb = atif.check_golden(golden, actual, update=update, token_tolerance=tolerance)
+    if as_json:
+        json_out({"session": session, "golden": str(golden), "matches": problem is None,
+                  "written": None if rb is None else ("created" if rb.created else "updated"),
+                  "diff": rb.diff if rb is not None else None, "problem": problem})
+        if problem is not None:
+            sys.exit(1)
+        return
     if rb is not None:
         click.echo(rb.line())
         if rb.diff:
@@ -262,18 +286,20 @@ def _golden(session: str, golden: Path, store: Optional[Path], update: bool, tol
 @click.argument("golden", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--token-tolerance", type=float, default=0.0, show_default=True,
               help="Relative band for prompt/completion tokens (e.g. 0.15 against a live model).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: matches, problem (the failure text), diff.")
 @store_option
 @handle_errors
-def golden_check(session: str, golden: Path, token_tolerance: float, store: Optional[Path]) -> None:
+def golden_check(session: str, golden: Path, token_tolerance: float, as_json: bool, store: Optional[Path]) -> None:
     """Compare SESSION's trajectory with GOLDEN (exit 1 and a unified diff when it differs)."""
-    _golden(session, golden, store, False, token_tolerance)
+    _golden(session, golden, store, False, token_tolerance, as_json)
 
 
 @golden_group.command("update")
 @click.argument("session")
 @click.argument("golden", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: written (created/updated/null) and the diff.")
 @store_option
 @handle_errors
-def golden_update(session: str, golden: Path, store: Optional[Path]) -> None:
+def golden_update(session: str, golden: Path, as_json: bool, store: Optional[Path]) -> None:
     """Write (or re-baseline) GOLDEN from SESSION's trajectory, printing what changed."""
-    _golden(session, golden, store, True, 0.0)
+    _golden(session, golden, store, True, 0.0, as_json)
