@@ -43,7 +43,7 @@ def record(kind: str, dest: Path, replies: list | None = None, input_text: str =
     ws = seed(dest.parent / f"{dest.name}-seed")
     with server_cls(api_key=KEY) as srv:
         srv.script(*(replies or answers()))
-        res = CliRunner().invoke(main, ["record", str(dest), input_text, "-m", f"{kind}:test-model",
+        res = CliRunner().invoke(main, ["record", dest.name, input_text, "--dir", str(dest.parent), "-m", f"{kind}:test-model",
                                         "--base-url", srv.base_url, "--workspace", str(ws), "--yes"],
                                  env={env_key: KEY, "FLUX_GOLDEN": None})
     assert res.exit_code == 0, res.output

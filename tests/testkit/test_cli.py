@@ -86,7 +86,7 @@ def test_orphan_golden_fails(scenario_dir, tmp_path):
 
 def test_no_scenarios_is_a_one_line_error(tmp_path, offline):
     res = run("test", tmp_path)
-    assert res.exit_code == 1 and res.output.startswith("error: no scenarios under") and res.output.count("\n") == 1
+    assert res.exit_code == 1 and res.output.startswith("error: no scenario fixtures under") and res.output.count("\n") == 1
     res = run("test", tmp_path / "missing")
     assert res.exit_code == 1 and "does not exist" in res.output
 
@@ -134,9 +134,9 @@ def test_export_and_golden_check_update(scenario_dir, tmp_path):
 
 
 def test_record_bad_arguments_are_one_line(tmp_path, offline):
-    res = run("record", tmp_path / "s", "  ", "-m", "mock")
-    assert res.exit_code == 1 and res.output.startswith("error: the input is empty")
-    res = run("record", tmp_path / "s", "hi", "-m", "openai:x")
+    res = run("record", "s", "  ", "--dir", tmp_path, "-m", "mock")
+    assert res.exit_code == 1 and res.output.startswith("error: the prompt is empty")
+    res = run("record", "s", "hi", "--dir", tmp_path, "-m", "openai:x")
     assert res.exit_code == 1 and res.output.startswith("error: missing key")
-    res = run("record", tmp_path / "s", "hi", "-m", "mock", "--workspace", tmp_path / "nope")
+    res = run("record", "s", "hi", "--dir", tmp_path, "-m", "mock", "--workspace", tmp_path / "nope")
     assert res.exit_code == 1 and "is not a directory" in res.output

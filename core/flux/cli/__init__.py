@@ -8,11 +8,13 @@ agent runtime, and ``flux --help`` imports no verb (it prints :data:`_SHORT_HELP
 from __future__ import annotations
 
 import importlib
+import os
+from pathlib import Path
 
 import click
 
 from .. import __version__
-from .common import OneLineErrors
+from .common import STORE_ENV, OneLineErrors
 
 # verb -> module that registers it on `main`
 _VERBS = {
@@ -32,7 +34,7 @@ _SHORT_HELP = {
     "fork": "Branch SESSION at statement --at into a new linked session: the prefix from tape (no model call, no side "
             "effect), then the tail diverges — inject a value, run an edited plan, or re-plan.",
     "golden": "Golden trajectories: compare a session's normalised ATIF trajectory with a committed file.",
-    "record": "Record one live turn for INPUT as a scenario directory DIRECTORY (commit it).",
+    "record": "Record one live turn for PROMPT as the scenario NAME, written to --dir/NAME (commit it).",
     "replay": "Re-execute a recorded session offline (SESSION: s_<n> or last).",
     "resurrect": "Finish SESSION's interrupted turn from the crash point, with no model call: completed statements "
                  "fast-forward, recorded cells are served from tape, an op that has no cell runs again (after the "
@@ -43,7 +45,8 @@ _SHORT_HELP = {
     "sweep": "Run one what-if over many sessions, concurrently; one row per session (a session that fails is an "
              "error row, the sweep goes on).",
     "what-if": "Re-run SESSION with one thing changed, into a new linked session, and diff it against the source.",
-    "test": "Replay and check every scenario under PATHS (default: tests/scenarios, else .) — offline.",
+    "test": "Replay and check every scenario under --dir (default: tests/scenarios, else .), or the scenarios NAME — "
+            "offline.",
 }
 
 
@@ -78,12 +81,28 @@ class _LazyGroup(OneLineErrors, click.Group):
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="flux")
-def main() -> None:
+@click.option("--store", "store", type=click.Path(file_okay=True, dir_okay=True, path_type=Path), default=None,
+              help="Store directory for every verb (a verb's own --store wins).")
+@click.pass_context
+def main(ctx: click.Context, store: Path | None) -> None:
     """A deterministic agent lab over flux store directories.
 
     Browse recorded sessions, replay them offline, diff two runs (these only read the store);
     record runs, fork, what-if and resurrect (these write a new session, or finish an interrupted
-    turn, and never change a recorded one). The store is --store DIR, else $FLUX_STORE_DIR, else
-    ~/.flux. Every verb takes --json. Shell completion: eval "$(_FLUX_COMPLETE=bash_source flux)"
-    (zsh_source, fish_source; see docs/cli.md).
+    turn, and never change a recorded one). The store is --store DIR (before or after the verb),
+    else $FLUX_STORE_DIR, else ~/.flux. Every verb takes --json. Shell completion:
+    eval "$(_FLUX_COMPLETE=bash_source flux)" (zsh_source, fish_source; see docs/cli.md).
     """
+    if store is not None:
+        # Every verb reads its store from its own --store, falling back to $FLUX_STORE_DIR: the global
+        # flag stands in for that variable for this invocation (a --store after the verb still wins).
+        saved = os.environ.get(STORE_ENV)
+        os.environ[STORE_ENV] = str(store)
+        ctx.call_on_close(lambda: _restore_env(STORE_ENV, saved))
+
+
+def _restore_env(key: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(key, None)
+    else:
+        os.environ[key] = value

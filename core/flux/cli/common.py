@@ -15,12 +15,14 @@ from ..errors import FluxError
 from ..store.store import StoreReader, default_store_dir
 
 __all__ = [
-    "store_option", "open_reader", "fail", "json_out", "handle_errors", "resolve_store_dir", "OneLineErrors",
+    "STORE_ENV", "store_option", "open_reader", "fail", "json_out", "handle_errors", "resolve_store_dir", "OneLineErrors",
     "usage_error_line",
 ]
 
+STORE_ENV = "FLUX_STORE_DIR"
+
 store_option = click.option(
-    "--store", "store", type=click.Path(file_okay=True, dir_okay=True, path_type=Path), envvar="FLUX_STORE_DIR",
+    "--store", "store", type=click.Path(file_okay=True, dir_okay=True, path_type=Path), envvar=STORE_ENV,
     default=None, help="Store directory (default: $FLUX_STORE_DIR, else ~/.flux).",
 )
 

@@ -1,4 +1,4 @@
-"""Test-kit verbs: ``flux record`` (a scenario, live), ``flux test`` (every scenario, offline),
+"""Test-kit verbs: ``flux record NAME PROMPT`` (a scenario, live), ``flux test [NAME]`` (scenarios, offline),
 ``flux export S --format atif`` and ``flux golden check|update S GOLDEN.json``.
 
 ``flux test`` exits 0 only when every scenario is clean (a scenario recorded by another runtime
@@ -20,9 +20,34 @@ from . import main
 from .common import fail, handle_errors, json_out, open_reader, store_option
 
 
+SCENARIOS_DIR = Path("tests/scenarios")
+
+
+def plain_name(name: str) -> bool:
+    """One plain path segment: not empty, not ``.``/``..``, no separator — a scenario name that
+    cannot write outside its scenarios directory."""
+    return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name and "\x00" not in name
+
+
+def _name_hint(name: str, input_text: str) -> str:
+    p = Path(name)
+    if name and p.name not in ("", ".", ".."):
+        return (f"a scenario NAME is one plain path segment, not {name!r} — write: flux record {p.name} "
+                f"{_quote(input_text)} --dir {p.parent}")
+    return f"a scenario NAME must be a single plain path segment, not {name!r} — e.g. flux record triage \"PROMPT\""
+
+
+def _quote(s: str) -> str:
+    import shlex
+
+    return shlex.quote(s)
+
+
 @main.command("record")
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.argument("input_text", metavar="INPUT")
+@click.argument("name")
+@click.argument("input_text", metavar="PROMPT")
+@click.option("--dir", "scenarios_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Scenarios directory the scenario NAME is written into (default: tests/scenarios).")
 @click.option("-m", "--model", required=True, envvar="FLUX_MODEL",
               help="provider:model to record against — mock, scripted:PATH, openai:NAME, ollama:NAME, anthropic:NAME.")
 @click.option("--workspace", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -36,10 +61,10 @@ from .common import fail, handle_errors, json_out, open_reader, store_option
 @click.option("--allow-error", is_flag=True, help="Keep a turn that ends in a provider error as the scenario.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: directory, session, model, outcome, tool calls, replay.")
 @handle_errors
-def record_cmd(directory: Path, input_text: str, model: str, workspace: Optional[Path], base_url: Optional[str],
-               instructions: Optional[str], max_iter: int, yes: bool, policy: Optional[Path], update: bool,
-               allow_error: bool, as_json: bool) -> None:
-    """Record one live turn for INPUT as a scenario directory DIRECTORY (commit it)."""
+def record_cmd(name: str, input_text: str, scenarios_dir: Optional[Path], model: str, workspace: Optional[Path],
+               base_url: Optional[str], instructions: Optional[str], max_iter: int, yes: bool, policy: Optional[Path],
+               update: bool, allow_error: bool, as_json: bool) -> None:
+    """Record one live turn for PROMPT as the scenario NAME, written to --dir/NAME (commit it)."""
     import shutil
     import tempfile
 
@@ -48,12 +73,15 @@ def record_cmd(directory: Path, input_text: str, model: str, workspace: Optional
     from ..testkit.scenario import Scenario
     from .agent import _approval
 
+    if not plain_name(name):
+        fail(_name_hint(name, input_text))
     if not input_text.strip():
-        fail("the input is empty — say what the agent should do, e.g. flux record tests/scenarios/note \"write a note\"")
+        fail(f"the prompt is empty — say what the agent should do, e.g. flux record {name} \"write a note\"")
     if yes and policy is not None:
         fail("pass either --yes or --policy FILE, not both")
     if workspace is not None and not workspace.is_dir():
         fail(f"--workspace {workspace} is not a directory — give the seed directory the agent should start from")
+    directory = (scenarios_dir if scenarios_dir is not None else SCENARIOS_DIR) / name
     if update:
         os.environ[ENV] = "update"
     kw = _approval(yes, policy, False)
@@ -67,7 +95,7 @@ def record_cmd(directory: Path, input_text: str, model: str, workspace: Optional
         client = Client(model, workspace=ws, store=None, base_url=base_url, max_iter=max_iter,
                         instructions=instructions or DEFAULT_INSTRUCTIONS, **kw)
         try:
-            sc = Scenario.record(client, input_text, directory, allow_error=allow_error)
+            sc = Scenario.record(client, input_text, directory, name=name, allow_error=allow_error)
         finally:
             client.close()
         try:
@@ -82,8 +110,11 @@ def record_cmd(directory: Path, input_text: str, model: str, workspace: Optional
                 click.echo(f"recorded {directory} · {sc.manifest.session} · {model} · turn {turn.outcome if turn else '?'} · "
                            f"{calls} tool call(s)" + (f" · replay {'faithful' if out.faithful else 'NOT faithful'}" if out else ""))
             if turn is not None and turn.outcome != "ok":
-                click.echo(f"error: the recorded turn ended {turn.outcome}: {turn.answer}", err=True)
-                sys.exit(1)
+                if not allow_error:
+                    click.echo(f"error: the recorded turn ended {turn.outcome}: {turn.answer}", err=True)
+                    sys.exit(1)
+                if not as_json:
+                    click.echo(f"kept the {turn.outcome} turn as the scenario (--allow-error): {turn.answer}")
         finally:
             sc.close()
     finally:
@@ -134,8 +165,38 @@ def _junit(results: list[Any], orphans: list[Path], path: Path, seconds: float) 
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
 
+def _targets(names: tuple[str, ...], scenarios_dir: Optional[Path]) -> list[Path]:
+    """What ``flux test`` runs: the scenarios directory (``--dir``, default ``tests/scenarios``,
+    else ``.``) or, per argument, the scenario NAME in it. An argument that is a path rather than a
+    name (``tests/scenarios``, ``./s``) keeps working without ``--dir``; with ``--dir`` it is
+    refused, like flux, so a name can never reach outside the scenarios directory."""
+    root = scenarios_dir if scenarios_dir is not None else SCENARIOS_DIR
+    if not names:
+        if scenarios_dir is None and not root.is_dir():
+            return [Path(".")]
+        return [root]
+    out = []
+    for n in names:
+        if plain_name(n):
+            if (root / n).is_dir():
+                out.append(root / n)
+            elif scenarios_dir is None and Path(n).is_dir():
+                out.append(Path(n))  # a directory name in the current directory (the older PATH form)
+            else:
+                raise FluxError(f"no scenario {n!r} under {root} — record it: flux record {n} \"PROMPT\" -m MODEL"
+                                + ("" if scenarios_dir is not None else " (or give its directory: --dir DIR)"))
+        elif scenarios_dir is not None:
+            raise FluxError(f"{n!r} is not a scenario name: with --dir, a NAME must be a single plain path segment "
+                            f"(the directory of a scenario under {scenarios_dir})")
+        else:
+            out.append(Path(n))
+    return out
+
+
 @main.command("test")
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("names", nargs=-1, metavar="[NAME|PATH]...")
+@click.option("--dir", "scenarios_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Scenarios directory (default: tests/scenarios, else .); NAME is a scenario in it.")
 @click.option("--update", is_flag=True, help="Re-baseline goldens (plan.flux.snap, trajectory goldens) and report what changed.")
 @click.option("--replay-only", is_flag=True, help="Replay only; do not re-drive the agent loop (check).")
 @click.option("-k", "keyword", default=None, help="Only scenarios whose name matches (pytest -k syntax: words, and/or/not).")
@@ -144,9 +205,9 @@ def _junit(results: list[Any], orphans: list[Path], path: Path, seconds: float) 
               help="Also write a JUnit XML report to this file.")
 @click.option("-v", "--verbose", is_flag=True, help="Print the full failure text (trajectory diff) of every failing scenario.")
 @handle_errors
-def test_cmd(paths: tuple[Path, ...], update: bool, replay_only: bool, keyword: Optional[str], as_json: bool,
-             junit: Optional[Path], verbose: bool) -> None:
-    """Replay and check every scenario under PATHS (default: tests/scenarios, else .) — offline."""
+def test_cmd(names: tuple[str, ...], scenarios_dir: Optional[Path], update: bool, replay_only: bool,
+             keyword: Optional[str], as_json: bool, junit: Optional[Path], verbose: bool) -> None:
+    """Replay and check every scenario under --dir (default: tests/scenarios, else .), or the scenarios NAME — offline."""
     import time
 
     from ..testkit.golden import ENV
@@ -154,24 +215,25 @@ def test_cmd(paths: tuple[Path, ...], update: bool, replay_only: bool, keyword: 
 
     if update:
         os.environ[ENV] = "update"
-    if not paths:
-        default = Path("tests/scenarios")
-        paths = (default if default.is_dir() else Path("."),)
+    paths = tuple(_targets(names, scenarios_dir))
     t0 = time.perf_counter()
     results, orphans = run_all(paths, replay_only=replay_only, keyword=keyword)
     seconds = time.perf_counter() - t0
     if not results and not orphans:
         where = ", ".join(map(str, paths))
-        raise FluxError(f"no scenarios under {where}" + (f" match -k {keyword!r}" if keyword else "")
-                        + " — record one: flux record DIR \"INPUT\" -m MODEL")
+        raise FluxError(f"no scenario fixtures under {where}" + (f" match -k {keyword!r}" if keyword else "")
+                        + " — record one: flux record NAME \"PROMPT\" -m MODEL")
     if junit is not None:
         _junit(results, orphans, junit, seconds)
     ok = sum(1 for r in results if r.ok)
     failed = len(results) - ok
     if as_json:
         json_out({"scenarios": [r.to_json() for r in results], "orphans": [str(o) for o in orphans],
-                  "passed": ok, "failed": failed, "seconds": round(seconds, 3),
-                  "ok": failed == 0 and not orphans})
+                  "passed": ok, "failed": failed, "total": len(results), "seconds": round(seconds, 3),
+                  "ok": failed == 0 and not orphans,
+                  "fixtures": [{"name": r.name, "ok": r.ok, "failure": None if r.ok else (r.first_divergence or r.error
+                                                                                          or "failed")}
+                               for r in results]})
     else:
         for line in _table(results):
             click.echo(line)

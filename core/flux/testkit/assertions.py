@@ -25,7 +25,7 @@ __all__ = [
     "assert_cost_below", "assert_clean", "assert_diverges_at", "assert_compensated_with",
 ]
 
-REHINT = "re-record if the recording is meant to change: FLUX_GOLDEN=update flux record DIR \"INPUT\" -m MODEL"
+REHINT = "re-record if the recording is meant to change: flux record NAME \"PROMPT\" --dir DIR -m MODEL --update"
 
 
 def _count(obj: Any) -> None:

@@ -21,7 +21,7 @@ import re
 from ..canonical import scrub_text
 from ..errors import FluxError
 
-__all__ = ["Manifest", "RUNTIME_VERSION", "MANIFEST_FILE"]
+__all__ = ["Manifest", "RUNTIME_VERSION", "MANIFEST_FILE", "record_command"]
 
 MANIFEST_FILE = "scenario.toml"
 RUNTIME_SUFFIX = "+flux-tui"
@@ -34,6 +34,19 @@ _SHORT = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': 
 def toml_string(s: str) -> str:
     """A TOML basic string: quote, backslash, C0 controls and DEL escaped; surrogates → U+FFFD."""
     return '"' + _TOML_ESCAPE.sub(lambda m: _SHORT.get(m.group(0)) or "\\u%04X" % ord(m.group(0)), scrub_text(s)) + '"'
+
+
+def record_command(path: str | Path | None = None, prompt: str | None = None, model: str | None = None) -> str:
+    """The ``flux record`` command line that writes the scenario at ``path`` (NAME, its scenarios
+    directory as ``--dir``), for the hints that say how to record or re-record one."""
+    import shlex
+
+    p = Path(path) if path is not None else None
+    name = p.name if p is not None and p.name not in ("", ".", "..") else "NAME"
+    cmd = f"flux record {shlex.quote(name)} " + (shlex.quote(prompt) if prompt else '"PROMPT"')
+    if p is not None and str(p.parent) not in ("", ".", "tests/scenarios"):
+        cmd += f" --dir {shlex.quote(str(p.parent))}"
+    return cmd + f" -m {shlex.quote(model) if model else 'MODEL'}"
 
 
 _FIELDS = (("schema", int), ("name", str), ("flux_version", str), ("recorded_at_ms", int), ("session", str),
@@ -70,7 +83,7 @@ class Manifest:
             data = tomllib.loads(p.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise FluxError(f"{p.parent} is not a scenario (no scenario.toml) — record one first: "
-                            f"flux record {p.parent} \"INPUT\" -m MODEL") from None
+                            f"{record_command(p.parent)}") from None
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
             raise FluxError(f"{p}: not a readable scenario manifest ({e}) — re-record the scenario") from None
         vals = {}

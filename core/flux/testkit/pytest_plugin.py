@@ -91,7 +91,7 @@ def flux_scenario(request: Any) -> Iterator[Any]:
         raise pytest.UsageError(f"flux_scenario needs @pytest.mark.{MARK}(DIR) on the test (or parametrize it "
                                 f"indirectly with scenario directories)")
     if isinstance(param, _Missing):
-        raise MissingFixture(f"no scenarios under {param.where} — record first: flux record DIR \"INPUT\" -m MODEL")
+        raise MissingFixture(f"no scenarios under {param.where} — record first: flux record NAME \"PROMPT\" --dir {param.where} -m MODEL")
     sc = Scenario.load(param)
     request.node._flux_scenario = sc
     try:

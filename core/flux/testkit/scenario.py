@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Optional
 from ..agent.approver import AutoApprove
 from ..agent.loop import RetryPolicy, TurnRunner
 from ..agent.model_cassette import ModelCassetteWriter, TeeProvider, load_records
+from ..cassette.record import cassette_enabled
 from ..cassette.replay import ReplayTape
 from ..errors import FluxError
 from ..model.pricing import load_price_table, session_spend
@@ -55,7 +56,7 @@ from .cassette import OVERRIDE_FILE, StrictCassette, load_overrides
 from .errors import AssertionFailed, MissingFixture, ScenarioError
 from .frozen import frozen_toolbox
 from .golden import Rebaseline, update_mode
-from .manifest import MANIFEST_FILE, RUNTIME_VERSION, Manifest
+from .manifest import MANIFEST_FILE, RUNTIME_VERSION, Manifest, record_command
 from .vacuous import CountsReads
 from .surfaces import cell_trajectory, event_log, redacted_cells, side_by_side, surface_diff, transcript
 
@@ -399,7 +400,7 @@ class Scenario:
         p = Path(path).expanduser()
         if not (p / MANIFEST_FILE).is_file():
             raise MissingFixture(f"{p}: no recorded scenario (no scenario.toml) — record first: "
-                                 f"flux record {p} \"INPUT\" -m MODEL")
+                                 f"{record_command(p)}")
         manifest = Manifest.read(p / MANIFEST_FILE)
         work = Path(tempfile.mkdtemp(prefix="flux-scenario-", dir=work_root()))
         try:
@@ -447,6 +448,9 @@ class Scenario:
         that ends in ``error`` (a provider failure) is not written unless ``allow_error``."""
         if not isinstance(input, str) or not input.strip():
             raise ScenarioError("the scenario input is empty — say what the agent should do")
+        if not cassette_enabled():
+            raise ScenarioError("FLUX_CASSETTE=0 turns the cassette off: the recording would hold no tool results and "
+                                "could never be replayed or tested — unset FLUX_CASSETTE to record a scenario")
         p = Path(path).expanduser()
         if (p / MANIFEST_FILE).exists() and not update_mode():
             raise ScenarioError(f"{p} already holds a recorded scenario — re-record it deliberately with "
@@ -529,7 +533,7 @@ class Scenario:
         overrides = load_overrides(self.path / OVERRIDE_FILE)
         if not (self.path / MODEL_FILE).exists() and overrides is None:
             raise MissingFixture(f"{self.path}: no model cassette (model.jsonl) — record first: "
-                                 f"flux record {self.path} \"{m.input}\" -m {m.model} (FLUX_GOLDEN=update)")
+                                 f"{record_command(self.path, m.input, m.model)} --update")
         tape = ReplayTape(golden.cells)
         cassette = StrictCassette(records, overrides, client.redactor)
 

@@ -78,7 +78,7 @@ class TestsScreen(Screen):
             self._head(f"error: {e}")
             return
         if not self.order:
-            self._head(f"no scenarios under {self.directory} — record one: flux record DIR \"INPUT\" -m MODEL")
+            self._head(f"no scenarios under {self.directory} — record one: flux record NAME \"PROMPT\" --dir {self.directory} -m MODEL")
             return
         for p in self.order:
             table.add_row(_cell(p.name), _cell("…", "dim"), _cell("running", "dim"), _cell(""), key=str(p))
