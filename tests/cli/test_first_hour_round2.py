@@ -177,7 +177,7 @@ def test_golden_json_says_whether_it_matches(demo: Path, tmp_path: Path) -> None
 
 
 def test_record_json(tmp_path: Path) -> None:
-    res = flux("record", tmp_path / "sc" / "note", "write a quick note", "-m", "mock", "--yes", "--json")
+    res = flux("record", "note", "write a quick note", "--dir", tmp_path / "sc", "-m", "mock", "--yes", "--json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out == {"directory": str(tmp_path / "sc" / "note"), "session": "s_1", "model": "mock", "outcome": "ok",
