@@ -60,14 +60,20 @@ def test_unfaithful_replay_names_the_divergence(openai_dir):
     assert "replayed 2 plan(s) · 1/2 recorded cell(s) served" in msg and "re-record" in msg
 
 
-def test_plan_snapshot_mismatch_is_flux_shaped(openai_dir):
+def test_plan_snapshot_mismatch_names_the_line_and_the_re_baseline_command(openai_dir):
+    """One complete line (no dangling ':'), the first differing line, and the command a user
+    runs — ``flux test --update`` — with flux's per-line diff below it."""
     snap = openai_dir / "plan.flux.snap"
     snap.write_text(snap.read_text().replace("README.md", "OLD.md"))
     with Scenario.load(openai_dir) as sc:
         with pytest.raises(AssertionFailed) as e:
             sc.replay().assert_plan_snapshot()
+    assert e.value.summary == (
+        "openai: plan snapshot mismatch — plan.flux.snap line 2 is '  adaptive_gather_1 = read({\"path\":\"OLD.md\"})', "
+        "the recorded plans have '  adaptive_gather_1 = read({\"path\":\"README.md\"})'; if the change is intended, "
+        "re-baseline: flux test --update (pytest --flux-update)")
     msg = str(e.value)
-    assert msg.startswith(f"plan snapshot mismatch (set FLUX_GOLDEN=update to rewrite {snap}):\n\n")
+    assert f"\n\n{snap}\n  flow\n" in msg
     assert '- flow\n' not in msg and '  flow' in msg
     assert '-   adaptive_gather_1 = read({"path":"OLD.md"})' in msg
     assert '+   adaptive_gather_1 = read({"path":"README.md"})' in msg

@@ -63,7 +63,12 @@ def test_update_re_baselines_the_plan_snapshot_and_reports_it(openai_dir):
     assert res.exit_code == 0, res.output
     assert f"updated plan snapshot {snap}" in res.output and "-" in res.output and "OLD.md" in res.output
     assert snap.read_text() == good
+    assert "nothing to re-baseline" not in res.output
     assert run("test", openai_dir, env={"FLUX_GOLDEN": None}).exit_code == 0
+    again = run("test", openai_dir, "--update", env={"FLUX_GOLDEN": None})
+    assert again.exit_code == 0
+    assert "--update: nothing to re-baseline — every plan snapshot and trajectory golden already matches" in again.output
+    assert snap.read_text() == good
 
 
 def test_replay_only_and_keyword(scenario_dir, tmp_path):

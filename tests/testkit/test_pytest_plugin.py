@@ -126,3 +126,46 @@ def test_printed(flux_scenario, flux_client):
     # counts its test's call as passed too
     res.assert_outcomes(passed=6, failed=2, errors=2)
     res.stdout.fnmatch_lines(["*ERROR at teardown of test_check_dropped*", "*asserted nothing about the scenario*"])
+
+
+def _failure_block(lines: list[str], test: str) -> list[str]:
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("_") and f" {test} " in ln)
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(("_", "=")))
+    return lines[start:end]
+
+
+def test_a_kit_failure_reads_as_its_message_without_library_frames(pytester, openai_dir):
+    """The kit's own frames are hidden (``__tracebackhide__``): a failing kit assertion shows the
+    test's line and the message with its diff, no frame of flux.testkit, and — for a check — the
+    diff once (the report section is only added when a plain ``assert`` failed)."""
+    shutil.copytree(openai_dir, pytester.path / "sc" / "note")
+    change_tool_input(pytester.path / "sc" / "note" / "model.jsonl", 2, path="elsewhere.txt")
+    snap = pytester.path / "sc" / "note" / "plan.flux.snap"
+    snap.write_text(snap.read_text().replace("README.md", "OLD.md"))
+    pytester.makepyfile('''
+import pytest
+
+@pytest.mark.flux_scenarios("sc")
+def test_snapshot(flux_scenario):
+    flux_scenario.replay().assert_plan_snapshot()
+
+@pytest.mark.flux_scenarios("sc")
+def test_check(flux_scenario, flux_client):
+    flux_scenario.check(flux_client).assert_clean()
+''')
+    res = pytester.runpytest(*INNER)
+    res.assert_outcomes(failed=2)
+    out = res.stdout.lines
+    assert not [ln for ln in out if "flux/testkit/" in ln], "a kit frame is shown"
+    snap_block = _failure_block(out, "test_snapshot[note]")
+    message = [ln for ln in snap_block if ln.startswith("E ")]
+    assert message[0].startswith("E       flux.testkit.errors.AssertionFailed: openai: plan snapshot mismatch — "
+                                 "plan.flux.snap line 2 is")
+    assert message[0].endswith("re-baseline: flux test --update (pytest --flux-update)")
+    # the header, the test's source (decorator, def, the failing line), the message, the location
+    assert len(snap_block) - len(message) <= 10, "\n".join(snap_block)
+    check_block = _failure_block(out, "test_check[note]")
+    check_message = [ln for ln in check_block if ln.startswith("E ")]
+    assert len(check_block) - len(check_message) <= 10, "\n".join(check_block)
+    assert sum("trajectory (golden ↔ this run):" in ln for ln in out) == 1
+    assert not any("flux trajectory diff" in ln for ln in out)

@@ -242,6 +242,8 @@ def test_cmd(names: tuple[str, ...], scenarios_dir: Optional[Path], update: bool
                 click.echo(f"{rb.line()}")
                 if rb.diff:
                     click.echo(rb.diff)
+        if update and not any(r.rebaselined for r in results):
+            click.echo("--update: nothing to re-baseline — every plan snapshot and trajectory golden already matches")
         for o in orphans:
             click.echo(f"✗ orphan golden {o}: no scenario owns it — delete it, or move it into its scenario "
                        f"directory as trajectory.golden.json")

@@ -16,7 +16,7 @@ import difflib
 from pathlib import Path
 from typing import Any, Iterable
 
-from .errors import AssertionFailed
+from .errors import AssertionFailed, kit_failure
 from .golden import Rebaseline, update_mode
 from .vacuous import count
 
@@ -25,6 +25,7 @@ __all__ = [
     "assert_cost_below", "assert_clean", "assert_diverges_at", "assert_compensated_with",
 ]
 
+SNAPSHOT_HINT = "if the change is intended, re-baseline: flux test --update (pytest --flux-update)"
 REHINT = "re-record if the recording is meant to change: flux record NAME \"PROMPT\" --dir DIR -m MODEL --update"
 
 
@@ -51,6 +52,7 @@ def _replay_trace(outcome: Any) -> str:
 
 def assert_faithful(outcome: Any) -> None:
     """Zero divergence from the recording and every recorded cell consumed (§4.4)."""
+    __tracebackhide__ = kit_failure
     _count(outcome)
     rep = outcome.report
     if rep.faithful:
@@ -62,6 +64,7 @@ def assert_faithful(outcome: Any) -> None:
 def assert_plan_snapshot(outcome: Any) -> None:
     """The recorded accepted plans equal ``plan.flux.snap`` byte for byte (§1.5). Under
     ``FLUX_GOLDEN=update`` the file is rewritten instead, and the change is reported."""
+    __tracebackhide__ = kit_failure
     _count(outcome)
     path = Path(outcome.scenario.path) / "plan.flux.snap"
     try:
@@ -78,15 +81,39 @@ def assert_plan_snapshot(outcome: Any) -> None:
                                               f"new {path.name}", lineterm=""))
         outcome.rebaselined.append(Rebaseline(str(path), "plan snapshot", diff, created=not existed))
         return
-    from .scenario import naive_line_diff
+    raise AssertionFailed(f"{_name(outcome)}: plan snapshot mismatch — {_first_line_change(expected, actual, path.name)}; "
+                          f"{SNAPSHOT_HINT}", detail=f"{path}\n" + naive_line_diff(expected, actual))
 
-    raise AssertionFailed(f"plan snapshot mismatch (set FLUX_GOLDEN=update to rewrite {path}):",
-                          detail=naive_line_diff(expected, actual))
+
+def _first_line_change(expected: str, actual: str, name: str) -> str:
+    a, b = expected.split("\n"), actual.split("\n")
+    i = next((k for k in range(max(len(a), len(b))) if (a[k] if k < len(a) else None) != (b[k] if k < len(b) else None)))
+    was = repr(a[i]) if i < len(a) else "nothing (the file ends)"
+    now = repr(b[i]) if i < len(b) else "nothing (the plans end)"
+    return f"{name} line {i + 1} is {was}, the recorded plans have {now}"
+
+
+def naive_line_diff(expected: str, actual: str) -> str:
+    """flux's per-line-index diff of a plan snapshot: ``"  x"`` equal, ``"- a"``/``"+ b"`` differing."""
+    a, b = expected.split("\n"), actual.split("\n")
+    out = []
+    for i in range(max(len(a), len(b))):
+        x = a[i] if i < len(a) else None
+        y = b[i] if i < len(b) else None
+        if x == y:
+            out.append(f"  {x}")
+        else:
+            if x is not None:
+                out.append(f"- {x}")
+            if y is not None:
+                out.append(f"+ {y}")
+    return "\n".join(out)
 
 
 def assert_calls(outcome: Any, ops: Iterable[str], *, exact: bool = False) -> None:
     """The recorded run called these ops in this order (a subsequence of its calls; the whole
     sequence with ``exact=True``)."""
+    __tracebackhide__ = kit_failure
     _count(outcome)
     want = list(ops)
     got = list(outcome.calls)
@@ -104,6 +131,7 @@ def assert_calls(outcome: Any, ops: Iterable[str], *, exact: bool = False) -> No
 
 def assert_never_calls(outcome: Any, *ops: str) -> None:
     """None of these ops was called by the recorded run."""
+    __tracebackhide__ = kit_failure
     _count(outcome)
     got = list(outcome.calls)
     hit = [(i, op) for i, op in enumerate(got) if op in ops]
@@ -116,6 +144,7 @@ def assert_never_calls(outcome: Any, *ops: str) -> None:
 
 def assert_text_contains(outcome: Any, needle: str) -> None:
     """The final answer contains ``needle``."""
+    __tracebackhide__ = kit_failure
     _count(outcome)
     text = outcome.text
     if needle in text:
@@ -127,6 +156,7 @@ def assert_text_contains(outcome: Any, needle: str) -> None:
 def assert_cost_below(outcome: Any, usd: float, prices: Any = None) -> None:
     """What the recorded run spent (its stored usage, priced by :mod:`flux.model.pricing`) is
     below ``usd``. A model without a price fails: an unknown cost cannot be under a budget."""
+    __tracebackhide__ = kit_failure
     _count(outcome)
     cost, unknown = outcome.cost(prices)
     if cost is None:
@@ -139,11 +169,13 @@ def assert_cost_below(outcome: Any, usd: float, prices: Any = None) -> None:
 
 def assert_clean(report: Any) -> None:
     """A check report is clean (see ``Report.is_clean``); the failure shows the trajectory diff."""
+    __tracebackhide__ = kit_failure
     report.assert_clean()  # counts itself
 
 
 def assert_diverges_at(report: Any, node: int) -> None:
     """The run diff's first divergence is at statement ``node`` (and nothing before it changed)."""
+    __tracebackhide__ = kit_failure
     _count(report)
     diff = report.diff
     if diff is None:
@@ -158,6 +190,7 @@ def assert_diverges_at(report: Any, node: int) -> None:
 
 def assert_compensated_with(report: Any, op: str) -> None:
     """``op`` was dispatched by the re-run (it appears among its recorded cells)."""
+    __tracebackhide__ = kit_failure
     _count(report)
     ops = list(getattr(report, "actual_ops", []) or [])
     if op in ops:

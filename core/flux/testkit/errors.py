@@ -8,9 +8,11 @@ command that re-baselines when the change is intended.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import FluxError
 
-__all__ = ["ScenarioError", "MissingFixture", "AssertionFailed", "JudgeMiss"]
+__all__ = ["ScenarioError", "MissingFixture", "AssertionFailed", "JudgeMiss", "kit_failure"]
 
 
 class ScenarioError(FluxError):
@@ -32,3 +34,11 @@ class AssertionFailed(AssertionError):
         super().__init__(message + (("\n\n" + detail) if detail else ""))
         self.summary = message
         self.detail = detail
+
+
+def kit_failure(excinfo: Any) -> bool:
+    """pytest's ``__tracebackhide__`` test for the kit's own frames: a failure the kit raised on
+    purpose (an :class:`AssertionFailed`, a one-line :class:`~flux.errors.FluxError`) reads as its
+    message and diff, without the library frames it passed through; anything else (a bug) keeps
+    every frame."""
+    return bool(excinfo.errisinstance((AssertionFailed, FluxError)))

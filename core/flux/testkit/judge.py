@@ -23,7 +23,7 @@ from typing import Any, Optional
 from ..agent.model_cassette import ModelRecord, load_records, request_hash
 from ..agent.providers.base import Chunk, ModelRequest, ProviderError, assemble
 from ..cassette.redactor import Redactor
-from .errors import AssertionFailed, JudgeMiss, ScenarioError
+from .errors import AssertionFailed, JudgeMiss, ScenarioError, kit_failure
 from .golden import Rebaseline, update_mode
 
 __all__ = ["Rubric", "Verdict", "judge", "judge_request", "JUDGE_SYSTEM"]
@@ -78,6 +78,7 @@ class Verdict:
     served: bool  # True when answered from judge.jsonl
 
     def assert_pass(self) -> "Verdict":
+        __tracebackhide__ = kit_failure
         if not self.passed:
             raise AssertionFailed(f"the judge failed the text on: {self.criterion!r}",
                                   detail=f"rationale: {self.rationale or '(none given)'}")
@@ -119,6 +120,7 @@ def judge(scenario: Any, criterion: str, text: str, rubric: Rubric, *, live: Any
           redactor: Optional[Redactor] = None) -> Verdict:
     """Grade ``text`` (see the module doc). ``live`` is accepted for flux's signature
     (``judge(&client, …)``); the live judge is the rubric's model, never the agent's."""
+    __tracebackhide__ = kit_failure
     if not isinstance(rubric, Rubric):
         raise ScenarioError("pass a Rubric naming the judge model: Rubric(\"provider:model\")")
     red = redactor or getattr(live, "redactor", None) or Redactor()

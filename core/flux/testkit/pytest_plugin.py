@@ -30,6 +30,10 @@ from typing import Any, Iterator
 
 import pytest
 
+# The scenario machinery (the agent loop, the stores) is imported when a scenario test runs, not
+# when pytest starts: the plugin loads in every pytest session of a project that installs flux-tui.
+from .errors import AssertionFailed, MissingFixture, kit_failure
+
 MARK = "flux_scenarios"
 
 
@@ -83,7 +87,7 @@ def pytest_generate_tests(metafunc: Any) -> None:
 
 @pytest.fixture
 def flux_scenario(request: Any) -> Iterator[Any]:
-    from .errors import MissingFixture
+    __tracebackhide__ = kit_failure
     from .scenario import Scenario
 
     param = getattr(request, "param", None)
@@ -123,5 +127,8 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
         item.rep_call = rep
         sc = getattr(item, "_flux_scenario", None)
         last = getattr(sc, "last_report", None) if sc is not None else None
-        if rep.failed and last is not None and not last.replay_only and not last.is_clean():
+        # A kit assertion's failure already carries the diff; a plain ``assert`` on the report's
+        # fields gets it as a section.
+        shown = call.excinfo is not None and call.excinfo.errisinstance(AssertionFailed)
+        if rep.failed and not shown and last is not None and not last.replay_only and not last.is_clean():
             rep.sections.append(("flux trajectory diff", last.explain()))

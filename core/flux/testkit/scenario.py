@@ -53,7 +53,7 @@ from ..timemachine.diff import RunDiff, diff_details
 from ..timemachine.replay import ReplayReport, replay_detail
 from ..timemachine.whatif import Counterfactual
 from .cassette import OVERRIDE_FILE, StrictCassette, load_overrides
-from .errors import AssertionFailed, MissingFixture, ScenarioError
+from .errors import AssertionFailed, MissingFixture, ScenarioError, kit_failure
 from .frozen import frozen_toolbox
 from .golden import Rebaseline, update_mode
 from .manifest import MANIFEST_FILE, RUNTIME_VERSION, Manifest, record_command
@@ -72,7 +72,8 @@ JUDGE_FILE = "judge.jsonl"
 LOOPS_DIR = "agent-loops"
 _STORES = ("events.db", "flow.db")
 _SIDECARS = ("", "-wal", "-shm")
-UPDATE_HINT = "if the change is intended, re-baseline: FLUX_GOLDEN=update (flux test --update, pytest --flux-update)"
+UPDATE_HINT = ("if the change is intended, re-record the scenario (live, it spends): flux record … --update, or "
+               "FLUX_GOLDEN=update with your client's check()")
 
 
 def is_scenario_dir(path: str | os.PathLike[str]) -> bool:
@@ -86,24 +87,8 @@ def snapshot_text(detail: SessionDetail) -> str:
                           if p.outcome == "accepted" and p.plan_source is not None)
 
 
-def naive_line_diff(expected: str, actual: str) -> str:
-    """flux's per-line-index diff (§1.5): ``"  x"`` equal, ``"- a"``/``"+ b"`` differing."""
-    a, b = expected.split("\n"), actual.split("\n")
-    out = []
-    for i in range(max(len(a), len(b))):
-        x = a[i] if i < len(a) else None
-        y = b[i] if i < len(b) else None
-        if x == y:
-            out.append(f"  {x}")
-        else:
-            if x is not None:
-                out.append(f"- {x}")
-            if y is not None:
-                out.append(f"+ {y}")
-    return "\n".join(out)
-
-
 def _run(coro: Any) -> Any:
+    __tracebackhide__ = kit_failure
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -189,36 +174,42 @@ class Outcome(CountsReads):
     # -- assertions ------------------------------------------------------------------------------
 
     def assert_faithful(self) -> "Outcome":
+        __tracebackhide__ = kit_failure
         from .assertions import assert_faithful
 
         assert_faithful(self)
         return self
 
     def assert_plan_snapshot(self) -> "Outcome":
+        __tracebackhide__ = kit_failure
         from .assertions import assert_plan_snapshot
 
         assert_plan_snapshot(self)
         return self
 
     def assert_calls(self, ops: Iterable[str], *, exact: bool = False) -> "Outcome":
+        __tracebackhide__ = kit_failure
         from .assertions import assert_calls
 
         assert_calls(self, ops, exact=exact)
         return self
 
     def assert_never_calls(self, *ops: str) -> "Outcome":
+        __tracebackhide__ = kit_failure
         from .assertions import assert_never_calls
 
         assert_never_calls(self, *ops)
         return self
 
     def assert_text_contains(self, needle: str) -> "Outcome":
+        __tracebackhide__ = kit_failure
         from .assertions import assert_text_contains
 
         assert_text_contains(self, needle)
         return self
 
     def assert_cost_below(self, usd: float, prices: Any = None) -> "Outcome":
+        __tracebackhide__ = kit_failure
         from .assertions import assert_cost_below
 
         assert_cost_below(self, usd, prices)
@@ -343,6 +334,7 @@ class Report(CountsReads):
         return "\n".join(lines)
 
     def assert_clean(self) -> "Report":
+        __tracebackhide__ = kit_failure
         if self.scenario_ref is not None:
             self.scenario_ref.assertions += 1
         if self.replay_only:
@@ -397,6 +389,7 @@ class Scenario:
     def load(cls, path: str | os.PathLike[str]) -> "Scenario":
         """Read the manifest and copy the stores to a temporary work directory (removed on
         :meth:`close` or when the object is collected). No scenario here → "record first"."""
+        __tracebackhide__ = kit_failure
         p = Path(path).expanduser()
         if not (p / MANIFEST_FILE).is_file():
             raise MissingFixture(f"{p}: no recorded scenario (no scenario.toml) — record first: "
@@ -435,6 +428,7 @@ class Scenario:
     @classmethod
     def record(cls, client: "Client", input: str, path: str | os.PathLike[str], *,
                name: Optional[str] = None, allow_error: bool = False) -> "Scenario":
+        __tracebackhide__ = kit_failure
         return _run(cls.record_async(client, input, path, name=name, allow_error=allow_error))
 
     @classmethod
@@ -446,6 +440,7 @@ class Scenario:
         into a staging directory beside ``path``; the fixture's files are replaced only once the
         turn has finished, so a failed or interrupted record leaves the old fixture intact. A turn
         that ends in ``error`` (a provider failure) is not written unless ``allow_error``."""
+        __tracebackhide__ = kit_failure
         if not isinstance(input, str) or not input.strip():
             raise ScenarioError("the scenario input is empty — say what the agent should do")
         if not cassette_enabled():
@@ -499,6 +494,7 @@ class Scenario:
     def replay(self, client: "Client | None" = None) -> Outcome:
         """§4.4 on the work copy's recorded session: no model call, no live op, $0. With a
         ``client``, its op catalog is used (a plan naming an op it lacks is refused)."""
+        __tracebackhide__ = kit_failure
         catalog = client.toolbox.catalog() if client is not None else None
         report = replay_detail(self.golden(), catalog=catalog)
         return Outcome(self, report, self.golden())
@@ -506,6 +502,7 @@ class Scenario:
     # -- check -----------------------------------------------------------------------------------
 
     def check(self, client: "Client", *, timeout: float = 60.0, update: Optional[bool] = None) -> Report:
+        __tracebackhide__ = kit_failure
         return _run(self.check_async(client, timeout=timeout, update=update))
 
     async def check_async(self, client: "Client", *, timeout: float = 60.0, update: Optional[bool] = None) -> Report:
@@ -513,6 +510,7 @@ class Scenario:
 
         Under ``FLUX_GOLDEN=update`` (or ``update=True``) the scenario is re-recorded through the
         client instead (live: this spends), and the report shows old golden ↔ new golden."""
+        __tracebackhide__ = kit_failure
         m = self.manifest
         if m.foreign:
             g = self.golden()
@@ -618,6 +616,7 @@ class Scenario:
         The tail is tape-first: a dispatch the recording can answer is served from it; a miss runs
         through ``client``'s ops **and approver** (a deny-all approver keeps it side-effect free).
         The fixture itself is never written — the fork lands in the work copy."""
+        __tracebackhide__ = kit_failure
         from ..timemachine.fork import fork_session
 
         saved = (client.store_dir, client.writer)
@@ -638,12 +637,14 @@ class Scenario:
     # -- judge -----------------------------------------------------------------------------------
 
     def judge(self, client: Any, criterion: str, text: str, rubric: Any) -> Any:
+        __tracebackhide__ = kit_failure
         from .judge import judge
 
         self.assertions += 1
         return judge(self, criterion, text, rubric, live=client)
 
     def assert_judge(self, client: Any, criterion: str, text: str, rubric: Any) -> Any:
+        __tracebackhide__ = kit_failure
         verdict = self.judge(client, criterion, text, rubric)
         verdict.assert_pass()
         return verdict

@@ -225,6 +225,7 @@ class Counterfactual:
 
     def assert_diverges_at(self, node: int) -> "Counterfactual":
         """The first divergence from the source is at diff row ``node`` (nothing before it changed)."""
+        __tracebackhide__ = True  # pytest shows the failure, not this frame
         from ..testkit.errors import AssertionFailed
 
         name = self._asserted()
@@ -239,6 +240,7 @@ class Counterfactual:
 
     def assert_compensated_with(self, op: str) -> "Counterfactual":
         """``op`` was dispatched by the counterfactual run (it is among its recorded cells)."""
+        __tracebackhide__ = True  # pytest shows the failure, not this frame
         from ..testkit.errors import AssertionFailed
 
         name = self._asserted()
