@@ -5,6 +5,11 @@
 ``await session.run_flow(source)`` runs an authored Flux-Lang flow as a turn (resumable mode).
 The conversation (:attr:`Session.history`) is read back from the store on open, so a session
 continues where any earlier process left it.
+
+While a turn runs (a new turn, a flow, a resurrect — the automatic one included) the session's
+liveness lease (:mod:`flux.store.lease`) is held, so no other process or thread takes the live
+turn for an interrupted one; a second writer on the same session is refused in one line
+(:class:`~flux.store.lease.SessionLeased`) before it writes anything.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from ..errors import FluxError
 from ..lang import ast as A
 from ..lang.parser import parse
 from ..store.events import Compacted, Message, decode_payload
+from ..store.lease import SessionLease
 from .approver import ApprovalRequest
 from .loop import TurnOutput, TurnRunner, check_flow, provider_history
 
@@ -55,7 +61,8 @@ class Session:
             raise FluxError(f"session {self.id} is already running a turn — wait for it to finish")
         self._busy = True
         try:
-            yield
+            with SessionLease.acquire(self.client.store_dir, self.id):
+                yield
         finally:
             self._busy = False
 

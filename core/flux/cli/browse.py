@@ -67,6 +67,9 @@ def sessions(store, as_json, query, since, until, limit, prices_file):
             if s.interrupted:
                 flagged += 1
                 click.secho("  ⚠ interrupted", fg="red", nl=False)
+            elif s.interrupt.recording_pid is not None:
+                pid = s.interrupt.recording_pid
+                click.secho(f"  ● recording (pid {pid})" if pid > 0 else "  ● recording", fg="green", nl=False)
             click.echo()
         if flagged:
             click.secho(INTERRUPTED_HINT.format(n=flagged), err=True, dim=True)
@@ -80,10 +83,10 @@ def _cell_json(c) -> dict:
 
 
 def _show_json(detail, reader, prices, turn_filter: int | None) -> dict:
-    from ..model.interrupted import check_interrupted
+    from ..model.interrupted import check_session_interrupted
     from ..store.events import Run
 
-    check = check_interrupted(detail.turns, detail.turn_run_trace)
+    check = check_session_interrupted(reader.dir, detail)
     turns = []
     session_model = detail.row.model
     for t in detail.turns:
@@ -114,6 +117,7 @@ def _show_json(detail, reader, prices, turn_filter: int | None) -> dict:
         "interrupted": None if it is None else {"turn": it.turn_number, "turn_id": it.turn_id, "user_input": it.user_input,
                                                 "flow_key": it.flow_key, "completed": it.completed},
         "open_turn_not_flagged": check.reason,
+        "recording_pid": check.recording_pid,
         "lineage": {
             "source": None if lin is None else {"kind": lin.kind, "session": lin.source, "detail": lin.detail},
             "children": [{"id": c.id, "kind": (lineage_of(c).kind if lineage_of(c) else None), "agent_id": c.agent_id}
@@ -154,6 +158,8 @@ def _show_human(data: dict) -> None:
     if data["interrupted"]:
         it = data["interrupted"]
         click.secho(f"  ⚠ interrupted: turn {it['turn']} after {it['completed']} statement(s) — plan {it['flow_key']}", fg="red")
+    elif data["recording_pid"] is not None:
+        click.secho(f"  ● recording: {data['open_turn_not_flagged']}", fg="green")
     elif data["open_turn_not_flagged"]:
         click.secho(f"  open turn not resumable: {data['open_turn_not_flagged']}", fg="yellow")
     for t in data["turns"]:

@@ -1,6 +1,11 @@
-"""Interrupted-turn detection exactly as flux does it (spec §3.8), plus the reason for the cases
-flux leaves unflagged, so ``flux show`` and the app can say why a turn with no end is not offered
-for resurrection."""
+"""Interrupted-turn detection as flux does it, plus the reason for the cases flux leaves unflagged,
+so ``flux show`` and the app can say why a turn with no end is not offered for resurrection.
+
+Beyond flux: a turn is interrupted only when it is open *and not leased* — an open newest turn whose
+session lease a live process holds (:mod:`flux.store.lease`) is being recorded right now, not
+left by a dead process; it is reported with ``recording_pid`` and a reason, never flagged. Every
+surface asks here: :func:`check_session_interrupted` (a loaded session: ``flux show``, the app's
+session screen), the session list (:mod:`flux.model.listing`) and resurrect."""
 
 from __future__ import annotations
 
@@ -8,12 +13,14 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import FluxError
 from ..records import FrozenRecord
+from ..store.lease import lease_holder
 
 if TYPE_CHECKING:  # the check imports the language lazily: listing sessions must stay cheap
     from ..store.store import StoredEvent
-    from .session import Turn
+    from .session import SessionDetail, Turn
 
-__all__ = ["InterruptedTurn", "InterruptCheck", "OpenTurn", "check_interrupted", "check_open_newest_turn"]
+__all__ = ["InterruptedTurn", "InterruptCheck", "OpenTurn", "check_interrupted", "check_open_newest_turn",
+           "check_session_interrupted", "recording_check"]
 
 
 class InterruptedTurn(FrozenRecord):
@@ -42,25 +49,45 @@ class InterruptedTurn(FrozenRecord):
 
 
 class InterruptCheck(FrozenRecord):
-    """``interrupted`` set: flux flags the session. ``reason`` set: an open turn flux does not flag."""
+    """``interrupted`` set: the session is flagged. ``reason`` set: an open turn that is not flagged
+    (``recording_pid`` set too when it is not flagged because a live process is recording it)."""
 
-    __slots__ = ("interrupted", "reason", "open_turn")
+    __slots__ = ("interrupted", "reason", "open_turn", "recording_pid")
     interrupted: InterruptedTurn | None
     reason: str | None
     open_turn: int | None  # 1-based number of the open turn, flagged or not
+    recording_pid: int | None  # the live writer's pid (0: unreadable) when its lease is held
 
     def __init__(self, interrupted: InterruptedTurn | None = None, reason: str | None = None,
-                 open_turn: int | None = None) -> None:
+                 open_turn: int | None = None, recording_pid: int | None = None) -> None:
         _set = object.__setattr__
         _set(self, "interrupted", interrupted)
         _set(self, "reason", reason)
         _set(self, "open_turn", open_turn)
+        _set(self, "recording_pid", recording_pid)
+
+
+def recording_check(turn_number: int, pid: int) -> InterruptCheck:
+    """The check of an open newest turn a live process (``pid``) is recording: not interrupted."""
+    who = f"pid {pid}" if pid > 0 else "a live process"
+    return InterruptCheck(reason=f"turn {turn_number} is being recorded by {who} — live, not interrupted",
+                          open_turn=turn_number, recording_pid=pid)
+
+
+def check_session_interrupted(store_dir: Any, detail: "SessionDetail") -> InterruptCheck:
+    """:func:`check_interrupted` for a loaded session of the store in ``store_dir``, with its lease
+    consulted (read-only): what ``flux show`` and the app's session screen call."""
+    return check_interrupted(detail.turns, detail.turn_run_trace,
+                             recording_pid=lambda: lease_holder(store_dir, detail.id))
 
 
 def check_interrupted(turns: "Sequence[Turn]", turn_run_trace: "Callable[[Turn], Sequence[StoredEvent]]", *,
-                      parse_plan: "Callable[[str], tuple[Any, str]] | None" = None) -> InterruptCheck:
-    """§3.8 for a session's turns. ``parse_plan``: ``(draft, flow_key)`` of the accepted plan, raising
-    a :class:`FluxError` when it does not parse (default :func:`~flux.model.stored_plan.parse_stored_plan`)."""
+                      parse_plan: "Callable[[str], tuple[Any, str]] | None" = None,
+                      recording_pid: "Callable[[], int | None] | None" = None) -> InterruptCheck:
+    """flux's check for a session's turns. ``parse_plan``: ``(draft, flow_key)`` of the accepted plan,
+    raising a :class:`FluxError` when it does not parse (default
+    :func:`~flux.model.stored_plan.parse_stored_plan`). ``recording_pid``: the pid of the live
+    process recording the session (``None``: none) — asked only when the newest turn is open."""
     open_turn = next((t for t in reversed(turns) if not t.ended), None)
     if open_turn is None:
         return InterruptCheck()
@@ -68,6 +95,11 @@ def check_interrupted(turns: "Sequence[Turn]", turn_run_trace: "Callable[[Turn],
     if open_turn is not newest:
         return InterruptCheck(reason=(f"turn {open_turn.number} is interrupted, but turn {newest.number} ran and closed after it"
                                       " — needs manual recovery"), open_turn=open_turn.number)
+
+    if recording_pid is not None:
+        pid = recording_pid()
+        if pid is not None:
+            return recording_check(open_turn.number, pid)
 
     def trace_bodies() -> list[dict]:
         from .ledger import run_bodies

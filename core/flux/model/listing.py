@@ -15,7 +15,8 @@ from ..errors import StoreError
 from ..records import Record
 from ..store.store import SessionRow, StoreReader
 from ..store.usage import Usage
-from .interrupted import InterruptCheck  # cheap: the §3.8 check loads the language only when it runs
+from ..store.lease import lease_holder
+from .interrupted import InterruptCheck, recording_check  # cheap: the §3.8 check loads the language only when it runs
 from .lineage import Lineage, lineage_of
 from .pricing import PriceTable, Spend
 
@@ -83,6 +84,7 @@ class SessionSummary(Record):
                 "user_input": it.user_input, "flow_key": it.flow_key, "completed": it.completed,
             },
             "open_turn_not_flagged": self.interrupt.reason,
+            "recording_pid": self.interrupt.recording_pid,
             "lineage": None if self.lineage is None else {"kind": self.lineage.kind, "source": self.lineage.source, "detail": self.lineage.detail},
             "usage": self.usage.to_body(),
             "cost_usd": self.cost,
@@ -207,9 +209,13 @@ def _check_open_newest_turn(reader: StoreReader, stream: str, turn_id: int, numb
     The rows are read as plain JSON; only when one of them is not exactly what a flux writer writes
     (wrong types, a missing field, an escaped surrogate, a payload whose kind disagrees with its
     column) does the event decoder read the turn instead — it alone knows how such rows coerce,
-    and loading it costs the session list more than the whole check."""
+    and loading it costs the session list more than the whole check. A turn a live process is
+    recording (its session lease is held) is not interrupted, and is not read at all."""
     from .interrupted import check_open_newest_turn
 
+    pid = lease_holder(reader.dir, stream)
+    if pid is not None:
+        return recording_check(number, pid)
     facts = _open_turn_facts(reader, stream, turn_id, number)
     if facts is None:
         return _check_open_newest_turn_decoded(reader, stream, turn_id, number)

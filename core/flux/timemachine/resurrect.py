@@ -42,6 +42,7 @@ from ..store.events import (
     Run, StatementCompleted, StepFailed, StepStarted, StepSucceeded, TurnEnded, decode_run, field_reader,
 )
 from ..store.bindings import FlowDbBindings
+from ..store.lease import SessionLease, SessionLeased, lease_holder
 from ..store.store import NotUTF8, SessionRow, StoreReader, StoredEvent, stored_event
 from .engine import BufferedRunSink, HostBody, binder_of, catalog_for, live_effect, plan_ast, predict_calls, simulate_serve
 from .replay_direct import NOT_DIRECT, DirectRunner, direct_plan
@@ -302,7 +303,10 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
     sid = detail.row.id
     trace = detail.trace
     ledger_rows = [e.event for e in trace if e.event is not None]  # all the check and the ledger read
-    check = check_interrupted(detail.turns, lambda turn: ledger_rows, parse_plan=_parse_plan)
+    check = check_interrupted(detail.turns, lambda turn: ledger_rows, parse_plan=_parse_plan,
+                              recording_pid=lambda: lease_holder(reader.dir, sid))
+    if check.recording_pid is not None:  # a live process is recording that turn: it is not interrupted
+        raise SessionLeased(sid, check.recording_pid)
     if check.interrupted is None:
         if check.reason is not None:
             raise FluxError(f"session {sid} cannot be resurrected: {check.reason}")
@@ -463,9 +467,6 @@ def resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePrevi
 def _resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePreview], bool] | None = None,
                       on_plan: Callable[[Any], None] | None = None,
                       plan: Optional[ResurrectPlan] = None) -> Optional[ResurrectReport]:
-    from ..agent.loop import _LiveHost
-    from .fork import _confirm_approver
-
     if plan is None:
         reader = StoreReader(client.store_dir)
         try:
@@ -476,6 +477,29 @@ def _resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePrev
             reader.close()
     if plan is None:
         return None
+    with SessionLease.acquire(client.store_dir, plan.session):  # no other writer while the turn is finished
+        _check_still_open(client.writer, plan)
+        return _resurrect_leased(client, plan, confirm=confirm, on_plan=on_plan)
+
+
+def _check_still_open(writer: Any, plan: ResurrectPlan) -> None:
+    """The turn the plan was prepared for is still the session's open newest turn: another process
+    may have finished it (or started a turn after it) between the read and taking the lease."""
+    conn = writer.conn
+    ended = conn.execute("SELECT 1 FROM events WHERE stream = ? AND turn_id = ? AND kind = 'turn_ended' LIMIT 1",
+                         (plan.session, plan.turn_id)).fetchone()
+    newer = conn.execute("SELECT 1 FROM events WHERE stream = ? AND kind = 'turn_started' AND global_seq > ? LIMIT 1",
+                         (plan.session, plan.turn_id)).fetchone()
+    if ended is not None or newer is not None:
+        raise FluxError(f"{plan.session}'s turn {plan.turn} was finished by another process meanwhile — "
+                        f"nothing to resurrect (see `flux show {plan.session}`)")
+
+
+def _resurrect_leased(client: Any, plan: ResurrectPlan, *, confirm: Callable[[LivePreview], bool] | None,
+                      on_plan: Callable[[Any], None] | None) -> ResurrectReport:
+    from ..agent.loop import _LiveHost
+    from .fork import _confirm_approver
+
     if on_plan is not None:
         on_plan(plan)
     if confirm is not None and plan.preview is None:  # a plan= prepared without its preview: the gate needs it

@@ -1,0 +1,252 @@
+"""Liveness leases: which sessions a live process is recording a turn into right now.
+
+A writer that records a turn (a new turn, a flow, a resurrect) holds its session's lease while the
+turn runs: an exclusive lock on ``<store>/leases/s_<n>.lock``, a file that holds the holder's pid.
+The kernel drops the lock when the process dies, however it dies (``kill -9`` included), so a lease
+is never stale: an open turn whose lease nobody holds was left by a dead process — *interrupted*;
+one whose lease is held is being recorded, and no one else may resurrect it or start a turn beside
+it.
+
+The lock is an open-file-description lock (Linux ``F_OFD_SETLK``) where the platform has one, else
+``flock``: both belong to the open file, not to the process, so closing some other descriptor of
+the file (a check in the same process) never drops it, and two holders in one process conflict as
+two processes do. A released lease's file is removed (while still locked, so a writer that opened
+it meanwhile notices and retries on a fresh file), and the ``leases`` directory with it when it is
+empty; a killed holder's file stays, unlocked, until the next holder reuses and removes it.
+
+Checking (:func:`lease_holder`) is read-only: it opens an existing lease file read-only and tests
+the lock without taking it (``F_OFD_GETLK``) — no file is created, no byte or mtime changes. With
+only ``flock``, the test takes a shared lock for an instant and drops it (still no write).
+
+``events.db`` and ``flow.db`` are untouched, so the store stays flux's format. flux itself takes no
+lease: a turn a live flux process is recording looks interrupted here.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import struct
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+from ..errors import FluxError, StoreError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - no POSIX locks (Windows): nothing is ever leased
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["LEASE_DIR", "SessionLease", "SessionLeased", "lease_holder", "lease_path", "leased_message"]
+
+LEASE_DIR = "leases"
+
+# struct flock on 64-bit Linux: l_type, l_whence (short), l_start, l_len (off_t), l_pid (pid_t), padding
+_FLOCK = "hhqqi4x"
+_OFD = (fcntl is not None and hasattr(fcntl, "F_OFD_SETLK") and sys.platform.startswith("linux")
+        and struct.calcsize("P") == 8)
+
+# Leases this process holds, by (store dir, session): a thread that holds one may take it again
+# (a turn's auto-resurrect inside its own turn); another thread conflicts like another process.
+_HELD: dict[tuple[str, str], "SessionLease"] = {}
+_HELD_LOCK = threading.Lock()
+
+
+def leased_message(session: str, pid: int) -> str:
+    who = f"pid {pid}" if pid > 0 else "another process"
+    stop = f" (kill {pid})" if pid > 0 else ""
+    return f"{session}'s turn is being recorded by {who} — wait for it to finish or stop it{stop}, then try again"
+
+
+class SessionLeased(FluxError):
+    """Another live process (or thread) is recording a turn into the session."""
+
+    def __init__(self, session: str, pid: int):
+        super().__init__(leased_message(session, pid))
+        self.session = session
+        self.pid = pid
+
+
+def lease_path(store_dir: str | os.PathLike[str], session: str) -> Path:
+    return Path(store_dir) / LEASE_DIR / f"{session}.lock"
+
+
+def _key(store_dir: str | os.PathLike[str], session: str) -> tuple[str, str]:
+    return os.path.realpath(os.fspath(store_dir)), session
+
+
+def _try_lock(fd: int) -> bool:
+    """Take the exclusive lock without waiting; False when someone holds it."""
+    try:
+        if _OFD:
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+        else:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (BlockingIOError, PermissionError):
+        return False
+    except OSError as e:
+        if e.errno in (11, 13):  # EAGAIN / EACCES: held
+            return False
+        raise
+    return True
+
+
+def _is_locked(fd: int) -> bool:
+    """Whether someone holds the lock on ``fd``'s file; ``fd`` may be read-only. Takes nothing (OFD)."""
+    if _OFD:
+        res = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, struct.pack(_FLOCK, fcntl.F_RDLCK, os.SEEK_SET, 0, 0, 0))
+        return struct.unpack(_FLOCK, res)[0] != fcntl.F_UNLCK
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
+
+
+def _read_pid(fd: int) -> int:
+    try:
+        data = os.pread(fd, 32, 0)
+    except OSError:
+        return 0
+    text = data.decode("ascii", "replace").strip()
+    return int(text) if text.isdigit() and len(text) < 12 else 0
+
+
+def _open_read(path: Path) -> Optional[int]:
+    """``path`` opened read-only when it is a regular file (never a FIFO's endless open), else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def lease_holder(store_dir: str | os.PathLike[str], session: str) -> Optional[int]:
+    """The pid of the live process recording a turn into ``session`` (0 when its pid is unreadable),
+    ``None`` when no one is. Read-only. A lease the calling thread holds itself does not count: to
+    the caller, its own turn is not someone else's."""
+    if fcntl is None:
+        return None
+    with _HELD_LOCK:
+        own = _HELD.get(_key(store_dir, session))
+        if own is not None and own.thread == threading.get_ident():
+            return None
+    fd = _open_read(lease_path(store_dir, session))
+    if fd is None:
+        return None
+    try:
+        if not _is_locked(fd):
+            return None
+        pid = _read_pid(fd)
+        if pid == 0:  # the holder has the lock but has not written its pid yet: give it a moment
+            time.sleep(0.01)
+            pid = _read_pid(fd)
+        return pid
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+class SessionLease:
+    """A held lease; :meth:`release` (or leaving the ``with`` block) gives it up.
+
+    ``SessionLease.acquire(store_dir, "s_3")`` raises :class:`SessionLeased` when another process
+    or thread holds it; the thread that holds it may acquire it again (each acquire is released)."""
+
+    def __init__(self, key: tuple[str, str], path: Path, fd: int):
+        self.key, self.path, self.fd = key, path, fd
+        self.thread = threading.get_ident()
+        self.depth = 1
+
+    @classmethod
+    def acquire(cls, store_dir: str | os.PathLike[str], session: str) -> "SessionLease":
+        key = _key(store_dir, session)
+        with _HELD_LOCK:
+            held = _HELD.get(key)
+            if held is not None and held.thread == threading.get_ident():
+                held.depth += 1
+                return held
+        if fcntl is None:  # pragma: no cover
+            lease = cls(key, lease_path(store_dir, session), -1)
+        else:
+            lease = cls._lock(key, lease_path(store_dir, session), session)
+        with _HELD_LOCK:
+            _HELD[key] = lease
+        return lease
+
+    @classmethod
+    def _lock(cls, key: tuple[str, str], path: Path, session: str) -> "SessionLease":
+        deadline = time.monotonic() + 0.5
+        while True:
+            try:
+                path.parent.mkdir(exist_ok=True)
+            except OSError as e:
+                raise StoreError(f"cannot create {path.parent} for the session lease ({e.strerror or e}) — "
+                                 "is the store directory writable?") from None
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), 0o644)
+            except FileNotFoundError:  # another holder's release removed the empty directory just now
+                if time.monotonic() < deadline:
+                    continue
+                raise StoreError(f"cannot create the session lease {path} — is the store directory writable?") from None
+            except OSError as e:
+                raise StoreError(f"cannot open the session lease {path} ({e.strerror or e}) — "
+                                 "remove it if it is not a regular file") from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise StoreError(f"the session lease {path} is not a regular file — remove it and try again")
+            if _try_lock(fd):
+                try:
+                    same = os.fstat(fd).st_ino == os.stat(path).st_ino
+                except FileNotFoundError:
+                    same = False
+                if same:
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+                    return cls(key, path, fd)
+                os.close(fd)  # the holder we waited for removed this file as we locked it: take a fresh one
+                continue
+            pid = _read_pid(fd)
+            os.close(fd)
+            # flock only: a reader's instant shared lock looks like a holder — try again briefly
+            if _OFD or time.monotonic() >= deadline:
+                raise SessionLeased(session, pid)
+            time.sleep(0.02)
+
+    def release(self) -> None:
+        with _HELD_LOCK:
+            self.depth -= 1
+            if self.depth > 0:
+                return
+            if _HELD.get(self.key) is self:
+                del _HELD[self.key]
+        if self.fd < 0:
+            return
+        try:
+            os.unlink(self.path)  # still locked: whoever opened it meanwhile sees the inode change
+        except OSError:
+            pass
+        os.close(self.fd)
+        self.fd = -1
+        try:
+            self.path.parent.rmdir()  # the store is left as it was; fails (kept) while another lease is in it
+        except OSError:
+            pass
+
+    def __enter__(self) -> "SessionLease":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
