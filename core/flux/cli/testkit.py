@@ -261,9 +261,12 @@ def test_cmd(names: tuple[str, ...], scenarios_dir: Optional[Path], update: bool
         sys.exit(1)
 
 
-def _session_detail(target: str, store: Optional[Path]) -> Any:
-    """S: a scenario directory (its recorded session) or a session id in the store."""
+def _trajectory(target: str, store: Optional[Path]) -> tuple[str, dict]:
+    """S — a scenario directory (its recorded session) or a session id in the store — as its ATIF
+    trajectory with its sub-agents embedded: ``(session id, trajectory)``."""
     from ..model.session import load_session
+    from ..store.store import StoreReader
+    from ..testkit import atif
 
     p = Path(target)
     if p.is_dir() and (p / "scenario.toml").is_file():
@@ -271,12 +274,15 @@ def _session_detail(target: str, store: Optional[Path]) -> Any:
 
         sc = Scenario.load(p)
         try:
-            return sc.golden()
+            with StoreReader(sc.work) as reader:
+                detail = sc.golden()
+                return detail.id, atif.export(detail, reader)
         finally:
             sc.close()
     reader = open_reader(store)
     try:
-        return load_session(reader, target)
+        detail = load_session(reader, target)
+        return detail.id, atif.export(detail, reader)
     finally:
         reader.close()
 
@@ -295,15 +301,14 @@ def export_cmd(session: str, fmt: str, normalize: bool, output: Optional[Path], 
     """Export SESSION (s_<n>, last, or a scenario directory) as an ATIF trajectory."""
     from ..testkit import atif
 
-    detail = _session_detail(session, store)
-    doc = atif.export(detail)
+    sid, doc = _trajectory(session, store)
     if normalize:
         doc = atif.normalize(doc)
     text = atif.dumps(doc)
     if output is not None:
         output.write_text(text, encoding="utf-8")
     if as_json:
-        report = {"session": detail.id, "format": fmt, "normalized": normalize,
+        report = {"session": sid, "format": fmt, "normalized": normalize,
                   "file": None if output is None else str(output)}
         if output is None:
             report["trajectory"] = doc
@@ -318,11 +323,12 @@ def golden_group() -> None:
 
 
 def _golden(session: str, golden: Path, store: Optional[Path], update: bool, tolerance: float,
-            as_json: bool = False) -> None:
+            as_json: bool = False, compare_content: bool = True, sort_subagents: bool = True) -> None:
     from ..testkit import atif
 
-    actual = atif.normalize(atif.export(_session_detail(session, store)))
-    problem, rb = atif.check_golden(golden, actual, update=update, token_tolerance=tolerance)
+    actual = atif.normalize(_trajectory(session, store)[1], sort_subagents=sort_subagents)
+    problem, rb = atif.check_golden(golden, actual, update=update, token_tolerance=tolerance,
+                                    compare_content=compare_content)
     if as_json:
         json_out({"session": session, "golden": str(golden), "matches": problem is None,
                   "written": None if rb is None else ("created" if rb.created else "updated"),
@@ -348,22 +354,30 @@ def _golden(session: str, golden: Path, store: Optional[Path], update: bool, tol
 @golden_group.command("check")
 @click.argument("session")
 @click.argument("golden", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--token-tolerance", type=float, default=0.0, show_default=True,
+@click.option("--token-tolerance", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
               help="Relative band for prompt/completion tokens (e.g. 0.15 against a live model).")
+@click.option("--no-content", is_flag=True,
+              help="Leave the content hash out: compare only the shape (steps, tools, sub-agents, tokens, crashed).")
+@click.option("--keep-subagent-order", is_flag=True,
+              help="Compare sub-agent trajectories in arrival order instead of sorted by content.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: matches, problem (the failure text), diff.")
 @store_option
 @handle_errors
-def golden_check(session: str, golden: Path, token_tolerance: float, as_json: bool, store: Optional[Path]) -> None:
+def golden_check(session: str, golden: Path, token_tolerance: float, no_content: bool, keep_subagent_order: bool,
+                 as_json: bool, store: Optional[Path]) -> None:
     """Compare SESSION's trajectory with GOLDEN (exit 1 and a unified diff when it differs)."""
-    _golden(session, golden, store, False, token_tolerance, as_json)
+    _golden(session, golden, store, False, token_tolerance, as_json, compare_content=not no_content,
+            sort_subagents=not keep_subagent_order)
 
 
 @golden_group.command("update")
 @click.argument("session")
 @click.argument("golden", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--keep-subagent-order", is_flag=True,
+              help="Write sub-agent trajectories in arrival order instead of sorted by content.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: written (created/updated/null) and the diff.")
 @store_option
 @handle_errors
-def golden_update(session: str, golden: Path, as_json: bool, store: Optional[Path]) -> None:
+def golden_update(session: str, golden: Path, keep_subagent_order: bool, as_json: bool, store: Optional[Path]) -> None:
     """Write (or re-baseline) GOLDEN from SESSION's trajectory, printing what changed."""
-    _golden(session, golden, store, True, 0.0, as_json)
+    _golden(session, golden, store, True, 0.0, as_json, sort_subagents=not keep_subagent_order)

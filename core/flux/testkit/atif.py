@@ -4,18 +4,27 @@ compared with a committed golden file.
 * :func:`export` — the session's conversation as an ATIF document, built with the models of the
   ``atif`` package (Pydantic models of ATIF v1.8; ``pip install 'flux-tui[atif]'``). The
   ``schema_version`` of the package is written verbatim.
+  Given the store's reader, the session's sub-agent sessions (its ``subagent:<role>`` children,
+  at any depth) are embedded as ``subagent_trajectories``, each with the role as its agent name.
 * :func:`normalize` — volatile values replaced by stable placeholders (not deleted, so a golden
   stays a valid ATIF document): the values that differ between two recordings of the same
   scenario (:func:`discover_volatile`, re-derived by the tests) — ``session_id`` and every
   ``timestamp`` — and, as in NOOA, tool-call ids renumbered ``call_1, call_2…`` in first-encounter
   order (the ``tool_call_id`` ↔ ``source_call_id`` join kept), temp paths and object addresses.
-  ``schema_version`` is never scrubbed: a version bump must invalidate goldens loudly.
+  Sub-agent trajectories are normalised one by one and, unless ``sort_subagents=False``, sorted by
+  content: a fan-out finishes in any order, so arrival order must not reach a golden (pass
+  ``False`` where the sequence carries meaning). ``schema_version`` is never scrubbed: a version
+  bump must invalidate goldens loudly.
 * :class:`Shape` — what the agent did, stripped of what it said: step count, sources, tool sequence,
-  model calls, prompt/completion tokens (compared with a relative tolerance), crashed, and a hash of
-  the normalised content.
+  model calls, sub-agents (their names, sorted, at any depth), prompt/completion tokens (compared
+  with a relative tolerance), crashed, and a hash of the normalised content **without** the token
+  counts (they have their own fields and tolerance; a hash over them would make any tolerance moot).
 * :func:`check_golden` — compare (or, with ``update``, re-baseline) a golden file: a missing golden
   is a failure, never an auto-create; a different schema version is its own one-line error;
-  otherwise the shape deltas and a unified diff of the two normalised documents.
+  otherwise the shape deltas and a unified diff of the two normalised documents, both printed in
+  the one pretty form (:func:`dumps`), so a golden written compactly or by another tool diffs on
+  its content, not its formatting. ``compare_content=False`` leaves the hash out (against a live
+  model, where message text is sampling noise).
 """
 
 from __future__ import annotations
@@ -35,9 +44,12 @@ from ..model.session import SessionDetail
 from .golden import Rebaseline
 
 __all__ = ["export", "normalize", "Shape", "shape", "shape_deltas", "check_golden", "check_golden_file", "dumps",
-           "ATIF_VOLATILE", "discover_volatile", "GoldenMismatch"]
+           "ATIF_VOLATILE", "discover_volatile", "GoldenMismatch", "SUBAGENTS"]
 
 ATIF_VOLATILE = ("session_id", "timestamp")
+SUBAGENTS = "subagent_trajectories"  # one name for the export, the normaliser and the Shape
+_TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "cached_tokens", "total_prompt_tokens",
+               "total_completion_tokens", "total_cached_tokens", "reasoning_tokens")
 _ADDR = re.compile(r"0x[0-9a-fA-F]{6,16}")
 _TMP = re.compile(r"/tmp/[A-Za-z0-9_.-]+")
 UPDATE_HINT = "if this change is intended: flux golden update S GOLDEN.json (or FLUX_GOLDEN=update flux test)"
@@ -70,8 +82,27 @@ def _result_text(block: dict) -> str:
     return "" if c is None else str(c)
 
 
-def export(detail: SessionDetail) -> dict:
-    """The session as an ATIF trajectory (a JSON-ready dict, ``None`` fields dropped)."""
+def export(detail: SessionDetail, reader: Any = None) -> dict:
+    """The session as an ATIF trajectory (a JSON-ready dict, ``None`` fields dropped). With the
+    store's ``reader``, its sub-agent sessions are embedded (see the module doc)."""
+    return _trajectory(detail, reader, None, set()).model_dump(mode="json", exclude_none=True)
+
+
+def _subagents(detail: SessionDetail, reader: Any, seen: set[str]) -> list[Any]:
+    from ..model.lineage import lineage_of
+    from ..model.session import load_session
+
+    out = []
+    for row in reader.children_of(detail.id):
+        lin = lineage_of(row)
+        if lin is None or lin.kind != "sub-agent" or row.id in seen:
+            continue
+        seen.add(row.id)
+        out.append(_trajectory(load_session(reader, row.id), reader, lin.detail or "sub-agent", seen))
+    return out
+
+
+def _trajectory(detail: SessionDetail, reader: Any, role: Optional[str], seen: set[str]) -> Any:
     atif = _atif()
     from ..store.events import Compacted, Message
 
@@ -122,16 +153,18 @@ def export(detail: SessionDetail) -> dict:
         extra["crashed"] = True
         extra["outcome"] = detail.turns[-1].outcome if detail.turns else "pending"
     total_p = sum(u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens for u in usages)
+    subs = _subagents(detail, reader, seen | {detail.id}) if reader is not None else []
     traj = atif.Trajectory(
         schema_version=_schema_version(atif), session_id=detail.id,
-        agent=atif.Agent(name="flux-tui", version=__version__, model_name=model),
+        trajectory_id=detail.id if role is not None else None,
+        agent=atif.Agent(name=role or "flux-tui", version=__version__, model_name=model),
         steps=steps,
         final_metrics=atif.FinalMetrics(total_prompt_tokens=total_p,
                                         total_completion_tokens=sum(u.output_tokens for u in usages),
                                         total_cached_tokens=sum(u.cache_read_input_tokens for u in usages),
                                         total_steps=len(steps)),
-        extra=extra)
-    return traj.model_dump(mode="json", exclude_none=True)
+        extra=extra, subagent_trajectories=subs or None)
+    return traj
 
 
 def _schema_version(atif: Any) -> str:
@@ -146,8 +179,26 @@ def dumps(d: Any) -> str:
     return json.dumps(d, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
 
 
-def normalize(traj: dict) -> dict:
-    """Placeholders for volatile values (see the module doc); ``schema_version`` untouched."""
+def normalize(traj: dict, *, sort_subagents: bool = True) -> dict:
+    """Placeholders for volatile values (see the module doc); ``schema_version`` untouched.
+    Embedded sub-agent trajectories are normalised each on its own, then content-sorted (unless
+    ``sort_subagents`` is false) and numbered ``subagent_1…`` in that order."""
+    subs = traj.get(SUBAGENTS) if isinstance(traj, dict) else None
+    top = {k: v for k, v in traj.items() if k != SUBAGENTS} if isinstance(subs, list) else traj
+    out = _normalize_one(top)
+    if isinstance(subs, list) and subs:
+        norm = [normalize({**s, "trajectory_id": "<trajectory_id>"} if isinstance(s, dict) else s,
+                          sort_subagents=sort_subagents) for s in subs]
+        if sort_subagents:
+            norm.sort(key=lambda d: json.dumps(d, sort_keys=True, ensure_ascii=False))
+        for i, d in enumerate(norm, 1):
+            if isinstance(d, dict):
+                d["trajectory_id"] = f"subagent_{i}"
+        out[SUBAGENTS] = norm
+    return out
+
+
+def _normalize_one(traj: Any) -> Any:
     ids: dict[str, str] = {}
 
     def call_id(v: str) -> str:
@@ -190,10 +241,28 @@ class Shape:
     sources: tuple[str, ...]
     llm_calls: int
     functions: tuple[str, ...]
+    subagents: tuple[str, ...]
     crashed: bool
     prompt_tokens: int
     completion_tokens: int
     content_hash: str
+
+
+def _subagent_names(norm: dict) -> list[str]:
+    names = []
+    for s in norm.get(SUBAGENTS) or []:
+        if isinstance(s, dict):
+            names.append(str((s.get("agent") or {}).get("name", "")))
+            names += _subagent_names(s)
+    return names
+
+
+def _without_tokens(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _without_tokens(v) for k, v in x.items() if k not in _TOKEN_KEYS}
+    if isinstance(x, list):
+        return [_without_tokens(v) for v in x]
+    return x
 
 
 def shape(norm: dict) -> Shape:
@@ -209,8 +278,9 @@ def shape(norm: dict) -> Shape:
         step_count=len(steps), sources=tuple(s.get("source", "") for s in steps),
         llm_calls=sum(int(s.get("llm_call_count") or 0) for s in steps),
         functions=tuple(tc.get("function_name", "") for s in steps for tc in (s.get("tool_calls") or [])),
+        subagents=tuple(sorted(_subagent_names(norm))),
         crashed=bool((norm.get("extra") or {}).get("crashed")), prompt_tokens=int(pt), completion_tokens=int(ct),
-        content_hash=hashlib.sha256(dumps(norm).encode()).hexdigest()[:12])
+        content_hash=hashlib.sha256(dumps(_without_tokens(norm)).encode()).hexdigest()[:12])
 
 
 def shape_deltas(golden: Shape, actual: Shape, *, token_tolerance: float = 0.0, compare_content: bool = True) -> list[str]:
@@ -257,9 +327,10 @@ def check_golden(path: str | Path, actual: dict, *, update: bool = False, token_
     gv, av = golden.get("schema_version"), actual.get("schema_version")
     if gv != av and not update:
         return f"golden recorded under {gv}, this run exports {av} — re-baseline with: flux golden update S {p}", None
-    if old_text == new_text:
+    old_form = dumps(golden)  # the golden in the one pretty form: a formatting difference is no difference
+    if old_form == new_text:
         return None, None
-    diff = "\n".join(difflib.unified_diff(old_text.splitlines(), new_text.splitlines(), f"golden {p.name}",
+    diff = "\n".join(difflib.unified_diff(old_form.splitlines(), new_text.splitlines(), f"golden {p.name}",
                                           f"this run {p.name}", lineterm=""))
     if update:
         p.write_text(new_text, encoding="utf-8")
@@ -272,6 +343,7 @@ def check_golden(path: str | Path, actual: dict, *, update: bool = False, token_
     return head + "\n\n" + diff + "\n\n" + UPDATE_HINT, None
 
 
-def check_golden_file(detail: SessionDetail, path: str | Path, *, update: bool = False,
-                      token_tolerance: float = 0.0) -> tuple[Optional[str], Optional[Rebaseline]]:
-    return check_golden(path, normalize(export(detail)), update=update, token_tolerance=token_tolerance)
+def check_golden_file(detail: SessionDetail, path: str | Path, *, update: bool = False, token_tolerance: float = 0.0,
+                      compare_content: bool = True, reader: Any = None) -> tuple[Optional[str], Optional[Rebaseline]]:
+    return check_golden(path, normalize(export(detail, reader)), update=update, token_tolerance=token_tolerance,
+                        compare_content=compare_content)

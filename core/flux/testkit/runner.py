@@ -270,6 +270,7 @@ def _replay_part(sc: Any, res: ScenarioResult) -> bool:
 
 def run_scenario(path: Path, *, replay_only: bool = False, client_factory: Optional[Callable[[Any], Any]] = None,
                  timeout: float = 60.0) -> ScenarioResult:
+    from ..store.store import StoreReader
     from .atif import check_golden_file
     from .scenario import Scenario
 
@@ -299,7 +300,8 @@ def run_scenario(path: Path, *, replay_only: bool = False, client_factory: Optio
         golden_path = Path(path) / GOLDEN_FILE
         if golden_path.exists():
             asserted = True
-            problem, rb = check_golden_file(golden_session, golden_path, update=update_mode())
+            with StoreReader(sc.work) as reader:  # the work copy: the golden embeds the run's sub-agents
+                problem, rb = check_golden_file(golden_session, golden_path, update=update_mode(), reader=reader)
             if rb is not None:
                 res.rebaselined.append(rb)
             if problem is not None:
