@@ -21,13 +21,13 @@ import errno
 import fnmatch
 import os
 import re
-import signal
 import stat
 import subprocess
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Optional
 
 from ..cassette.redactor import secret_name
+from .cancel import cancel_requested, kill_group, tracked
 from .ops import Op, OpError, op
 
 __all__ = ["Workspace", "coding_ops", "scrubbed_env", "BASH_TIMEOUT_S", "OUTPUT_CAP"]
@@ -346,27 +346,27 @@ def coding_ops(workspace: str | os.PathLike[str] | Workspace, *, secrets: Iterab
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         except FileNotFoundError:
             raise OpError("bash is not installed on this machine") from None
-        try:
-            out, _ = proc.communicate(timeout=limit)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out, _ = proc.communicate()
-            text = _cap(out.decode("utf-8", "replace"), output_cap, "output")
-            raise OpError(f"{text}\n[timed out after {limit}s — killed]".lstrip("\n"))
+        with tracked(proc):  # a Ctrl-C kills its process group: its own session never sees the terminal's SIGINT
+            try:
+                out, _ = proc.communicate(timeout=limit)
+            except subprocess.TimeoutExpired:
+                kill_group(proc)
+                out, _ = proc.communicate()
+                text = _cap(out.decode("utf-8", "replace"), output_cap, "output")
+                raise OpError(f"{text}\n[timed out after {limit}s — killed]".lstrip("\n"))
+            except BaseException:  # interrupted (Ctrl-C): the command does not outlive the op
+                kill_group(proc)
+                proc.wait()
+                raise
         text = _cap(out.decode("utf-8", "replace"), output_cap, "output")
+        if proc.returncode < 0 and cancel_requested():
+            raise OpError(f"{text}\n[killed — the turn was cancelled]".lstrip("\n"))
         text = f"{text}{'' if not text or text.endswith(chr(10)) else chr(10)}[exit {proc.returncode}]"
         if proc.returncode != 0:
             raise OpError(text)
         return text
 
     return [read, read_many, glob, grep, write, append, edit, bash]
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
 
 
 def _prepare_write(p: Path, shown: str) -> None:

@@ -62,6 +62,7 @@ from ..model.pricing import Spend
 from ..store.bindings import FlowDbBindings
 from ..store.store import StoreWriter
 from .approver import ApprovalRequest, Approver, AutoApprove
+from .cancel import raise_if_cancelled
 from .ops import MUTATING_EFFECTS, Op, Toolbox, validate_input
 from .providers.base import Chunk, ModelRequest, ProviderError, assemble
 
@@ -556,6 +557,7 @@ class _Recorder:
         self.owed: list[OpRecorded] = []  # effectful ops' cells not yet committed (defer_cells)
 
     def before_dispatch(self, op: str) -> None:
+        raise_if_cancelled()  # after a Ctrl-C nothing further runs
         if self.owed:
             self.settle()
         elif self.durable(op):
@@ -663,6 +665,7 @@ class _LiveHost:
         """Start a dispatch on the interpreter's thread (durability flush, approval — one prompt
         at a time) and return the tool call, which may run in a worker thread while other
         `parallel`/`race` branches go on (see flux.lang.scheduler)."""
+        raise_if_cancelled()
         self.before_dispatch(op)
         self.dispatches += 1
         started = self.timer()
@@ -1213,6 +1216,7 @@ class TurnRunner:
         tools = cfg.toolbox.tools()
         try:
             for round_ in range(1, cfg.max_iter + 1):
+                raise_if_cancelled()  # a Ctrl-C during the last op: no further model call
                 observations.append(Observation("turn.iteration", "turn", {"iteration": round_, "turn_id": turn_id}))
                 out.iterations = round_
                 request = ModelRequest(model=cfg.request_model, messages=base + turn_msgs, system=cfg.instructions,
@@ -1240,6 +1244,7 @@ class TurnRunner:
                 batch = sha256_hex(f"{round_}:" + ",".join(str(u.get("id", "")) for u in uses))[:20]
                 batch = _bind_safe("batch-" + batch)  # the binds' batch part, once per round (action_<i> is safe as it is)
                 for i, tu in enumerate(uses, 1):
+                    raise_if_cancelled()
                     results.append(self._tool(tu, i, batch, interp, host, live, rec, out, observations, turn_id,
                                               direct))
             else:

@@ -7,15 +7,18 @@ unless ``--session S`` or ``--continue`` (the latest session) names one, confine
 by default, ``--yes`` approves everything, ``--policy FILE`` applies a policy file.
 
 Exit status: 0 when the turn ends ``ok``/``completed``; 1 on ``error``, ``max_iter``, ``halted``
-or a bad argument; 130 when cancelled with Ctrl-C (the turn is still recorded, as ``cancelled``).
+or a bad argument; 130 when cancelled with Ctrl-C: the running op is stopped (a command's process
+group killed), nothing further runs, the turn is recorded ``cancelled`` and the last line says
+what was recorded (read back from the store, see :mod:`flux.agent.cancel`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import click
 
@@ -188,19 +191,64 @@ def run_cmd(prompt: tuple[str, ...], model: Optional[str], base_url: Optional[st
                     max_iter=max_iter, instructions=instructions or DEFAULT_INSTRUCTIONS,
                     model_cassette=model_cassette, on_event=renderer, **_resurrect_kw(as_json), **kw)
     try:
-        sess = _open_session(client, session, cont)
-        if not as_json:
-            click.echo(click.style(f"run · {sess.id} · {client.model} · store {store_dir}", dim=True), err=True)
-        try:
+        with _cancellable(client, renderer) as ran:
+            sess = ran.session = _open_session(client, session, cont)
+            if not as_json:
+                click.echo(click.style(f"run · {sess.id} · {client.model} · store {store_dir}", dim=True), err=True)
             out = asyncio.run(sess.send(text))
-        except KeyboardInterrupt:
-            renderer.finish()
-            click.echo("cancelled — the turn is recorded as `cancelled`", err=True)
-            sys.exit(130)
         renderer.finish()
     finally:
         client.close()
     _report(out, as_json, store_dir)
+
+
+class _Ran:
+    session: Any = None
+
+
+@contextmanager
+def _cancellable(client: Any, renderer: "_Renderer") -> Iterator[_Ran]:
+    """Ctrl-C cancels the block (:func:`~flux.agent.cancel.sigint_cancels`); the CLI then says what
+    the store holds — read back, not assumed — and exits 130."""
+    from ..agent.cancel import sigint_cancels
+
+    ran = _Ran()
+    before = _max_seq(client)
+    try:
+        with sigint_cancels():
+            yield ran
+    except KeyboardInterrupt:
+        renderer.finish()
+        sid = ran.session.id if ran.session is not None else None
+        click.echo(_cancel_note(client, sid, before), err=True)
+        client.close()
+        sys.exit(130)
+
+
+def _max_seq(client: Any) -> int:
+    row = client.writer.conn.execute("SELECT MAX(global_seq) FROM events").fetchone()
+    return row[0] or 0
+
+
+def _cancel_note(client: Any, sid: Optional[str], before: int) -> str:
+    """What a Ctrl-C left in the store for session ``sid``: the newest turn's outcome, an open turn, or nothing."""
+    if sid is None:
+        return "cancelled — nothing was recorded"
+    conn = client.writer.conn
+    row = conn.execute("SELECT global_seq FROM events WHERE stream = ? AND kind = 'turn_started' ORDER BY global_seq DESC"
+                       " LIMIT 1", (sid,)).fetchone()
+    if row is None:
+        return "cancelled — nothing was recorded"
+    tid = row[0]
+    ended = conn.execute("SELECT global_seq, json_extract(payload, '$.data.outcome') FROM events WHERE stream = ?"
+                         " AND turn_id = ? AND kind = 'turn_ended' ORDER BY global_seq DESC LIMIT 1", (sid, tid)).fetchone()
+    if tid > before:
+        if ended is None:
+            return (f"cancelled — the turn was left open (interrupted): `flux resurrect {sid}` finishes it")
+        return f"cancelled — the turn is recorded as `{ended[1]}`"
+    if ended is not None and ended[0] > before:
+        return f"cancelled before the new turn started — the resurrected turn is recorded as `{ended[1]}`"
+    return "cancelled before the new turn started — nothing was recorded"
 
 
 def _report(out: Any, as_json: bool, store_dir: Path) -> None:
@@ -211,6 +259,8 @@ def _report(out: Any, as_json: bool, store_dir: Path) -> None:
     else:
         click.echo(click.style(_usage_line(out), dim=True), err=True)
     code = _EXIT.get(out.outcome, 1)
+    if out.outcome == "cancelled" and not as_json:
+        click.echo("cancelled — the turn is recorded as `cancelled`", err=True)
     if code == 1 and not as_json:
         why = out.error or ("no final answer within the iteration cap — raise --max-iter" if out.outcome == "max_iter"
                             else out.answer)
@@ -252,14 +302,11 @@ def flow_run(file: Path, model: str, workspace: Optional[Path], session: Optiona
     client = Client(NullProvider(model=model), model=model, store=store_dir, workspace=workspace or Path.cwd(),
                     **_resurrect_kw(as_json), **kw)
     try:
-        sess = _open_session(client, session, cont)
-        if not as_json:
-            click.echo(click.style(f"flow run · {sess.id} · {file} · store {store_dir}", dim=True), err=True)
-        try:
+        with _cancellable(client, renderer) as ran:
+            sess = ran.session = _open_session(client, session, cont)
+            if not as_json:
+                click.echo(click.style(f"flow run · {sess.id} · {file} · store {store_dir}", dim=True), err=True)
             out = asyncio.run(sess.run_flow(draft))
-        except KeyboardInterrupt:
-            click.echo("cancelled — the flow turn is recorded as `cancelled`", err=True)
-            sys.exit(130)
     finally:
         client.close()
     if not as_json:

@@ -1,0 +1,110 @@
+"""Ctrl-C that cancels: the op that is running is stopped, nothing further runs, and the turn is
+recorded ``cancelled``.
+
+A ``bash`` op runs its command in a session (and process group) of its own, so a terminal's
+SIGINT — delivered to the foreground process group — never reaches it. While a command runs it is
+registered here (:func:`tracked`); :func:`kill_running` kills every registered process group, as
+the terminal would have interrupted them had they stayed in its group.
+
+:func:`sigint_cancels` is what ``flux run`` / ``flux flow run`` run under: on the first SIGINT it
+sets the process-wide cancel flag, kills the running commands' process groups and raises
+``KeyboardInterrupt`` in the main thread (where the turn records itself ``cancelled``); a
+further SIGINT while the turn is being recorded only kills again, so the record is finished. The
+turn runtime checks the flag (:func:`raise_if_cancelled`) before every model call and every op
+dispatch, so a cancel that arrived while an op ran in a worker thread stops the turn at its next
+step. Installing a handler of our own also keeps ``asyncio.run``'s, which only cancels the main
+task at its next await — after a synchronous op has run to its end and the next ones have run too.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+__all__ = ["cancel_requested", "clear_cancel", "kill_group", "kill_running", "raise_if_cancelled", "request_cancel",
+           "sigint_cancels", "tracked"]
+
+_CANCEL = threading.Event()
+_RUNNING: set[subprocess.Popen] = set()
+_RUNNING_LOCK = threading.RLock()  # re-entrant: the signal handler runs on a thread that may hold it
+
+
+def request_cancel() -> None:
+    _CANCEL.set()
+
+
+def clear_cancel() -> None:
+    _CANCEL.clear()
+
+
+def cancel_requested() -> bool:
+    return _CANCEL.is_set()
+
+
+def raise_if_cancelled() -> None:
+    """Stop here (``KeyboardInterrupt``) when a cancel was requested: nothing further may run."""
+    if _CANCEL.is_set():
+        raise KeyboardInterrupt
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc``'s process group (it leads one: started with ``start_new_session``)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            proc.kill()
+        except OSError:
+            pass
+
+
+@contextmanager
+def tracked(proc: subprocess.Popen) -> Iterator[subprocess.Popen]:
+    """Register a running command so a cancel kills its process group; a cancel that came before
+    it was registered kills it at once."""
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
+    try:
+        if _CANCEL.is_set():
+            kill_group(proc)
+        yield proc
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
+
+
+def kill_running() -> int:
+    """Kill every registered command's process group; returns how many were running."""
+    with _RUNNING_LOCK:
+        procs = [p for p in _RUNNING if p.poll() is None]
+    for p in procs:
+        kill_group(p)
+    return len(procs)
+
+
+@contextmanager
+def sigint_cancels() -> Iterator[None]:
+    """Run the block with Ctrl-C cancelling it (see the module doc); the previous handler is back
+    and the flag clear afterwards. Outside the main thread (no signals there) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum: int, frame: object) -> None:
+        first = not _CANCEL.is_set()
+        _CANCEL.set()
+        kill_running()
+        if first:
+            raise KeyboardInterrupt
+
+    clear_cancel()
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        clear_cancel()
