@@ -131,10 +131,25 @@ def test_sweep_over_fifty_sessions_with_one_broken(tmp_path: Path, ws: Path) -> 
     assert [o.session for o in rep.outcomes] == ids  # input order
     [err] = [o for o in rep.outcomes if not o.ok]
     assert err.session == ids[25] and "no longer parses" in err.error
-    assert rep.changed == 51 and rep.offline_cost == 0.0  # 50 changed outputs + 1 error
+    assert rep.changed == 50 and rep.errors == 1 and rep.offline_cost == 0.0  # the error row is not a change
     assert all(o.result.hermetic for o in rep.outcomes if o.ok)
     same = what_if_over(store, ids[:3], WhatIfSpec(), jobs=1, client_args={"workspace": str(ws)})
     assert same.changed == 0 and all(o.result.identical for o in same.outcomes)
+
+
+def test_a_sweep_counts_its_error_rows_as_errors_not_changes(tmp_path: Path, ws: Path) -> None:
+    """Reproduction: one identical session and one that cannot run printed ``changed 1/2 · errors 1``
+    although nothing diverged."""
+    store = tmp_path / "corpus"
+    ids = _corpus(store, 1)  # [broken, ok]
+    rep = what_if_over(store, ids, WhatIfSpec(), jobs=1, client_args={"workspace": str(ws)})
+    assert [o.ok for o in rep.outcomes] == [False, True] and rep.outcomes[1].result.identical
+    assert (rep.changed, rep.errors, rep.total) == (0, 1, 2)
+    assert rep.summary_line().startswith("changed 0/2 · errors 1")
+    assert rep.to_json()["changed"] == 0 and rep.to_json()["errors"] == 1
+    changed = what_if_over(store, ids, WhatIfSpec(substitute={"read": "changed"}), jobs=1,
+                           client_args={"workspace": str(ws)})
+    assert (changed.changed, changed.errors) == (1, 1)  # the one that ran and diverged
 
 
 def test_cli_what_if_and_sweep(demo: Path, ws: Path) -> None:

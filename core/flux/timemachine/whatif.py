@@ -583,7 +583,9 @@ class SweepOutcome:
 
     @property
     def changed(self) -> bool:
-        return self.error is not None or not bool(self.result and self.result.identical)
+        """The run diverged from its source. An error row did not run, so it is counted as an error,
+        never as a change."""
+        return self.error is None and self.result is not None and not self.result.identical
 
     def to_json(self) -> dict[str, Any]:
         return {"session": self.session, "ok": self.ok, "error": self.error,
