@@ -115,6 +115,19 @@ class Session:
             self.history = self._load_history()
         return report
 
+    def interrupted(self) -> Any:
+        """This session's interrupted turn — the newest turn, left open by a killed process after its
+        plan was accepted — as an :class:`~flux.model.interrupted.InterruptedTurn` (``turn_id``,
+        ``turn_number``, ``user_input``, ``plan_source``, ``completed`` statements), or ``None`` when
+        there is nothing to resurrect (every turn closed, or a live process is recording it). Only
+        reads: finishing the turn is :meth:`resurrect`."""
+        from ..model.interrupted import check_session_interrupted
+        from ..model.session import load_session
+        from ..store.store import StoreReader
+
+        with StoreReader(self.client.store_dir) as reader:
+            return check_session_interrupted(reader.dir, load_session(reader, self.id)).interrupted
+
     def resurrect(self, *, confirm: Optional[Callable[[Any], bool]] = None) -> Any:
         """Finish this session's interrupted turn from the crash point, no model call (§4.7).
         Returns the :class:`~flux.timemachine.resurrect.ResurrectReport`, or ``None`` when no turn
