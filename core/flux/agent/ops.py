@@ -40,8 +40,10 @@ EFFECTS = ("pure", "read", "write", "delete", "network", "exec")
 MUTATING_EFFECTS = frozenset({"write", "delete", "network", "exec"})
 
 
-class OpError(Exception):
-    """Raise from an op to return a tool error with exactly this message."""
+class OpError(FluxError):
+    """Raise from an op to return a tool error with exactly this message. Raised outside an op
+    call (a workspace that does not exist when the ops are built), it is a :class:`FluxError` like
+    any other bad input: one ``error:`` line on the command line, never a traceback."""
 
 
 @dataclass
