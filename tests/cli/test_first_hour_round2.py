@@ -240,3 +240,140 @@ def test_the_documented_scripted_model_runs(tmp_path: Path) -> None:
     res = flux("run", "-m", f"scripted:{tmp_path / 'one.json'}", "--store", tmp_path / "st3", "--workspace", ws,
                "--yes", "read it")
     assert res.exit_code == 1 and "served" in res.output
+
+
+# -- the smaller output defects ----------------------------------------------------------------------
+
+def test_sessions_columns_line_up_with_long_model_names_and_wider_ids(demo: Path) -> None:
+    res = flux("sessions", "--store", demo)
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert any("anthropic:claude-sonnet-4-5" in ln for ln in lines) and {"s_9", "s_11"} <= {ln.split()[0] for ln in lines}
+    for column in (" msg  ", "active "):
+        assert len({ln.index(column) for ln in lines}) == 1, (column, lines)
+    assert lines[0].startswith("s_11    2 msg  mock                        active")
+
+
+def test_sessions_is_flux_s_line_when_every_column_fits(tmp_path: Path) -> None:
+    from tests.helpers import write_turn
+
+    store = tmp_path / "st"
+    with StoreWriter(store) as w:
+        for _ in range(3):
+            write_turn(w, w.create_session("mock"), "hi")
+    lines = flux("sessions", "--store", store).stdout.splitlines()
+    assert len(lines) == 3
+    for n, ln in zip((3, 2, 1), lines):
+        assert ln.startswith(f"s_{n}    2 msg  mock                   ")  # flux's {:<22}, not wider
+
+
+def _starts(row: str) -> list[int]:
+    """Where each whitespace-separated cell of a table row starts."""
+    import re
+
+    return [m.start() for m in re.finditer(r"\S+", row)]
+
+
+def _table(stderr: str) -> list[str]:
+    lines = stderr.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("This will dispatch, for real"))
+    return [ln for ln in lines[start + 1:] if ln.startswith("  ")]
+
+
+def test_the_gate_table_s_columns_line_up_and_the_workspace_is_said_once(demo: Path) -> None:
+    res = flux("resurrect", "s_9", "--store", demo)
+    one_line = res.stderr.splitlines()[-1]
+    assert res.exit_code == 1 and one_line.startswith("error: resurrect s_9 would run live (publish (write), append (write))")
+    heading = next(ln for ln in res.stderr.splitlines() if ln.startswith("This will dispatch"))
+    assert heading == f"This will dispatch, for real (workspace {demo / 'workspace'}):"
+    rows = _table(res.stderr)
+    assert [r.split()[0] for r in rows] == ["publish", "append"]
+    assert len({tuple(_starts(r)[:3]) for r in rows}) == 1  # each column starts at one offset
+    assert all("workspace" not in r for r in rows)
+
+
+def test_the_gate_refusal_marks_a_cut_op_list(demo: Path) -> None:
+    res = flux("fork", "s_1", "--at", 2, "--replan", "-m", "mock", "--store", demo)
+    assert res.exit_code == 1
+    rows = _table(res.stderr)
+    assert len(rows) == 11 and rows[-1].split() == ["model", "network", "mock"]  # ten ops and the model
+    assert len({tuple(_starts(r)[:3]) for r in rows}) == 1
+    err = res.stderr.splitlines()[-1]
+    assert "publish (write), … 4 more, model mock) — pass --yes" in err
+    # a short list is named whole, with no mark
+    res = flux("resurrect", "s_9", "--store", demo)
+    assert "…" not in res.stderr.splitlines()[-1]
+
+
+def test_a_cross_store_diff_names_each_side_s_store(demo: Path, tmp_path: Path) -> None:
+    import shutil
+
+    other = Path(shutil.copytree(demo, tmp_path / "other"))
+    res = flux("diff", "s_1", "s_6", "--store", demo, "--store-b", other)
+    assert res.exit_code == 1
+    assert res.stdout.splitlines()[0] == f"diff s_1 ({demo}) ↔ s_6 ({other})"
+    assert sum(ln.startswith("diff ") for ln in res.stdout.splitlines()) == 1
+    data = json.loads(flux("diff", "s_1", "s_6", "--store", demo, "--store-b", other, "--json").stdout)
+    assert (data["a_store"], data["b_store"]) == (str(demo), str(other))
+    same_store = json.loads(flux("diff", "s_1", "s_6", "--store", demo, "--json").stdout)
+    assert "a_store" not in same_store and flux("diff", "s_1", "s_6", "--store", demo).stdout.startswith("diff s_1 ↔ s_6\n")
+
+
+def test_a_bad_store_b_is_named_store_b(demo: Path, tmp_path: Path) -> None:
+    line = one_error(flux("diff", "s_1", "s_1", "--store", demo, "--store-b", tmp_path / "nope"), f"{tmp_path / 'nope'} does not exist")
+    assert "point --store-b at an existing one" in line
+    (tmp_path / "file").write_text("x")
+    assert "--store-b takes the directory" in one_error(
+        flux("diff", "s_1", "s_1", "--store", demo, "--store-b", tmp_path / "file"), "")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "events.db").write_text("")
+    assert "point --store-b at a directory flux wrote" in one_error(
+        flux("diff", "s_1", "s_1", "--store", demo, "--store-b", tmp_path / "empty"), "")
+    # the A side still names --store
+    assert "point --store at an existing one" in one_error(
+        flux("diff", "s_1", "s_1", "--store", tmp_path / "nope", "--store-b", demo), "")
+
+
+def test_fork_edit_shows_every_analysis_problem(demo: Path, ws: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.flux"
+    bad.write_text('flow\n  a = nosuch({"x":1})\n  b = other(zzz)\n  c = read(undefined_sym)\n  d = nosuch({})\n')
+    before = tree_digest(demo)
+    line = one_error(flux("fork", "s_5", "--at", 0, "--edit", bad, "--store", demo, "--workspace", ws),
+                     "the edited plan fails analysis: ")
+    for problem in ("symbol `zzz` is not bound", "symbol `undefined_sym` is not bound", "unknown op `nosuch` (known: ",
+                    "unknown op `other`"):
+        assert problem in line, problem
+    assert line.count("unknown op `nosuch`") == 1 and line.count("(known: ") == 1  # the known ops, said once
+    assert "more" not in line and tree_digest(demo) == before
+
+
+def test_a_halted_tail_keeps_the_output_s_lines_bounded(demo: Path, tmp_path: Path) -> None:
+    plan = tmp_path / "halt.flux"
+    plan.write_text('flow\n  x = bash({"command":"for i in 1 2 3; do echo line $i; done; exit 1"})\n')
+    res = flux("fork", "s_5", "--at", 0, "--edit", plan, "--store", demo, "--yes")
+    assert res.exit_code == 1
+    err = res.stderr.splitlines()
+    assert err[-5:-1] == ["  │ line 1", "  │ line 2", "  │ line 3", "  │ [exit 1]"]
+    assert err[-1] == "error: fork tail halted: line 1 … [exit 1] (4 lines of output, above)"
+    plan.write_text('flow\n  x = bash({"command":"seq 1 500; exit 3"})\n')
+    res = flux("fork", "s_5", "--at", 0, "--edit", plan, "--store", demo, "--yes")
+    err = res.stderr.splitlines()
+    shown = [ln for ln in err if ln.startswith("  │ ")]
+    assert len(shown) == 41 and shown[0] == "  │ 1" and shown[20] == "  │ … 461 line(s) not shown …"
+    assert shown[-1] == "  │ [exit 3]" and err[-1].endswith("(501 lines of output, above)")
+    assert all(len(ln) < 200 for ln in err)
+
+
+def test_a_mock_re_plan_on_the_demo_writes_the_note(demo: Path) -> None:
+    res = flux("fork", "s_1", "--at", 3, "--replan", "-m", "mock", "--yes", "--store", demo)
+    assert res.exit_code == 0, res.output
+    assert "could not write the note" not in res.output and "Finished." in res.stdout
+    assert (demo / "workspace" / "flux-mock.txt").read_text() == "created by flux mock\n"
+
+
+def test_the_mock_says_why_it_could_not_write_the_note(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    res = flux("run", "-m", "mock", "--store", tmp_path / "st", "--workspace", ws, "write a note")  # deny-all
+    assert res.stdout.splitlines()[0].startswith("I could not write the note: denied by policy: `append`")
+    assert not (ws / "flux-mock.txt").exists()

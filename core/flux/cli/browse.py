@@ -59,10 +59,15 @@ def sessions(store, as_json, query, since, until, limit, prices_file):
                        "no sessions yet — start one with `flux` or `flux run`", err=True)
             return
         flagged = 0
+        # flux's line, `{id}  {msgs:>3} msg  {model:<22} {when}`, with the id and model columns
+        # widened to the longest in the listing so the columns line up (flux's, byte for byte, when
+        # every id has one width and no model is longer than 22)
+        id_w = max(len(s.row.id) for s in rows)
+        model_w = max(22, *(len(s.row.model) for s in rows))
         for s in rows:
             r = s.row
             when = f"active {age(r.updated_at, now)}" if r.updated_at > r.created_at else age(r.created_at, now)
-            line = f"{r.id}  {r.msg_count:>3} msg  {r.model:<22} {when}"
+            line = f"{r.id:<{id_w}}  {r.msg_count:>3} msg  {r.model:<{model_w}} {when}"
             click.echo(line, nl=False)
             if s.interrupted:
                 flagged += 1

@@ -15,7 +15,8 @@ from ..errors import FluxError
 from ..store.store import StoreReader, default_store_dir
 
 __all__ = [
-    "STORE_ENV", "store_option", "open_reader", "fail", "json_out", "handle_errors", "resolve_store_dir", "OneLineErrors",
+    "STORE_ENV", "store_option", "open_reader", "fail", "fail_with_output", "json_out", "handle_errors",
+    "resolve_store_dir", "OneLineErrors",
     "usage_error_line",
 ]
 
@@ -43,6 +44,26 @@ def fail(msg: str) -> NoReturn:
     SQLite error's quoted token — are replaced by a space) and exit 1."""
     click.echo(f"error: {_CONTROL.sub(' ', str(msg)).strip()}", err=True)
     sys.exit(1)
+
+
+def fail_with_output(what: str, text: str, *, max_lines: int = 40) -> NoReturn:
+    """Fail with ``error: <what>: …`` when ``text`` is an op's multi-line output (a failing test
+    run): its lines are printed first on stderr, indented, as they were — at most ``max_lines``,
+    the first and last halves when longer — and the one ``error:`` line, last, names its first and
+    last lines. One-line text is plain :func:`fail`."""
+    lines = [ln.rstrip() for ln in _CONTROL_BUT_NEWLINE.sub(" ", str(text)).strip("\n").split("\n")]
+    if len(lines) <= 1:
+        fail(f"{what}: {text}")
+    shown = lines
+    if len(lines) > max_lines:
+        half = max_lines // 2
+        shown = [*lines[:half], f"… {len(lines) - 2 * half} line(s) not shown …", *lines[-half:]]
+    for ln in shown:
+        click.echo(f"  │ {ln}", err=True)
+    fail(f"{what}: {lines[0].strip()} … {lines[-1].strip()} ({len(lines)} lines of output, above)")
+
+
+_CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]+")
 
 
 def json_out(obj: Any) -> None:

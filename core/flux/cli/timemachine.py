@@ -158,20 +158,28 @@ def diff(a: str, b: str, store: Path | None, store_b: Path | None, as_json: bool
     differ, 0 when identical.
 
     JSON: flux's {a, b, identical, rows} plus two additions, `summary` (row counts by kind) and
-    `first_divergence` (index of the first non-same row, or null). When positions drift (a fork
+    `first_divergence` (index of the first non-same row, or null); with --store-b, `a_store` and
+    `b_store` (the directory each side was read from). When positions drift (a fork
     whose injected value dispatched nothing has one cell fewer), rows are aligned as a sequence and
     each row also gets `a_index` / `b_index` (its position on each side, null on a gap).
     """
+    stores = None  # (A's store, B's store) when B comes from another one
     with common.open_reader(store) as reader_a:
         if store_b is None:
             d = run_diff(reader_a, a, reader_a, b)
         else:
-            with StoreReader(common.resolve_store_dir(store_b)) as reader_b:
+            with StoreReader(common.resolve_store_dir(store_b), option="--store-b") as reader_b:
                 d = run_diff(reader_a, a, reader_b, b)
+                stores = (str(reader_a.dir), str(reader_b.dir))
     if as_json:
-        click.echo(d.json_text())
+        if stores is None:
+            click.echo(d.json_text())
+        else:
+            click.echo(canonical_json({**d.to_json(), "a_store": stores[0], "b_store": stores[1]}))
     else:
-        for row_lines in _grouped(d):
+        if stores is not None:  # each side names its store
+            click.echo(f"diff {d.a} ({stores[0]}) ↔ {d.b} ({stores[1]})")
+        for row_lines in _grouped(d, header=stores is None):
             for line, style in row_lines[0]:
                 click.echo(_dim(line) if style == "dim" else line)
             if explain and row_lines[1] is not None and row_lines[1].kind != "same":
@@ -185,10 +193,10 @@ def diff(a: str, b: str, store: Path | None, store_b: Path | None, as_json: bool
         sys.exit(1)
 
 
-def _grouped(d):
+def _grouped(d, header: bool = True):
     """The rendered lines grouped by the row they belong to (header and footer have no row)."""
     lines = d.render()
-    out = [([lines[0]], None)]
+    out = [([lines[0]], None)] if header else []
     i = 1
     for r in d.rows:
         n = {"same": 1, "plan": 3, "output": 4}[r.kind]
@@ -255,6 +263,9 @@ def _approval_kw(yes: bool, policy: Path | None) -> dict:
     return _approval(yes, policy, sys.stdin.isatty())
 
 
+_REFUSAL_OPS = 6  # live ops a gate refusal names before "… N more" (the table above lists them all)
+
+
 def _gate(preview, yes: bool, policy: Path | None, as_json: bool, what: str, catalog=None) -> None:
     """The side-effect gate on the CLI: offline passes; live needs --yes / --policy or a TTY confirm.
     An op the live part may dispatch that the toolbox cannot run is refused up front (even with --yes)."""
@@ -274,9 +285,12 @@ def _gate(preview, yes: bool, policy: Path | None, as_json: bool, what: str, cat
         if click.confirm(f"{what} runs live — go ahead?", default=False, err=True):
             return
         common.fail(f"{what} cancelled at the side-effect gate — nothing was written")
-    eff = ", ".join(f"{o.op} ({o.effect})" for o in preview.ops[:4])
+    listed = list(dict.fromkeys(f"{o.op} ({o.effect})" for o in preview.ops))
+    if len(listed) > _REFUSAL_OPS:
+        listed = [*listed[:_REFUSAL_OPS], f"… {len(listed) - _REFUSAL_OPS} more"]
     if preview.model:
-        eff = (eff + ", " if eff else "") + f"model {preview.model}"
+        listed.append(f"model {preview.model}")
+    eff = ", ".join(listed)
     common.fail(f"{what} would run live ({eff}) — pass --yes or --policy FILE to allow it; nothing was written")
 
 
@@ -418,7 +432,7 @@ def _fork(session: str, at: int, turn: int | None, inject: str | None, edit: Pat
     if res.halted is not None:
         if not as_json:
             click.echo(f"forked session: {res.session}", err=True)
-        common.fail(f"fork tail halted: {res.halted}")
+        common.fail_with_output("fork tail halted", res.halted)
     if not as_json:
         if res.replayable:
             click.echo(f"forked session: {res.session}  (replay it with `flux replay {res.session}`; "
@@ -470,7 +484,7 @@ def resurrect_cmd(session: str, workspace: Path | None, yes: bool, policy: Path 
             click.echo(click.style(f"resurrect diverged: {rep.diverged}", fg="red"), err=True)
         click.echo(rep.answer)
     if rep.outcome == "halted":
-        common.fail(f"the resumed turn halted: {rep.halt['error'] if rep.halt else rep.answer}")
+        common.fail_with_output("the resumed turn halted", rep.halt["error"] if rep.halt else rep.answer)
 
 
 def _resurrect_target(reader: StoreReader, ref: str):

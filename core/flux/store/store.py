@@ -148,7 +148,7 @@ class SessionRow(FrozenRecord):
 _EVENT_COLUMNS = "global_seq, stream, stream_seq, id, kind, ts, turn_id, payload"
 
 
-def _regular_file(path: Path, *, what: str = "the store's database") -> os.stat_result | None:
+def _regular_file(path: Path, *, what: str = "the store's database", option: str = "--store") -> os.stat_result | None:
     """``stat`` of a regular file (symlinks followed); None if missing; StoreError for anything else.
 
     Checked before anything opens the path: ``open()`` on a FIFO blocks until a writer appears."""
@@ -159,7 +159,7 @@ def _regular_file(path: Path, *, what: str = "the store's database") -> os.stat_
     except OSError as e:
         raise StoreError(f"{path} cannot be examined ({e.strerror or e}) — {what} must be a regular file") from None
     if stat.S_ISDIR(st.st_mode):
-        raise StoreError(f"{path} is a directory, not a SQLite database — point --store at the directory that holds events.db")
+        raise StoreError(f"{path} is a directory, not a SQLite database — point {option} at the directory that holds events.db")
     if not stat.S_ISREG(st.st_mode):
         kind = "FIFO" if stat.S_ISFIFO(st.st_mode) else "socket" if stat.S_ISSOCK(st.st_mode) else "device or special file"
         raise StoreError(f"{path} is a {kind}, not a regular file — {what} must be a regular file; remove or replace it")
@@ -174,20 +174,21 @@ def _read_head(path: Path, n: int) -> bytes:
         os.close(fd)
 
 
-def _check_sqlite_file(path: Path) -> None:
-    _regular_file(path)
+def _check_sqlite_file(path: Path, option: str = "--store") -> None:
+    """``option``: the command-line option that named the store, for the advice in the error."""
+    _regular_file(path, option=option)
     try:
         head = _read_head(path, 100)
     except PermissionError:
         raise StoreError(f"{path} is not readable — check its permissions") from None
     except IsADirectoryError:
-        raise StoreError(f"{path} is a directory, not a SQLite database — point --store at the directory that holds events.db") from None
+        raise StoreError(f"{path} is a directory, not a SQLite database — point {option} at the directory that holds events.db") from None
     except OSError as e:
         raise StoreError(f"{path} cannot be read ({e.strerror or e})") from None
     if len(head) == 0:
-        raise StoreError(f"{path} is empty — not a flux store; point --store at a directory flux wrote, or make one with `flux demo --store DIR`")
+        raise StoreError(f"{path} is empty — not a flux store; point {option} at a directory flux wrote, or make one with `flux demo --store DIR`")
     if not head.startswith(SQLITE_MAGIC):
-        raise StoreError(f"{path} is not a SQLite database — point --store at a flux store directory (it holds events.db and flow.db)")
+        raise StoreError(f"{path} is not a SQLite database — point {option} at a flux store directory (it holds events.db and flow.db)")
 
 
 def _wal_mode(path: Path) -> bool:
@@ -316,7 +317,9 @@ class StoreReader:
     Every query method translates SQLite errors into :class:`StoreError` with a one-line reason.
     """
 
-    def __init__(self, store_dir: str | os.PathLike[str], *, busy_timeout_s: float = 2.0):
+    def __init__(self, store_dir: str | os.PathLike[str], *, busy_timeout_s: float = 2.0, option: str = "--store"):
+        """``option``: the command-line option that named ``store_dir`` (``--store-b`` for the other
+        side of a diff), so an error's advice names the one to fix."""
         self.dir = Path(store_dir).expanduser()
         self.events_path = self.dir / EVENTS_DB
         self._busy_timeout_s = busy_timeout_s
@@ -326,13 +329,13 @@ class StoreReader:
         self._conn: sqlite3.Connection | None = None
         self.skipped_rows = 0  # corrupt payload rows skipped by reads so far
         if not self.dir.exists():
-            raise StoreError(f"{self.dir} does not exist — create a store with `flux demo --store {self.dir}` or point --store at an existing one")
+            raise StoreError(f"{self.dir} does not exist — create a store with `flux demo --store {self.dir}` or point {option} at an existing one")
         if not self.dir.is_dir():
-            raise StoreError(f"{self.dir} is not a directory — --store takes the directory that holds events.db")
+            raise StoreError(f"{self.dir} is not a directory — {option} takes the directory that holds events.db")
         if not os.path.lexists(self.events_path):
-            raise StoreError(f"{self.dir} is not a flux store: it has no events.db — point --store at a store directory, or make one with `flux demo --store DIR`")
+            raise StoreError(f"{self.dir} is not a flux store: it has no events.db — point {option} at a store directory, or make one with `flux demo --store DIR`")
         try:
-            _check_sqlite_file(self.events_path)
+            _check_sqlite_file(self.events_path, option)
             self._open()
             self._validate_schema()
             self._token = self._file_token()

@@ -156,6 +156,9 @@ def _refs(obj: Any, out: list[str], ops: list[A.Call]) -> None:
         _refs(getattr(obj, f), out, ops)
 
 
+_PROBLEMS_SHOWN = 12  # analysis problems an edit's refusal lists before "… and N more"
+
+
 def analyze_plan(draft: A.DraftAst, catalog: OpCatalog | None, bound: set[str] = frozenset(),
                  known_ops: set[str] = frozenset()) -> list[str]:
     """Problems that would make the plan fail before it does anything useful: ops neither the
@@ -171,11 +174,15 @@ def analyze_plan(draft: A.DraftAst, catalog: OpCatalog | None, bound: set[str] =
         if n not in names:
             problems.append(f"symbol `{n}` is not bound by the prefix or the plan")
     declared = {s.name: s for s in catalog} if catalog is not None else {}
+    told_known = False  # the known ops are listed once, on the first unknown one
     for c in calls:
         spec = declared.get(c.op)
         if spec is None and c.op not in known_ops:
+            if any(p.startswith(f"unknown op `{c.op}`") for p in problems):
+                continue
             have = ", ".join(sorted(set(declared) | set(known_ops))) or "none"
-            problems.append(f"unknown op `{c.op}` (known: {have})")
+            problems.append(f"unknown op `{c.op}`" + ("" if told_known else f" (known: {have})"))
+            told_known = True
             continue
         if spec is not None and len(c.args) > 1 and len(c.args) > len(spec.params):
             problems.append(f"op `{c.op}` takes {len(spec.params)} positional argument(s), got {len(c.args)}")
@@ -270,9 +277,9 @@ def prepare_fork(reader: StoreReader, session: str, at: int, *, inject: Any = _U
             _names_bound(tuple(ex.draft.body), bound)
         problems = analyze_plan(edited, cat, bound, known_ops)
         if problems:
-            raise FluxError(f"the edited plan fails analysis: {problems[0]}"
-                            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
-                            + " — nothing was written")
+            shown = problems[:_PROBLEMS_SHOWN]
+            more = f"; … and {len(problems) - len(shown)} more" if len(problems) > len(shown) else ""
+            raise FluxError(f"the edited plan fails analysis: {'; '.join(shown)}{more} — nothing was written")
         tail_draft = edited
     task = None
     if pos.turn is not None and pos.turn <= len(detail.turns):

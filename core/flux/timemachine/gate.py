@@ -22,6 +22,14 @@ __all__ = ["LiveOp", "LivePreview", "EFFECT_ORDER"]
 EFFECT_ORDER = ("write", "exec", "network", "none")
 
 
+_DETAIL_WIDTH = 48  # the gate table's input column, at most
+
+
+def _cut(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 @dataclass(frozen=True, slots=True)
 class LiveOp:
     """One op the live part may dispatch."""
@@ -140,13 +148,21 @@ class LivePreview:
         if self.offline:
             out.append("offline: no model call, no side effect")
             return out
-        out.append("This will dispatch, for real:")
-        for o in self.ops:
-            where = f"   (workspace {o.workspace})" if o.workspace else ""
-            deny = "   denied by policy" if o.denied else ""
-            out.append(f"  {o.op:<10} {o.effect:<8} {o.detail}{where}{deny}")
+        # One table: op, effect, input, then where it runs. Columns are as wide as their longest
+        # cell (an input longer than _DETAIL_WIDTH is cut with …); a workspace every op shares is
+        # said once in the heading instead of on every row.
+        spaces = {o.workspace for o in self.ops}
+        shared = next(iter(spaces)) if len(spaces) == 1 else None
+        out.append("This will dispatch, for real" + (f" (workspace {shared}):" if shared else ":"))
+        rows = [(o.op, o.effect, _cut(o.detail, _DETAIL_WIDTH),
+                 "" if shared or not o.workspace else f"workspace {o.workspace}",
+                 "denied by policy" if o.denied else "") for o in self.ops]
         if self.model:
-            out.append(f"  {'model':<10} {'network':<8} {self.model}")
+            rows.append(("model", "network", self.model, "", ""))
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        for row in rows:
+            cells = [c.ljust(w) for c, w in zip(row[:3], widths)] + [c for c in row[3:] if c]
+            out.append(("  " + "  ".join(cells)).rstrip())
         return out
 
     def to_json(self) -> dict[str, Any]:

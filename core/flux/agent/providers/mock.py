@@ -26,12 +26,17 @@ NOTE_CONTENT = "created by flux mock\n"
 
 
 def _turn_results(messages: list[dict]) -> list[dict]:
-    """The tool_result blocks since the last user message that carries text (this turn's)."""
+    """The tool_result blocks since the last user message that carries text (this turn's).
+
+    That message opens the turn, and results it carries are earlier ones: a fork's re-plan prompt
+    rides in the same user message as the copied conversation's last tool results, after them."""
     results: list[dict] = []
     for m in reversed(messages):
         if m.get("role") != "user":
             continue
         blocks = m.get("content") or []
+        if isinstance(blocks, str) or any(isinstance(b, dict) and b.get("type") == "text" for b in blocks):
+            break
         trs = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
         if not trs:
             break
@@ -68,7 +73,8 @@ class MockProvider:
             return {"text": "Finished. (no tools were offered, so I only answered)"}
         last = results[-1] if results else None
         if last is not None and last.get("is_error"):
-            return {"text": f"I could not write the note: {_result_text(last).splitlines()[0] if _result_text(last) else 'the tool failed'}"}
+            why = next((ln.strip() for ln in _result_text(last).splitlines() if ln.strip()), "the tool failed")
+            return {"text": f"I could not write the note: {why}"}
         return {"text": "Finished."}
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
