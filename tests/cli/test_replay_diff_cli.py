@@ -37,7 +37,7 @@ def test_diff_changed_cell_is_a_world_row_exit_1(fixture_store, tmp_path):
     res = run("diff", "s_1", "s_1", "--store", str(fixture_store), "--store-b", str(other))
     assert res.exit_code == 1
     assert res.stdout.splitlines() == [
-        "diff s_1 ↔ s_1",
+        f"diff s_1 ({fixture_store}) ↔ s_1 ({other})",  # each side's store, as they differ
         "  ≠ same statement, different world — op `append` {\"content\":\"created by flux mock\\n\",\"path\":\"flux-mock.txt\"}",
         "    op `append`:",
         "    - appended 21 bytes to flux-mock.txt",
