@@ -12,6 +12,8 @@ import pytest
 from flux.cases import CaseRefusal, capture_case, decode_bundle, open_fixture_store
 from flux.cases.bundle import compress
 
+from tests.cases.conftest import _need
+
 
 @pytest.fixture
 def two_bundles(recorded: Path):
@@ -105,3 +107,52 @@ def test_stores_opened_again_see_what_was_saved(store_url, two_bundles):
             assert st2.list() == []
         else:
             assert st2.get(a.hash).hash == a.hash
+
+
+def test_s3_urls_never_carry_credentials_or_unknown_settings():
+    from flux.errors import FluxError
+
+    for url in ("s3://AKIA:secret@bucket/p", "s3://bucket/p?aws_secret_access_key=x", "s3:///p"):
+        with pytest.raises(FluxError):
+            open_fixture_store(url)
+
+
+def test_postgres_before_the_migration_names_the_command(postgres_server):
+    from flux.errors import FluxError
+
+    from tests.cases.conftest import _need
+
+    dsn = _need(postgres_server).fresh_database("unmigrated")
+    with pytest.raises(FluxError) as e:
+        open_fixture_store(dsn)
+    assert "flux db migrate" in str(e.value)
+
+
+def test_flux_db_migrate_then_save_through_the_cli(postgres_server, recorded):
+    import json
+
+    from click.testing import CliRunner
+
+    from flux.cli import main
+
+    from tests.cases.conftest import _need
+
+    dsn = _need(postgres_server).fresh_database("cli_migrate")
+    env = {"FLUX_FIXTURE_STORE": None, "FLUX_POSTGRES_DSN": dsn}
+    assert CliRunner().invoke(main, ["db", "migrate"], env=env).exit_code == 0
+    assert CliRunner().invoke(main, ["db", "migrate"], env=env).exit_code == 0  # idempotent
+    res = CliRunner().invoke(main, ["case", "save", "s_1", "--store", str(recorded)], env=env)
+    assert res.exit_code == 0, res.output
+    h = json.loads(res.stdout)["fixture_hash"]
+    res = CliRunner().invoke(main, ["case", "run", h, "--replay-only"], env=env)
+    assert res.exit_code == 0, res.output
+
+
+def test_a_blob_changed_in_a_directory_store_is_corrupt(tmp_path, recorded):
+    a = capture_case(recorded, "s_1")
+    with open_fixture_store(str(tmp_path / "d")) as st:
+        st.put(a)
+        (tmp_path / "d" / f"{a.hash}.case").write_bytes(compress(a.data.replace(b"note", b"NOTE")))
+        with pytest.raises(CaseRefusal) as e:
+            st.get(a.hash)
+        assert e.value.code == "bundle_corrupt"

@@ -40,6 +40,7 @@ __all__ = ["capture_case", "builtin_effects", "MODEL_FILE", "SCENARIO_FILE"]
 MODEL_FILE = "model.jsonl"
 SCENARIO_FILE = "scenario.toml"
 _TERMINAL_KINDS = ("turn_ended",)
+FLOW_INPUT = "<flow run>"  # the user input `flux flow run` records: its closing message is no model call
 _READ_EFFECTS = ("pure", "read")
 
 
@@ -139,8 +140,9 @@ def capture_case(store_dir: str | Path, session: str, *, at: Optional[int] = Non
             raise FluxError(f"session {detail.id} has turns 1–{len(detail.turns)}; --turn {turn} names none")
         t = detail.turns[n - 1]
         cells = detail.turn_cells(t)
-        uses = _assistant_tool_uses(detail, t)
-        earlier_calls = sum(len(_assistant_tool_uses(detail, u)) for u in detail.turns[: n - 1])
+        uses = _assistant_tool_uses(detail, t) if t.user_input != FLOW_INPUT else []
+        earlier_calls = sum(len(_assistant_tool_uses(detail, u)) for u in detail.turns[: n - 1]
+                            if u.user_input != FLOW_INPUT)
         records = load_records(store / MODEL_FILE)
         model_count = len(uses)
         turn_records = records[earlier_calls: earlier_calls + model_count]

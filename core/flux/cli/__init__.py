@@ -23,10 +23,13 @@ _VERBS = {
     "what-if": "timemachine", "sweep": "timemachine",
     "run": "agent", "flow": "agent",
     "record": "testkit", "test": "testkit", "export": "testkit", "golden": "testkit",
+    "case": "cases", "db": "cases",
 }
 
 # verb -> its help's first sentence, for `flux --help` without importing the verb
 _SHORT_HELP = {
+    "case": "Saved cases: a recorded turn frozen at a fork point, kept in a fixture store, re-run with a ladder.",
+    "db": "The PostgreSQL fixture store's tables.",
     "demo": "Create a realistic demo store in --store DIR (several sessions, errors, an interrupted turn, a fork).",
     "diff": "Align two recorded runs statement by statement (A, B: s_<n> or last).",
     "export": "Export SESSION (s_<n>, last, or a scenario directory) as an ATIF trajectory.",
