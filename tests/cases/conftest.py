@@ -40,7 +40,7 @@ def record_scenario(root: Path, name: str = "sc", replies: list[dict] | None = N
     (ws / "README.md").write_text("# demo\nhi\n")
     sc = root / name
     s = script(root / f"{name}-script.json", replies or default_replies())
-    res = CliRunner().invoke(main, ["record", str(sc), input_text, "-m", f"scripted:{s}", "--workspace", str(ws),
+    res = CliRunner().invoke(main, ["record", name, input_text, "--dir", str(root), "-m", f"scripted:{s}", "--workspace", str(ws),
                                     "--yes"], env={"FLUX_GOLDEN": None})
     assert res.exit_code == 0, res.output
     return sc
