@@ -41,3 +41,10 @@ def record_clean(dest: Path) -> Path:
                                   {"tool_calls": [{"name": "append", "input": {"path": "note.txt", "content": "ok\n"}}]},
                                   {"text": "wrote note.txt"}],
                            input_text="read the readme and write a note", files={"README.md": "# demo\nconfig is wrong\n"})
+
+
+def record_error_path(dest: Path) -> Path:
+    """A turn whose provider answered 401 on call 2, kept with ``allow_error``."""
+    return record_scripted(dest, [{"tool_calls": [{"name": "read", "input": {"path": "README.md"}}]},
+                                  {"error": "invalid api key", "status": 401}],
+                           input_text="read the readme", files={"README.md": "# demo\n"}, allow_error=True)

@@ -14,7 +14,8 @@ from flux.cli import main
 from flux.store import Run
 from flux.testkit import Scenario
 from flux.testkit.errors import ScenarioError
-from flux.testkit.runner import offline_client, run_scenario
+from flux.testkit.runner import offline_client
+from flux.testkit.verdict import judge as run_scenario
 
 from tests.helpers import on_cell, rewrite
 from tests.testkit.corpus import SECRET, record_secret

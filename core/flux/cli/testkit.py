@@ -211,7 +211,7 @@ def test_cmd(names: tuple[str, ...], scenarios_dir: Optional[Path], update: bool
     import time
 
     from ..testkit.golden import ENV
-    from ..testkit.runner import run_all
+    from ..testkit.verdict import run_all
 
     if update:
         os.environ[ENV] = "update"

@@ -79,7 +79,9 @@ def assert_plan_snapshot(outcome: Any) -> None:
         path.write_text(actual, encoding="utf-8")
         diff = "\n".join(difflib.unified_diff(expected.splitlines(), actual.splitlines(), f"old {path.name}",
                                               f"new {path.name}", lineterm=""))
-        outcome.rebaselined.append(Rebaseline(str(path), "plan snapshot", diff, created=not existed))
+        rb = Rebaseline(str(path), "plan snapshot", diff, created=not existed)
+        outcome.rebaselined.append(rb)
+        outcome.scenario.rebaselined.append(rb)
         return
     raise AssertionFailed(f"{_name(outcome)}: plan snapshot mismatch — {_first_line_change(expected, actual, path.name)}; "
                           f"{SNAPSHOT_HINT}", detail=f"{path}\n" + naive_line_diff(expected, actual))

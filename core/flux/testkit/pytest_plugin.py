@@ -6,20 +6,28 @@
 
     @pytest.mark.flux_scenarios("scenarios")          # every scenario directory under it
     def test_agent(flux_scenario, flux_client):
-        flux_scenario.replay().assert_faithful()
-        flux_scenario.check(flux_client).assert_clean()
+        report = flux_scenario.check(flux_client)
+        assert not report.plan_changed
+        assert not report.left_world
 
 * ``@pytest.mark.flux_scenarios(DIR)`` parametrizes ``flux_scenario`` over every scenario under
   DIR (relative to the test file), one test id per scenario directory. An empty or missing DIR
-  fails ("record first") — a scenario test never silently vanishes.
+  fails ("record first") — a scenario test never silently vanishes. So does, by name, a directory
+  that looks like a scenario but lacks a file one needs, and a ``*.golden.json`` no scenario owns
+  (:func:`flux.testkit.verdict.collect`).
+* Every scenario test is also held to ``flux test``'s verdict on its scenario
+  (:func:`flux.testkit.verdict.judge`: replay, plan snapshot, check with the test's
+  ``flux_client``, trajectory golden) once its body passed — pytest and ``flux test`` cannot
+  disagree about a scenario.
 * ``flux_scenario`` — the loaded :class:`~flux.testkit.scenario.Scenario` (work copy removed
   after the test). A test that asserts nothing against it fails ("no vacuous pass").
 * ``flux_client`` — an offline client that re-drives the scenario as ``flux record`` recorded it
-  (its recorded request settings, the built-in ops, no network). Override the fixture in your
-  conftest to check with your own client (your ops, your prompt).
-* ``--flux-update`` — golden mode (``FLUX_GOLDEN=update``) for the session.
-* A failing test that ran a check gets a "flux trajectory diff" section: golden ↔ this run side
-  by side, first divergence marked ``▶``, however the test asserted.
+  (its recorded request settings and ops, no network). Override the fixture in your conftest to
+  check with your own client (your ops, your prompt).
+* ``--flux-update`` — golden mode (``FLUX_GOLDEN=update``) for the session; every file it
+  rewrites is listed with its diff at the end of the run.
+* A failing plain ``assert`` on a check report gets a "flux trajectory diff" section: golden ↔
+  this run side by side, first divergence marked ``▶``.
 """
 
 from __future__ import annotations
@@ -40,11 +48,12 @@ MARK = "flux_scenarios"
 def pytest_addoption(parser: Any) -> None:
     group = parser.getgroup("flux", "flux test kit")
     group.addoption("--flux-update", action="store_true", default=False,
-                    help="Re-baseline flux goldens instead of failing (FLUX_GOLDEN=update).")
+                    help="Re-baseline flux goldens instead of failing (FLUX_GOLDEN=update); prints every rewrite.")
 
 
 def pytest_configure(config: Any) -> None:
     config.addinivalue_line("markers", f"{MARK}(directory): run the test once per flux scenario under directory")
+    config._flux_rebaselined = []
     if config.getoption("flux_update", False):
         config._flux_prev_golden = os.environ.get("FLUX_GOLDEN")
         os.environ["FLUX_GOLDEN"] = "update"
@@ -66,23 +75,34 @@ class _Missing:
         self.where = where
 
 
+class _Broken:
+    """A parameter standing for a directory the verdict already failed (an incomplete scenario,
+    an orphan golden): the fixture fails with the verdict's message."""
+
+    def __init__(self, result: Any):
+        self.result = result
+
+
 def pytest_generate_tests(metafunc: Any) -> None:
     marker = metafunc.definition.get_closest_marker(MARK)
     if marker is None or "flux_scenario" not in metafunc.fixturenames:
         return
     if not marker.args:
         raise pytest.UsageError(f"@pytest.mark.{MARK} needs a directory: @pytest.mark.{MARK}(\"scenarios\")")
-    from .runner import discover
+    from .verdict import Collection, collect, judge_incomplete, judge_orphan
 
     base = Path(str(metafunc.definition.fspath)).parent
     where = Path(marker.args[0])
     if not where.is_absolute():
         where = base / where
-    found = discover([where]) if where.is_dir() else []
-    if not found:
+    found = collect([where]) if where.is_dir() else Collection()
+    params: list[Any] = [*found.scenarios, *(_Broken(judge_incomplete(i)) for i in found.incomplete),
+                         *(_Broken(judge_orphan(o)) for o in found.orphans)]
+    if not params:
         metafunc.parametrize("flux_scenario", [_Missing(where)], ids=["no-scenarios"], indirect=True)
         return
-    metafunc.parametrize("flux_scenario", found, ids=[p.name for p in found], indirect=True)
+    ids = [p.name if isinstance(p, Path) else p.result.name.replace(" ", "-") for p in params]
+    metafunc.parametrize("flux_scenario", params, ids=ids, indirect=True)
 
 
 @pytest.fixture
@@ -96,12 +116,15 @@ def flux_scenario(request: Any) -> Iterator[Any]:
                                 f"indirectly with scenario directories)")
     if isinstance(param, _Missing):
         raise MissingFixture(f"no scenarios under {param.where} — record first: flux record NAME \"PROMPT\" --dir {param.where} -m MODEL")
+    if isinstance(param, _Broken):
+        raise AssertionFailed(param.result.summary())
     sc = Scenario.load(param)
     request.node._flux_scenario = sc
     try:
         yield sc
     finally:
         sc.close()
+        request.config._flux_rebaselined += sc.rebaselined
     rep = getattr(request.node, "rep_call", None)
     if sc.assertions == 0 and (rep is None or rep.passed):
         pytest.fail(f"{sc.path}: the test asserted nothing about the scenario — a scenario test must assert "
@@ -119,6 +142,34 @@ def flux_client(flux_scenario: Any) -> Iterator[Any]:
         client.close()
 
 
+def _verdict(item: Any, sc: Any) -> None:
+    """``flux test``'s verdict on the test's scenario, with the test's ``flux_client`` if it has
+    one (else the offline client ``flux test`` uses); raises the verdict's failure."""
+    __tracebackhide__ = kit_failure
+    from .runner import offline_client
+    from .verdict import judge
+
+    client = item.funcargs.get("flux_client") if hasattr(item, "funcargs") else None
+    factory = (lambda _sc: client) if client is not None else offline_client
+    if client is not None:
+        client.shared = True  # the fixture closes it
+    asserted = sc.assertions
+    res = judge(sc, client_factory=factory)
+    sc.assertions = asserted  # the verdict's own assertions are not the test asserting
+    sc.rebaselined += res.rebaselined
+    res.assert_ok("flux test fails this scenario — ")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: Any) -> Iterator[None]:
+    __tracebackhide__ = True
+    result = yield
+    sc = getattr(item, "_flux_scenario", None)
+    if sc is not None:
+        _verdict(item, sc)
+    return result
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
     outcome = yield
@@ -132,3 +183,24 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
         shown = call.excinfo is not None and call.excinfo.errisinstance(AssertionFailed)
         if rep.failed and not shown and last is not None and not last.replay_only and not last.is_clean():
             rep.sections.append(("flux trajectory diff", last.explain()))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: Any, config: Any) -> None:
+    """Golden mode lists every file it rewrote, with the diff it overwrote — and says so when
+    nothing needed rewriting."""
+    if not config.getoption("flux_update", False):
+        return
+    done = getattr(config, "_flux_rebaselined", [])
+    terminalreporter.section("flux re-baselines")
+    if not done:
+        terminalreporter.write_line("--flux-update: nothing to re-baseline — every plan snapshot and trajectory golden "
+                                    "already matches")
+        return
+    seen = set()
+    for rb in done:
+        if (rb.path, rb.diff) in seen:
+            continue
+        seen.add((rb.path, rb.diff))
+        terminalreporter.write_line(rb.line())
+        if rb.diff:
+            terminalreporter.write_line(rb.diff)

@@ -372,7 +372,7 @@ class Scenario:
         self._detail: Optional[SessionDetail] = None
         self._surfaces: Optional[tuple[list[str], list[str]]] = None  # the golden's transcript and event log
         self.assertions = 0  # assertions run against this scenario (the plugin's no-vacuous-pass guard)
-        self.rebaselined: list[Rebaseline] = []  # judge verdicts recorded under update mode
+        self.rebaselined: list[Rebaseline] = []  # every golden rewritten under update mode (snapshot, judge verdicts)
         self.last_report: Optional["Report"] = None  # the latest check (the pytest plugin shows its diff)
         self._finalizer = weakref.finalize(self, _cleanup, str(work))
 

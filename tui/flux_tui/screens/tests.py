@@ -1,8 +1,8 @@
 """Tests: the scenario directories under a folder with their result (``flux-tui --tests DIR``, or
 "Tests" in the command palette), and, on Enter, golden ↔ this run side by side.
 
-The list runs ``flux test``'s own per-scenario work (:func:`flux.testkit.runner.run_scenario`:
-replay, plan snapshot, check — offline) in a thread worker, one row filled in as each finishes;
+The list runs ``flux test``'s own verdict (:mod:`flux.testkit.verdict`: replay, plan snapshot,
+check, trajectory golden — offline; incomplete scenario directories and orphan goldens as red rows) in a thread worker, one row filled in as each finishes;
 ``r`` runs them again. The detail screen aligns the golden trajectory with the re-drive's, the
 cursor on the first divergence.
 """
@@ -21,6 +21,8 @@ from textual.widgets import DataTable, Footer, Header, Static
 from textual.worker import get_current_worker
 
 from flux.errors import FluxError
+from flux.testkit.runner import ClientCache
+from flux.testkit.verdict import Incomplete, collect, judge, judge_incomplete, judge_orphan
 
 __all__ = ["TestsScreen", "TestDetailScreen"]
 
@@ -49,6 +51,7 @@ class TestsScreen(Screen):
         self.directory = Path(directory)
         self.results: dict[str, Any] = {}  # path -> ScenarioResult
         self.order: list[Path] = []
+        self.targets: dict[str, Any] = {}  # row key -> a scenario path, an Incomplete or ("orphan", path)
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -71,30 +74,37 @@ class TestsScreen(Screen):
         table.clear()
         self.results.clear()
         try:
-            from flux.testkit.runner import discover
-
-            self.order = discover([self.directory])
+            found = collect([self.directory])
         except FluxError as e:
             self._head(f"error: {e}")
             return
+        self.targets = {str(t.path if isinstance(t, Incomplete) else t): t
+                        for t in sorted([*found.scenarios, *found.incomplete],
+                                        key=lambda t: str(t.path if isinstance(t, Incomplete) else t))}
+        self.targets.update({str(o): ("orphan", o) for o in found.orphans})
+        self.order = [Path(k) for k in self.targets]
         if not self.order:
-            self._head(f"no scenarios under {self.directory} — record one: flux record NAME \"PROMPT\" --dir {self.directory} -m MODEL")
+            self._head(f"no scenarios under {self.directory} — record one: flux record NAME \"PROMPT\" --dir DIR -m MODEL")
             return
-        for p in self.order:
-            table.add_row(_cell(p.name), _cell("…", "dim"), _cell("running", "dim"), _cell(""), key=str(p))
+        for key, t in self.targets.items():
+            name = f"orphan {Path(key).name}" if isinstance(t, tuple) else Path(key).name
+            table.add_row(_cell(name), _cell("…", "dim"), _cell("running", "dim"), _cell(""), key=key)
         self._head(f"tests · {self.directory} · running {len(self.order)} scenario(s)…")
-        self._run(list(self.order))
+        self._run(dict(self.targets))
 
     @work(thread=True, exclusive=True, group="tests", exit_on_error=False, description="Running the scenarios")
-    def _run(self, paths: list[Path]) -> None:
-        from flux.testkit.runner import ClientCache, run_scenario
-
+    def _run(self, targets: dict[str, Any]) -> None:
         cache = ClientCache()
         try:
-            for p in paths:
+            for t in targets.values():
                 if get_current_worker().is_cancelled:
                     return
-                res = run_scenario(p, client_factory=cache)
+                if isinstance(t, Incomplete):
+                    res = judge_incomplete(t)
+                elif isinstance(t, tuple):
+                    res = judge_orphan(t[1])
+                else:
+                    res = judge(t, client_factory=cache)
                 self.app.call_from_thread(self._show, res)
         finally:
             cache.close()
