@@ -144,8 +144,8 @@ class CaseOutcome:
 
     def assert_complete(self) -> "CaseOutcome":
         if not self.complete:
-            raise AssertionError(f"case {self.fixture_hash[:16]}… {self.status}: {self.code} "
-                                 f"{self.reason or ''} {self.message or ''}".rstrip())
+            code = "".join(f" {x}" for x in (self.code, self.reason, self.stop_key) if x)
+            raise AssertionError(f"case {self.fixture_hash[:16]}… {self.status}{code}: {self.message or ''}")
         return self
 
     def to_json(self) -> dict:

@@ -1,0 +1,107 @@
+"""The saved-case pytest plugin (entry point ``pytest11``, beside the test kit's)::
+
+    import pytest
+
+    @pytest.mark.flux_cases("cases")           # every bundle file under it, one test each
+    def test_case_replays(flux_case):
+        flux_case.run(replay_only=True).assert_complete()
+
+* ``@pytest.mark.flux_cases(DIR)`` parametrizes ``flux_case`` over every bundle under DIR
+  (relative to the test file): the ``*.case`` blobs of a directory fixture store and exported
+  ``*.json`` bundles, one test id per bundle (its hash's first 12 digits, or the file name). An
+  empty or missing DIR fails ("save first") — a case test never silently vanishes, and a
+  corrupt bundle fails its own test with ``bundle_corrupt``.
+* ``flux_case`` — a :class:`CaseUnderTest`: ``bundle``, ``path`` and ``run(**options)`` (the
+  options of :func:`flux.cases.run_case`). A test that never runs its case fails: no vacuous pass.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+MARK = "flux_cases"
+
+
+def pytest_configure(config: Any) -> None:
+    config.addinivalue_line("markers", f"{MARK}(directory): run the test once per saved case under directory")
+
+
+class _Missing:
+    def __init__(self, where: Path):
+        self.where = where
+
+
+class CaseUnderTest:
+    """One bundle file under test."""
+
+    def __init__(self, path: Path):
+        from .api import read_case_file
+
+        self.path = path
+        self.bundle = read_case_file(path)
+        self.runs = 0
+
+    @property
+    def hash(self) -> str:
+        return self.bundle.hash
+
+    def run(self, **options: Any) -> Any:
+        from .api import run_case
+
+        self.runs += 1
+        return run_case(self.bundle, **options)
+
+
+def _bundle_files(where: Path) -> list[Path]:
+    if not where.is_dir():
+        return []
+    return sorted(p for p in where.rglob("*") if p.is_file() and (p.suffix == ".case" or (
+        p.suffix == ".json" and not p.name.endswith(".summary.json") and not p.name.endswith(".golden.json"))))
+
+
+def pytest_generate_tests(metafunc: Any) -> None:
+    marker = metafunc.definition.get_closest_marker(MARK)
+    if marker is None or "flux_case" not in metafunc.fixturenames:
+        return
+    if not marker.args:
+        raise pytest.UsageError(f"@pytest.mark.{MARK} needs a directory: @pytest.mark.{MARK}(\"cases\")")
+    where = Path(marker.args[0])
+    if not where.is_absolute():
+        where = Path(str(metafunc.definition.fspath)).parent / where
+    found = _bundle_files(where)
+    if not found:
+        metafunc.parametrize("flux_case", [_Missing(where)], ids=["no-cases"], indirect=True)
+        return
+    ids = [p.name[:12] if p.suffix == ".case" else p.stem for p in found]
+    metafunc.parametrize("flux_case", found, ids=ids, indirect=True)
+
+
+@pytest.fixture
+def flux_case(request: Any) -> Iterator[CaseUnderTest]:
+    from .errors import CaseRefusal
+
+    param = getattr(request, "param", None)
+    if param is None:
+        raise pytest.UsageError(f"flux_case needs @pytest.mark.{MARK}(DIR) on the test")
+    if isinstance(param, _Missing):
+        pytest.fail(f"no saved cases under {param.where} — save first: flux case save SESSION --fixture-store "
+                    f"{param.where}", pytrace=False)
+    try:
+        case = CaseUnderTest(param)
+    except CaseRefusal as e:
+        pytest.fail(f"{param}: {e.code}: {e.message}", pytrace=False)
+    yield case
+    rep = getattr(request.node, "_flux_case_call", None)
+    if case.runs == 0 and (rep is None or rep.passed):
+        pytest.fail(f"{param}: the test never ran its case — call flux_case.run(…): no vacuous pass", pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when == "call":
+        item._flux_case_call = rep
