@@ -231,12 +231,9 @@ def test_input_view_not_json_is_redacted_as_text():
 
 def _reference_input_view(input_json: str, redactor: Redactor) -> str:
     """input_view without its shortcut: parse, scrub node by node, compare, re-serialize."""
-    from flux.cassette.record import _same
+    from flux.cassette.redactor import same_json as _same
 
-    try:
-        value = json.loads(input_json)
-    except (ValueError, TypeError):
-        return redactor.redact(input_json)
+    value = json.loads(input_json)  # (the caller's texts are JSON)
     scrubbed = redactor.redact_value(value)
     if _same(scrubbed, value):
         return redactor.redact(input_json)
@@ -259,4 +256,10 @@ def test_input_view_shortcut_equals_the_full_scrub(value, form, secrets):
             "slashes": lambda: canonical_json(value).replace("/", "\\/"),  # JSON's optional \/
             "escaped": lambda: canonical_json(value).replace("k", "\\u006b").replace("A", "\\u0041"),
             "python": lambda: str(value)}[form]()
+    try:
+        json.loads(text)
+    except ValueError:  # not JSON: each "string" literal decoded and redacted in place, then the text passes
+        if '"' not in text:
+            assert input_view(text, r) == r.redact(text)
+        return
     assert input_view(text, r) == _reference_input_view(text, r)

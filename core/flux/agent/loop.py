@@ -46,6 +46,7 @@ from typing import Any, Callable, Optional
 
 from ..canonical import canonical_json, compact_json, scrub_text, scrub_value, sha256_hex
 from ..cassette.record import CassetteWriteError, RecordingHost, scrub_outcome, truncate_utf8
+from ..cassette.redact_plan import redacted_plan_source
 from ..cassette.redactor import Redactor, secret_name
 from ..errors import FluxError
 from ..lang import ast as A
@@ -1296,7 +1297,8 @@ class TurnRunner:
             bind = f"adaptive_{batch}_action_{index}" if mutating \
                 else f"adaptive_gather_{out_step}"
             value, plan_text, fp, key = host_plan_facts(bind, name, inp)
-            src = cfg.redactor.redact(plan_text)
+            src = redacted_plan_source(plan_text, cfg.redactor, inp,
+                                       lambda red_inp: host_plan_facts(bind, name, red_inp)[1])
             rec.append_text("plan_attempted", encode_accepted_plan(out_step, fp, phase, src), turn_id)
             out.plans.append(PlanRecord(out_step, phase, fp, key, src))
             live.last = None
@@ -1390,7 +1392,7 @@ class TurnRunner:
         # a flow never calls a model: its spend is known, and nothing
         out = TurnOutput(cfg.session, turn_id, "completed", "", Usage(), 0.0, cfg.model_name)
         out.number = _turn_number(cfg)
-        src = cfg.redactor.redact(format_flow(draft))
+        src = redacted_plan_source(format_flow(draft), cfg.redactor, draft)
         fp = fingerprint(draft)
         rec.append(PlanAttempted(step=1, outcome="accepted", fingerprint=fp, plan_source=src), turn_id=turn_id)
         out.plans.append(PlanRecord(1, None, fp, flow_key(draft.name, draft.body), src))

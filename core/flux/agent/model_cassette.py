@@ -1,7 +1,8 @@
 """The model cassette (spec §1.3): ``model.jsonl``, one redacted model call per line.
 
-* :func:`request_hash` — ``sha256(redact(canonical_json(canonical request)))``; redaction happens on
-  the serialized text *before* hashing, so a re-drive that rebuilds the same request hits.
+* :func:`request_hash` — ``sha256`` of the redacted canonical request: redaction happens on the
+  request's decoded values (:meth:`Redactor.redact_json_text`) *before* hashing, so a re-drive that
+  rebuilds the same request hits; with nothing to hide it is ``sha256(redact(canonical_json(…)))``.
 * :class:`ModelCassetteWriter` appends ``{"v":1,"hash","model","request","chunks"}`` lines (keys in
   that order, the request's keys sorted, every chunk redacted).
 * :class:`TeeProvider` wraps a live provider and tees each completed call to a writer.
@@ -25,13 +26,13 @@ from ..cassette.redactor import Redactor
 from ..errors import FluxError
 from .providers.base import Chunk, ModelRequest, Provider, ProviderError
 
-__all__ = ["redact_chunks", "request_hash", "ModelRecord", "ModelCassetteWriter", "TeeProvider", "CassetteProvider", "load_records"]
+__all__ = ["redact_chunks", "redacted_record", "request_hash", "resplit", "ModelRecord", "ModelCassetteWriter", "TeeProvider", "CassetteProvider", "load_records"]
 
 
 def request_hash(request: ModelRequest, redactor: Redactor | None = None) -> tuple[str, Any]:
     """``(hash, redacted request object)`` — the object is ``"[redacted]"`` if redaction broke the JSON."""
     text = canonical_json(request.canonical())
-    red = redactor.redact(text) if redactor is not None else text
+    red = redactor.redact_json_text(text) if redactor is not None else text
     try:
         obj: Any = json.loads(red)
     except ValueError:
@@ -76,6 +77,67 @@ def load_records(path: str | os.PathLike[str]) -> list[ModelRecord]:
 
 
 _STREAMED_TEXT = ("text_delta", "thinking_delta")
+_TOOL_INPUT_DELTA = "tool_input_delta"
+
+
+def resplit(original: list[str], redacted: str) -> list[str]:
+    """``redacted`` (the redaction of ``"".join(original)``) cut where ``original`` was cut, as far
+    as the text around each cut is unchanged: a cut in the unchanged head or tail keeps its place;
+    one between or inside changed spans is dropped (its neighbours merge). Empty pieces go."""
+    joined = "".join(original)
+    if redacted == joined:
+        return [p for p in original if p]
+    head = 0  # the length of the common prefix, and of the common suffix (not overlapping it)
+    limit = min(len(joined), len(redacted))
+    while head < limit and joined[head] == redacted[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and joined[-1 - tail] == redacted[-1 - tail]:
+        tail += 1
+    cuts: list[int] = []
+    pos = 0
+    for piece in original[:-1]:
+        pos += len(piece)
+        if pos <= head:
+            cuts.append(pos)
+        elif len(joined) - pos <= tail:
+            cuts.append(len(redacted) - (len(joined) - pos))
+    out = []
+    last = 0
+    for c in cuts:
+        if c > last:
+            out.append(redacted[last:c])
+            last = c
+    out.append(redacted[last:])
+    return [p for p in out if p]
+
+
+def _redact_text_run(redactor: Redactor, tag: str, pieces: list[str]) -> list[dict]:
+    one_by_one = [redactor.redact(p) for p in pieces]
+    joined = redactor.redact("".join(pieces))
+    if joined == "".join(one_by_one):
+        return [{"t": tag, "c": p} for p in one_by_one]
+    return [{"t": tag, "c": p} for p in resplit(pieces, joined)]
+
+
+def _redact_tool_input_run(redactor: Redactor, run: list[dict]) -> list[dict]:
+    """Consecutive ``tool_input_delta`` chunks of one tool: their ``partial_json`` pieces are one
+    JSON text, redacted on its decoded values and cut again where the stream cut it."""
+    pieces = [c["c"]["partial_json"] for c in run]
+    joined = "".join(pieces)
+    red = redactor.redact_json_text(joined, sort=False)
+    out_pieces = pieces if red == joined else resplit(pieces, red)
+    rest = redactor.redact_value({k: v for k, v in run[0]["c"].items() if k != "partial_json"})
+    return [{"t": _TOOL_INPUT_DELTA, "c": {**rest, "partial_json": p}} for p in out_pieces] or \
+        [{"t": _TOOL_INPUT_DELTA, "c": {**rest, "partial_json": ""}}]
+
+
+def _tool_input_piece(c: dict) -> Any:
+    """The ``(name, other keys)`` a ``tool_input_delta`` chunk continues a run under, or None."""
+    body = c.get("c")
+    if c.get("t") != _TOOL_INPUT_DELTA or not isinstance(body, dict) or not isinstance(body.get("partial_json"), str):
+        return None
+    return tuple(sorted((k, repr(v)) for k, v in body.items() if k != "partial_json"))
 
 
 def redact_chunks(redactor: Redactor, chunks: list[dict]) -> list[dict]:
@@ -83,8 +145,10 @@ def redact_chunks(redactor: Redactor, chunks: list[dict]) -> list[dict]:
 
     A run of consecutive ``text_delta`` (or ``thinking_delta``) chunks is one text to a reader:
     ``api_key = "pl`` + ``ain"`` hides from a chunk-by-chunk pass. So the run's joined text is
-    redacted too; when that differs from the chunk-wise result, the run is stored as one chunk
-    holding the redacted joined text (the assembled message a replay rebuilds is the same).
+    redacted too; when that differs from the chunk-wise result, the redacted joined text is cut
+    again where the stream cut it (:func:`resplit`; the assembled message a replay rebuilds is the
+    same). A run of ``tool_input_delta`` chunks of one tool is one JSON text, redacted on its
+    decoded values (:meth:`Redactor.redact_json_text`) and cut again the same way.
     """
     out: list[dict] = []
     i = 0
@@ -96,18 +160,27 @@ def redact_chunks(redactor: Redactor, chunks: list[dict]) -> list[dict]:
             j = i
             while j < n and chunks[j].get("t") == tag and isinstance(chunks[j].get("c"), str):
                 j += 1
-            pieces = [chunks[k]["c"] for k in range(i, j)]
-            one_by_one = [redactor.redact(p) for p in pieces]
-            joined = redactor.redact("".join(pieces))
-            if joined == "".join(one_by_one):
-                out.extend({"t": tag, "c": p} for p in one_by_one)
-            else:
-                out.append({"t": tag, "c": joined})
+            out.extend(_redact_text_run(redactor, tag, [chunks[k]["c"] for k in range(i, j)]))
+            i = j
+            continue
+        key = _tool_input_piece(c)
+        if key is not None:
+            j = i + 1
+            while j < n and _tool_input_piece(chunks[j]) == key:
+                j += 1
+            out.extend(_redact_tool_input_run(redactor, chunks[i:j]))
             i = j
             continue
         out.append(redactor.redact_value(c))
         i += 1
     return out
+
+
+def redacted_record(request: ModelRequest, chunks: Iterable[Chunk], redactor: Redactor) -> ModelRecord:
+    """The line a model cassette (``model.jsonl``, ``judge.jsonl``) keeps of one call: the request's
+    hash and redacted object, and its chunks redacted (:func:`redact_chunks`)."""
+    h, obj = request_hash(request, redactor)
+    return ModelRecord(h, request.model, obj, redact_chunks(redactor, [scrub_value(c.to_json()) for c in chunks]))
 
 
 class ModelCassetteWriter:
@@ -120,9 +193,7 @@ class ModelCassetteWriter:
         self._lock = threading.Lock()
 
     def record(self, request: ModelRequest, chunks: Iterable[Chunk]) -> ModelRecord:
-        h, obj = request_hash(request, self.redactor)
-        red_chunks = redact_chunks(self.redactor, [scrub_value(c.to_json()) for c in chunks])
-        rec = ModelRecord(h, request.model, obj, red_chunks)
+        rec = redacted_record(request, chunks, self.redactor)
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a", encoding="utf-8") as fh:

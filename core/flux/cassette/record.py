@@ -74,40 +74,13 @@ def truncate_utf8(text: str, cap: int) -> tuple[str, bool]:
 
 
 def input_view(input_json: str, redactor: Redactor) -> str:
-    """The redacted view of an op input (§4.3 step 3).
-
-    The input is parsed and scrubbed node by node (string leaves, numbers, object keys, and scalars
-    under secret-naming keys). If no node changed, the text is kept verbatim (after the text passes,
-    which find nothing in ordinary input); otherwise the scrubbed value is re-serialized
-    canonically. The text passes run over the result as a last guard, so no pattern the redactor
-    knows can survive into the view.
-    """
-    if "\\" not in input_json and redactor.leaves_alone(input_json):
-        # No escape in the text, so every string and key of the value appears in it verbatim: none
-        # holds a literal the passes need, none names a secret, and with no registered secret no
-        # number changes either — the view is the text itself (a property test checks this).
-        return input_json
-    try:
-        value = json.loads(input_json)
-    except (ValueError, TypeError):
-        return redactor.redact(input_json)
-    scrubbed = redactor.redact_value(value)
-    if _same(scrubbed, value):
-        return redactor.redact(input_json)
-    return redactor.redact(canonical_json(scrubbed))
-
-
-def _same(a: Any, b: Any) -> bool:
-    # Type-strict deep equality (1 == True == 1.0 in Python, not in JSON).
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    # NaN (which Python's json reads from the bare word) is the same value as itself here: the
-    # scrub left it alone, so the text is kept as the shortcut keeps it.
-    return a == b or (a != a and b != b)
+    """The redacted view of an op input (§4.3 step 3): :meth:`Redactor.redact_json_text` — the input
+    parsed and scrubbed node by node (string leaves, numbers, object keys, and scalars under
+    secret-naming keys); unchanged, the text is kept verbatim (after the text passes, which find
+    nothing in ordinary input); otherwise the scrubbed value is re-serialized canonically. The
+    text passes run over the result as a last guard, so no pattern the redactor knows can survive
+    into the view."""
+    return redactor.redact_json_text(input_json)
 
 
 def _text(v: Any) -> str:
@@ -118,6 +91,11 @@ def _text(v: Any) -> str:
     return canonical_json(v)
 
 
+def _redacted_text(v: Any, text: str, redactor: Redactor) -> str:
+    """An outcome's content or view redacted: a text as it is, a JSON value on its decoded leaves."""
+    return redactor.redact(text) if v is None or isinstance(v, str) else redactor.redact_json_text(text)
+
+
 def build_cell(seq: int, op: str, input_json: str, outcome: Any, redactor: Redactor, cap: int, *,
                input_hash: str | None = None) -> OpRecorded:
     """The ``op_recorded`` cell for one dispatch (§4.3 steps 1–6). Text is scrubbed of lone
@@ -125,18 +103,17 @@ def build_cell(seq: int, op: str, input_json: str, outcome: Any, redactor: Redac
     ``input_hash``: ``sha256_hex(input_json)`` when the caller has it already (the step's hash)."""
     input_json = scrub_text(input_json)
     h = sha256_hex(input_json) if input_hash is None else input_hash
-    if redactor.leaves_alone(input_json):  # the usual input: every pass leaves it as it is (one check for both)
-        red_input = input_json
-        view_in = input_json if "\\" not in input_json else input_view(input_json, redactor)
-    else:
-        red_input = redactor.redact(input_json)
-        view_in = input_view(input_json, redactor)
+    # The input redacted on its decoded values: the view, and the text the second hash is of (what
+    # a replay of the redacted plan rebuilds).
+    red_input = input_json if redactor.leaves_alone(input_json) else input_view(input_json, redactor)
+    view_in = red_input
     h_red = sha256_hex(red_input) if red_input != input_json else None
     view_in_changed = view_in != input_json
     view_in, view_in_trunc = truncate_utf8(view_in, cap)
 
-    raw_content = scrub_text(_text(getattr(outcome, "content", "")))
-    content = redactor.redact(raw_content)
+    raw_content_value = getattr(outcome, "content", "")
+    raw_content = scrub_text(_text(raw_content_value))
+    content = _redacted_text(raw_content_value, raw_content, redactor)
     content_changed = content != raw_content
     content, content_trunc = truncate_utf8(content, cap)
 
@@ -145,7 +122,7 @@ def build_cell(seq: int, op: str, input_json: str, outcome: Any, redactor: Redac
     view_changed = view_trunc = False
     if raw_view is not None:
         raw_view_text = scrub_text(_text(raw_view))
-        view = redactor.redact(raw_view_text)
+        view = _redacted_text(raw_view, raw_view_text, redactor)
         view_changed = view != raw_view_text
         view, view_trunc = truncate_utf8(view, cap)
 

@@ -12,6 +12,13 @@ Four passes, in this order:
    ``NAME=VALUE`` / ``NAME: VALUE`` (also JSON's ``"NAME":"VALUE"``) where NAME names a key,
    secret, token, password or passwd (case-insensitive; ``tokens``/``keyboard`` do not count).
 
+Serialised surfaces (a JSON text: an op input, a model request, a streamed tool input) are redacted
+on their *decoded* values, never on the escaped text alone: :meth:`Redactor.redact_json_text` walks
+the parsed value (:meth:`Redactor.redact_value`) and serialises it again. In escaped text an exact
+match fails on ``\\"``, ``\\\\``, ``\\t`` or ``\\uXXXX``, and a token at the start of a line follows the
+``n`` of ``\\n``, so the text passes alone would keep those secrets. A text that does not parse (a
+stream cut short) has each of its string literals decoded and redacted in place.
+
 Every pass is idempotent: the marker is left alone by every later pass and by a second run, so
 ``redact(redact(x)) == redact(x)``. The marker itself is never treated as a secret.
 
@@ -25,10 +32,13 @@ property test checks that :meth:`Redactor.redact` returns exactly what it return
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Iterable
 
-__all__ = ["Redactor", "DEFAULT_MARKER", "secret_name"]
+from ..canonical import canonical_json, compact_json, json_string
+
+__all__ = ["Redactor", "DEFAULT_MARKER", "secret_name", "same_json"]
 
 DEFAULT_MARKER = "[redacted]"
 
@@ -46,8 +56,11 @@ _URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^\s/?#@:]*:)([^\s/?#@]
 
 # Pass 4a — credential-prefix tokens. Each must stand alone (not glued to a longer word on the left).
 _TOKEN_BODY = r"[A-Za-z0-9_\-]"
+# A token stands alone after a non-word character — or after a JSON escape that ends a line or
+# a field (``\n``, ``\r``, ``\t``) in a text that holds JSON (a model's answer, a verdict).
+_ALONE = r"(?:(?<![A-Za-z0-9_\-])|(?<=\\[nrt]))"
 _PREFIX_TOKENS = re.compile(
-    r"(?<![A-Za-z0-9_\-])(?:"
+    _ALONE + r"(?:"
     r"sk-ant-" + _TOKEN_BODY + r"{8,}"
     r"|sk-" + _TOKEN_BODY + r"{16,}"
     r"|gh[opusr]_[A-Za-z0-9]{16,}"
@@ -61,7 +74,7 @@ _PREFIX_TOKENS = re.compile(
 # The token is the whole run of b64token characters *and* '=': RFC 6750 puts '=' only at the end,
 # but a hostile or odd text does not follow it, and stopping at the first '=' handed the rest of the
 # run to nobody ("Bearer API_KEY=v" hid "API_KEY=" and left "v" for a pass that no longer saw a NAME).
-_BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_])(bearer\s+)([A-Za-z0-9._~+/\-=]+)")
+_BEARER = re.compile(r"(?i)(?:(?<![A-Za-z0-9_])|(?<=\\[nrt]))(bearer\s+)([A-Za-z0-9._~+/\-=]+)")
 
 # Pass 4b — NAME=VALUE / NAME: VALUE / "NAME":"VALUE". NAME contains one of the words, not followed
 # by a lowercase letter (so `tokens`, `keyboard`, `secretary` are not names of secrets, while
@@ -74,9 +87,10 @@ def _assign_re(marker: str) -> re.Pattern[str]:
     # A bare value runs up to a delimiter; the marker counts as one unit so that an earlier pass's
     # marker inside the value (``key=ab[redacted]``) is swallowed whole rather than split at ``]``.
     return re.compile(
-        r"(?<![A-Za-z0-9_.\-])"
+        r"(?:(?<![A-Za-z0-9_.\-])|(?<=\\[nrt]))"
         r"(?P<name>" + _NAME + r")"
-        r"(?P<sep>(?:\\?\")?[ \t]*[=:][ \t]*)"
+        # (a tab in JSON text is the escape \t)
+        r"(?P<sep>(?:\\?\")?(?:[ \t]|\\t)*[=:](?:[ \t]|\\t)*)"
         r"(?:"
         r"\"(?P<dq>(?:[^\"\\\n]|\\.)+)\""  # double-quoted value (JSON string, shell)
         r"|\\\"(?P<edq>(?:[^\"\\\n]|\\[^\"\n])+)\\\""  # \"value\": a quoted value inside a JSON string
@@ -122,8 +136,39 @@ def _may_match(text: str) -> bool:
     return "bearer" in low or "key" in low or "secret" in low or "token" in low or "passw" in low
 
 
+# A JSON string literal, closed or cut off at the end of the text (a stream cut short), for texts
+# that do not parse as a whole.
+_JSON_STRING_TOKEN = re.compile(r'"((?:[^"\\]|\\.)*)("|\\?\Z)', re.DOTALL)
+_JSON_KEY_COLON = re.compile(r"\s*:\s*")
+_JSON_SCALAR = re.compile(r'-?[0-9][0-9.eE+\-]*')
+_ESCAPED_BY_JSON = re.compile(r'[\x00-\x1f"\\]')  # what a JSON serialiser escapes
+_LENIENT_JSON = json.JSONDecoder(strict=False)  # (a string literal in free text may hold a raw line break)
+_FOREIGN_ESCAPE = re.compile(r'\\(?:/|u(?!00[01][0-9a-fA-F]))')  # what ours never write
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Type-strict deep equality of two JSON values (``1 == True == 1.0`` in Python, not in JSON)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
+    # NaN (which Python's json reads from the bare word) is the same value as itself here.
+    return a == b or (a != a and b != b)
+
+
+def _json_text(value: Any, sort: bool) -> str:
+    return canonical_json(value) if sort else compact_json(value)
+
+
 _CACHE_MAX_TEXT = 256  # longer texts are not memoized (rarely repeated, costly to keep)
 _CACHE_MAX_ENTRIES = 8192
+
+
+def _spellings(secret: str) -> set[str]:
+    once = json_string(secret)[1:-1]
+    return {secret, once, json.dumps(secret)[1:-1], json_string(once)[1:-1], json.dumps(once)[1:-1]}
 
 
 def secret_name(name: str) -> bool:
@@ -160,8 +205,11 @@ class Redactor:
         if secret not in self._secrets:
             self._secrets.append(secret)
             self._secrets.sort(key=lambda s: (-len(s), s))
-            # One alternation, longest first, scanned left to right.
-            self._secret_re = re.compile("|".join(re.escape(s) for s in self._secrets))
+            # One alternation, longest first, scanned left to right: each secret as it is and as JSON
+            # spells it inside a string (once and twice escaped, with and without \uXXXX), so a text
+            # that holds JSON (a file read, a model's structured answer) loses it too.
+            spellings = {sp for s in self._secrets for sp in _spellings(s)}
+            self._secret_re = re.compile("|".join(re.escape(s) for s in sorted(spellings, key=lambda s: (-len(s), s))))
             self._memo = {}  # a new dict (not clear()): a redaction racing this one fills the old one
 
     @property
@@ -182,7 +230,22 @@ class Redactor:
         none of them occurs in it (pass 1 then replaces nothing, markers or no markers) and no pass
         2-4 literal does (the prefilter). Also true of every substring of ``text``."""
         secret_re = self._secret_re
+        if "\\" in text and _FOREIGN_ESCAPE.search(text) is not None:
+            return False  # (a \uXXXX escape may spell a literal the passes look for)
         return (secret_re is None or secret_re.search(text) is None) and not _may_match(text)
+
+    def sees_all_of(self, text: str) -> bool:
+        """True when :meth:`finds_nothing` on a JSON (or Flux-Lang) text also holds for every string
+        decoded from it. Without a backslash every string reads in the text as it is. Otherwise only
+        when the text escapes nothing but ``"``, ``\\`` and control characters (as this program's
+        serialisers do: no ``\\uXXXX`` of a printable character, no ``\\/``) — then every literal
+        the passes look for reads the same in the text — and no registered secret holds one of
+        those characters."""
+        if "\\" not in text:
+            return True
+        if _FOREIGN_ESCAPE.search(text) is not None:
+            return False
+        return not any(_ESCAPED_BY_JSON.search(s) for s in self._secrets)
 
     @property
     def secret_pattern(self) -> "re.Pattern[str] | None":
@@ -200,7 +263,11 @@ class Redactor:
         if out is not None:
             return out
         secret_re = self._secret_re
-        out = text if secret_re is None else self._redact_registered(text, secret_re)
+        # The string literals of a text that holds JSON first, decoded (their escapes hide what the
+        # passes look for, and a pass over the escaped text could take a value's name away).
+        out = self._redact_json_fragments(text) if "\\" in text and '"' in text else text
+        if secret_re is not None:
+            out = self._redact_registered(out, secret_re)
         if _may_match(out):
             out = self._redact_patterns(out)
         if len(text) <= _CACHE_MAX_TEXT:
@@ -213,6 +280,8 @@ class Redactor:
         """The four passes, every one run on every text: what :meth:`redact` must equal."""
         if not text:
             return text
+        if "\\" in text and '"' in text:
+            text = self._redact_json_fragments(text)
         if self._secret_re is not None:
             text = self._redact_registered(text, self._secret_re)
         return self._redact_patterns(text)
@@ -315,6 +384,79 @@ class Redactor:
             out.append(self.marker)
             pos = len(text)
             break
+        out.append(text[pos:])
+        return "".join(out)
+
+    # -- serialised values ----------------------------------------------------------------------
+
+    def redact_json_text(self, text: str, *, sort: bool = True) -> str:
+        """A JSON text redacted on its decoded values, then serialised again (``sort``: canonically,
+        keys sorted; else in the value's own order).
+
+        Unchanged values keep the text verbatim — after the text passes, as a last guard (they find
+        nothing in ordinary JSON, and with nothing to hide the result is what redacting the text
+        alone gives). A text that is not JSON (a tool input streamed only in part) has each string
+        literal decoded, redacted and written back, and a value under a key that names a secret
+        hidden, before the same guard."""
+        if not text:
+            return text
+        if self.finds_nothing(text) and self.sees_all_of(text):
+            return text
+        try:
+            value = json.loads(text)
+        except (ValueError, TypeError, RecursionError):
+            return self.redact(self._redact_json_fragments(text))
+        try:
+            scrubbed = self.redact_value(value)
+            if same_json(scrubbed, value):
+                return self.redact(text)
+            return self.redact(_json_text(scrubbed, sort))
+        except (RecursionError, ValueError, TypeError):
+            return self.redact(self._redact_json_fragments(text))
+
+    def _redact_json_fragments(self, text: str) -> str:
+        """Each JSON string literal of a text that does not parse, decoded, redacted and written
+        back (a literal cut off at the end stays cut off); a string or number after a key that
+        names a secret becomes the marker."""
+        out: list[str] = []
+        pos = 0
+        secret_key = False
+        n = len(text)
+        while pos < n:
+            mo = _JSON_STRING_TOKEN.search(text, pos)
+            if mo is None:
+                break
+            between = text[pos:mo.start()]
+            if secret_key:  # the value right after a key that names a secret: a number, or the next string
+                lead = len(between) - len(between.lstrip(" \t\r\n:"))
+                num = _JSON_SCALAR.match(between, lead)
+                if num is not None:
+                    between = between[:lead] + json_string(self.marker) + between[num.end():]
+                    secret_key = False
+                elif lead != len(between):
+                    secret_key = False  # something else comes first: no value of that key
+            out.append(between)
+            body, closed = mo.group(1), mo.group(2) == '"'
+            try:
+                decoded = _LENIENT_JSON.decode('"' + body + '"')
+            except ValueError:
+                decoded = None
+            after = text[mo.end():]
+            is_key = closed and _JSON_KEY_COLON.match(after) is not None
+            if decoded is None:
+                out.append(mo.group(0))
+            elif secret_key and not is_key:
+                enc = json_string(self.marker)
+                out.append(enc if closed else enc[:-1])
+            else:
+                red = self.redact(decoded)
+                if red == decoded:
+                    out.append(mo.group(0))
+                else:
+                    enc = json_string(red)
+                    out.append(enc if closed else enc[:-1])
+            secret_key = is_key and decoded is not None and secret_name(decoded)
+            pos = mo.end()
         out.append(text[pos:])
         return "".join(out)
 

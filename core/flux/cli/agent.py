@@ -15,12 +15,14 @@ what was recorded (read back from the store, see :mod:`flux.agent.cancel`).
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import click
+from rich.markup import escape
 
 from ..errors import FluxError
 from . import main
@@ -40,44 +42,78 @@ def _one_line(text: str, width: int = 100) -> str:
     return s if len(s) <= width else s[: width - 1] + "…"
 
 
+_BEARER_AT_END = re.compile(r"(?i)bearer\s*\Z")
+
+
 class _Renderer:
-    """Streams a turn as it happens: model text, one line per tool call, retries."""
+    """Streams a turn as it happens: model text, one line per tool call, retries — redacted as the
+    store keeps them (``redactor``: the client's). Model text is shown a line at a time, so a secret
+    streamed in two deltas is redacted whole; a line that a secret may continue past (an open
+    private-key block, a ``Bearer`` at its end, a registered secret holding a line break) waits."""
 
     def __init__(self, quiet: bool):
         self.quiet = quiet
         self.out = _console()
         self.err = _console(stderr=True)
         self.in_text = False
+        self.redactor: Any = None
+        self.pending = ""  # model text not shown yet
+
+    def _red(self, text: str) -> str:
+        return text if self.redactor is None else self.redactor.redact(text)
+
+    def _shown_upto(self, text: str) -> int:
+        cut = text.rfind("\n") + 1
+        if cut and self.redactor is not None and any("\n" in s for s in self.redactor.secrets):
+            return 0
+        head = text[:cut]
+        if "PRIVATE KEY-----" in head and head.count("-----BEGIN") > head.count("-----END"):
+            return 0
+        while cut and _BEARER_AT_END.search(text, 0, cut):
+            cut = text.rfind("\n", 0, cut - 1) + 1
+        return cut
+
+    def _show_text(self, final: bool) -> None:
+        cut = len(self.pending) if final else self._shown_upto(self.pending)
+        if cut:
+            self.out.print(self._red(self.pending[:cut]), end="", markup=False, highlight=False)
+            self.pending = self.pending[cut:]
 
     def __call__(self, ev: dict) -> None:
         if self.quiet:
             return
         kind = ev.get("kind")
         if kind == "text":
-            self.out.print(ev["text"], end="", markup=False)
+            self.pending += str(ev["text"])
+            self._show_text(final=False)
             self.in_text = True
             return
         if self.in_text:
+            self._show_text(final=True)
             self.out.print()
             self.in_text = False
         if kind == "tool_start":
             from ..canonical import compact_json
 
             arg = ev.get("input")
-            shown = compact_json(arg) if not isinstance(arg, str) else arg
-            self.err.print(f"[cyan]▸ {ev['name']}[/cyan] [dim]{_one_line(shown, 90)}[/dim]", markup=True)
+            shown = self._red(arg) if isinstance(arg, str) else (
+                compact_json(arg) if self.redactor is None else self.redactor.redact_json_text(compact_json(arg), sort=False))
+            self.err.print(f"[cyan]▸ {escape(str(ev['name']))}[/cyan] [dim]{escape(_one_line(shown, 90))}[/dim]", markup=True)
         elif kind == "tool_end":
             status = ev.get("status")
             style = {"ok": "green", "denied": "red", "error": "yellow", "invalid": "yellow"}.get(status, "white")
-            first = _one_line((ev.get("content") or "").splitlines()[0] if ev.get("content") else "", 90)
-            self.err.print(f"  [{style}]{status}[/{style}] [dim]{first}[/dim]", markup=True)
+            content = self._red(ev.get("content") or "")
+            first = _one_line(content.splitlines()[0] if content else "", 90)
+            self.err.print(f"  [{style}]{status}[/{style}] [dim]{escape(first)}[/dim]", markup=True)
         elif kind == "retry":
-            self.err.print(f"[yellow]retrying in {ev['delay_s']:.1f}s (attempt {ev['attempt']}): {ev['error']}[/yellow]")
+            self.err.print(f"[yellow]retrying in {ev['delay_s']:.1f}s (attempt {ev['attempt']}): "
+                           f"{escape(self._red(str(ev['error'])))}[/yellow]")
         elif kind == "max_iter":
             self.err.print(f"[yellow]stopped at the iteration cap ({ev['iterations']})[/yellow]")
 
     def finish(self) -> None:
         if self.in_text and not self.quiet:
+            self._show_text(final=True)
             self.out.print()
             self.in_text = False
 
@@ -190,6 +226,7 @@ def run_cmd(prompt: tuple[str, ...], model: Optional[str], base_url: Optional[st
     client = Client(model or "mock", store=store_dir, workspace=workspace or Path.cwd(), base_url=base_url,
                     max_iter=max_iter, instructions=instructions or DEFAULT_INSTRUCTIONS,
                     model_cassette=model_cassette, on_event=renderer, **_resurrect_kw(as_json), **kw)
+    renderer.redactor = client.redactor
     try:
         with _cancellable(client, renderer) as ran:
             sess = ran.session = _open_session(client, session, cont)
@@ -199,7 +236,7 @@ def run_cmd(prompt: tuple[str, ...], model: Optional[str], base_url: Optional[st
         renderer.finish()
     finally:
         client.close()
-    _report(out, as_json, store_dir)
+    _report(out, as_json, store_dir, client.redactor)
 
 
 class _Ran:
@@ -251,9 +288,12 @@ def _cancel_note(client: Any, sid: Optional[str], before: int) -> str:
     return "cancelled before the new turn started — nothing was recorded"
 
 
-def _report(out: Any, as_json: bool, store_dir: Path) -> None:
+def _report(out: Any, as_json: bool, store_dir: Path, redactor: Any) -> None:
+    """The turn's result — its answer and error redacted as the store keeps them."""
     if as_json:
         data = out.to_json()
+        data["answer"] = redactor.redact(data["answer"]) if isinstance(data.get("answer"), str) else data.get("answer")
+        data["error"] = redactor.redact(data["error"]) if isinstance(data.get("error"), str) else data.get("error")
         data["store"] = str(store_dir)
         json_out(data)
     else:
@@ -264,7 +304,7 @@ def _report(out: Any, as_json: bool, store_dir: Path) -> None:
     if code == 1 and not as_json:
         why = out.error or ("no final answer within the iteration cap — raise --max-iter" if out.outcome == "max_iter"
                             else out.answer)
-        click.echo(f"error: turn ended {out.outcome}: {why}", err=True)
+        click.echo(f"error: turn ended {out.outcome}: {redactor.redact(str(why))}", err=True)
     if code:
         sys.exit(code)
 
@@ -301,6 +341,7 @@ def flow_run(file: Path, model: str, workspace: Optional[Path], session: Optiona
     renderer = _Renderer(quiet=as_json)
     client = Client(NullProvider(model=model), model=model, store=store_dir, workspace=workspace or Path.cwd(),
                     **_resurrect_kw(as_json), **kw)
+    renderer.redactor = client.redactor
     try:
         with _cancellable(client, renderer) as ran:
             sess = ran.session = _open_session(client, session, cont)
@@ -311,6 +352,6 @@ def flow_run(file: Path, model: str, workspace: Optional[Path], session: Optiona
         client.close()
     if not as_json:
         for t in out.tool_calls:
-            renderer.err.print(f"[cyan]▸ {t.name}[/cyan] [dim]{t.status}[/dim]")
-        click.echo(out.answer)
-    _report(out, as_json, store_dir)
+            renderer.err.print(f"[cyan]▸ {escape(str(t.name))}[/cyan] [dim]{t.status}[/dim]")
+        click.echo(client.redactor.redact(out.answer))
+    _report(out, as_json, store_dir, client.redactor)

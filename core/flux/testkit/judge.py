@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from ..agent.model_cassette import ModelRecord, load_records, request_hash
+from ..agent.model_cassette import load_records, redacted_record, request_hash
 from ..agent.providers.base import Chunk, ModelRequest, ProviderError, assemble
 from ..cassette.redactor import Redactor
 from .errors import AssertionFailed, JudgeMiss, ScenarioError, kit_failure
@@ -125,7 +125,7 @@ def judge(scenario: Any, criterion: str, text: str, rubric: Rubric, *, live: Any
         raise ScenarioError("pass a Rubric naming the judge model: Rubric(\"provider:model\")")
     red = redactor or getattr(live, "redactor", None) or Redactor()
     req = judge_request(criterion, text, rubric)
-    h, obj = request_hash(req, red)
+    h, _ = request_hash(req, red)
     path = Path(scenario.path) / "judge.jsonl"
     records = load_records(path)
     for r in records:
@@ -142,7 +142,7 @@ def judge(scenario: Any, criterion: str, text: str, rubric: Rubric, *, live: Any
     except ProviderError as e:
         raise ScenarioError(f"the live judge call failed: {e}") from None
     verdict = parse_verdict(assemble(chunks).text, criterion, False)
-    rec = ModelRecord(h, req.model, obj, [red.redact_value(c.to_json()) for c in chunks])
+    rec = redacted_record(req, chunks, red)
     path.write_text("".join(r.to_line() for r in records) + rec.to_line(), encoding="utf-8")
     if hasattr(scenario, "rebaselined"):
         scenario.rebaselined.append(Rebaseline(str(path), "judge verdict", f"+ {criterion!r}: passed={verdict.passed}"))

@@ -473,8 +473,10 @@ class Scenario:
             with StoreReader(staging) as reader:
                 detail = load_session(reader, sid)
             (staging / SNAP_FILE).write_text(snapshot_text(detail), encoding="utf-8")
+            # The input as events.db keeps it (redacted): the manifest is committed with the fixture.
             manifest = Manifest(schema=1, name=name or p.resolve().name, flux_version=RUNTIME_VERSION,
-                                recorded_at_ms=recorded_at, session=sid, input=input, model=client.model,
+                                recorded_at_ms=recorded_at, session=sid, input=client.redactor.redact(input),
+                                model=client.model,
                                 cassette_max_bytes=client.cap, redaction_marker=client.redactor.marker)
             manifest.write(staging / MANIFEST_FILE)
             # Swap in: the old stores, cassette, snapshot and manifest go; judge.jsonl (additive),

@@ -40,6 +40,7 @@ from hashlib import sha256 as _sha256
 from typing import Any, Callable, Optional
 
 from ..cassette.record import RecordingHost
+from ..cassette.redact_plan import redacted_plan_source
 from ..cassette.replay import ReplayHost, ReplayTape, TapeFirstHost
 from ..errors import FluxError
 from ..lang import ast as A
@@ -694,10 +695,12 @@ def _attempt(step: int, draft: A.DraftAst, redactor: Any) -> PlanAttempted:
     if text is not None:  # a host plan's text is format_flow's (_host_text); its fingerprint from its statements
         texts = _node_texts(draft.body.plan)
         fp = _sha256(b'{"params":[],"body":[' + b",".join(texts) + b"]}").hexdigest()
-        return PlanAttempted(step=step, outcome="accepted", fingerprint=fp, plan_source=redactor.redact(text))
+        if not (redactor.finds_nothing(text) and redactor.sees_all_of(text)):  # (the AST only when needed)
+            text = redacted_plan_source(text, redactor, plan_ast(draft))
+        return PlanAttempted(step=step, outcome="accepted", fingerprint=fp, plan_source=text)
     draft = plan_ast(draft)
     return PlanAttempted(step=step, outcome="accepted", fingerprint=fingerprint(draft),
-                         plan_source=redactor.redact(format_flow(draft)))
+                         plan_source=redacted_plan_source(format_flow(draft), redactor, draft))
 
 
 def _node_texts(dp: Any) -> list[bytes]:
