@@ -284,7 +284,7 @@ def run_planting(planting: Planting, work: Path) -> Findings:
     script = inputs / "script.json"
     script.write_text(json.dumps(script_for(planting), ensure_ascii=False), encoding="utf-8")
     store = work / "store"
-    scenario = work / "scenario"
+    scenario = work / "scenarios" / "planted"
     written = work / "written"  # files the verbs write on request (-o, --model-cassette)
     written.mkdir()
     run_ws = work / "run-workspace"  # the agent writes its tool input here: the user's own file
@@ -303,16 +303,20 @@ def run_planting(planting: Planting, work: Path) -> Findings:
     _invoke(main, ["export", "--store", str(store), "--format", "atif", "last", "-o", str(written / "atif.json")],
             env, outputs, "export -o", findings)
     _invoke(main, ["replay", "--store", str(store), "last"], env, outputs, "replay", findings, ok_codes=(0, 1))
-    _invoke(main, ["record", str(scenario), prompt, "-m", model, "--workspace", str(ws), "-y"], env, outputs,
-            "record", findings)
+    _invoke(main, ["record", "--dir", str(scenario.parent), scenario.name, prompt, "-m", model, "--workspace", str(ws),
+                   "-y"], env, outputs, "record", findings)
+    _invoke(main, ["record", str(scenario), prompt, "-m", model], env, outputs, "record (a bad name)", findings,
+            ok_codes=(1,))  # its one-line hint echoes the prompt
     if (scenario / "scenario.toml").exists():
         _judge(scenario, planting, env, findings)
-        _invoke(main, ["test", str(scenario)], env, outputs, "test", findings, ok_codes=(0, 1))
+        _invoke(main, ["test", "--dir", str(scenario.parent), scenario.name], env, outputs, "test", findings,
+                ok_codes=(0, 1))
+        _invoke(main, ["test", "--json", "-v", str(scenario)], env, outputs, "test --json -v", findings, ok_codes=(0, 1))
         _invoke(main, ["show", "--json", str(scenario)], env, outputs, "show --json scenario", findings,
                 ok_codes=(0, 1))
         _invoke(main, ["export", "--format", "atif", str(scenario)], env, outputs, "export scenario", findings)
     blobs: dict[str, bytes] = dict(outputs)
-    for root in (store, scenario, written):
+    for root in (store, scenario.parent, written):
         for f in _files(root):
             rel = f.relative_to(work)
             blobs[f"file: {_surface_name(rel)}"] = blobs.get(f"file: {_surface_name(rel)}", b"") + b"\0" + f.read_bytes()

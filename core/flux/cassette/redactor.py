@@ -167,8 +167,8 @@ _CACHE_MAX_ENTRIES = 8192
 
 
 def _spellings(secret: str) -> set[str]:
-    once = json_string(secret)[1:-1]
-    return {secret, once, json.dumps(secret)[1:-1], json_string(once)[1:-1], json.dumps(once)[1:-1]}
+    once, ascii_once = json_string(secret)[1:-1], json.dumps(secret)[1:-1]
+    return {secret, once, ascii_once, json_string(once)[1:-1], json.dumps(once)[1:-1], json_string(ascii_once)[1:-1]}
 
 
 def secret_name(name: str) -> bool:

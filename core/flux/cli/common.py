@@ -17,7 +17,7 @@ from ..store.store import StoreReader, default_store_dir
 __all__ = [
     "STORE_ENV", "store_option", "open_reader", "fail", "fail_with_output", "json_out", "handle_errors",
     "resolve_store_dir", "OneLineErrors",
-    "usage_error_line",
+    "redacted_message", "usage_error_line",
 ]
 
 STORE_ENV = "FLUX_STORE_DIR"
@@ -39,10 +39,21 @@ def open_reader(store: Path | None) -> StoreReader:
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 
+def redacted_message(msg: str) -> str:
+    """An error message as it may leave the process: redacted — the secrets the environment
+    declares and every pattern the redactor knows — since a message may echo an argument (a
+    prompt, a path, a value read from a file)."""
+    from ..agent.client import env_secret_values  # (the agent layer, loaded only on an error)
+    from ..cassette.redactor import Redactor
+
+    return Redactor(env_secret_values()).redact(msg)
+
+
 def fail(msg: str) -> NoReturn:
     """``error: <msg>`` on one line (control characters from a hostile store — a newline inside a
-    SQLite error's quoted token — are replaced by a space) and exit 1."""
-    click.echo(f"error: {_CONTROL.sub(' ', str(msg)).strip()}", err=True)
+    SQLite error's quoted token — are replaced by a space), redacted (:func:`redacted_message`), and
+    exit 1."""
+    click.echo(f"error: {_CONTROL.sub(' ', redacted_message(str(msg))).strip()}", err=True)
     sys.exit(1)
 
 
@@ -51,7 +62,8 @@ def fail_with_output(what: str, text: str, *, max_lines: int = 40) -> NoReturn:
     run): its lines are printed first on stderr, indented, as they were — at most ``max_lines``,
     the first and last halves when longer — and the one ``error:`` line, last, names its first and
     last lines. One-line text is plain :func:`fail`."""
-    lines = [ln.rstrip() for ln in _CONTROL_BUT_NEWLINE.sub(" ", str(text)).strip("\n").split("\n")]
+    text = redacted_message(str(text))  # an op's output: redacted whole, as its cell is
+    lines = [ln.rstrip() for ln in _CONTROL_BUT_NEWLINE.sub(" ", text).strip("\n").split("\n")]
     if len(lines) <= 1:
         fail(f"{what}: {text}")
     shown = lines
@@ -94,7 +106,7 @@ def usage_error_line(e: click.ClickException) -> str:
     ctx = getattr(e, "ctx", None)
     if isinstance(e, click.UsageError) and ctx is not None:
         msg += f" (see `{ctx.command_path} --help`)"
-    return f"error: {msg}"
+    return f"error: {redacted_message(msg)}"
 
 
 class OneLineErrors:

@@ -17,7 +17,7 @@ import click
 
 from ..errors import FluxError
 from . import main
-from .common import fail, handle_errors, json_out, open_reader, store_option
+from .common import fail, handle_errors, json_out, open_reader, redacted_message, store_option
 
 
 SCENARIOS_DIR = Path("tests/scenarios")
@@ -33,7 +33,7 @@ def _name_hint(name: str, input_text: str) -> str:
     p = Path(name)
     if name and p.name not in ("", ".", ".."):
         return (f"a scenario NAME is one plain path segment, not {name!r} — write: flux record {p.name} "
-                f"{_quote(input_text)} --dir {p.parent}")
+                f"{_quote(redacted_message(input_text))} --dir {p.parent}")  # (redacted before it is quoted)
     return f"a scenario NAME must be a single plain path segment, not {name!r} — e.g. flux record triage \"PROMPT\""
 
 

@@ -1,0 +1,120 @@
+"""No planted secret, in any shape or spelling, leaves the process — on any surface.
+
+Secrets of every shape (registered ones holding quotes, backslashes, tabs and non-ASCII;
+``AKIA…``, ``ghp_…``, ``AIza…``, ``sk-…``, ``api_key: VALUE``, ``DB_PASSWORD='…'``,
+``password = "…"``) are planted in the prompt, a tool input (streamed in ``tool_input_delta``
+pieces cut inside the secret), a tool output and the model's text (``text_delta`` pieces cut inside
+it), at line starts, after tabs and mid-sentence. A real run (``flux run``), a scenario
+(``flux record``), ``show`` / ``show --json``, ``export``, ``replay``, ``flux test`` and a judge
+verdict are recorded; every file under the store and the scenario directory and every
+stdout/stderr is grepped in UTF-8, JSON-escaped (``\\uXXXX`` too), doubly escaped and TOML forms, and
+for fragments of each secret (tests/hostile/planting.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flux.agent.model_cassette import redact_chunks, resplit
+from flux.cassette.redactor import Redactor
+from tests.hostile.planting import SHAPES, Planted, make_planting, needles, oracle_misses, run_planting
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(min_value=0, max_value=2**31 - 1), n=st.integers(min_value=1, max_value=40))
+def test_planted_secrets_leave_no_byte_on_any_surface(tmp_path_factory, seed, n):
+    planting = make_planting(seed, n)
+    assert oracle_misses(planting) == []  # every planted text is one the redactor catches as plain text
+    findings = run_planting(planting, tmp_path_factory.mktemp("planted"))
+    assert findings.errors == []
+    assert findings.leaked == set(), findings.examples
+
+
+def test_the_battery_sees_a_leak(tmp_path, monkeypatch):
+    """The grep is no check that cannot fail: with redaction switched off, every planted secret
+    is found — in the store, the cassette, the scenario and the output."""
+    monkeypatch.setattr(Redactor, "redact", lambda self, text: text)
+    monkeypatch.setattr(Redactor, "redact_value", lambda self, value: value)
+    monkeypatch.setattr(Redactor, "redact_json_text", lambda self, text, sort=True: text)
+    planting = make_planting(7, 2 * len(SHAPES) * 4)
+    findings = run_planting(planting, tmp_path)
+    assert findings.leaked == set(range(len(planting.planted)))
+    surfaces = set(findings.by_surface)
+    for must in ("file: store/events.db", "file: written/model.jsonl", "file: scenarios/scenario.toml",
+                 "file: scenarios/plan.flux.snap", "file: scenarios/judge.jsonl", "stdout: show --json", "stdout: export"):
+        assert must in surfaces, (must, sorted(surfaces))
+
+
+@pytest.mark.parametrize("shape_text, secret", [
+    ("api_key:\tPq7tabValue01xx", "Pq7tabValue01xx"),  # a tab after the separator: \t in JSON text
+    ("DB_PASSWORD='pl\"anted02xyzw'", 'pl"anted02xyzw'),  # a quote inside: \" in JSON text
+    ("password = \"pl\\\"anted03xyz\"", 'pl\\"anted03xyz'),  # an escaped quote inside: \\\" in JSON text
+    ("x\nAIzaSyA1234567890abcdefghijklmnopqrstu", "AIzaSyA1234567890abcdefghijklmnopqrstu"),  # after \n
+    ("x\nghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+    ("api_key: Pq7nonAsciiébß04", "Pq7nonAsciiébß04"),
+])
+def test_json_texts_are_redacted_on_their_decoded_values(shape_text, secret):
+    """The S3/S4/S5 reproductions: a JSON text holding the value loses it, in every spelling."""
+    r = Redactor()
+    for text in (json.dumps({"content": shape_text}), json.dumps({"content": shape_text}, ensure_ascii=False),
+                 json.dumps({"a": [{"content": shape_text}]})):
+        out = r.redact_json_text(text)
+        json.loads(out)
+        for nd in needles(Planted("", "", "", shape_text, secret, "")):
+            assert nd.decode() not in out, (text, out)
+
+
+def test_a_registered_secret_in_its_json_spelling_is_found_in_plain_text():
+    secret = 'ab"c\\d\tée12345'
+    r = Redactor([secret])
+    for spelled in (secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1],
+                    json.dumps(json.dumps(secret)[1:-1])[1:-1]):
+        assert r.redact(f"x {spelled} y") == "x [redacted] y"
+
+
+def test_a_registered_secret_split_across_tool_input_deltas_is_caught():
+    """S2: a registered secret streamed in two ``tool_input_delta`` pieces left model.jsonl verbatim."""
+    secret = "Pq7registered\"Split05"
+    r = Redactor([secret])
+    partial = json.dumps({"path": "a.txt", "content": f"deploy with {secret} now"})
+    cut = partial.index("Split05")
+    chunks = [{"t": "tool_input_delta", "c": {"name": "write", "partial_json": partial[:cut]}},
+              {"t": "tool_input_delta", "c": {"name": "write", "partial_json": partial[cut:]}},
+              {"t": "block", "c": {"type": "tool_use", "id": "t1", "name": "write", "input": json.loads(partial)}}]
+    out = redact_chunks(r, chunks)
+    text = json.dumps(out)
+    assert "Split05" not in text and "Pq7registered" not in text
+    pieces = [c["c"]["partial_json"] for c in out if c["t"] == "tool_input_delta"]
+    assert json.loads("".join(pieces)) == {"path": "a.txt", "content": "deploy with [redacted] now"}
+    assert len(pieces) >= 1 and all(c["c"]["name"] == "write" for c in out[:len(pieces)])
+    # nothing to hide: the pieces stay as they were streamed
+    clean = [{"t": "tool_input_delta", "c": {"name": "write", "partial_json": p}} for p in ('{"pa', 'th":"a"}')]
+    assert redact_chunks(r, clean) == clean
+
+
+def test_a_tool_input_cut_off_mid_stream_is_redacted_too():
+    r = Redactor()
+    chunks = [{"t": "tool_input_delta", "c": {"name": "bash", "partial_json": '{"command":"export API_KEY=Pq7cut'}},
+              {"t": "tool_input_delta", "c": {"name": "bash", "partial_json": 'Off06xyz'}}]
+    joined = "".join(c["c"]["partial_json"] for c in redact_chunks(r, chunks))
+    assert "Pq7cut" not in joined and "Off06" not in joined and joined.startswith('{"command":"export API_KEY=')
+
+
+@settings(max_examples=200, deadline=None)
+@given(pieces=st.lists(st.text(max_size=12), min_size=1, max_size=6), data=st.data())
+def test_resplit_keeps_the_text_and_the_cuts_in_unchanged_regions(pieces, data):
+    joined = "".join(pieces)
+    a = data.draw(st.integers(min_value=0, max_value=len(joined)))
+    b = data.draw(st.integers(min_value=a, max_value=len(joined)))
+    redacted = joined[:a] + "[redacted]" + joined[b:]
+    out = resplit(pieces, redacted)
+    assert "".join(out) == redacted and all(out)
+    pos = 0
+    for p in pieces[:-1]:
+        pos += len(p)
+        if pos <= a and p:  # a cut in the unchanged head keeps its place
+            assert any(sum(len(x) for x in out[:k]) == pos for k in range(len(out) + 1))
