@@ -276,6 +276,23 @@ class Redactor:
             memo[text] = out
         return out
 
+    def redact_credentials(self, text: str) -> str:
+        """Only what is a credential whatever the prose around it: registered secrets (in their JSON
+        spellings too), PEM private keys, URL passwords and credential-prefixed tokens — not the
+        ``NAME: VALUE`` pass, which would take the word after "key:" in a message about a key. For
+        this program's own messages (an error line), whose arguments were redacted whole."""
+        if not text:
+            return text
+        if self._secret_re is not None:
+            text = self._redact_registered(text, self._secret_re)
+        m = self.marker
+        if "PRIVATE KEY-----" in text:
+            text = _PEM_BLOCK.sub(lambda mo: f"{mo.group(1)}\n{m}\n{mo.group(3)}", text)
+            text = self._redact_open_pem(text)
+        if "://" in text:
+            text = _URL_USERINFO.sub(lambda mo: mo.group(1) + (m if mo.group(2) != m else mo.group(2)) + mo.group(3), text)
+        return _PREFIX_TOKENS.sub(m, text)
+
     def _redact_all_passes(self, text: str) -> str:
         """The four passes, every one run on every text: what :meth:`redact` must equal."""
         if not text:

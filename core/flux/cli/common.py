@@ -17,7 +17,7 @@ from ..store.store import StoreReader, default_store_dir
 __all__ = [
     "STORE_ENV", "store_option", "open_reader", "fail", "fail_with_output", "json_out", "handle_errors",
     "resolve_store_dir", "OneLineErrors",
-    "redacted_message", "usage_error_line",
+    "redacted_error", "redacted_message", "usage_error_line",
 ]
 
 STORE_ENV = "FLUX_STORE_DIR"
@@ -39,21 +39,31 @@ def open_reader(store: Path | None) -> StoreReader:
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 
-def redacted_message(msg: str) -> str:
-    """An error message as it may leave the process: redacted — the secrets the environment
-    declares and every pattern the redactor knows — since a message may echo an argument (a
-    prompt, a path, a value read from a file)."""
+def _env_redactor():
     from ..agent.client import env_secret_values  # (the agent layer, loaded only on an error)
     from ..cassette.redactor import Redactor
 
-    return Redactor(env_secret_values()).redact(msg)
+    return Redactor(env_secret_values())
+
+
+def redacted_message(msg: str) -> str:
+    """A text a message echoes (a prompt, a value read from a file), redacted whole: the secrets
+    the environment declares and every pattern the redactor knows."""
+    return _env_redactor().redact(msg)
+
+
+def redacted_error(msg: str) -> str:
+    """An error line as it may leave the process: the environment's secrets, private keys, URL
+    passwords and credential tokens in it redacted (a message may echo an argument). The
+    ``NAME: VALUE`` pattern is not applied to the message's own prose ("missing key: set …")."""
+    return _env_redactor().redact_credentials(msg)
 
 
 def fail(msg: str) -> NoReturn:
     """``error: <msg>`` on one line (control characters from a hostile store — a newline inside a
-    SQLite error's quoted token — are replaced by a space), redacted (:func:`redacted_message`), and
+    SQLite error's quoted token — are replaced by a space), redacted (:func:`redacted_error`), and
     exit 1."""
-    click.echo(f"error: {_CONTROL.sub(' ', redacted_message(str(msg))).strip()}", err=True)
+    click.echo(f"error: {_CONTROL.sub(' ', redacted_error(str(msg))).strip()}", err=True)
     sys.exit(1)
 
 
@@ -106,7 +116,7 @@ def usage_error_line(e: click.ClickException) -> str:
     ctx = getattr(e, "ctx", None)
     if isinstance(e, click.UsageError) and ctx is not None:
         msg += f" (see `{ctx.command_path} --help`)"
-    return f"error: {redacted_message(msg)}"
+    return f"error: {redacted_error(msg)}"
 
 
 class OneLineErrors:
