@@ -289,17 +289,27 @@ def _trajectory(target: str, store: Optional[Path]) -> tuple[str, dict]:
 
 @main.command("export")
 @click.argument("session")
-@click.option("--format", "fmt", type=click.Choice(["atif"]), required=True, help="Output format.")
+@click.option("--format", "fmt", type=click.Choice(["atif", "html"]), default=None,
+              help="Output format (default: from -o's suffix, .html or .json).")
 @click.option("--normalize", is_flag=True, help="Replace volatile values with placeholders (the golden form).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write to FILE.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Write to FILE (a folder with --family).")
+@click.option("--family", is_flag=True, help="html: one page per session of SESSION's family, into the folder -o DIR.")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object: session, format, normalized, file, and the trajectory (unless -o wrote it).")
 @store_option
 @handle_errors
-def export_cmd(session: str, fmt: str, normalize: bool, output: Optional[Path], as_json: bool,
+def export_cmd(session: str, fmt: Optional[str], normalize: bool, output: Optional[Path], family: bool, as_json: bool,
                store: Optional[Path]) -> None:
-    """Export SESSION (s_<n>, last, or a scenario directory) as an ATIF trajectory."""
+    """Export SESSION (s_<n>, last, or a scenario directory) as an ATIF trajectory, or as a
+    self-contained HTML page for a reviewer (`-o run.html`: plans, cells, cost, timeline, family;
+    every string redacted again; no script, nothing fetched)."""
     from ..testkit import atif
+    from . import pages
+
+    fmt = pages.export_format(fmt, output, family)
+    if fmt == "html":
+        _export_html(session, output, family, as_json, store)
+        return
 
     sid, doc = _trajectory(session, store)
     if normalize:
@@ -315,6 +325,29 @@ def export_cmd(session: str, fmt: str, normalize: bool, output: Optional[Path], 
         json_out(report)
     elif output is None:
         click.echo(text, nl=False)
+
+
+def _export_html(session: str, output: Optional[Path], family: bool, as_json: bool, store: Optional[Path]) -> None:
+    from . import pages
+
+    with open_reader(store) as reader:
+        store_dir = reader.dir
+        if family:
+            written = pages.write_family_pages(reader, session, output, store_dir)
+        else:
+            text = pages.run_page_text(reader, session, store_dir)
+            if output is None and not as_json:
+                click.echo(text, nl=False)
+                return
+            written = []
+            if output is not None:
+                pages.write_atomically(output, text)
+                written = [output]
+    if as_json:
+        json_out({"session": session, "format": "html", "files": [str(p) for p in written]})
+    else:
+        for p in written:
+            click.echo(f"wrote {p}", err=True)
 
 
 @main.group("golden")

@@ -149,8 +149,11 @@ def _child_line(reader: StoreReader, child) -> str:
               help="Store directory of B when it lives in another store (default: the --store of A).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (keys sorted) instead of text.")
 @click.option("--explain", is_flag=True, help="Under each differing row, show what changed (JSON structure or lines).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the diff as a self-contained HTML page (side by side, first divergence linked).")
 @common.handle_errors
-def diff(a: str, b: str, store: Path | None, store_b: Path | None, as_json: bool, explain: bool) -> None:
+def diff(a: str, b: str, store: Path | None, store_b: Path | None, as_json: bool, explain: bool,
+         output: Path | None) -> None:
     """Align two recorded runs statement by statement (A, B: s_<n> or last).
 
     `=` same statement and outputs · `~` the plan diverges (the agent did something else) ·
@@ -167,10 +170,17 @@ def diff(a: str, b: str, store: Path | None, store_b: Path | None, as_json: bool
     with common.open_reader(store) as reader_a:
         if store_b is None:
             d = run_diff(reader_a, a, reader_a, b)
+            where = (reader_a.dir, reader_a.dir)
         else:
             with StoreReader(common.resolve_store_dir(store_b), option="--store-b") as reader_b:
                 d = run_diff(reader_a, a, reader_b, b)
                 stores = (str(reader_a.dir), str(reader_b.dir))
+                where = (reader_a.dir, reader_b.dir)
+    if output is not None:
+        from .pages import write_diff_page
+
+        write_diff_page(d, output, a_label=f"{d.a} in {where[0]}", b_label=f"{d.b} in {where[1]}")
+        click.echo(f"wrote {output}", err=True)
     if as_json:
         if stores is None:
             click.echo(d.json_text())
