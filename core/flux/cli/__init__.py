@@ -32,7 +32,7 @@ _SHORT_HELP = {
     "db": "The PostgreSQL fixture store's tables.",
     "demo": "Create a realistic demo store in --store DIR (several sessions, errors, an interrupted turn, a fork).",
     "diff": "Align two recorded runs statement by statement (A, B: s_<n> or last).",
-    "export": "Export SESSION (s_<n>, last, or a scenario directory) as an ATIF trajectory.",
+    "export": "Export SESSION (s_<n>, last, or a scenario directory) as an ATIF trajectory or an HTML page.",
     "flow": "Authored Flux-Lang flows.",
     "fork": "Branch SESSION at statement --at into a new linked session: the prefix from tape (no model call, no side "
             "effect), then the tail diverges — inject a value, run an edited plan, or re-plan.",

@@ -300,9 +300,10 @@ def _trajectory(target: str, store: Optional[Path]) -> tuple[str, dict]:
 @handle_errors
 def export_cmd(session: str, fmt: Optional[str], normalize: bool, output: Optional[Path], family: bool, as_json: bool,
                store: Optional[Path]) -> None:
-    """Export SESSION (s_<n>, last, or a scenario directory) as an ATIF trajectory, or as a
-    self-contained HTML page for a reviewer (`-o run.html`: plans, cells, cost, timeline, family;
-    every string redacted again; no script, nothing fetched)."""
+    """Export SESSION (s_<n>, last, or a scenario directory) as an ATIF trajectory or an HTML page.
+
+    `-o run.html` (or --format html) writes one self-contained page for a reviewer: plans, cells,
+    cost, timeline, family; every string redacted again; no script, nothing fetched."""
     from ..testkit import atif
     from . import pages
 
