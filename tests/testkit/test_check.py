@@ -108,7 +108,9 @@ def test_override_throw_before_any_chunk(scenario_dir):
     (scenario_dir / "replay.override.json").write_text(json.dumps(
         {"calls": {"1": {"kind": "throw", "status": 401, "code": "auth", "message": "invalid api key"}}}))
     rep = check(scenario_dir)
-    assert rep.error == "model call 1: invalid api key" and rep.outcome == "error"
+    # the agent sees exactly what the provider said; the recording answered, so the check is red
+    assert rep.error == "the re-drive ended in error: invalid api key" and rep.outcome == "error"
+    assert not rep.is_clean()
 
 
 def test_override_throw_after_prefix_chunks(scenario_dir):
@@ -120,7 +122,7 @@ def test_override_throw_after_prefix_chunks(scenario_dir):
         client.on_event = seen.append
         rep = sc.check(client)
         client.close()
-    assert rep.error == "model call 1: stream reset" and rep.model_served == 1
+    assert rep.error == "the re-drive ended in error: stream reset" and rep.model_served == 1
 
 
 def test_override_hang_is_cut_by_the_timeout(scenario_dir):

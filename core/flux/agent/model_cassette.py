@@ -4,11 +4,14 @@
   request's decoded values (:meth:`Redactor.redact_json_text`) *before* hashing, so a re-drive that
   rebuilds the same request hits; with nothing to hide it is ``sha256(redact(canonical_json(…)))``.
 * :class:`ModelCassetteWriter` appends ``{"v":1,"hash","model","request","chunks"}`` lines (keys in
-  that order, the request's keys sorted, every chunk redacted).
-* :class:`TeeProvider` wraps a live provider and tees each completed call to a writer.
+  that order, the request's keys sorted, every chunk redacted). A call that failed adds
+  ``"error": {"message", "status", "code", "retryable"}`` (the message redacted) after the chunks it
+  streamed before failing: the cassette records what happened, so a replay fails the same way.
+* :class:`TeeProvider` wraps a live provider and tees each call — completed or failed — to a writer.
 * :class:`CassetteProvider` answers from recorded lines: records grouped by hash into FIFO queues,
   a request pops the next record of its hash; an empty or missing queue falls through to the
-  ``fallback`` provider (counted in ``model_live``), or fails when there is none.
+  ``fallback`` provider (counted in ``model_live``), or fails when there is none. A recorded failure
+  is replayed: its chunks, then :class:`RecordedProviderError` with the recorded message and status.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from ..cassette.redactor import Redactor
 from ..errors import FluxError
 from .providers.base import Chunk, ModelRequest, Provider, ProviderError
 
-__all__ = ["redact_chunks", "redacted_record", "request_hash", "resplit", "ModelRecord", "ModelCassetteWriter", "TeeProvider", "CassetteProvider", "load_records"]
+__all__ = ["redact_chunks", "redacted_record", "request_hash", "resplit", "ModelRecord", "ModelCassetteWriter",
+           "TeeProvider", "CassetteProvider", "load_records", "RecordedProviderError", "error_record"]
 
 
 def request_hash(request: ModelRequest, redactor: Redactor | None = None) -> tuple[str, Any]:
@@ -40,6 +44,34 @@ def request_hash(request: ModelRequest, redactor: Redactor | None = None) -> tup
     return sha256_hex(red), obj
 
 
+class RecordedProviderError(ProviderError):
+    """A provider failure served from a cassette: the recorded message, status and code, raised
+    after the chunks the recorded call streamed before it failed."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False,
+                 code: str | None = None, call: int | None = None):
+        super().__init__(message, status=status, retryable=retryable)
+        self.code = code
+        self.call = call
+
+
+def error_record(e: ProviderError, redactor: Redactor | None = None) -> dict:
+    """The ``error`` object of a failed call's record."""
+    msg = scrub_text(str(e))
+    return {"message": redactor.redact(msg) if redactor is not None else msg, "status": e.status,
+            "code": getattr(e, "code", None), "retryable": bool(e.retryable)}
+
+
+def _error_of(d: Any) -> Optional[dict]:
+    if not isinstance(d, dict):
+        return None
+    status = d.get("status")
+    code = d.get("code")
+    return {"message": str(d.get("message", "") or "provider error"),
+            "status": status if isinstance(status, int) and not isinstance(status, bool) else None,
+            "code": None if code is None else str(code), "retryable": d.get("retryable") is True}
+
+
 @dataclass
 class ModelRecord:
     hash: str
@@ -47,15 +79,26 @@ class ModelRecord:
     request: Any
     chunks: list[dict]
     v: int = 1
+    error: Optional[dict] = None  # the call failed after ``chunks`` (see the module doc)
 
     def to_line(self) -> str:
-        return compact_json({"v": self.v, "hash": self.hash, "model": self.model, "request": self.request,
-                             "chunks": self.chunks}) + "\n"
+        d = {"v": self.v, "hash": self.hash, "model": self.model, "request": self.request, "chunks": self.chunks}
+        if self.error is not None:
+            d["error"] = self.error
+        return compact_json(d) + "\n"
 
     @classmethod
     def from_json(cls, d: dict) -> "ModelRecord":
         return cls(str(d.get("hash", "")), str(d.get("model", "")), d.get("request"),
-                   [c for c in d.get("chunks") or [] if isinstance(c, dict)], int(d.get("v", 1) or 1))
+                   [c for c in d.get("chunks") or [] if isinstance(c, dict)], int(d.get("v", 1) or 1),
+                   _error_of(d.get("error")))
+
+    def raise_error(self, call: int | None = None) -> None:
+        """Raise the recorded failure (a record without one returns)."""
+        e = self.error
+        if e is not None:
+            raise RecordedProviderError(e["message"], status=e["status"], retryable=e["retryable"], code=e["code"],
+                                        call=call)
 
 
 def load_records(path: str | os.PathLike[str]) -> list[ModelRecord]:
@@ -192,8 +235,10 @@ class ModelCassetteWriter:
         self.records = 0
         self._lock = threading.Lock()
 
-    def record(self, request: ModelRequest, chunks: Iterable[Chunk]) -> ModelRecord:
+    def record(self, request: ModelRequest, chunks: Iterable[Chunk], error: ProviderError | None = None) -> ModelRecord:
         rec = redacted_record(request, chunks, self.redactor)
+        if error is not None:
+            rec.error = error_record(error, self.redactor)
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a", encoding="utf-8") as fh:
@@ -203,7 +248,8 @@ class ModelCassetteWriter:
 
 
 class TeeProvider:
-    """A live provider whose completed calls are also written to a model cassette."""
+    """A live provider whose calls are also written to a model cassette — a failed one too, with its
+    error (an unanswered endpoint, a 401 on call 2): what happened is recorded, so it replays."""
 
     def __init__(self, inner: Provider, writer: ModelCassetteWriter):
         self.inner = inner
@@ -212,9 +258,13 @@ class TeeProvider:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         got: list[Chunk] = []
-        async for ch in self.inner.stream(request):
-            got.append(ch)
-            yield ch
+        try:
+            async for ch in self.inner.stream(request):
+                got.append(ch)
+                yield ch
+        except ProviderError as e:
+            self.writer.record(request, got, error=e)
+            raise
         self.writer.record(request, got)
 
     def __getattr__(self, name: str) -> Any:
@@ -256,6 +306,7 @@ class CassetteProvider:
             self.hits += 1
             for c in rec.chunks:
                 yield Chunk.from_json(c)
+            rec.raise_error()
             return
         self.model_live += 1
         if self.fallback is None:

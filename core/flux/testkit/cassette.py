@@ -15,6 +15,13 @@ and what differed.
 The errors are :class:`~flux.agent.providers.base.ProviderError` s (not retryable), so the agent
 loop ends the turn with outcome ``error`` and the message, like any provider failure.
 
+A **recorded failure** (a record with an ``error``: the provider answered 401, the endpoint was
+dead) is not a departure: it is served as recorded — its partial chunks, then a
+:class:`~flux.agent.model_cassette.RecordedProviderError` with exactly the recorded message, status
+and code — so the re-drive fails the way the recording did, and the check compares the outcomes.
+A ``throw`` override is served the same way, with exactly its ``message`` (no ``model call N:``
+prefix: the agent must see what the provider said, or its recorded error could never match).
+
 ``replay.override.json`` (optional, beside ``model.jsonl``) covers what a log cannot express —
 a failure before any chunk (a 401), a mid-stream failure, a hang. Two forms:
 
@@ -37,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Optional
 
-from ..agent.model_cassette import ModelRecord, request_hash
+from ..agent.model_cassette import ModelRecord, RecordedProviderError, request_hash
 from ..agent.providers.base import Chunk, ModelRequest, ProviderError
 from ..cassette.redactor import Redactor
 from ..errors import FluxError
@@ -248,13 +255,18 @@ class StrictCassette:
                 self.served += 1
                 for c in rec.chunks:
                     yield Chunk.from_json(c)
+                if rec.error is not None:  # a recorded failure fails again, as recorded — and is retried
+                    again = n < len(self.records) and self.records[n].hash == rec.hash  # only if it was
+                    e = rec.error
+                    raise RecordedProviderError(e["message"], status=e["status"], code=e["code"], call=n,
+                                                retryable=bool(e["retryable"]) and again)
                 return
             self.served += 1
             for c in entry.chunks:
                 yield Chunk.from_json(c)
             if entry.kind == "throw":
-                msg = entry.message or "provider error (replay.override.json throw)"
-                raise self._fail(CassetteError(f"model call {n}: {msg}", call=n, status=entry.status, code=entry.code))
+                raise RecordedProviderError(entry.message or "provider error (replay.override.json throw)",
+                                            status=entry.status, code=entry.code, call=n)
             if entry.kind == "hang":
                 try:
                     await asyncio.Event().wait()

@@ -358,6 +358,28 @@ class Report(CountsReads):
 # ------------------------------------------------------------------------------------------------
 
 
+def _outcome_departure(golden: SessionDetail, actual: SessionDetail, out: Any) -> Optional[str]:
+    """How the re-drive's turn ended unlike the recorded one, in one line (``None``: as recorded).
+    An error turn the recording also ended with, with the same message, is the agent behaving as
+    recorded (an error-path scenario); any other error, or an ok turn where the recording failed,
+    is a departure."""
+    if out is None:
+        return None
+    g = golden.turns[-1] if golden.turns else None
+    a = actual.turns[-1] if actual.turns else None
+    recorded_error = g.answer if g is not None and g.outcome == "error" else None
+    if out.outcome == "error" and out.error:
+        got = a.answer if a is not None else out.error
+        if recorded_error is not None and got == recorded_error:
+            return None
+        if recorded_error is not None:
+            return f"the re-drive ended in error: {out.error} — the recording ended in error: {recorded_error}"
+        return f"the re-drive ended in error: {out.error}"
+    if recorded_error is not None:
+        return f"the recording ended in error ({recorded_error}); the re-drive ended {out.outcome}"
+    return None
+
+
 def _cleanup(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
@@ -549,7 +571,9 @@ class Scenario:
                                                                "agent_id": f"what_if:check@{m.name}"})
             cfg = replace(client._turn_config(sid, None), writer=writer, session=sid, provider=cassette,
                           toolbox=frozen_toolbox(client.toolbox, tape), approver=AutoApprove(),
-                          retry=RetryPolicy(attempts=1), sleep=_no_sleep, on_event=None)
+                          # retries as the recording retried: the cassette marks a recorded failure
+                          # retryable only when the recording's next call repeated the request
+                          retry=RetryPolicy(attempts=len(records) + 1), sleep=_no_sleep, on_event=None)
             with writer.transaction():  # one commit for the whole re-drive (the copy is throwaway)
                 try:
                     out, _ = await asyncio.wait_for(TurnRunner(cfg).run_turn([], m.input), timeout)
@@ -570,8 +594,8 @@ class Scenario:
             rep.error = str(failures[0])
         elif hung:
             rep.error = f"the re-drive did not finish within {timeout:g}s and was cancelled"
-        elif out is not None and out.outcome == "error" and out.error:
-            rep.error = f"the re-drive ended in error: {out.error}"
+        else:
+            rep.error = _outcome_departure(golden, actual, out)
         if not failures and not hung:
             rep.model_unconsumed = cassette.unconsumed
         if self._surfaces is None:

@@ -185,6 +185,9 @@ def judge_orphan(path: Path) -> ScenarioResult:
 
 def _replay_part(sc: Scenario, res: ScenarioResult) -> bool:
     """Replay + plan snapshot; returns whether anything was asserted."""
+    if not sc.golden().cells:  # a turn that called no tool (it failed on its first model call): nothing to replay
+        res.replay = "n/a (no tool calls to replay)"
+        return False
     try:
         out = sc.replay()
     except NotReplayable as e:
