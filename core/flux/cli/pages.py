@@ -18,14 +18,20 @@ from ..store.store import StoreReader
 __all__ = ["export_format", "run_page_text", "write_family_pages", "write_diff_page", "write_atomically"]
 
 
-def export_format(fmt: Optional[str], output: Optional[Path], family: bool = False) -> str:
-    """The format asked for, else the one the output's suffix names (a family is pages)."""
+def export_format(fmt: Optional[str], output: Optional[Path], family: bool = False,
+                  endpoint: Optional[str] = None) -> str:
+    """The format asked for, else the one the output's suffix names (a family is pages, an
+    endpoint takes spans)."""
     if fmt:
         if family and fmt != "html":
             raise FluxError("--family writes HTML pages: drop --format or say --format html")
+        if endpoint is not None and fmt != "otel":
+            raise FluxError("--endpoint sends OpenTelemetry spans: drop --format or say --format otel")
         return fmt
     if family:
         return "html"
+    if endpoint is not None:
+        return "otel"
     suffix = output.suffix.lower() if output is not None else ""
     if suffix in (".html", ".htm"):
         return "html"

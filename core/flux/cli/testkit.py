@@ -289,27 +289,33 @@ def _trajectory(target: str, store: Optional[Path]) -> tuple[str, dict]:
 
 @main.command("export")
 @click.argument("session")
-@click.option("--format", "fmt", type=click.Choice(["atif", "html"]), default=None,
-              help="Output format (default: from -o's suffix, .html or .json).")
+@click.option("--format", "fmt", type=click.Choice(["atif", "html", "otel"]), default=None,
+              help="Output format (default: from -o's suffix, .html or .json; otel with --endpoint).")
 @click.option("--normalize", is_flag=True, help="Replace volatile values with placeholders (the golden form).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Write to FILE (a folder with --family).")
 @click.option("--family", is_flag=True, help="html: one page per session of SESSION's family, into the folder -o DIR.")
+@click.option("--endpoint", default=None, metavar="URL",
+              help="otel: send the spans to this OTLP/HTTP collector instead of writing OTLP/JSON.")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object: session, format, normalized, file, and the trajectory (unless -o wrote it).")
 @store_option
 @handle_errors
-def export_cmd(session: str, fmt: Optional[str], normalize: bool, output: Optional[Path], family: bool, as_json: bool,
-               store: Optional[Path]) -> None:
+def export_cmd(session: str, fmt: Optional[str], normalize: bool, output: Optional[Path], family: bool,
+               endpoint: Optional[str], as_json: bool, store: Optional[Path]) -> None:
     """Export SESSION (s_<n>, last, or a scenario directory) as an ATIF trajectory or an HTML page.
 
     `-o run.html` (or --format html) writes one self-contained page for a reviewer: plans, cells,
-    cost, timeline, family; every string redacted again; no script, nothing fetched."""
+    cost, timeline, family; every string redacted again; no script, nothing fetched. `--format
+    otel` writes the session as OpenTelemetry spans (OTLP/JSON), or sends them with `--endpoint`."""
     from ..testkit import atif
     from . import pages
 
-    fmt = pages.export_format(fmt, output, family)
+    fmt = pages.export_format(fmt, output, family, endpoint)
     if fmt == "html":
         _export_html(session, output, family, as_json, store)
+        return
+    if fmt == "otel":
+        _export_otel(session, output, endpoint, as_json, store)
         return
 
     sid, doc = _trajectory(session, store)
@@ -324,6 +330,38 @@ def export_cmd(session: str, fmt: Optional[str], normalize: bool, output: Option
         if output is None:
             report["trajectory"] = doc
         json_out(report)
+    elif output is None:
+        click.echo(text, nl=False)
+
+
+def _export_otel(session: str, output: Optional[Path], endpoint: Optional[str], as_json: bool,
+                 store: Optional[Path]) -> None:
+    import json
+
+    from ..pages.html import Scrub
+    from ..telemetry import otlp_json, send_otlp, session_spans
+    from . import pages
+
+    if endpoint is not None and output is not None:
+        raise FluxError("--endpoint sends the spans, -o writes them: give one of the two")
+    from ..model.session import load_session
+
+    with open_reader(store) as reader:
+        detail = load_session(reader, session)
+        spans = session_spans(detail, Scrub(), store_key=str(reader.dir))
+    if endpoint is not None:
+        send_otlp(spans, endpoint)
+        if as_json:
+            json_out({"session": detail.id, "format": "otel", "spans": len(spans), "endpoint": endpoint})
+        else:
+            click.echo(f"sent {len(spans)} span(s) of {detail.id} to {endpoint}", err=True)
+        return
+    text = json.dumps(otlp_json(spans), ensure_ascii=False, indent=1) + "\n"
+    if output is not None:
+        pages.write_atomically(output, text)
+    if as_json:
+        json_out({"session": detail.id, "format": "otel", "spans": len(spans),
+                  "file": None if output is None else str(output)})
     elif output is None:
         click.echo(text, nl=False)
 
