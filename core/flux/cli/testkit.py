@@ -204,20 +204,39 @@ def _targets(names: tuple[str, ...], scenarios_dir: Optional[Path]) -> list[Path
 @click.option("--junit-xml", "junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a JUnit XML report to this file.")
 @click.option("-v", "--verbose", is_flag=True, help="Print the full failure text (trajectory diff) of every failing scenario.")
+@click.option("--live-misses", is_flag=True,
+              help="A model call the recording cannot answer goes to the live provider (it spends) and is counted "
+                   "in model_live, instead of failing the check at once. Default: strict, offline.")
+@click.option("-m", "--model", "live_model", default=None,
+              help="With --live-misses: the provider:model misses go to (default: each scenario's recorded model).")
+@click.option("--base-url", "live_base_url", default=None,
+              help="With --live-misses: the endpoint of that provider (keys come from the environment).")
 @handle_errors
 def test_cmd(names: tuple[str, ...], scenarios_dir: Optional[Path], update: bool, replay_only: bool,
-             keyword: Optional[str], as_json: bool, junit: Optional[Path], verbose: bool) -> None:
+             keyword: Optional[str], as_json: bool, junit: Optional[Path], verbose: bool, live_misses: bool,
+             live_model: Optional[str], live_base_url: Optional[str]) -> None:
     """Replay and check every scenario under --dir (default: tests/scenarios, else .), or the scenarios NAME — offline."""
     import time
 
     from ..testkit.golden import ENV
     from ..testkit.verdict import run_all
 
+    if (live_model or live_base_url) and not live_misses:
+        fail("-m/--base-url choose where --live-misses sends a miss — add --live-misses, or drop them")
+    if live_misses and replay_only:
+        fail("--live-misses changes the check, which --replay-only skips — pass one of them")
     if update:
         os.environ[ENV] = "update"
     paths = tuple(_targets(names, scenarios_dir))
+    factory = None
+    if live_misses:
+        from ..testkit.runner import live_client
+
+        def factory(sc: Any) -> Any:
+            return live_client(sc, model=live_model, base_url=live_base_url)
     t0 = time.perf_counter()
-    results, orphans = run_all(paths, replay_only=replay_only, keyword=keyword)
+    results, orphans = run_all(paths, replay_only=replay_only, keyword=keyword, client_factory=factory,
+                               on_miss="live" if live_misses else "strict")
     seconds = time.perf_counter() - t0
     if not results and not orphans:
         where = ", ".join(map(str, paths))

@@ -1,9 +1,11 @@
 """Strict model-cassette replay for the test kit: the Nth model call is served by the Nth recorded
 record of ``model.jsonl`` — positional, one stream in flight at a time.
 
-Where flux's ``Scenario::check`` serves by hash and falls through to a live provider on a miss,
-the test kit never goes live: every departure from the recording fails loudly, naming the call
-and what differed.
+By default the test kit never goes live: every departure from the recording fails loudly, naming
+the call and what differed. With a ``fallback`` provider (``check(…, on_miss="live")``, ``flux test
+--live-misses``) a miss is what flux's ``Scenario::check`` makes of it: the call goes to that live
+provider (it spends) and is counted in ``model_live`` — every miss, not only the first — and the
+next call is compared with the next record again.
 
 * **changed request** — call N's canonical request hashes differently from record N:
   :class:`CassetteMismatch` with the call index and the first differing fields
@@ -191,18 +193,21 @@ def request_delta(recorded: Any, actual: Any, limit: int = 6) -> list[str]:
 
 
 class StrictCassette:
-    """A provider that serves ``records`` positionally and never goes live (see the module doc)."""
+    """A provider that serves ``records`` positionally; a miss fails, or with a ``fallback``
+    provider goes live and is counted (see the module doc)."""
 
     name = "cassette"
 
     def __init__(self, records: list[ModelRecord], overrides: Optional[Overrides] = None,
-                 redactor: Optional[Redactor] = None, *, check_requests: bool = True):
+                 redactor: Optional[Redactor] = None, *, check_requests: bool = True, fallback: Any = None):
         self.records = records
         self.overrides = overrides
         self.redactor = redactor
         self.check_requests = check_requests
+        self.fallback = fallback
         self.calls = 0  # model calls asked for
         self.served = 0  # calls answered from the recording (or an override)
+        self.live = 0  # misses answered by the fallback provider
         self.failures: list[CassetteError] = []
         self._open = False
 
@@ -218,8 +223,14 @@ class StrictCassette:
 
     @property
     def model_live(self) -> int:
-        """Calls the recording could not answer (they would have had to go live)."""
-        return sum(1 for f in self.failures if isinstance(f, (CassetteMismatch, CassetteExhausted)))
+        """Calls the recording could not answer: those that went live, and those that would have
+        had to (a strict miss stops the run, so it counts at most one)."""
+        return self.live + sum(1 for f in self.failures if isinstance(f, (CassetteMismatch, CassetteExhausted)))
+
+    async def _go_live(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        self.live += 1
+        async for ch in self.fallback.stream(request):
+            yield ch
 
     def _fail(self, err: CassetteError) -> CassetteError:
         self.failures.append(err)
@@ -237,6 +248,10 @@ class StrictCassette:
             entry = self.overrides.entry(n) if self.overrides is not None else None
             replacing = self.overrides is not None and self.overrides.replace is not None
             rec = self.records[n - 1] if not replacing and n <= len(self.records) else None
+            if entry is None and rec is None and self.fallback is not None:
+                async for ch in self._go_live(request):
+                    yield ch
+                return
             if entry is None and rec is None:
                 raise self._fail(CassetteExhausted(
                     f"model call {n}: the cassette is exhausted — it recorded {self.expected} call(s) and the agent "
@@ -244,6 +259,10 @@ class StrictCassette:
                     call=n))
             if rec is not None and self.check_requests:
                 h, obj = request_hash(request, self.redactor)
+                if h != rec.hash and self.fallback is not None:
+                    async for ch in self._go_live(request):
+                        yield ch
+                    return
                 if h != rec.hash:
                     delta = request_delta(rec.request, obj)
                     detail = "; ".join(delta) if delta else "the redacted canonical request hashes differently"

@@ -23,7 +23,7 @@ from ..agent.providers.base import ModelRequest, ProviderError
 from ..errors import FluxError
 from .scenario import MODEL_FILE, throwaway, work_root
 
-__all__ = ["OfflineProvider", "ClientCache", "offline_client", "keyword_match"]
+__all__ = ["OfflineProvider", "ClientCache", "offline_client", "live_client", "keyword_match"]
 
 
 class OfflineProvider:
@@ -144,3 +144,20 @@ def offline_client(scenario: Any, *, store: Any = None, settings: Any = None) ->
     throwaway(client.writer)  # its store is the scenario's throwaway work copy
     client.offline = True  # check never re-records through it, even under FLUX_GOLDEN=update
     return client
+
+
+def live_client(scenario: Any, *, model: Optional[str] = None, base_url: Optional[str] = None) -> Any:
+    """Like :func:`offline_client`, but with a live provider behind the cassette — the scenario's
+    recorded model (or ``model``) at ``base_url``, its key from the environment — for a check whose
+    model misses go live (``flux test --live-misses``: they spend). The recorded request settings
+    and model id are kept, so every call the recording answers is still served from it."""
+    m = scenario.manifest
+    kw, request_model = _client_settings(scenario)
+    client = Client(model or m.model, workspace=scenario.work, store=scenario.work, base_url=base_url,
+                    env_secrets=True, **kw)
+    if isinstance(request_model, str) and model is None:
+        client.request_model = request_model
+    throwaway(client.writer)
+    client.offline = True  # a check through it never re-records the scenario
+    return client
+

@@ -525,12 +525,18 @@ class Scenario:
 
     # -- check -----------------------------------------------------------------------------------
 
-    def check(self, client: "Client", *, timeout: float = 60.0, update: Optional[bool] = None) -> Report:
+    def check(self, client: "Client", *, timeout: float = 60.0, update: Optional[bool] = None,
+              on_miss: str = "strict") -> Report:
         __tracebackhide__ = kit_failure
-        return _run(self.check_async(client, timeout=timeout, update=update))
+        return _run(self.check_async(client, timeout=timeout, update=update, on_miss=on_miss))
 
-    async def check_async(self, client: "Client", *, timeout: float = 60.0, update: Optional[bool] = None) -> Report:
+    async def check_async(self, client: "Client", *, timeout: float = 60.0, update: Optional[bool] = None,
+                          on_miss: str = "strict") -> Report:
         """Re-drive the recorded input through ``client``'s agent loop against the recording.
+
+        ``on_miss="strict"`` (the default): a model request the recording cannot answer fails the
+        check. ``on_miss="live"``: it goes to ``client``'s own provider (live: this spends) and is
+        counted in ``model_live`` — every miss — while the ops stay pinned to the recorded world.
 
         Under ``FLUX_GOLDEN=update`` (or ``update=True``) the scenario is re-recorded through the
         client instead (live: this spends), and the report shows old golden ↔ new golden."""
@@ -556,8 +562,12 @@ class Scenario:
         if not (self.path / MODEL_FILE).exists() and overrides is None:
             raise MissingFixture(f"{self.path}: no model cassette (model.jsonl) — record first: "
                                  f"{record_command(self.path, m.input, m.model)} --update")
+        if on_miss not in ("strict", "live"):
+            raise ScenarioError(f"on_miss={on_miss!r}: use \"strict\" (a miss fails) or \"live\" (a miss goes to the "
+                                f"client's provider and is counted in model_live)")
         tape = ReplayTape(golden.cells)
-        cassette = StrictCassette(records, overrides, client.redactor)
+        cassette = StrictCassette(records, overrides, client.redactor,
+                                  fallback=client.provider if on_miss == "live" else None)
 
         async def _no_sleep(_s: float) -> None:
             return None

@@ -222,7 +222,8 @@ def _fail(res: ScenarioResult, summary: str, detail: str) -> None:
 
 
 def judge(target: "Path | Scenario", *, replay_only: bool = False,
-          client_factory: Optional[Callable[[Any], Any]] = None, timeout: float = 60.0) -> ScenarioResult:
+          client_factory: Optional[Callable[[Any], Any]] = None, timeout: float = 60.0,
+          on_miss: str = "strict") -> ScenarioResult:
     """The verdict on one scenario (see the module doc). ``target`` is its directory, or a loaded
     :class:`Scenario` (the pytest plugin's: the verdict then runs on that work copy). A client made
     by ``client_factory`` is closed afterwards unless it says it is ``shared``."""
@@ -241,7 +242,7 @@ def judge(target: "Path | Scenario", *, replay_only: bool = False,
             res.check = "skipped (--replay-only)"
         else:
             client = (client_factory or offline_client)(sc)
-            rep = sc.check(client, timeout=timeout, update=False)
+            rep = sc.check(client, timeout=timeout, update=False, on_miss=on_miss)
             res.report = rep
             res.check = rep.status() if not rep.replay_only else f"replay only ({sc.manifest.recorded_by})"
             if not rep.replay_only:
@@ -280,7 +281,8 @@ def judge(target: "Path | Scenario", *, replay_only: bool = False,
 
 def run_all(paths: Iterable[str | os.PathLike[str]], *, replay_only: bool = False, keyword: Optional[str] = None,
             client_factory: Optional[Callable[[Any], Any]] = None,
-            on_result: Optional[Callable[[ScenarioResult], None]] = None) -> tuple[list[ScenarioResult], list[Path]]:
+            on_result: Optional[Callable[[ScenarioResult], None]] = None,
+            on_miss: str = "strict") -> tuple[list[ScenarioResult], list[Path]]:
     """The verdict on everything under ``paths``: one result per scenario and per incomplete
     directory (in path order), and the orphan goldens (``-k`` filters the scenarios and the
     incomplete directories by name; orphans always count)."""
@@ -296,7 +298,7 @@ def run_all(paths: Iterable[str | os.PathLike[str]], *, replay_only: bool = Fals
             if isinstance(t, Incomplete):
                 r = judge_incomplete(t)
             else:
-                r = judge(t, replay_only=replay_only, client_factory=client_factory or cache)
+                r = judge(t, replay_only=replay_only, client_factory=client_factory or cache, on_miss=on_miss)
             results.append(r)
             if on_result is not None:
                 on_result(r)
