@@ -118,3 +118,45 @@ def test_resplit_keeps_the_text_and_the_cuts_in_unchanged_regions(pieces, data):
         pos += len(p)
         if pos <= a and p:  # a cut in the unchanged head keeps its place
             assert any(sum(len(x) for x in out[:k]) == pos for k in range(len(out) + 1))
+
+
+@pytest.mark.parametrize("content, secret", [
+    ("export API_KEY=Pq7plainValue07\n", "Pq7plainValue07"),  # the text passes alone caught it
+    ("api_key:\tPq7tabValue08\n", "Pq7tabValue08"),  # hidden by \t in the JSON text
+    ("x\nAIzaSyA1234567890abcdefghijklmnopqrs08\n", "AIzaSyA1234567890abcdefghijklmnopqrs08"),  # after a \n
+    ("token = 'Pq7quote\"Value09'\n", 'Pq7quote"Value09'),  # a quote inside
+])
+def test_a_recording_with_a_secret_in_a_tool_input_replays_from_its_redacted_plan(tmp_path, content, secret):
+    """The stored plan is formatted from the redacted input and the cell's second hash is of that
+    same redacted input, so replay of the redacted stand-in serves every cell — and nothing in the
+    store holds the secret."""
+    from flux.agent.client import Client
+    from flux.agent.providers.scripted import ScriptedProvider
+    from flux.canonical import canonical_json, sha256_hex
+    from flux.model.session import load_session
+    from flux.store.store import StoreReader
+    from flux.timemachine.replay import replay_session
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    store = tmp_path / "store"
+    inp = {"path": "out.txt", "content": content}
+    prov = ScriptedProvider(responses=[{"tool_calls": [{"name": "write", "input": inp}]}, {"text": "done"}])
+    c = Client(prov, model="scripted", store=store, workspace=ws, auto_approve=True, env_secrets=False)
+    try:
+        assert c.session().send_sync("write it").outcome == "ok"
+    finally:
+        c.close()
+    for f in store.iterdir():
+        assert secret.encode() not in f.read_bytes() and json.dumps(secret)[1:-1].encode() not in f.read_bytes(), f
+    with StoreReader(store) as reader:
+        detail = load_session(reader, "s_1")
+        (cell,) = [c.rec for c in detail.cells]
+        redacted_input = Redactor().redact_value(inp)
+        assert redacted_input != inp
+        assert cell.input_hash == sha256_hex(canonical_json(inp))
+        assert cell.input_hash_redacted == sha256_hex(canonical_json(redacted_input))
+        assert secret not in (detail.turns[0].plan_attempts[0].plan_source or "x")
+        report = replay_session(reader, "s_1")
+    assert report.diverged is None and report.cells_consumed == report.cells_total == 1
+    assert report.missing_sources == 0

@@ -138,7 +138,7 @@ def _may_match(text: str) -> bool:
 
 # A JSON string literal, closed or cut off at the end of the text (a stream cut short), for texts
 # that do not parse as a whole.
-_JSON_STRING_TOKEN = re.compile(r'"((?:[^"\\]|\\.)*)("|\\?\Z)', re.DOTALL)
+_JSON_STRING_TOKEN = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)("|\\?\Z)', re.DOTALL)
 _JSON_KEY_COLON = re.compile(r"\s*:\s*")
 _JSON_SCALAR = re.compile(r'-?[0-9][0-9.eE+\-]*')
 _ESCAPED_BY_JSON = re.compile(r'[\x00-\x1f"\\]')  # what a JSON serialiser escapes
@@ -265,7 +265,7 @@ class Redactor:
         secret_re = self._secret_re
         # The string literals of a text that holds JSON first, decoded (their escapes hide what the
         # passes look for, and a pass over the escaped text could take a value's name away).
-        out = self._redact_json_fragments(text) if "\\" in text and '"' in text else text
+        out = self._redact_escaped_literals(text) if "\\" in text and '"' in text else text
         if secret_re is not None:
             out = self._redact_registered(out, secret_re)
         if _may_match(out):
@@ -298,7 +298,7 @@ class Redactor:
         if not text:
             return text
         if "\\" in text and '"' in text:
-            text = self._redact_json_fragments(text)
+            text = self._redact_escaped_literals(text)
         if self._secret_re is not None:
             text = self._redact_registered(text, self._secret_re)
         return self._redact_patterns(text)
@@ -431,6 +431,28 @@ class Redactor:
         except (RecursionError, ValueError, TypeError):
             return self.redact(self._redact_json_fragments(text))
 
+    def _redact_escaped_literals(self, text: str) -> str:
+        """The string literals of a text that holds JSON whose spelling has an escape, decoded,
+        redacted and written back (one without an escape reads in the text as it is)."""
+        redact = self.redact
+
+        def one(mo: "re.Match[str]") -> str:
+            body = mo.group(1)
+            if "\\" not in body:
+                return mo.group(0)
+            closed = mo.group(2) == '"'
+            try:
+                decoded = _LENIENT_JSON.decode('"' + body + '"')
+            except ValueError:
+                return mo.group(0)
+            red = redact(decoded)
+            if red == decoded:
+                return mo.group(0)
+            enc = json_string(red)
+            return enc if closed else enc[:-1]
+
+        return _JSON_STRING_TOKEN.sub(one, text)
+
     def _redact_json_fragments(self, text: str) -> str:
         """Each JSON string literal of a text that does not parse, decoded, redacted and written
         back (a literal cut off at the end stays cut off); a string or number after a key that
@@ -458,8 +480,7 @@ class Redactor:
                 decoded = _LENIENT_JSON.decode('"' + body + '"')
             except ValueError:
                 decoded = None
-            after = text[mo.end():]
-            is_key = closed and _JSON_KEY_COLON.match(after) is not None
+            is_key = closed and _JSON_KEY_COLON.match(text, mo.end()) is not None
             if decoded is None:
                 out.append(mo.group(0))
             elif secret_key and not is_key:
