@@ -4,7 +4,7 @@ byte written for them.
 :func:`make_planting` draws secrets — registered ones (through an environment variable whose name
 declares a secret, as the CLI registers them) holding quotes, backslashes, tabs and non-ASCII, and
 pattern-detected ones (``AKIA…``, ``ghp_…``, ``AIza…``, ``sk-…``, ``api_key: VALUE``,
-``DB_PASSWORD='…'``, ``password = "…"``) — and places each one in a prompt, a tool input (streamed
+``DB_PASSWORD='…'``, ``password = "…"``, ``Bearer …``, a URL password) — and places each one in a prompt, a tool input (streamed
 in ``tool_input_delta`` pieces cut inside the secret), a tool output (a workspace file the agent
 reads) or the model's text (streamed in ``text_delta`` pieces cut inside the secret), at a line
 start, after a tab or mid-sentence.
@@ -35,7 +35,8 @@ ALNUM = string.ascii_letters + string.digits
 UPPER_DIGITS = string.ascii_uppercase + string.digits
 NON_ASCII = "éßжü日本ñø"
 # (shape, registered?) — the shapes a planted secret takes
-SHAPES = ("registered", "AKIA", "ghp_", "AIza", "sk-", "api_key: VALUE", "DB_PASSWORD='…'", 'password = "…"')
+SHAPES = ("registered", "AKIA", "ghp_", "AIza", "sk-", "api_key: VALUE", "DB_PASSWORD='…'", 'password = "…"',
+          "Bearer …", "scheme://user:PASS@host")
 PLACES = ("prompt", "tool input", "tool output", "model text")
 CONTEXTS = ("line start", "after tab", "mid-sentence")
 FRAGMENT = 8  # a leaked fragment this long (at stride 4) counts as a leak
@@ -128,6 +129,12 @@ def _secret(rng: random.Random, shape: str, index: int, env: dict[str, str]) -> 
         core = _rand(rng, ALNUM, 24)
         value = _decorate(rng, core, "'\t " + NON_ASCII + '|').replace("|", '\\"')  # \" : an escaped quote
         return f'password = "{value}"', value, core
+    if shape == "Bearer …":
+        core = _rand(rng, ALNUM, 28)
+        return f"Authorization: Bearer {core}", core, core
+    if shape == "scheme://user:PASS@host":
+        core = _rand(rng, ALNUM, 20)
+        return f"postgres://deploy:{core}@db.internal:5432/app", core, core
     raise ValueError(shape)
 
 

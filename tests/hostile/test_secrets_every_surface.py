@@ -160,3 +160,14 @@ def test_a_recording_with_a_secret_in_a_tool_input_replays_from_its_redacted_pla
         report = replay_session(reader, "s_1")
     assert report.diverged is None and report.cells_consumed == report.cells_total == 1
     assert report.missing_sources == 0
+
+
+def test_a_quote_in_prose_does_not_pair_into_a_literal_that_hides_a_value():
+    """benchmarks/fuzz.py's find: a stray quote before an escape paired with the quote of a grep
+    line's value; redacting that span alone took the value's name, and the value stayed."""
+    text = 'O9K/0me\r<"WY\nFR^2h(+xL\\\\v1\nsecret.txt:3:x-api-key="vTOGZ7ldZwhAF6TVOZv" # note\n1v\\\\L\nYW"<\rem0'
+    out = Redactor().redact(text)
+    assert "vTOGZ7ldZwhAF6TVOZv" not in out and Redactor().redact(out) == out
+    # while a real JSON string value with an escape is decoded: the value in it goes
+    verdict = '{"passed": true, "rationale": "it says password = \\"pl\\\\\\"anted10xyz\\"\\nok"}'
+    assert "anted10xyz" not in Redactor().redact(verdict)

@@ -433,12 +433,24 @@ class Redactor:
 
     def _redact_escaped_literals(self, text: str) -> str:
         """The string literals of a text that holds JSON whose spelling has an escape, decoded,
-        redacted and written back (one without an escape reads in the text as it is)."""
+        redacted and written back (one without an escape reads in the text as it is). Only a
+        literal that stands where JSON puts a string — after ``[``, ``{``, ``,``, ``:`` or at the
+        start, and before ``]``, ``}``, ``,``, ``:`` or the end — is one: a quote in prose pairs
+        with another anywhere, and redacting that span alone could take a value's name away."""
         redact = self.redact
+        n = len(text)
 
         def one(mo: "re.Match[str]") -> str:
             body = mo.group(1)
             if "\\" not in body:
+                return mo.group(0)
+            i = mo.start() - 1
+            while i >= 0 and text[i] in " \t\r\n":
+                i -= 1
+            j = mo.end()
+            while j < n and text[j] in " \t\r\n":
+                j += 1
+            if (i >= 0 and text[i] not in "[{,:") or (j < n and text[j] not in "]},:"):
                 return mo.group(0)
             closed = mo.group(2) == '"'
             try:
