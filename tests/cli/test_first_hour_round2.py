@@ -126,10 +126,12 @@ def test_every_verb_has_json_as_the_readme_and_cli_md_say():
 
     verbs = _leaf_commands()
     assert len(verbs) >= 16 and {"demo", "record", "export", "golden check", "golden update"} <= {n for n, _ in verbs}
-    missing = [name for name, cmd in verbs if "--json" not in {o for p in cmd.params for o in getattr(p, "opts", ())}]
+    # the saved-case verbs print JSON lines whatever the flags, `db migrate` one status line (the docs say so)
+    missing = [name for name, cmd in verbs if not name.startswith("case ") and name != "db migrate"
+               and "--json" not in {o for p in cmd.params for o in getattr(p, "opts", ())}]
     assert missing == []
-    assert "Every verb has\n`--json`" in (REPO / "README.md").read_text()
-    assert "and `--json`." in (REPO / "docs" / "cli.md").read_text()
+    assert "Every verb has\n`--json` (the `flux case` verbs print JSON lines always; `flux db migrate`" in (REPO / "README.md").read_text()
+    assert "and `--json` (the `flux case` verbs" in (REPO / "docs" / "cli.md").read_text()
 
 
 def test_demo_json_names_the_store_and_its_sessions(tmp_path: Path) -> None:
