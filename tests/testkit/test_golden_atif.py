@@ -162,3 +162,38 @@ def test_hash_ignores_tokens_but_not_text():
     assert atif.shape(base).content_hash == atif.shape(more).content_hash
     assert atif.shape(base).content_hash != atif.shape(other).content_hash
     assert atif.shape_deltas(atif.shape(base), atif.shape(more), token_tolerance=0.0) == ["prompt_tokens: 10 -> 99"]
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from flux.errors import FluxError  # noqa: E402
+
+_json = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=False) | st.text(max_size=5),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                         st.sampled_from(["steps", "source", "tool_calls", "function_name", "metrics", "prompt_tokens",
+                                          "final_metrics", "total_prompt_tokens", "subagent_trajectories", "agent",
+                                          "name", "extra", "crashed", "llm_call_count", "schema_version", "x"]),
+                         inner, max_size=4), max_leaves=12)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=_json)
+def test_a_hostile_golden_file_is_a_failure_text_never_a_crash(tmp_path, doc):
+    """Whatever JSON a golden file holds, the check returns a verdict (a failure text) or one
+    FluxError line — never a traceback from the shape code."""
+    actual = {"schema_version": "ATIF-v1.8", "steps": [{"source": "user", "message": "hi"}]}
+    g = tmp_path / "g.golden.json"
+    if isinstance(doc, dict):
+        doc = {"schema_version": "ATIF-v1.8", **doc}
+    g.write_text(json.dumps(doc))
+    try:
+        problem, _rb = atif.check_golden(g, actual)
+    except FluxError as e:
+        assert "\n" not in str(e)
+        return
+    if doc != actual:
+        assert problem is None or isinstance(problem, str)
+    normalized = atif.normalize(doc) if isinstance(doc, dict) else None
+    if normalized is not None:
+        atif.shape(normalized)

@@ -248,12 +248,28 @@ class Shape:
     content_hash: str
 
 
-def _subagent_names(norm: dict) -> list[str]:
+def _dict(x: Any) -> dict:
+    return x if isinstance(x, dict) else {}
+
+
+def _dicts(x: Any) -> list[dict]:
+    return [v for v in x if isinstance(v, dict)] if isinstance(x, list) else []
+
+
+def _count(x: Any) -> int:
+    """A token or call count as a golden file holds it; anything that is not a number counts 0
+    (a hand-edited or hostile golden gets a verdict, not a crash)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or x != x or x in (float("inf"), float("-inf")):
+        return 0
+    return int(x)
+
+
+def _subagent_names(norm: dict, depth: int = 0) -> list[str]:
     names = []
-    for s in norm.get(SUBAGENTS) or []:
-        if isinstance(s, dict):
-            names.append(str((s.get("agent") or {}).get("name", "")))
-            names += _subagent_names(s)
+    for s in _dicts(norm.get(SUBAGENTS)):
+        names.append(str(_dict(s.get("agent")).get("name", "")))
+        if depth < 32:
+            names += _subagent_names(s, depth + 1)
     return names
 
 
@@ -266,20 +282,19 @@ def _without_tokens(x: Any) -> Any:
 
 
 def shape(norm: dict) -> Shape:
-    steps = norm.get("steps") or []
-    fm = norm.get("final_metrics") or {}
+    norm = _dict(norm)
+    steps = _dicts(norm.get("steps"))
+    fm = _dict(norm.get("final_metrics"))
     pt = fm.get("total_prompt_tokens")
     ct = fm.get("total_completion_tokens")
-    if pt is None:
-        pt = sum((s.get("metrics") or {}).get("prompt_tokens", 0) for s in steps)
-    if ct is None:
-        ct = sum((s.get("metrics") or {}).get("completion_tokens", 0) for s in steps)
+    pt = _count(pt) if pt is not None else sum(_count(_dict(s.get("metrics")).get("prompt_tokens", 0)) for s in steps)
+    ct = _count(ct) if ct is not None else sum(_count(_dict(s.get("metrics")).get("completion_tokens", 0)) for s in steps)
     return Shape(
-        step_count=len(steps), sources=tuple(s.get("source", "") for s in steps),
-        llm_calls=sum(int(s.get("llm_call_count") or 0) for s in steps),
-        functions=tuple(tc.get("function_name", "") for s in steps for tc in (s.get("tool_calls") or [])),
+        step_count=len(steps), sources=tuple(str(s.get("source", "")) for s in steps),
+        llm_calls=sum(_count(s.get("llm_call_count") or 0) for s in steps),
+        functions=tuple(str(tc.get("function_name", "")) for s in steps for tc in _dicts(s.get("tool_calls"))),
         subagents=tuple(sorted(_subagent_names(norm))),
-        crashed=bool((norm.get("extra") or {}).get("crashed")), prompt_tokens=int(pt), completion_tokens=int(ct),
+        crashed=bool(_dict(norm.get("extra")).get("crashed")), prompt_tokens=pt, completion_tokens=ct,
         content_hash=hashlib.sha256(dumps(_without_tokens(norm)).encode()).hexdigest()[:12])
 
 
