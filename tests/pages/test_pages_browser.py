@@ -1,4 +1,4 @@
-"""The review pages in a real browser: headless Chromium (Debian's) driven by Playwright loads each
+"""The review pages (run, diff, test report) in a real browser: headless Chromium (Debian's) driven by Playwright loads each
 page from disk with every network request refused — it renders, its anchors scroll to their
 targets, no request leaves the page, and both colour schemes read (text contrast ≥ 4.5:1)."""
 
@@ -52,6 +52,15 @@ def pages(demo_master, tmp_path_factory) -> Path:
     assert res.exit_code == 0, res.output
     res = runner.invoke(main, ["diff", "s_1", "s_6", "--store", str(demo_master), "-o", str(out / "diff.html")])
     assert res.exit_code == 1, res.output
+    sc = out / "scenarios"
+    for name in ("clean", "drifted"):
+        res = runner.invoke(main, ["record", name, "write a quick note", "-m", "mock", "--dir", str(sc), "--yes",
+                                   "--workspace", str(out)])
+        assert res.exit_code == 0, res.output
+    snap = sc / "drifted" / "plan.flux.snap"
+    snap.write_text(snap.read_text(encoding="utf-8") + "drift\n", encoding="utf-8")
+    res = runner.invoke(main, ["test", "--dir", str(sc), "--report", str(out / "report.html")])
+    assert res.exit_code == 1, res.output
     return out
 
 
@@ -83,7 +92,7 @@ _CONTRAST = """() => {
 }"""
 
 
-@pytest.mark.parametrize("name", ["s_1.html", "s_6.html", "s_2.html", "diff.html"])
+@pytest.mark.parametrize("name", ["s_1.html", "s_6.html", "s_2.html", "diff.html", "report.html"])
 def test_a_page_renders_offline_with_no_request_leaving_it(pages, browser, name):
     ctx, page, requests = _open(browser, (pages / name).as_uri())
     try:
@@ -111,6 +120,14 @@ def test_a_statement_anchor_scrolls_to_its_statement(pages, browser):
         page.click("text=Go to the first divergence")
         top = page.evaluate("() => document.getElementById('first').getBoundingClientRect().top")
         assert 0 <= top < 200, top
+    finally:
+        ctx.close()
+    ctx, page, _ = _open(browser, (pages / "report.html").as_uri())
+    try:
+        page.click("a[href^='#f']")  # the failing scenario's row links to its failure
+        target = page.evaluate("() => location.hash.slice(1)")
+        top = page.evaluate(f"() => document.getElementById('{target}').getBoundingClientRect().top")
+        assert target.startswith("f") and 0 <= top < 900, (target, top)  # in view (the page may be too short to scroll)
     finally:
         ctx.close()
 

@@ -204,6 +204,10 @@ def _targets(names: tuple[str, ...], scenarios_dir: Optional[Path]) -> list[Path
 @click.option("--junit-xml", "junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a JUnit XML report to this file.")
 @click.option("-v", "--verbose", is_flag=True, help="Print the full failure text (trajectory diff) of every failing scenario.")
+@click.option("--report", "report_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a self-contained HTML report: every scenario, and each failure's golden ↔ this run.")
+@click.option("--summary", "summary_fmt", type=click.Choice(["md"]), default=None,
+              help="Also print a short Markdown summary for CI (appended to $GITHUB_STEP_SUMMARY when it is set).")
 @click.option("--live-misses", is_flag=True,
               help="A model call the recording cannot answer goes to the live provider (it spends) and is counted "
                    "in model_live, instead of failing the check at once. Default: strict, offline.")
@@ -213,8 +217,9 @@ def _targets(names: tuple[str, ...], scenarios_dir: Optional[Path]) -> list[Path
               help="With --live-misses: the endpoint of that provider (keys come from the environment).")
 @handle_errors
 def test_cmd(names: tuple[str, ...], scenarios_dir: Optional[Path], update: bool, replay_only: bool,
-             keyword: Optional[str], as_json: bool, junit: Optional[Path], verbose: bool, live_misses: bool,
-             live_model: Optional[str], live_base_url: Optional[str]) -> None:
+             keyword: Optional[str], as_json: bool, junit: Optional[Path], verbose: bool, report_file: Optional[Path],
+             summary_fmt: Optional[str], live_misses: bool, live_model: Optional[str],
+             live_base_url: Optional[str]) -> None:
     """Replay and check every scenario under --dir (default: tests/scenarios, else .), or the scenarios NAME — offline."""
     import time
 
@@ -244,6 +249,8 @@ def test_cmd(names: tuple[str, ...], scenarios_dir: Optional[Path], update: bool
                         + " — record one: flux record NAME \"PROMPT\" -m MODEL")
     if junit is not None:
         _junit(results, orphans, junit, seconds)
+    if report_file is not None or summary_fmt is not None:
+        _ci_reports(results, orphans, seconds, report_file, summary_fmt)
     ok = sum(1 for r in results if r.ok)
     failed = len(results) - ok
     if as_json:
@@ -278,6 +285,32 @@ def test_cmd(names: tuple[str, ...], scenarios_dir: Optional[Path], update: bool
                    + (f", {len(orphans)} orphan golden(s)" if orphans else "") + f" · {seconds:.2f}s")
     if failed or orphans:
         sys.exit(1)
+
+
+def _ci_reports(results: list[Any], orphans: list[Path], seconds: float, report_file: Optional[Path],
+               summary_fmt: Optional[str]) -> None:
+    """The HTML report and the Markdown summary of one run (before the verdict's exit code)."""
+    from ..pages.html import Scrub
+    from ..pages.test_report import markdown_summary, render_test_report
+    from .pages import write_atomically
+
+    scrub = Scrub()
+    if report_file is not None:
+        write_atomically(report_file, render_test_report(results, orphans, seconds, scrub))
+        click.echo(f"wrote {report_file}", err=True)
+    if summary_fmt == "md":
+        text = markdown_summary(results, orphans, seconds, scrub=scrub,
+                                report_link=report_file.name if report_file is not None else None)
+        target = os.environ.get("GITHUB_STEP_SUMMARY")
+        if target:
+            try:
+                with open(target, "a", encoding="utf-8") as f:
+                    f.write(text)
+            except OSError as e:
+                raise FluxError(f"cannot append the summary to $GITHUB_STEP_SUMMARY ({target}): {e.strerror or e}") from None
+            click.echo(f"appended the summary to {target}", err=True)
+        else:
+            click.echo(text, err=True)
 
 
 def _trajectory(target: str, store: Optional[Path]) -> tuple[str, dict]:

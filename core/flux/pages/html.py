@@ -122,7 +122,7 @@ pre { background: var(--panel); border: 1px solid var(--line); border-radius: 6p
 table { border-collapse: collapse; margin: .5rem 0; }
 th, td { border: 1px solid var(--line); padding: .25rem .6rem; text-align: left; vertical-align: top; }
 th { background: var(--panel); }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .badge { display: inline-block; border: 1px solid currentColor; border-radius: 999px; padding: 0 .5rem;
   font-size: .8rem; margin-left: .4rem; }
 .ok { color: var(--ok); } .bad { color: var(--bad); } .warn { color: var(--warn); }
