@@ -116,6 +116,7 @@ class Client:
             self.redactor.register(s)
         self._add_model_cassettes(model_cassette, serve_model_cassette)
         self.workspace = Path(workspace or ".").expanduser().resolve()
+        self._own_ops = ops is not None
         self.toolbox = self._toolbox(ops)
         self.approver: Approver = _approver(approver, policy, auto_approve)
 
@@ -187,6 +188,24 @@ class Client:
         if not self.workspace.is_dir():
             raise FluxError(f"workspace {self.workspace} is not a directory — pass --workspace DIR")
         return Toolbox.of(coding_ops(self.workspace, secrets=self.redactor.secrets))
+
+    def resurrect_toolbox(self) -> tuple[Toolbox, Path]:
+        """The live ops (and their workspace) a resurrect of this store's sessions runs with: the
+        client's own when it was given ``ops``, else the toolbox the store was recorded with
+        (``toolbox.json``: its ops, bound to its workspace unless it names none), else the client's
+        — what ``flux resurrect`` uses. A malformed ``toolbox.json`` is a :class:`FluxError`."""
+        from .toolboxes import store_toolbox
+
+        if self._own_ops:
+            return self.toolbox, self.workspace
+        recorded = store_toolbox(self.store_dir)
+        if not recorded.declared:
+            return self.toolbox, self.workspace
+        ws = recorded.workspace or self.workspace
+        if not ws.is_dir():
+            raise FluxError(f"workspace {ws} (named by {self.store_dir / 'toolbox.json'}) is not a directory — "
+                            "fix toolbox.json or pass FLUX_AUTO_RESURRECT=0")
+        return Toolbox.of(recorded.ops(ws, secrets=self.redactor.secrets)), ws
 
     # ---------------------------------------------------------------- sessions
     def session(self, *, context: Optional[dict[str, str | None]] = None) -> Session:

@@ -96,19 +96,32 @@ class Session:
 
     # ---------------------------------------------------------------- time machine
     def _resurrect_on_open(self) -> Any:
+        """The automatic resurrect before a new turn: exactly what ``flux resurrect`` would do — the
+        store's recorded toolbox and workspace (``toolbox.json``), unless the client was given its own
+        ``ops`` — or a :class:`FluxError` before anything is written when it cannot be done right
+        (an op the toolbox lacks, a live op the approver denies). A session flux would not flag
+        (nothing to finish, or needs manual recovery) is said through the hook and the turn goes on."""
         w = self.client.writer
         if w.session_exists(self.id) and w.conn.execute(
                 "SELECT 1 FROM events WHERE stream = ? AND kind = 'turn_started' LIMIT 1", (self.id,)).fetchone() is None:
             return None  # a session with no turn yet has none to finish (spares opening a reader and the check)
-        from ..timemachine.resurrect import resurrect_session
+        from ..store.store import StoreReader
+        from ..timemachine.resurrect import prepare_resurrect, resurrect_session
 
         hook = self.client.on_resurrect
+        toolbox, workspace = self.client.resurrect_toolbox()
         try:
-            report = resurrect_session(self.client, self.id, on_plan=(lambda p: hook("plan", p)) if hook else None)
+            with StoreReader(self.client.store_dir) as reader:
+                plan = prepare_resurrect(reader, self.id, catalog=toolbox.catalog(), workspace=str(workspace))
         except FluxError as e:  # e.g. "needs manual recovery": said, and the new turn still runs
             if hook is not None:
                 hook("error", e)
             return None
+        if plan is None:
+            return None
+        _gate_auto_resurrect(plan, toolbox, self.client.approver)
+        report = resurrect_session(self.client, self.id, plan=plan, toolbox=toolbox,
+                                   on_plan=(lambda p: hook("plan", p)) if hook else None)
         if report is not None:
             if hook is not None:
                 hook("report", report)
@@ -194,3 +207,19 @@ def _run(coro: Any) -> Any:
         asyncio.run(main())
         return box[0]
     raise FluxError("send_sync/run_flow_sync cannot run inside an event loop — await send()/run_flow() instead")
+
+
+def _gate_auto_resurrect(plan: Any, toolbox: Any, approver: Any) -> None:
+    """Refuse, before anything is written, an automatic resurrect that could not finish the turn
+    right: an op it would run live that the toolbox has no implementation of, or that the approver
+    denies (deny-all without ``--yes``) — either would close the turn ``halted`` for good."""
+    preview = plan.preview
+    refusal = preview.refusal(toolbox.catalog())
+    if refusal is not None:
+        raise FluxError(f"{refusal} (or pass FLUX_AUTO_RESURRECT=0 to leave the turn interrupted)")
+    denied = [o for o in preview.with_policy(approver).ops if o.denied]
+    if denied:
+        names = ", ".join(dict.fromkeys(f"`{o.op}` ({o.effect})" for o in denied))
+        raise FluxError(f"{plan.session}'s interrupted turn {plan.turn} would run {names} live and the approver "
+                        f"denies it — pass --yes or --policy FILE, or run `flux resurrect {plan.session}` first; "
+                        "nothing was written")

@@ -164,6 +164,9 @@ def _resurrect_kw(quiet: bool) -> dict:
             click.echo(click.style(resurrect_lines(x), dim=True), err=True)
         elif kind == "report":
             click.echo(click.style(x.summary_line(), dim=True), err=True)
+            if x.outcome == "halted":
+                why = x.halt["error"] if x.halt else x.answer
+                click.echo(click.style(f"resurrect halted: {_one_line(why, 200)}", fg="red"), err=True)
             if x.diverged:
                 click.echo(click.style(f"resurrect diverged: {x.diverged}", fg="red"), err=True)
         else:

@@ -454,23 +454,25 @@ class _Tee:
 
 def resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePreview], bool] | None = None,
                       on_plan: Callable[[Any], None] | None = None,
-                      plan: Optional[ResurrectPlan] = None) -> Optional[ResurrectReport]:
+                      plan: Optional[ResurrectPlan] = None, toolbox: Any = None) -> Optional[ResurrectReport]:
     """Resurrect ``session``'s interrupted turn (see the module doc); ``None`` if none is.
     ``plan``: a :func:`prepare_resurrect` result for it (the CLI showed its gate already), so the
-    session is not loaded and checked twice."""
+    session is not loaded and checked twice. ``toolbox``: the live ops to run with instead of the
+    client's (the automatic resurrect passes the store's recorded toolbox)."""
     from .replay import _gc_paused
 
     with _gc_paused():  # a resurrect allocates acyclic rows and values: the cyclic collector only slows it (as replay)
-        return _resurrect_session(client, session, confirm=confirm, on_plan=on_plan, plan=plan)
+        return _resurrect_session(client, session, confirm=confirm, on_plan=on_plan, plan=plan,
+                                  toolbox=toolbox if toolbox is not None else client.toolbox)
 
 
-def _resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePreview], bool] | None = None,
-                      on_plan: Callable[[Any], None] | None = None,
-                      plan: Optional[ResurrectPlan] = None) -> Optional[ResurrectReport]:
+def _resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePreview], bool] | None,
+                       on_plan: Callable[[Any], None] | None, plan: Optional[ResurrectPlan],
+                       toolbox: Any) -> Optional[ResurrectReport]:
     if plan is None:
         reader = StoreReader(client.store_dir)
         try:
-            plan = prepare_resurrect(reader, session, catalog=client.toolbox.catalog(),
+            plan = prepare_resurrect(reader, session, catalog=toolbox.catalog(),
                                      workspace=str(client.workspace),
                                      preview=confirm is not None or on_plan is not None)
         finally:
@@ -479,7 +481,7 @@ def _resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePrev
         return None
     with SessionLease.acquire(client.store_dir, plan.session):  # no other writer while the turn is finished
         _check_still_open(client.writer, plan)
-        return _resurrect_leased(client, plan, confirm=confirm, on_plan=on_plan)
+        return _resurrect_leased(client, plan, confirm=confirm, on_plan=on_plan, toolbox=toolbox)
 
 
 def _check_still_open(writer: Any, plan: ResurrectPlan) -> None:
@@ -496,7 +498,7 @@ def _check_still_open(writer: Any, plan: ResurrectPlan) -> None:
 
 
 def _resurrect_leased(client: Any, plan: ResurrectPlan, *, confirm: Callable[[LivePreview], bool] | None,
-                      on_plan: Callable[[Any], None] | None) -> ResurrectReport:
+                      on_plan: Callable[[Any], None] | None, toolbox: Any) -> ResurrectReport:
     from ..agent.loop import _LiveHost
     from .fork import _confirm_approver
 
@@ -516,10 +518,10 @@ def _resurrect_leased(client: Any, plan: ResurrectPlan, *, confirm: Callable[[Li
     # dispatches, and its cell as soon as it is recorded.
     sink = BufferedRunSink(w, plan.session, red, client.cap, durable=lambda ev: ev.get("event") == "op_recorded")
     tee = _Tee(sink)
-    live = _LiveHost(client.toolbox, client.approver, client._timer, before_dispatch=lambda op: sink.flush(),
+    live = _LiveHost(toolbox, client.approver, client._timer, before_dispatch=lambda op: sink.flush(),
                      concurrent=getattr(client, "concurrent_ops", True))
     host = TapeFirstHost(tape, RecordingHost(live, tee, red, client.cap, enabled=client.cassette))
-    interp = Interpreter(catalog_for(client.toolbox.catalog()), host, tee, approver=_confirm_approver(client),
+    interp = Interpreter(catalog_for(toolbox.catalog()), host, tee, approver=_confirm_approver(client),
                          values=dict(plan.values), run_id=plan.session,
                          # the same session: a fast-forwarded `parallel` rebinds its branch names here
                          session=FlowDbBindings(client.store_dir, plan.session, now=w.now))
