@@ -163,3 +163,24 @@ def test_a_cancel_before_the_op_stops_it_at_dispatch(tmp_path: Path):
     finally:
         clear_cancel()
     assert ran == ["first"] and out.outcome == "cancelled" and out.model_calls == 1
+
+
+def test_a_sigint_while_a_command_starts_still_kills_it(tmp_path: Path):
+    """The race a loaded machine hits: Ctrl-C after the command was started but before it was
+    registered. The handler must not unwind the start (the command would outlive the cancel): the
+    command is killed as soon as it is registered, and the cancel stops the turn at its next step."""
+    from flux.agent.cancel import cancel_requested, raise_if_cancelled, sigint_cancels, tracked
+
+    def start() -> subprocess.Popen:
+        proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+        os.kill(os.getpid(), signal.SIGINT)  # delivered to the main thread right here, mid-start
+        return proc
+
+    with sigint_cancels():
+        with tracked(start) as proc:
+            assert proc.wait(10) == -signal.SIGKILL
+        assert cancel_requested()
+        with pytest.raises(KeyboardInterrupt):
+            raise_if_cancelled()
+    assert not cancel_requested()  # the handler is gone and the flag clear after the block
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -341,12 +341,15 @@ def coding_ops(workspace: str | os.PathLike[str] | Workspace, *, secrets: Iterab
         limit = bash_timeout_s if timeout is None else max(1, min(int(timeout), BASH_MAX_TIMEOUT_S))
         env = scrubbed_env(secret_values)
         env["PWD"] = str(wd)
-        try:
-            proc = subprocess.Popen(["bash", "-c", command], cwd=str(wd), env=env, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-        except FileNotFoundError:
-            raise OpError("bash is not installed on this machine") from None
-        with tracked(proc):  # a Ctrl-C kills its process group: its own session never sees the terminal's SIGINT
+
+        def start() -> subprocess.Popen:
+            try:
+                return subprocess.Popen(["bash", "-c", command], cwd=str(wd), env=env, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+            except FileNotFoundError:
+                raise OpError("bash is not installed on this machine") from None
+
+        with tracked(start) as proc:  # a Ctrl-C kills its process group: its own session never sees the terminal's SIGINT
             try:
                 out, _ = proc.communicate(timeout=limit)
             except subprocess.TimeoutExpired:

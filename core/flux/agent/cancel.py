@@ -23,7 +23,7 @@ import signal
 import subprocess
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 __all__ = ["cancel_requested", "clear_cancel", "kill_group", "kill_running", "raise_if_cancelled", "request_cancel",
            "sigint_cancels", "tracked"]
@@ -31,6 +31,7 @@ __all__ = ["cancel_requested", "clear_cancel", "kill_group", "kill_running", "ra
 _CANCEL = threading.Event()
 _RUNNING: set[subprocess.Popen] = set()
 _RUNNING_LOCK = threading.RLock()  # re-entrant: the signal handler runs on a thread that may hold it
+_MAIN_STARTING = False  # the main thread is starting and registering a command (see tracked)
 
 
 def request_cancel() -> None:
@@ -63,13 +64,26 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def tracked(proc: subprocess.Popen) -> Iterator[subprocess.Popen]:
-    """Register a running command so a cancel kills its process group; a cancel that came before
-    it was registered kills it at once."""
-    with _RUNNING_LOCK:
-        _RUNNING.add(proc)
+def tracked(start: Callable[[], subprocess.Popen]) -> Iterator[subprocess.Popen]:
+    """Start a command (``start()``: a ``Popen`` leading its own process group) and register it
+    while the block runs, so a cancel kills its process group; a cancel that came before it was
+    registered kills it at once. A Ctrl-C on the main thread while it is being started and
+    registered does not interrupt that (a command started but not yet registered would outlive
+    the cancel): the cancel is noted, the command killed once registered, and the turn stops at
+    its next step (:func:`raise_if_cancelled`)."""
+    global _MAIN_STARTING
+    main = threading.current_thread() is threading.main_thread()
+    if main:
+        _MAIN_STARTING = True
     try:
-        if _CANCEL.is_set():
+        proc = start()
+        with _RUNNING_LOCK:
+            _RUNNING.add(proc)
+    finally:
+        if main:
+            _MAIN_STARTING = False
+    try:
+        if _CANCEL.is_set():  # set before the handler looked at the running set: killed here
             kill_group(proc)
         yield proc
     finally:
@@ -98,7 +112,7 @@ def sigint_cancels() -> Iterator[None]:
         first = not _CANCEL.is_set()
         _CANCEL.set()
         kill_running()
-        if first:
+        if first and not _MAIN_STARTING:
             raise KeyboardInterrupt
 
     clear_cancel()
