@@ -1,4 +1,4 @@
-"""Regenerate the review-page screenshots (PNG) that the README shows.
+"""Regenerate the review-page screenshots (PNG) that the README shows: a run, a diff, a test report.
 
     .venv/bin/python screenshots/pages.py
 
@@ -23,7 +23,7 @@ from flux.demo import build_demo_store  # noqa: E402
 
 NOW_MS = 1_785_200_000_000
 SHOTS = [("run.png", "s_1.html", "", "light"), ("run-dark.png", "s_6.html", "#t1-s2", "dark"),
-         ("diff-page.png", "diff.html", "", "light")]
+         ("diff-page.png", "diff.html", "", "light"), ("test-report.png", "report.html", "", "light")]
 
 
 def main() -> None:
@@ -35,6 +35,22 @@ def main() -> None:
                      ["diff", "s_1", "s_6", "-o", str(out / "diff.html")]):
             res = runner.invoke(flux, args + ["--store", str(store)])
             assert res.exit_code in (0, 1), res.output
+        scenarios = Path(tmp) / "scenarios"
+        for name in ("write-note", "summarize"):  # two scenarios, one whose plan snapshot drifted
+            res = runner.invoke(flux, ["record", name, "write a quick note", "-m", "mock", "--dir", str(scenarios),
+                                       "--yes", "--workspace", tmp])
+            assert res.exit_code == 0, res.output
+        snap = scenarios / "summarize" / "plan.flux.snap"
+        snap.write_text(snap.read_text(encoding="utf-8").replace("flux-mock.txt", "notes.txt"), encoding="utf-8")
+        import os
+
+        here = os.getcwd()
+        os.chdir(tmp)  # the report names scenarios as the user typed their folder
+        try:
+            res = runner.invoke(flux, ["test", "--dir", "scenarios", "--report", str(out / "report.html")])
+        finally:
+            os.chdir(here)
+        assert res.exit_code == 1, res.output
         from playwright.sync_api import sync_playwright
 
         with sync_playwright() as p:
