@@ -171,3 +171,30 @@ def test_a_quote_in_prose_does_not_pair_into_a_literal_that_hides_a_value():
     # while a real JSON string value with an escape is decoded: the value in it goes
     verdict = '{"passed": true, "rationale": "it says password = \\"pl\\\\\\"anted10xyz\\"\\nok"}'
     assert "anted10xyz" not in Redactor().redact(verdict)
+
+
+def test_flux_record_writes_the_prompt_redacted_into_scenario_toml(tmp_path):
+    """S1: ``flux record`` copied the prompt verbatim into scenario.toml (``input = "deploy with tok…
+    and AKIA…"``) while events.db said [redacted]; now the manifest holds what events.db holds."""
+    import tomllib
+
+    from click.testing import CliRunner
+
+    from flux.cli import main
+    from flux.model.session import load_session
+    from flux.store.store import StoreReader
+
+    token, akia = "Pq7registeredToken11", "AKIAABCDEFGHIJ012345"
+    prompt = f"deploy with {token} and {akia}\nDB_PASSWORD='pl\"anted\tvalue11'"
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"text": "ok"}]))
+    res = CliRunner().invoke(main, ["record", "--dir", str(tmp_path / "sc"), "deploy", prompt, "-m", f"scripted:{script}"],
+                             env={"DEPLOY_TOKEN": token, "FLUX_GOLDEN": None})
+    assert res.exit_code == 0, res.stderr
+    toml = (tmp_path / "sc" / "deploy" / "scenario.toml").read_bytes()
+    for s in (token, akia, "anted", 'pl\\"anted'):
+        assert s.encode() not in toml
+    manifest = tomllib.loads(toml.decode())
+    with StoreReader(tmp_path / "sc" / "deploy") as reader:
+        stored = load_session(reader, manifest["session"]).turns[0].user_input
+    assert manifest["input"] == stored == "deploy with [redacted] and [redacted]\nDB_PASSWORD='[redacted]'"
