@@ -222,8 +222,8 @@ class Redactor:
 
     def leaves_alone(self, text: str) -> bool:
         """True when :meth:`redact` certainly returns ``text`` unchanged: no secret is registered
-        and no pass 2-4 literal occurs in it (the prefilter)."""
-        return self._secret_re is None and not _may_match(text)
+        and no pass 2-4 literal occurs in it (the prefilter), nor hides behind a ``\\uXXXX`` escape."""
+        return self._secret_re is None and not _may_match(text) and not ("\\" in text and _FOREIGN_ESCAPE.search(text))
 
     def finds_nothing(self, text: str) -> bool:
         """True when :meth:`redact` certainly returns ``text`` unchanged, registered secrets or not:
