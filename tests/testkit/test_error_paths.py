@@ -233,3 +233,32 @@ def test_a_record_s_error_field_is_read_defensively():
     assert e == {"message": "7", "status": None, "code": "3", "retryable": False}
     assert ModelRecord.from_json({**d, "error": "boom"}).error is None
     assert load_overrides(Path("/nonexistent/replay.override.json")) is None
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from flux.agent.providers.base import ProviderError  # noqa: E402
+
+_any = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=8) | st.floats(),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                        st.sampled_from(["message", "status", "code", "retryable", "x"]), inner, max_size=4),
+                    max_leaves=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(error=_any)
+def test_any_recorded_error_field_replays_as_a_provider_error_or_nothing(error):
+    """A hand-edited ``error`` in model.jsonl is either ignored (not an object) or replayed as a
+    ProviderError with a string message — never another exception out of the cassette."""
+    from flux.agent.model_cassette import request_hash
+
+    h, obj = request_hash(_req())
+    rec = ModelRecord.from_json({"v": 1, "hash": h, "model": "m", "request": obj, "chunks": [], "error": error})
+    for provider in (StrictCassette([rec]), CassetteProvider([rec])):
+        _got, err = _drain(provider, _req())
+        if isinstance(error, dict):
+            assert isinstance(err, ProviderError) and isinstance(str(err), str)
+            assert err.status is None or isinstance(err.status, int)
+        else:
+            assert err is None
