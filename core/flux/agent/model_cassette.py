@@ -26,6 +26,7 @@ from typing import Any, AsyncIterator, Iterable, Optional
 
 from ..canonical import canonical_json, compact_json, scrub_text, scrub_value, sha256_hex
 from ..cassette.redactor import Redactor
+from ..documents import json_document, read_text
 from ..errors import FluxError
 from .providers.base import Chunk, ModelRequest, Provider, ProviderError
 
@@ -89,9 +90,11 @@ class ModelRecord:
 
     @classmethod
     def from_json(cls, d: dict) -> "ModelRecord":
-        return cls(str(d.get("hash", "")), str(d.get("model", "")), d.get("request"),
-                   [c for c in d.get("chunks") or [] if isinstance(c, dict)], int(d.get("v", 1) or 1),
-                   _error_of(d.get("error")))
+        chunks = d.get("chunks")
+        v = d.get("v", 1)
+        return cls(_text(d.get("hash")), _text(d.get("model")), d.get("request"),
+                   [c for c in chunks if isinstance(c, dict)] if isinstance(chunks, list) else [],
+                   v if type(v) is int else 1, _error_of(d.get("error")))
 
     def raise_error(self, call: int | None = None) -> None:
         """Raise the recorded failure (a record without one returns)."""
@@ -101,19 +104,21 @@ class ModelRecord:
                                         call=call)
 
 
+def _text(v: Any) -> str:
+    return v if isinstance(v, str) else ""
+
+
 def load_records(path: str | os.PathLike[str]) -> list[ModelRecord]:
     """Every record of a ``model.jsonl`` (a missing file is no records, as flux reads it)."""
     p = Path(path).expanduser()
-    if not p.exists():
+    if not os.path.lexists(p):
         return []
+    fix = "the model cassette is damaged; re-record the scenario"
     out = []
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_text(p, "the model cassette", fix).splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            d = json.loads(line)
-        except ValueError as e:
-            raise FluxError(f"{p}, line {n}: not JSON ({e}) — the model cassette is damaged") from None
+        d = json_document(line, f"{p}, line {n}", fix)
         if isinstance(d, dict):
             out.append(ModelRecord.from_json(d))
     return out

@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 from .errors import AssertionFailed, kit_failure
 from .golden import Rebaseline, update_mode
+from .inputs import SNAPSHOT_FILE, load_snapshot
 from .vacuous import count
 
 __all__ = [
@@ -66,15 +67,16 @@ def assert_plan_snapshot(outcome: Any) -> None:
     ``FLUX_GOLDEN=update`` the file is rewritten instead, and the change is reported."""
     __tracebackhide__ = kit_failure
     _count(outcome)
-    path = Path(outcome.scenario.path) / "plan.flux.snap"
-    try:
-        expected = path.read_text(encoding="utf-8")
-        existed = True
-    except FileNotFoundError:
-        expected, existed = "", False
+    path = Path(outcome.scenario.path) / SNAPSHOT_FILE
+    snapshot = load_snapshot(path)
+    expected, existed = (snapshot, True) if snapshot is not None else ("", False)
     actual = outcome.plan_source
     if expected == actual:
         return
+    if update_mode() and not outcome.faithful:  # a golden is never re-baselined from a damaged recording
+        raise AssertionFailed(f"{_name(outcome)}: plan snapshot mismatch, and {path} was not re-baselined: the recording does not replay "
+                              f"faithfully ({outcome.report.unfaithful_reason}) — re-record the scenario",
+                              detail=naive_line_diff(expected, actual))
     if update_mode():
         path.write_text(actual, encoding="utf-8")
         diff = "\n".join(difflib.unified_diff(expected.splitlines(), actual.splitlines(), f"old {path.name}",

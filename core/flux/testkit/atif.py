@@ -34,14 +34,15 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, fields
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
 from .. import __version__
 from ..errors import FluxError
 from ..model.session import SessionDetail
+from ..timefmt import iso_ms
 from .golden import Rebaseline
+from .inputs import load_golden
 
 __all__ = ["export", "normalize", "Shape", "shape", "shape_deltas", "check_golden", "check_golden_file", "dumps",
            "ATIF_VOLATILE", "discover_volatile", "GoldenMismatch", "SUBAGENTS"]
@@ -65,10 +66,6 @@ def _atif() -> Any:
     except ModuleNotFoundError:
         raise FluxError("ATIF export needs the `atif` package — install it with pip install 'flux-tui[atif]'") from None
     return atif
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _text(blocks: list) -> str:
@@ -122,7 +119,7 @@ def _trajectory(detail: SessionDetail, reader: Any, role: Optional[str], seen: s
         if m.role == "user":
             if blocks and all(b.get("type") == "tool_result" for b in blocks):
                 continue  # folded into the agent step that made the calls
-            steps.append(atif.Step(step_id=len(steps) + 1, timestamp=_iso(ts), source="user", message=_text(blocks)))
+            steps.append(atif.Step(step_id=len(steps) + 1, timestamp=iso_ms(ts), source="user", message=_text(blocks)))
             continue
         if m.role != "assistant":
             continue
@@ -144,7 +141,7 @@ def _trajectory(detail: SessionDetail, reader: Any, role: Optional[str], seen: s
                 completion_tokens=u.output_tokens, cached_tokens=u.cache_read_input_tokens,
                 extra={"reasoning_tokens": u.reasoning_tokens} if u.reasoning_tokens else None)
         calls += 1
-        steps.append(atif.Step(step_id=len(steps) + 1, timestamp=_iso(ts), source="agent", model_name=model,
+        steps.append(atif.Step(step_id=len(steps) + 1, timestamp=iso_ms(ts), source="agent", model_name=model,
                                message=_text(blocks), reasoning_content=thinking, tool_calls=tool_calls,
                                observation=observation, metrics=metrics, llm_call_count=1))
     crashed = any(t.outcome in ("error", "cancelled") or not t.ended for t in detail.turns)
@@ -333,12 +330,11 @@ def check_golden(path: str | Path, actual: dict, *, update: bool = False, token_
         return (f"no golden trajectory at {p} — a missing golden is a failure, not an auto-create; create it: "
                 f"flux golden update S {p}"), None
     try:
-        old_text = p.read_text(encoding="utf-8")
-        golden = json.loads(old_text)
-    except (OSError, ValueError) as e:
-        return f"{p}: not a readable golden trajectory ({e}) — re-create it: flux golden update S {p}", None
-    if not isinstance(golden, dict):
-        return f"{p}: a golden trajectory is a JSON object — re-create it: flux golden update S {p}", None
+        old_text, golden = load_golden(p)
+    except FluxError as e:
+        if not update:
+            return str(e), None
+        old_text, golden = "", {}  # re-baselining replaces an unreadable golden
     gv, av = golden.get("schema_version"), actual.get("schema_version")
     if gv != av and not update:
         return f"golden recorded under {gv}, this run exports {av} — re-baseline with: flux golden update S {p}", None

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Optional
@@ -49,6 +50,7 @@ from typing import Any, AsyncIterator, Optional
 from ..agent.model_cassette import ModelRecord, RecordedProviderError, request_hash
 from ..agent.providers.base import Chunk, ModelRequest, ProviderError
 from ..cassette.redactor import Redactor
+from ..documents import json_document, read_text, short
 from ..errors import FluxError
 
 __all__ = [
@@ -98,7 +100,7 @@ class OverrideEntry:
             raise FluxError(f"{where}: an override entry must be an object with a \"kind\" (chunks, throw or hang)")
         kind = d.get("kind")
         if kind not in ("chunks", "throw", "hang"):
-            raise FluxError(f"{where}: unknown kind {kind!r} — use \"chunks\", \"throw\" or \"hang\"")
+            raise FluxError(f"{where}: unknown kind {short(kind)} — use \"chunks\", \"throw\" or \"hang\"")
         chunks = d.get("chunks", [])
         if not isinstance(chunks, list) or not all(isinstance(c, dict) and "t" in c for c in chunks):
             raise FluxError(f"{where}: \"chunks\" must be a list of {{\"t\": tag, \"c\": content}} objects")
@@ -125,12 +127,10 @@ class Overrides:
 def load_overrides(path: str | Path) -> Optional[Overrides]:
     """The sidecar at ``path``, or ``None`` when there is none. A malformed one is a FluxError."""
     p = Path(path)
-    if not p.exists():
+    if not os.path.lexists(p):
         return None
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise FluxError(f"{p}: not readable JSON ({e}) — fix or delete the override sidecar") from None
+    fix = "fix or delete the override sidecar"
+    data = json_document(read_text(p, "the override sidecar", fix), str(p), fix)
     if isinstance(data, list):
         return Overrides(replace=[OverrideEntry.parse(d, f"{p}[{i}]") for i, d in enumerate(data)])
     if isinstance(data, dict) and isinstance(data.get("calls"), dict):
@@ -141,7 +141,7 @@ def load_overrides(path: str | Path) -> Optional[Overrides]:
             except ValueError:
                 n = 0
             if n < 1:
-                raise FluxError(f"{p}: call keys are 1-based call numbers, got {k!r}")
+                raise FluxError(f"{p}: call keys are 1-based call numbers, got {short(k)}")
             calls[n] = OverrideEntry.parse(v, f"{p} call {n}")
         return Overrides(calls=calls)
     raise FluxError(f"{p}: expected a list of entries or {{\"calls\": {{\"N\": entry}}}}")

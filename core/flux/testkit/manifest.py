@@ -11,7 +11,6 @@ runtime: its model requests come from another agent loop, so ``check`` cannot re
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,11 +18,13 @@ from .. import __version__
 import re
 
 from ..canonical import scrub_text
+from ..documents import read_text, short, toml_document
 from ..errors import FluxError
 
 __all__ = ["Manifest", "RUNTIME_VERSION", "MANIFEST_FILE", "record_command"]
 
 MANIFEST_FILE = "scenario.toml"
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 RUNTIME_SUFFIX = "+flux-tui"
 RUNTIME_VERSION = f"{__version__}{RUNTIME_SUFFIX}"
 
@@ -79,22 +80,20 @@ class Manifest:
     @classmethod
     def read(cls, path: str | Path) -> "Manifest":
         p = Path(path)
-        try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        if not p.exists():
             raise FluxError(f"{p.parent} is not a scenario (no scenario.toml) — record one first: "
-                            f"{record_command(p.parent)}") from None
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-            raise FluxError(f"{p}: not a readable scenario manifest ({e}) — re-record the scenario") from None
+                            f"{record_command(p.parent)}")
+        fix = "re-record the scenario"
+        data = toml_document(read_text(p, "the scenario manifest", fix, max_bytes=MAX_MANIFEST_BYTES), str(p), fix)
         vals = {}
         for key, typ in _FIELDS:
             if key not in data:
                 raise FluxError(f"{p}: missing key `{key}` — every scenario.toml key is required; re-record the scenario")
             v = data[key]
             if typ is int and (not isinstance(v, int) or isinstance(v, bool)):
-                raise FluxError(f"{p}: `{key}` must be an integer, got {v!r}")
+                raise FluxError(f"{p}: `{key}` must be an integer, got {short(v)}")
             if typ is str and not isinstance(v, str):
-                raise FluxError(f"{p}: `{key}` must be a string, got {v!r}")
+                raise FluxError(f"{p}: `{key}` must be a string, got {short(v)}")
             vals[key] = v
         return cls(**vals)
 

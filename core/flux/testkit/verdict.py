@@ -38,6 +38,7 @@ from ..store.store import StoreReader
 from .atif import check_golden_file
 from .cassette import OVERRIDE_FILE
 from .errors import AssertionFailed, kit_failure
+from .inputs import validate_scenario_inputs
 from .golden import Rebaseline, update_mode
 from .manifest import MANIFEST_FILE
 from .runner import ClientCache, keyword_match, offline_client
@@ -235,8 +236,10 @@ def judge(target: "Path | Scenario", *, replay_only: bool = False,
     client = None
     try:
         if sc is None:
+            validate_scenario_inputs(path)  # every file read and checked before anything is written
             sc = Scenario.load(path)
         asserted = _replay_part(sc, res)
+        replayed_clean = res.ok  # the recording replays faithfully and matches its plan snapshot
         golden_session = sc.golden()
         if replay_only:
             res.check = "skipped (--replay-only)"
@@ -255,7 +258,9 @@ def judge(target: "Path | Scenario", *, replay_only: bool = False,
         if golden_path.exists():
             asserted = True
             with StoreReader(sc.work) as reader:  # the work copy: the golden embeds the run's sub-agents
-                problem, rb = check_golden_file(golden_session, golden_path, update=update_mode(), reader=reader)
+                # re-baselined only from a recording that replays faithfully
+                problem, rb = check_golden_file(golden_session, golden_path, update=update_mode() and replayed_clean,
+                                                reader=reader)
             if rb is not None:
                 res.rebaselined.append(rb)
             if problem is not None:
