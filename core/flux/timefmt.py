@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from .errors import FluxError
 
@@ -31,8 +31,16 @@ def age(ms: int, now: int | None = None) -> str:
     return f"{secs // 86400}d ago"
 
 
+_MIN_MS = -62_135_596_800_000  # 0001-01-01T00:00:00.000Z, the first instant a datetime holds
+_MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last
+
+
 def iso_ms(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """RFC 3339 UTC with milliseconds. A stamp beyond what a calendar date can say (a corrupt row:
+    year 10000, 2**63) is clamped to the first or last representable millisecond."""
+    ms = min(max(int(ms), _MIN_MS), _MAX_MS)
+    dt = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=ms)
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_time_arg(value: str, now: int | None = None) -> int:

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 
 from ..cassette.record import cap_from_env, cassette_enabled
 from ..cassette.redactor import DEFAULT_MARKER, Redactor, secret_name
+from ..documents import short
 from ..errors import FluxError, SessionNotFound
 from ..model.pricing import load_price_table
 from ..store.store import SessionRow, StoreWriter, session_number
@@ -127,17 +128,19 @@ class Client:
             store = self._ephemeral
         self.store_dir = Path(store).expanduser()
         self._clock = clock or (lambda: int(time.time() * 1000))
+        if max_iter < 1:
+            raise FluxError("max_iter must be at least 1")
+        # Everything the store directory holds besides the databases is read before the writer
+        # opens them: a bad prices.json fails with no connection left open.
+        self.prices = prices if prices is not None else load_price_table(store_dir=self.store_dir)
         self.writer = StoreWriter(self.store_dir, clock=self._clock)
 
         self.instructions = instructions
         self.cassette = cassette_enabled() if cassette is None else cassette
         self.cap = cap_from_env() if cassette_cap is None else cassette_cap
-        if max_iter < 1:
-            raise FluxError("max_iter must be at least 1")
         self.max_iter = max_iter
         self.max_tokens = max_tokens
         self.temperature = temperature
-        self.prices = prices if prices is not None else load_price_table(store_dir=self.store_dir)
         # A provider that retries 429/5xx itself is not retried again by the loop.
         self.retry = retry or (RetryPolicy(attempts=1) if own_retries else RetryPolicy())
         self._sleep = sleep or asyncio.sleep
@@ -221,7 +224,7 @@ class Client:
                 raise SessionNotFound(f"{self.store_dir} has no sessions yet — start one without --session/--continue")
             session_id = f"s_{row[0]}"
         if session_number(session_id) is None or not self.writer.session_exists(session_id):
-            raise SessionNotFound(f"no session {session_id!r} in {self.store_dir} — list them with `flux sessions --store {self.store_dir}`")
+            raise SessionNotFound(f"no session {short(session_id)} in {self.store_dir} — list them with `flux sessions --store {self.store_dir}`")
         return Session(self, session_id)
 
     def sessions(self) -> list[SessionRow]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import json
 import re
@@ -32,8 +33,18 @@ def resolve_store_dir(store: Path | None) -> Path:
     return Path(store).expanduser() if store else default_store_dir()
 
 
+# The readers a verb opened (while it runs under handle_errors): closed when it returns or fails, so
+# no error path leaves a connection or a snapshot for the garbage collector (the app runs verbs
+# in-process).
+_VERB_READERS: contextvars.ContextVar[list[StoreReader] | None] = contextvars.ContextVar("flux_verb_readers", default=None)
+
+
 def open_reader(store: Path | None) -> StoreReader:
-    return StoreReader(resolve_store_dir(store))
+    reader = StoreReader(resolve_store_dir(store))
+    opened = _VERB_READERS.get()
+    if opened is not None:
+        opened.append(reader)
+    return reader
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
@@ -59,11 +70,18 @@ def redacted_error(msg: str) -> str:
     return _env_redactor().redact_credentials(msg)
 
 
+MAX_ERROR_CHARS = 1_500
+
+
 def fail(msg: str) -> NoReturn:
     """``error: <msg>`` on one line (control characters from a hostile store — a newline inside a
-    SQLite error's quoted token — are replaced by a space), redacted (:func:`redacted_error`), and
+    SQLite error's quoted token — are replaced by a space), redacted (:func:`redacted_error`); a
+    message longer than :data:`MAX_ERROR_CHARS`, a hostile value echoed whole, loses its middle;
     exit 1."""
-    click.echo(f"error: {_CONTROL.sub(' ', redacted_error(str(msg))).strip()}", err=True)
+    text = _CONTROL.sub(" ", redacted_error(str(msg))).strip()
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS - 400] + " … " + text[-400:]
+    click.echo(f"error: {text}", err=True)
     sys.exit(1)
 
 
@@ -93,10 +111,12 @@ def json_out(obj: Any) -> None:
 
 
 def handle_errors(fn: Callable) -> Callable:
-    """Turn a :class:`FluxError` (or a broken pipe) into ``error: <reason>`` and exit 1."""
+    """Turn a :class:`FluxError` (or a broken pipe) into ``error: <reason>`` and exit 1; close every
+    reader the verb opened with :func:`open_reader`, whichever way it ends."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        token = _VERB_READERS.set([])
         try:
             return fn(*args, **kwargs)
         except FluxError as e:
@@ -105,6 +125,10 @@ def handle_errors(fn: Callable) -> Callable:
             sys.exit(0)
         except OSError as e:
             fail(f"{e.strerror or e}: {getattr(e, 'filename', '') or ''}".rstrip(": "))
+        finally:
+            for reader in _VERB_READERS.get() or ():
+                reader.close()
+            _VERB_READERS.reset(token)
 
     return wrapper
 

@@ -68,7 +68,9 @@ class _Struct:
         for name, key, sub in _field_plan(cls):
             if key in d:
                 v = d[key]
-                if sub is not None and v is not None:
+                if sub is not None:
+                    if v is None:  # a null nested struct (`"usage": null`) takes the field's default
+                        continue
                     v = sub.from_body(v)
                 kwargs[name] = v
         return cls(**kwargs)

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 from urllib.parse import quote
 
 from ..canonical import scrub_text
+from ..documents import short
 from ..errors import SessionNotFound, StoreError, StoreLockedError
 from ..records import FrozenRecord
 from . import schema
@@ -632,7 +633,7 @@ class StoreReader:
             rows = self._query(self._session_select() + " WHERE n = ?", (n,))
         found = self._session_rows(rows)
         if not found:
-            raise SessionNotFound(f"no session {session_id!r} in {self.dir} — list them with `flux sessions --store {self.dir}`")
+            raise SessionNotFound(f"no session {short(session_id)} in {self.dir} — list them with `flux sessions --store {self.dir}`")
         return found[0]
 
     def latest_session(self) -> SessionRow:

@@ -3,6 +3,7 @@ code paths (the session listing, pricing) can use it without loading every event
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,13 +31,13 @@ class Usage:
 
         def n(key: str) -> int:
             v = g(key, 0)
-            return v if type(v) is int else (int(v) if type(v) is float else 0)
+            return v if type(v) is int else (int(v) if type(v) is float and math.isfinite(v) else 0)
 
         one_h = g("cache_creation_1h_input_tokens")
         cost = g("reported_cost_usd")
         return cls(n("input_tokens"), n("output_tokens"), n("cache_creation_input_tokens"), n("cache_read_input_tokens"),
                    one_h if type(one_h) is int else None, n("reasoning_tokens"), n("audio_input_tokens"),
-                   n("audio_output_tokens"), float(cost) if type(cost) in (int, float) else None)
+                   n("audio_output_tokens"), float(cost) if type(cost) in (int, float) and math.isfinite(cost) else None)
 
     def __add__(self, other: "Usage") -> "Usage":
         a1, b1 = self.cache_creation_1h_input_tokens, other.cache_creation_1h_input_tokens
