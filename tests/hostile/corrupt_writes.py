@@ -75,7 +75,7 @@ def build_store_base(d: Path) -> Path:
 
 
 def build_scenario_base(d: Path) -> Path:
-    _flux(["record", str(d), "write a quick note", "-m", "mock", "--yes"])
+    _flux(["record", d.name, "write a quick note", "--dir", str(d.parent), "-m", "mock", "--yes"])
     for side in ("events.db-wal", "events.db-shm", "flow.db-wal", "flow.db-shm"):
         (d / side).unlink(missing_ok=True)
     return d

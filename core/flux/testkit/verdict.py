@@ -14,7 +14,8 @@
 :func:`judge` gives one scenario's :class:`ScenarioResult`:
 
 1. **replay** must be faithful, and the recorded plans must equal ``plan.flux.snap``
-   (re-baselined under golden mode);
+   (re-baselined under golden mode — and put back if the scenario fails after all: a failing
+   scenario re-baselines nothing);
 2. **check** (unless ``replay_only``) re-drives the recorded input through the agent loop, offline
    (the client from ``client_factory``; :func:`~flux.testkit.runner.offline_client` by default).
    A scenario recorded by another runtime is *replay only*: its replay still has to pass;
@@ -234,10 +235,13 @@ def judge(target: "Path | Scenario", *, replay_only: bool = False,
     res = ScenarioResult(path, path.name, ok=True)
     sc: Optional[Scenario] = None if own else target
     client = None
+    goldens: dict[Path, Optional[bytes]] = {}
     try:
         if sc is None:
             validate_scenario_inputs(path)  # every file read and checked before anything is written
             sc = Scenario.load(path)
+        if update_mode():
+            goldens = {g: g.read_bytes() if g.is_file() else None for g in (path / SNAP_FILE, path / GOLDEN_FILE)}
         asserted = _replay_part(sc, res)
         replayed_clean = res.ok  # the recording replays faithfully and matches its plan snapshot
         golden_session = sc.golden()
@@ -278,10 +282,23 @@ def judge(target: "Path | Scenario", *, replay_only: bool = False,
             client.close()
         if own and sc is not None:
             sc.close()
+    if goldens and not res.ok and res.rebaselined:
+        _restore(goldens)  # a scenario that fails re-baselines nothing: its goldens are put back
+        res.detail = (res.detail + "\n\n" if res.detail else "") + (
+            "not re-baselined (the scenario failed): " + ", ".join(rb.path for rb in res.rebaselined))
+        res.rebaselined = []
     if res.error and not res.first_divergence:
         res.first_divergence = res.error
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def _restore(goldens: dict[Path, Optional[bytes]]) -> None:
+    for p, data in goldens.items():
+        if data is None:
+            p.unlink(missing_ok=True)
+        elif not p.is_file() or p.read_bytes() != data:
+            p.write_bytes(data)
 
 
 def run_all(paths: Iterable[str | os.PathLike[str]], *, replay_only: bool = False, keyword: Optional[str] = None,
