@@ -59,13 +59,16 @@ class FluxApp(App):
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit flux-tui"),
         Binding("ctrl+t", "tests", "Tests", show=False, id="app.tests",
                 tooltip="Run the recorded scenarios (--tests DIR, else tests/scenarios) and show golden ↔ run"),
+        Binding("ctrl+k", "cases", "Cases", show=False, id="app.cases",
+                tooltip="The saved cases of the fixture store (--cases URL, else $FLUX_FIXTURE_STORE)"),
     ]
 
     def __init__(self, store_dir: str | os.PathLike[str] | None = None, prices_file: str | os.PathLike[str] | None = None,
                  now_ms: int | None = None, *, display_name: str | None = None, poll_interval: float | None = 1.0,
                  session: str | None = None, keymap: dict[str, str] | None = None,
-                 tests_dir: str | os.PathLike[str] | None = None) -> None:
+                 tests_dir: str | os.PathLike[str] | None = None, cases_url: str | None = None) -> None:
         super().__init__()
+        self.cases_url = cases_url
         self.tests_dir = Path(tests_dir) if tests_dir is not None else None
         if keymap:
             # User remapping by binding id (posting-style): {"session.next_error": "n,f8", ...}
@@ -158,6 +161,9 @@ class FluxApp(App):
         if self.tests_dir is not None:  # --tests DIR: the scenarios are the app
             self.action_tests()
             return
+        if self.cases_url is not None:  # --cases URL: the saved cases are the app
+            self.action_cases()
+            return
         self.push_screen(SessionsScreen())
         if self.poll_interval:
             self.set_interval(self.poll_interval, self._poll, name="store-poll")
@@ -227,6 +233,11 @@ class FluxApp(App):
         default = Path("tests/scenarios")
         self.push_screen(TestsScreen(self.tests_dir or (default if default.is_dir() else Path("."))))
 
+    def action_cases(self) -> None:
+        from .screens.cases import CasesScreen
+
+        self.push_screen(CasesScreen(self.cases_url))
+
     def action_help(self) -> None:
         from .screens.help import HelpScreen
 
@@ -257,8 +268,10 @@ class _Command(OneLineErrors, click.Command):
               help='JSON object remapping keys by binding id, e.g. {"session.next_error": "n,f8"} (ids: press F1).')
 @click.option("--tests", "tests", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Run the recorded scenarios under DIR (flux test, offline) and browse golden ↔ run.")
+@click.option("--cases", "cases", default=None, metavar="URL",
+              help="Browse the saved cases of a fixture store (a directory, postgres://…, s3://…) and run them.")
 def main(store: Path | None, demo: bool, prices: Path | None, session: str | None, keymap_file: Path | None,
-         tests: Path | None) -> None:
+         tests: Path | None, cases: str | None) -> None:
     """Browse a flux store: sessions, turns, accepted plans and cassette cells.
 
     Browsing writes nothing; fork, what-if and resurrect write new sessions into the store (or
@@ -283,7 +296,7 @@ def main(store: Path | None, demo: bool, prices: Path | None, session: str | Non
             click.echo(f"error: {e}", err=True)
             sys.exit(1)
     tune_gc()
-    app = FluxApp(store, prices, session=session, keymap=keymap, tests_dir=tests)
+    app = FluxApp(store, prices, session=session, keymap=keymap, tests_dir=tests, cases_url=cases)
     app.run()
     sys.exit(exit_code(app))
 

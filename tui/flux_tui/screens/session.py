@@ -116,6 +116,8 @@ class SessionScreen(Screen):
                 tooltip="Move the split right: a wider turns column"),
         Binding("z", "zoom", "Zoom", show=False, id="session.zoom",
                 tooltip="Maximise the focused panel (z again restores the layout)"),
+        Binding("C", "save_case", "Save case", show=False, id="session.save_case",
+                tooltip="Save a case of this turn forked at the statement under the plan cursor (hash copied)"),
         Binding("f", "fork", "Fork", show=False, id="session.fork",
                 tooltip="Fork the session at the statement under the plan cursor (inject, edit or re-plan)"),
         Binding("w", "what_if", "What-if", show=False, id="session.what_if",
@@ -923,6 +925,11 @@ class SessionScreen(Screen):
         from .fork import start_fork
 
         start_fork(self)
+
+    def action_save_case(self) -> None:
+        from .cases import save_case_here
+
+        save_case_here(self)
 
     def action_what_if(self) -> None:
         from .whatif import start_what_if
