@@ -107,3 +107,30 @@ def test_a_flow_case_replays_through_the_interpreter(tmp_path):
     out = run_case(b, replay_only=True)
     assert out.complete, out.to_json()
     assert [(c.key, c.provenance) for c in out.calls] == [("op:1", "reused")] and out.prefix_calls == 1
+
+
+def test_a_case_run_never_waits_a_recorded_delay_advances_the_clock(tmp_path):
+    """The flow waited 3 s between its retry attempts when it was recorded; its case run answers the
+    same calls from the recording on the replay clock, without waiting."""
+    import time
+
+    from click.testing import CliRunner
+
+    from flux.cli import main
+
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "a.txt").write_text("alpha\n")
+    flow = tmp_path / "f.flux"
+    flow.write_text('flow\n  a = read({"path": "a.txt"})\n  retry 2, delay: 3s -> b\n    read({"path": "missing.txt"})\n')
+    t0 = time.monotonic()
+    res = CliRunner().invoke(main, ["flow", "run", str(flow), "--store", str(tmp_path / "st"), "--workspace",
+                                    str(tmp_path / "ws"), "--yes"])
+    recorded_s = time.monotonic() - t0
+    assert recorded_s >= 3, res.output  # the recording did wait
+    b = capture_case(tmp_path / "st", "s_1", at=1)
+    t0 = time.monotonic()
+    out = run_case(b, replay_only=True)
+    assert time.monotonic() - t0 < 2.5
+    assert [(c.key, c.provenance) for c in out.calls] == [("op:1", "reused"), ("op:2", "reused")]
+    # The flow halts as it did when recorded (the retry is exhausted): a runtime failure, not a stop.
+    assert out.status == "failed" and out.code == "runtime_error" and "retry" in out.message
