@@ -379,3 +379,38 @@ def test_the_mock_says_why_it_could_not_write_the_note(tmp_path: Path) -> None:
     res = flux("run", "-m", "mock", "--store", tmp_path / "st", "--workspace", ws, "write a note")  # deny-all
     assert res.stdout.splitlines()[0].startswith("I could not write the note: denied by policy: `append`")
     assert not (ws / "flux-mock.txt").exists()
+
+
+def _failing_output(text: str):
+    """``fail_with_output`` on ``text``, as a verb would call it: (exit status, stderr lines)."""
+    import click
+
+    from flux.cli.common import fail_with_output
+
+    @click.command()
+    def verb():
+        fail_with_output("fork tail halted", text)
+
+    res = CliRunner().invoke(verb, [])
+    return res.exit_code, res.stderr.splitlines()
+
+
+def test_hostile_op_output_in_a_halt_stays_bounded_lines_and_one_error():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    line = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=400)
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.lists(line, max_size=120).map("\n".join) | st.text(max_size=3000))
+    def check(text):
+        code, err = _failing_output(text)
+        assert code == 1 and err and err[-1].startswith("error: fork tail halted")
+        assert sum(ln.startswith("error:") for ln in err) == 1
+        assert len(err) <= 42 and all(len(ln) <= 260 for ln in err)
+        assert all(ln.startswith("  │ ") for ln in err[:-1])
+        assert not any(ch in ln for ln in err for ch in "\r\x00\x1b\x07\x7f\x85\u2028\u2029")
+
+    check()
+    code, err = _failing_output("x" * 5000)  # one huge line: one bounded error line
+    assert code == 1 and len(err) == 1 and len(err[0]) < 300 and err[0].endswith("…")

@@ -47,7 +47,9 @@ def open_reader(store: Path | None) -> StoreReader:
     return reader
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+# C0, DEL, C1 and the Unicode line/paragraph separators: anything a terminal or splitlines()
+# would take as a line break or a control sequence
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
 
 def _env_redactor():
@@ -85,25 +87,29 @@ def fail(msg: str) -> NoReturn:
     sys.exit(1)
 
 
-def fail_with_output(what: str, text: str, *, max_lines: int = 40) -> NoReturn:
+def fail_with_output(what: str, text: str, *, max_lines: int = 40, max_width: int = 240) -> NoReturn:
     """Fail with ``error: <what>: …`` when ``text`` is an op's multi-line output (a failing test
-    run): its lines are printed first on stderr, indented, as they were — at most ``max_lines``,
-    the first and last halves when longer — and the one ``error:`` line, last, names its first and
-    last lines. One-line text is plain :func:`fail`."""
-    text = redacted_message(str(text))  # an op's output: redacted whole, as its cell is
-    lines = [ln.rstrip() for ln in _CONTROL_BUT_NEWLINE.sub(" ", text).strip("\n").split("\n")]
+    run): its lines are printed first on stderr, indented, as they were — at most ``max_lines``
+    (the first and last halves when longer), each cut at ``max_width`` — and the one ``error:``
+    line, last, names its first and last lines. One-line text is plain :func:`fail`, cut alike."""
+    lines = [_cut(ln.rstrip(), max_width) for ln in _CONTROL_BUT_NEWLINE.sub(" ", str(text)).strip("\n").split("\n")]
     if len(lines) <= 1:
-        fail(f"{what}: {text}")
+        fail(f"{what}: {lines[0] if lines else ''}")
     shown = lines
     if len(lines) > max_lines:
         half = max_lines // 2
         shown = [*lines[:half], f"… {len(lines) - 2 * half} line(s) not shown …", *lines[-half:]]
     for ln in shown:
         click.echo(f"  │ {ln}", err=True)
-    fail(f"{what}: {lines[0].strip()} … {lines[-1].strip()} ({len(lines)} lines of output, above)")
+    first, last = (_cut(ln.strip(), max_width // 3) for ln in (lines[0], lines[-1]))
+    fail(f"{what}: {first} … {last} ({len(lines)} lines of output, above)")
 
 
-_CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]+")
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+_CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]+")
 
 
 def json_out(obj: Any) -> None:
