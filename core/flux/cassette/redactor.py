@@ -1,16 +1,22 @@
-"""The redactor every cassette cell, plan text and model-cassette entry passes before it is
-written (spec §4.3 ``redact``).
+"""The redactor every byte that leaves the process passes first: cassette cells, plan text,
+model-cassette entries, manifests, exports, printed output and error lines.
 
-Four passes, in this order:
+Four passes, in this order (after the first step below):
 
-1. registered secret values, longest first, exact substring;
+0. in a text that holds JSON (a file read, a model's structured answer), each string literal
+   spelled with an escape and standing where JSON puts a string is decoded, redacted (all the
+   passes) and written back — its escapes would hide what the passes look for;
+1. registered secret values, longest first, exact substring — each also in its JSON spellings
+   (escaped once and twice, with and without ``\\uXXXX``);
 2. PEM private-key bodies (``-----BEGIN … PRIVATE KEY-----`` … ``-----END … PRIVATE KEY-----``);
    an unterminated block is redacted to the end of the text (a truncated key still leaks);
 3. URL userinfo passwords: ``scheme://user:PASS@host`` → ``scheme://user:[redacted]@host``;
 4. credential-prefix tokens (``sk-``, ``sk-ant-``, ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_``,
    ``github_pat_``, ``xox[abprs]-``, ``AKIA…``, ``glpat-``, ``AIza…``, ``Bearer …``), and
    ``NAME=VALUE`` / ``NAME: VALUE`` (also JSON's ``"NAME":"VALUE"``) where NAME names a key,
-   secret, token, password or passwd (case-insensitive; ``tokens``/``keyboard`` do not count).
+   secret, token, password or passwd (case-insensitive; ``tokens``/``keyboard`` do not count). A
+   JSON escape that ends a line or a field (``\\n``, ``\\r``, ``\\t``) counts as the space before a
+   token or a NAME, and ``\\t`` as a tab around the separator.
 
 Serialised surfaces (a JSON text: an op input, a model request, a streamed tool input) are redacted
 on their *decoded* values, never on the escaped text alone: :meth:`Redactor.redact_json_text` walks
@@ -26,7 +32,8 @@ Speed (the recorder redacts ~40 strings per op): passes 2–4 only run on text i
 :data:`_MAY_MATCH` finds a literal that every one of their patterns needs (``PRIVATE KEY-----``,
 ``://``, a credential prefix, ``bearer``, or a secret NAME word) — a superset test, so a text it
 rejects is one those passes leave unchanged; and results of short texts are memoized per redactor
-(dropped whenever a secret is registered). ``_redact_all_passes`` is the plain four-pass path; a
+(dropped whenever a secret is registered). ``_redact_all_passes`` is the plain path (every step on
+every text); a
 property test checks that :meth:`Redactor.redact` returns exactly what it returns.
 """
 
