@@ -272,7 +272,8 @@ class Redactor:
         secret_re = self._secret_re
         # The string literals of a text that holds JSON first, decoded (their escapes hide what the
         # passes look for, and a pass over the escaped text could take a value's name away).
-        out = self._redact_escaped_literals(text) if "\\" in text and '"' in text else text
+        out = self._redact_escaped_literals(text) if "\\" in text and '"' in text and not self.finds_nothing(text) \
+            else text
         if secret_re is not None:
             out = self._redact_registered(out, secret_re)
         if _may_match(out):
