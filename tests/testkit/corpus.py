@@ -48,3 +48,37 @@ def record_error_path(dest: Path) -> Path:
     return record_scripted(dest, [{"tool_calls": [{"name": "read", "input": {"path": "README.md"}}]},
                                   {"error": "invalid api key", "status": 401}],
                            input_text="read the readme", files={"README.md": "# demo\n"}, allow_error=True)
+
+
+CUSTOM_OPS = '''
+from flux.agent.ops import op
+
+
+@op(effect="network")
+def charge(card: str, amount: int) -> str:
+    """Charge a card."""
+    return f"charged {amount} to {card}"
+
+
+@op(name="charge", effect="network")
+def charge_twice(card: str, amount: int) -> str:
+    """Charge a card, twice."""
+    return f"charged {amount} to {card} twice"
+
+
+OPS = [charge]
+RENAMED = [charge_twice]
+'''
+
+
+def write_custom_ops(d: Path) -> Path:
+    """A user's module of ops, ``payments_ops`` (``OPS``; ``RENAMED`` has another description)."""
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "payments_ops.py").write_text(CUSTOM_OPS)
+    return d
+
+
+def record_custom_ops(dest: Path) -> Path:
+    """A turn recorded with the user's ops, named ``payments_ops:OPS`` (importable by the caller)."""
+    return record_scripted(dest, [{"tool_calls": [{"name": "charge", "input": {"card": "4242", "amount": 5}}]},
+                                  {"text": "charged"}], input_text="charge the card", ops="payments_ops:OPS")

@@ -167,7 +167,7 @@ def test_record_refuses_to_clobber_without_update(scenario_dir, monkeypatch):
     from flux.agent.client import Client
     from flux.testkit import ScenarioError
 
-    c = Client("mock", workspace=scenario_dir, env_secrets=False)
+    c = Client("mock", workspace=scenario_dir, env_secrets=False, auto_approve=True)
     try:
         with pytest.raises(ScenarioError, match="FLUX_GOLDEN=update"):
             Scenario.record(c, "hi", scenario_dir)

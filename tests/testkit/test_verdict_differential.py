@@ -6,7 +6,8 @@ screen runs the same function (tests/testkit/test_tests_screen.py).
 The corpus: clean, drifted (a model answer changed), stale trajectory golden, a plan snapshot
 out of date, an orphan golden, a half scenario (events.db and model.jsonl, no scenario.toml), an
 error-path recording (401 on call 2, kept with allow_error), a ``throw`` override, a recording
-whose ``read`` returned a secret, a drifted redaction marker."""
+whose ``read`` returned a secret, a drifted redaction marker, a recording made with the user's own
+ops (named in scenario.toml, imported by both front ends)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from flux.testkit.atif import check_golden_file
 from flux.testkit import Scenario
 
 from tests.testkit.conftest import change_tool_input
-from tests.testkit.corpus import record_clean, record_error_path, record_secret
+from tests.testkit.corpus import (record_clean, record_custom_ops, record_error_path, record_secret,
+                                  write_custom_ops)
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -73,6 +75,9 @@ def build_corpus(root: Path) -> dict[str, bool]:
     toml = root / "marker-drift" / "scenario.toml"
     toml.write_text(toml.read_text().replace('"[redacted]"', '"[gone]"'))
     expected["marker-drift"] = False
+
+    record_custom_ops(root / "custom-ops")
+    expected["custom-ops"] = True
     for ws in root.glob(".*-ws"):
         shutil.rmtree(ws)
     return expected
@@ -81,6 +86,7 @@ def build_corpus(root: Path) -> dict[str, bool]:
 def _env(tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "FLUX_GOLDEN"}
     env["FLUX_TESTKIT_TMP"] = str(tmp)
+    env["PYTHONPATH"] = str(tmp / "tools")  # the custom ops' module
     return env
 
 
@@ -126,7 +132,8 @@ def pytest_verdicts(corpus: Path, tmp: Path) -> dict[str, tuple[bool, str]]:
     return verdicts
 
 
-def test_flux_test_and_pytest_give_the_same_verdict_on_every_scenario(tmp_path, offline):
+def test_flux_test_and_pytest_give_the_same_verdict_on_every_scenario(tmp_path, offline, monkeypatch):
+    monkeypatch.syspath_prepend(str(write_custom_ops(tmp_path / "tools")))
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     expected = build_corpus(corpus)
@@ -140,4 +147,4 @@ def test_flux_test_and_pytest_give_the_same_verdict_on_every_scenario(tmp_path, 
         if not want:
             assert cli_why and cli_why.rstrip("…")[:80] in py_why, (name, cli_why, py_why)
     reds = sum(1 for v in expected.values() if not v)
-    assert (len(expected), reds) == (11, 8)
+    assert (len(expected), reds) == (12, 8)

@@ -12,7 +12,7 @@
 
 A client holds the provider (a ``provider:model`` name resolved by :mod:`flux.agent.registry`, or
 any object implementing the Provider protocol), the op catalog (default: the built-in coding ops
-confined to ``workspace``), the storage (a store directory, or ``None`` for an ephemeral store in
+confined to ``workspace``; ``ops=`` a list, or ``"module:attr"`` naming one), the storage (a store directory, or ``None`` for an ephemeral store in
 a temporary directory removed on :meth:`Client.close`), the approver (deny-all unless
 ``auto_approve=True``, ``policy=FILE`` or ``approver=``), instructions (the system prompt), the
 secret values to redact, and the cassette cap.
@@ -42,7 +42,7 @@ from .approver import Approver, AutoApprove, DenyAll, load_policy
 from .builtin_ops import coding_ops
 from .loop import RetryPolicy, TurnConfig, TurnOutput
 from .model_cassette import CassetteProvider, ModelCassetteWriter, TeeProvider, load_records
-from .ops import Op, Toolbox
+from .ops import Op, Toolbox, load_ops
 from .registry import DEFAULT_MODEL, resolve_model
 from .session import Session
 
@@ -81,7 +81,7 @@ class Client:
         provider: Any = DEFAULT_MODEL,
         *,
         model: Optional[str] = None,
-        ops: Optional[Iterable[Op | Callable]] = None,
+        ops: Optional[Iterable[Op | Callable] | str] = None,
         workspace: str | os.PathLike[str] | None = None,
         store: str | os.PathLike[str] | None = None,
         approver: Optional[Approver] = None,
@@ -185,7 +185,12 @@ class Client:
             self.model_server = CassetteProvider(load_records(serve_from), self.provider, self.redactor)
             self.provider = self.model_server
 
-    def _toolbox(self, ops: Optional[Iterable[Op | Callable]]) -> Toolbox:
+    def _toolbox(self, ops: Optional[Iterable[Op | Callable] | str]) -> Toolbox:
+        # ``ops_ref``: the "module:attr" the ops were named by — what a recorded scenario writes
+        # down so the scenario can be re-driven with the same ops.
+        self.ops_ref: Optional[str] = ops if isinstance(ops, str) else None
+        if isinstance(ops, str):
+            ops = load_ops(ops)
         if ops is not None:
             return Toolbox.of(ops)
         if not self.workspace.is_dir():

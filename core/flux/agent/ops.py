@@ -20,8 +20,12 @@ tool error naming the exception. Async functions are accepted (run to completion
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import json
+import os
+import re
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -32,7 +36,8 @@ from ..errors import FluxError
 from ..lang.catalog import OpCatalog, OpSpec
 from ..lang.interpreter import OpOutcome
 
-__all__ = ["EFFECTS", "MUTATING_EFFECTS", "Op", "OpError", "op", "Toolbox", "validate_input", "schema_for"]
+__all__ = ["EFFECTS", "MUTATING_EFFECTS", "Op", "OpError", "op", "Toolbox", "validate_input", "schema_for", "OPS_REF",
+           "load_ops"]
 
 #: The effect vocabulary, least to most dangerous.
 EFFECTS = ("pure", "read", "write", "delete", "network", "exec")
@@ -311,3 +316,62 @@ class Toolbox:
 
     def __len__(self) -> int:
         return len(self.ops)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ops named by reference ("module:attr"), so a recording can say which ops it was made with.
+
+#: ``module:attr`` — a dotted module path, a colon, a dotted attribute path.
+OPS_REF = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _as_ops(value: Any, ref: str, *, called: bool = False) -> list[Op | Callable]:
+    if isinstance(value, Toolbox):
+        return list(value.ops.values())
+    if isinstance(value, Op):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if callable(value) and not called:
+        try:
+            made = value()
+        except Exception as e:  # noqa: BLE001 - the user's factory failing is their ops' failure
+            raise FluxError(f"ops {ref!r}: calling {ref.split(':', 1)[1]}() failed ({type(e).__name__}: {e})") from None
+        return _as_ops(made, ref, called=True)
+    raise FluxError(f"ops {ref!r} is a {type(value).__name__} — name a list of ops, a Toolbox, or a function "
+                    f"that returns one")
+
+
+def load_ops(ref: str) -> list[Op | Callable]:
+    """The ops ``ref`` (``"module:attr"``) names: a list or tuple of ops (or plain functions), a
+    :class:`Toolbox`, one :class:`Op`, or a function of no arguments returning one of those. The
+    module is imported with the current directory on ``sys.path`` (as ``python -m`` would). Any
+    failure is one :class:`FluxError` line naming the reference."""
+    if not isinstance(ref, str) or not OPS_REF.fullmatch(ref):
+        raise FluxError(f"ops {ref!r}: name them as module:attr (e.g. myproject.tools:OPS)")
+    module_name, attr = ref.split(":", 1)
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        try:
+            value: Any = importlib.import_module(module_name)
+        except Exception as e:  # noqa: BLE001 - a module that fails to import is the user's ops failing
+            raise FluxError(f"ops {ref!r}: cannot import {module_name} ({type(e).__name__}: {e}) — is it on "
+                            f"PYTHONPATH (or under the current directory)?") from None
+    finally:
+        if added:
+            try:
+                sys.path.remove(cwd)
+            except ValueError:
+                pass
+    for part in attr.split("."):
+        if not hasattr(value, part):
+            raise FluxError(f"ops {ref!r}: {module_name} has no attribute {attr}")
+        value = getattr(value, part)
+    ops = _as_ops(value, ref)
+    for o in ops:
+        if not isinstance(o, Op) and not callable(o):
+            raise FluxError(f"ops {ref!r}: {o!r} is not an op (an @op function or a plain function)")
+    return ops

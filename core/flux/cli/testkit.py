@@ -58,12 +58,16 @@ def _quote(s: str) -> str:
 @click.option("--yes", "-y", "yes", is_flag=True, help="Approve every op (default: deny all).")
 @click.option("--policy", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Policy file for approvals.")
 @click.option("--update", is_flag=True, help="Overwrite a recorded scenario (same as FLUX_GOLDEN=update).")
-@click.option("--allow-error", is_flag=True, help="Keep a turn that ends in a provider error as the scenario.")
+@click.option("--allow-error", is_flag=True,
+              help="Keep exactly this turn as the scenario even if it ended in a provider error, the approver denied "
+                   "every tool call, or it reached no model.")
+@click.option("--ops", "ops_ref", default=None, metavar="MODULE:ATTR",
+              help="Record with these ops instead of the built-in coding ops (written to scenario.toml as ops = …).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: directory, session, model, outcome, tool calls, replay.")
 @handle_errors
 def record_cmd(name: str, input_text: str, scenarios_dir: Optional[Path], model: str, workspace: Optional[Path],
                base_url: Optional[str], instructions: Optional[str], max_iter: int, yes: bool, policy: Optional[Path],
-               update: bool, allow_error: bool, as_json: bool) -> None:
+               update: bool, allow_error: bool, ops_ref: Optional[str], as_json: bool) -> None:
     """Record one live turn for PROMPT as the scenario NAME, written to --dir/NAME (commit it)."""
     import shutil
     import tempfile
@@ -93,7 +97,7 @@ def record_cmd(name: str, input_text: str, scenarios_dir: Optional[Path], model:
         else:
             ws.mkdir()
         client = Client(model, workspace=ws, store=None, base_url=base_url, max_iter=max_iter,
-                        instructions=instructions or DEFAULT_INSTRUCTIONS, **kw)
+                        instructions=instructions or DEFAULT_INSTRUCTIONS, ops=ops_ref, **kw)
         try:
             sc = Scenario.record(client, input_text, directory, name=name, allow_error=allow_error)
         finally:
@@ -215,11 +219,13 @@ def _targets(names: tuple[str, ...], scenarios_dir: Optional[Path]) -> list[Path
               help="With --live-misses: the provider:model misses go to (default: each scenario's recorded model).")
 @click.option("--base-url", "live_base_url", default=None,
               help="With --live-misses: the endpoint of that provider (keys come from the environment).")
+@click.option("--ops", "ops_ref", default=None, metavar="MODULE:ATTR",
+              help="Re-drive every scenario with these ops instead of the ones its scenario.toml names.")
 @handle_errors
 def test_cmd(names: tuple[str, ...], scenarios_dir: Optional[Path], update: bool, replay_only: bool,
              keyword: Optional[str], as_json: bool, junit: Optional[Path], verbose: bool, report_file: Optional[Path],
              summary_fmt: Optional[str], live_misses: bool, live_model: Optional[str],
-             live_base_url: Optional[str]) -> None:
+             live_base_url: Optional[str], ops_ref: Optional[str]) -> None:
     """Replay and check every scenario under --dir (default: tests/scenarios, else .), or the scenarios NAME — offline."""
     import time
 
@@ -238,10 +244,14 @@ def test_cmd(names: tuple[str, ...], scenarios_dir: Optional[Path], update: bool
         from ..testkit.runner import live_client
 
         def factory(sc: Any) -> Any:
-            return live_client(sc, model=live_model, base_url=live_base_url)
+            return live_client(sc, model=live_model, base_url=live_base_url, ops=ops_ref)
     t0 = time.perf_counter()
+    from ..agent.ops import OPS_REF
+
+    if ops_ref is not None and not OPS_REF.fullmatch(ops_ref):
+        fail(f"--ops {ops_ref!r}: name the ops as module:attr (e.g. myproject.tools:OPS)")
     results, orphans = run_all(paths, replay_only=replay_only, keyword=keyword, client_factory=factory,
-                               on_miss="live" if live_misses else "strict")
+                               on_miss="live" if live_misses else "strict", ops=ops_ref)
     seconds = time.perf_counter() - t0
     if not results and not orphans:
         where = ", ".join(map(str, paths))

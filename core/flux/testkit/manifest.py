@@ -3,6 +3,10 @@
 All nine keys are required on read, as flux reads them; a parse failure is fatal (one line).
 Written in ``toml::to_string_pretty``'s shape: ``key = value`` lines in declared order.
 
+One optional key follows them: ``ops = "module:attr"``, the ops the scenario was recorded with
+when they are not the built-in coding ops (``flux test`` imports them to re-drive it; see
+:func:`flux.agent.ops.load_ops`). flux's reader ignores a key it does not know.
+
 ``flux_version`` names the runtime that recorded the fixture. flux itself writes its SDK version
 (``"0.26.0"``); this runtime writes ``"<version>+flux-tui"`` (semver build metadata, so a semver
 reader still accepts it). :attr:`Manifest.foreign` is true for a fixture recorded by another
@@ -17,6 +21,7 @@ from pathlib import Path
 from .. import __version__
 import re
 
+from ..agent.ops import OPS_REF
 from ..canonical import scrub_text
 from ..documents import read_text, short, toml_document
 from ..errors import FluxError
@@ -65,6 +70,7 @@ class Manifest:
     model: str
     cassette_max_bytes: int
     redaction_marker: str
+    ops: str | None = None  # "module:attr" of the recorded ops; None: the built-in coding ops
 
     @property
     def foreign(self) -> bool:
@@ -95,13 +101,19 @@ class Manifest:
             if typ is str and not isinstance(v, str):
                 raise FluxError(f"{p}: `{key}` must be a string, got {short(v)}")
             vals[key] = v
-        return cls(**vals)
+        ops = data.get("ops")
+        if ops is not None and (not isinstance(ops, str) or not OPS_REF.fullmatch(ops)):
+            raise FluxError(f"{p}: `ops` must name the recorded ops as \"module:attr\" (e.g. \"myproject.tools:OPS\"), "
+                            f"got {ops!r}")
+        return cls(**vals, ops=ops)
 
     def text(self) -> str:
         lines = []
         for key, typ in _FIELDS:
             v = getattr(self, key)
             lines.append(f"{key} = {v}" if typ is int else f"{key} = {toml_string(v)}")
+        if self.ops is not None:
+            lines.append(f"ops = {toml_string(self.ops)}")
         return "\n".join(lines) + "\n"
 
     def write(self, path: str | Path) -> None:

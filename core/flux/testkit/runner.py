@@ -2,7 +2,7 @@
 
 :func:`offline_client` re-drives a scenario as ``flux record`` recorded it: an agent client with
 the recorded request settings (system prompt, max tokens, temperature, model id from
-``model.jsonl``'s first record) and the built-in coding ops, whose provider refuses every call —
+``model.jsonl``'s first record) and the ops it was recorded with, whose provider refuses every call —
 the strict cassette answers every model call before it could be asked. :class:`ClientCache`
 shares one such client between the scenarios of a run recorded the same way. The verdict itself
 (what ``flux test``, the pytest plugin and the app run) is :mod:`flux.testkit.verdict`.
@@ -110,16 +110,19 @@ class ClientCache:
     (``flux test`` over many scenarios recorded the same way builds one client, not one each).
     Its own store is a throwaway directory: check writes into each scenario's work copy."""
 
-    def __init__(self) -> None:
+    def __init__(self, ops: Optional[str] = None) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="flux-test-clients-", dir=work_root()))
         self.clients: dict[str, Any] = {}
+        self.ops = ops  # every scenario's ops (``flux test --ops``), else each scenario's own
 
     def __call__(self, scenario: Any) -> Any:
         settings, request_model = _client_settings(scenario)
-        key = json.dumps([scenario.manifest.model, request_model, settings], sort_keys=True, default=str)
+        ops = self.ops or scenario.manifest.ops
+        key = json.dumps([scenario.manifest.model, request_model, settings, ops], sort_keys=True, default=str)
         c = self.clients.get(key)
         if c is None:
-            c = offline_client(scenario, store=self.dir / str(len(self.clients)), settings=(settings, request_model))
+            c = offline_client(scenario, store=self.dir / str(len(self.clients)), settings=(settings, request_model),
+                               ops=self.ops)
             c.shared = True
             self.clients[key] = c
         return c
@@ -130,15 +133,17 @@ class ClientCache:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def offline_client(scenario: Any, *, store: Any = None, settings: Any = None) -> Any:
-    """A client that re-drives ``scenario`` as it was recorded by ``flux record``: the recorded
-    request settings, the built-in coding ops, no network."""
+def offline_client(scenario: Any, *, store: Any = None, settings: Any = None, ops: Optional[str] = None) -> Any:
+    """A client that re-drives ``scenario`` as it was recorded: the recorded request settings, the
+    ops it was recorded with (``ops = "module:attr"`` in scenario.toml, or ``ops`` to override;
+    the built-in coding ops when it names none), no network. Ops that cannot be imported are a
+    one-line :class:`FluxError`."""
     m = scenario.manifest
     provider = m.model.split(":", 1)[0] if ":" in m.model else m.model
     kw, request_model = settings if settings is not None else _client_settings(scenario)
     store_dir = store if store is not None else scenario.work
     client = Client(OfflineProvider(provider, m.model), model=m.model, workspace=scenario.work, store=store_dir,
-                    env_secrets=True, **kw)
+                    env_secrets=True, ops=ops or m.ops, **kw)
     if isinstance(request_model, str):
         client.request_model = request_model
     throwaway(client.writer)  # its store is the scenario's throwaway work copy
@@ -146,15 +151,17 @@ def offline_client(scenario: Any, *, store: Any = None, settings: Any = None) ->
     return client
 
 
-def live_client(scenario: Any, *, model: Optional[str] = None, base_url: Optional[str] = None) -> Any:
+def live_client(scenario: Any, *, model: Optional[str] = None, base_url: Optional[str] = None,
+                ops: Optional[str] = None) -> Any:
     """Like :func:`offline_client`, but with a live provider behind the cassette — the scenario's
     recorded model (or ``model``) at ``base_url``, its key from the environment — for a check whose
     model misses go live (``flux test --live-misses``: they spend). The recorded request settings
-    and model id are kept, so every call the recording answers is still served from it."""
+    and model id and the recorded ops (or ``ops``) are kept, so every call the recording answers is
+    still served from it."""
     m = scenario.manifest
     kw, request_model = _client_settings(scenario)
     client = Client(model or m.model, workspace=scenario.work, store=scenario.work, base_url=base_url,
-                    env_secrets=True, **kw)
+                    env_secrets=True, ops=ops or m.ops, **kw)
     if isinstance(request_model, str) and model is None:
         client.request_model = request_model
     throwaway(client.writer)

@@ -41,8 +41,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Optional
 
 from ..agent.approver import AutoApprove
+from ..agent.builtin_ops import coding_ops
 from ..agent.loop import RetryPolicy, TurnRunner
 from ..agent.model_cassette import ModelCassetteWriter, TeeProvider, load_records
+from ..agent.ops import Toolbox, load_ops
 from ..cassette.record import cassette_enabled
 from ..cassette.replay import ReplayTape
 from ..errors import FluxError
@@ -380,6 +382,33 @@ def _outcome_departure(golden: SessionDetail, actual: SessionDetail, out: Any) -
     return None
 
 
+def _recorded_ops(client: "Client", ops: Optional[str]) -> Optional[str]:
+    """The ``ops`` reference scenario.toml gets (None: the built-in coding ops), or a refusal."""
+    ref = ops if ops is not None else getattr(client, "ops_ref", None)
+    tools = client.toolbox.tools()
+    if ref is not None:
+        if Toolbox.of(load_ops(ref)).tools() != tools:
+            raise ScenarioError(f"ops {ref!r} are not the ops this client records with (their tool definitions "
+                                f"differ) — name the client's own ops")
+        return ref
+    if Toolbox.of(coding_ops(client.workspace)).tools() != tools:
+        names = ", ".join(sorted(client.toolbox.ops)) or "none"
+        raise ScenarioError(f"this client's ops ({names}) are not the built-in coding ops, and nothing names them — "
+                            f"build the client with ops=\"module:attr\" (flux record --ops module:attr) or pass "
+                            f"Scenario.record(…, ops=\"module:attr\"), so flux test can re-drive the scenario with them")
+    return None
+
+
+def _all_denied(detail: SessionDetail) -> Optional[str]:
+    """Why a finished turn should not become a golden: the approver denied every tool call it made
+    (None when it may)."""
+    cells = detail.cells
+    if cells and all(c.rec.denied for c in cells):
+        ops = ", ".join(dict.fromkeys(c.rec.op for c in cells))
+        return f"the approver denied every tool call of the recorded turn ({len(cells)}: {ops})"
+    return None
+
+
 def _cleanup(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
@@ -449,22 +478,30 @@ class Scenario:
 
     @classmethod
     def record(cls, client: "Client", input: str, path: str | os.PathLike[str], *,
-               name: Optional[str] = None, allow_error: bool = False) -> "Scenario":
+               name: Optional[str] = None, allow_error: bool = False, ops: Optional[str] = None) -> "Scenario":
         __tracebackhide__ = kit_failure
-        return _run(cls.record_async(client, input, path, name=name, allow_error=allow_error))
+        return _run(cls.record_async(client, input, path, name=name, allow_error=allow_error, ops=ops))
 
     @classmethod
     async def record_async(cls, client: "Client", input: str, path: str | os.PathLike[str], *,
-                           name: Optional[str] = None, allow_error: bool = False) -> "Scenario":
+                           name: Optional[str] = None, allow_error: bool = False,
+                           ops: Optional[str] = None) -> "Scenario":
         """Run one turn for ``input`` through ``client`` (live: this spends) and write the fixture.
 
         Refuses to overwrite a recorded scenario unless ``FLUX_GOLDEN=update``. The turn is run
         into a staging directory beside ``path``; the fixture's files are replaced only once the
         turn has finished, so a failed or interrupted record leaves the old fixture intact. A turn
-        that ends in ``error`` (a provider failure) is not written unless ``allow_error``."""
+        that ends in ``error`` (a provider failure), whose every tool call was denied by the
+        approver, or that reached no model is not written unless ``allow_error``.
+
+        The ops travel with the scenario: ``ops`` (``"module:attr"``, else the client's own
+        ``ops_ref`` when it was built with ``ops="module:attr"``) is written to scenario.toml so
+        ``flux test`` re-drives with them. A client whose ops are not the built-in coding ops and
+        not named that way is refused — its scenario could never be re-driven."""
         __tracebackhide__ = kit_failure
         if not isinstance(input, str) or not input.strip():
             raise ScenarioError("the scenario input is empty — say what the agent should do")
+        ops_ref = _recorded_ops(client, ops)
         if not cassette_enabled():
             raise ScenarioError("FLUX_CASSETTE=0 turns the cassette off: the recording would hold no tool results and "
                                 "could never be replayed or tested — unset FLUX_CASSETTE to record a scenario")
@@ -489,17 +526,25 @@ class Scenario:
             if out.outcome == "cancelled":
                 raise ScenarioError("the recorded turn was cancelled — nothing was written; record again")
             if out.outcome == "error" and not allow_error:
-                raise ScenarioError(f"the recorded turn ended in error ({out.error}) — nothing was written; fix the "
+                what = ("reached no model" if not load_records(staging / MODEL_FILE) else "ended in error")
+                raise ScenarioError(f"the recorded turn {what} ({out.error}) — nothing was written"
+                                    f"{' (the old golden is kept)' if (p / MANIFEST_FILE).exists() else ''}; fix the "
                                     f"cause and record again (or keep the error turn as a scenario: --allow-error)")
             (staging / MODEL_FILE).touch()
             with StoreReader(staging) as reader:
                 detail = load_session(reader, sid)
+            if not allow_error:
+                refusal = _all_denied(detail)
+                if refusal:
+                    raise ScenarioError(f"{refusal} — nothing was written{' (the old golden is kept)' if (p / MANIFEST_FILE).exists() else ''}; "
+                                        f"record with an approver that allows the run (--yes or --policy FILE), or keep "
+                                        f"exactly this run as the scenario: --allow-error")
             (staging / SNAP_FILE).write_text(snapshot_text(detail), encoding="utf-8")
             # The input as events.db keeps it (redacted): the manifest is committed with the fixture.
             manifest = Manifest(schema=1, name=name or p.resolve().name, flux_version=RUNTIME_VERSION,
                                 recorded_at_ms=recorded_at, session=sid, input=client.redactor.redact(input),
                                 model=client.model,
-                                cassette_max_bytes=client.cap, redaction_marker=client.redactor.marker)
+                                cassette_max_bytes=client.cap, redaction_marker=client.redactor.marker, ops=ops_ref)
             manifest.write(staging / MANIFEST_FILE)
             # Swap in: the old stores, cassette, snapshot and manifest go; judge.jsonl (additive),
             # the override sidecar and trajectory goldens stay.
@@ -621,7 +666,8 @@ class Scenario:
     async def _rerecord(self, client: "Client") -> Report:
         old = self.golden()
         old_snap = snapshot_text(old)
-        new = await Scenario.record_async(client, self.manifest.input, self.path, name=self.manifest.name)
+        new = await Scenario.record_async(client, self.manifest.input, self.path, name=self.manifest.name,
+                                          ops=getattr(client, "ops_ref", None) or self.manifest.ops)
         try:
             nd = new.golden()
             rep = Report(self.manifest.name, diff=diff_details(old, nd), left_world=True, scenario_ref=self,
@@ -631,7 +677,11 @@ class Scenario:
             rep.transcript_diff = surface_diff(rep.golden_transcript, rep.actual_transcript, "transcript")
             snap_diff = "\n".join(difflib.unified_diff(old_snap.splitlines(), snapshot_text(nd).splitlines(),
                                                        "old plan.flux.snap", "new plan.flux.snap", lineterm=""))
-            rep.rebaselined.append(Rebaseline(str(self.path), "scenario", snap_diff))
+            # What the re-record overwrote: the plans and what a person sees of the run.
+            overwritten = "\n".join(part for part in (snap_diff, "\n".join(rep.transcript_diff)) if part)
+            rb = Rebaseline(str(self.path), "scenario", overwritten or "(the re-recorded run is the same as the golden)")
+            rep.rebaselined.append(rb)
+            self.rebaselined.append(rb)
             rep.note = "re-recorded under FLUX_GOLDEN=update"
         finally:
             new.close()

@@ -302,19 +302,20 @@ def _restore(goldens: dict[Path, Optional[bytes]]) -> None:
 
 
 def run_all(paths: Iterable[str | os.PathLike[str]], *, replay_only: bool = False, keyword: Optional[str] = None,
-            client_factory: Optional[Callable[[Any], Any]] = None,
+            client_factory: Optional[Callable[[Any], Any]] = None, ops: Optional[str] = None,
             on_result: Optional[Callable[[ScenarioResult], None]] = None,
             on_miss: str = "strict") -> tuple[list[ScenarioResult], list[Path]]:
     """The verdict on everything under ``paths``: one result per scenario and per incomplete
     directory (in path order), and the orphan goldens (``-k`` filters the scenarios and the
-    incomplete directories by name; orphans always count)."""
+    incomplete directories by name; orphans always count). ``ops`` (``"module:attr"``) re-drives
+    every scenario with those ops instead of the ones its scenario.toml names."""
     found = collect(paths)
     targets: list[Any] = sorted([*found.scenarios, *found.incomplete],
                                 key=lambda t: str(t.path if isinstance(t, Incomplete) else t))
     if keyword:
         targets = [t for t in targets if keyword_match(keyword, (t.path if isinstance(t, Incomplete) else t).name)]
     results = []
-    cache = ClientCache() if client_factory is None and not replay_only else None
+    cache = ClientCache(ops) if client_factory is None and not replay_only else None
     try:
         for t in targets:
             if isinstance(t, Incomplete):
