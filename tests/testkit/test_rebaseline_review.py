@@ -62,7 +62,7 @@ def test_a_re_record_that_errored_or_reached_no_model_is_refused(golden, tmp_pat
     with Scenario.load(golden) as sc:
         off = offline_client(sc)
         try:
-            with pytest.raises(ScenarioError, match=r"the recorded turn reached no model \(.*offline"):
+            with pytest.raises(ScenarioError, match=r"the recorded turn reached no model \(no model call was answered\) \(.*offline"):
                 sc.check(off, update=True)
         finally:
             off.close()

@@ -62,7 +62,7 @@ def build_corpus(root: Path) -> dict[str, bool]:
     expected["half"] = False
 
     record_error_path(root / "error-path")
-    expected["error-path"] = False  # the error path does not replay as the recorded error (yet)
+    expected["error-path"] = True  # the recorded 401 replays as that error: the agent behaves as recorded
 
     shutil.copytree(clean, root / "throw-override")
     (root / "throw-override" / "replay.override.json").write_text(
@@ -147,4 +147,4 @@ def test_flux_test_and_pytest_give_the_same_verdict_on_every_scenario(tmp_path, 
         if not want:
             assert cli_why and cli_why.rstrip("…")[:80] in py_why, (name, cli_why, py_why)
     reds = sum(1 for v in expected.values() if not v)
-    assert (len(expected), reds) == (12, 8)
+    assert (len(expected), reds) == (12, 7)

@@ -526,7 +526,8 @@ class Scenario:
             if out.outcome == "cancelled":
                 raise ScenarioError("the recorded turn was cancelled — nothing was written; record again")
             if out.outcome == "error" and not allow_error:
-                what = ("reached no model" if not load_records(staging / MODEL_FILE) else "ended in error")
+                answered = [r for r in load_records(staging / MODEL_FILE) if r.error is None or r.chunks]
+                what = "reached no model (no model call was answered)" if not answered else "ended in error"
                 raise ScenarioError(f"the recorded turn {what} ({out.error}) — nothing was written"
                                     f"{' (the old golden is kept)' if (p / MANIFEST_FILE).exists() else ''}; fix the "
                                     f"cause and record again (or keep the error turn as a scenario: --allow-error)")
