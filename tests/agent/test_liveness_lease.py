@@ -114,6 +114,7 @@ def test_c4_race_second_writer_refuses_the_live_turn_and_each_op_runs_once(seede
         (ws / "go").touch()
         a_out, a_err = a.communicate(timeout=60)
     finally:
+        (ws / "go").touch()  # A's held op ends whatever happened (it is in a session of its own)
         if a.poll() is None:
             a.kill()
     assert a.returncode == 0, a_err

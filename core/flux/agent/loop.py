@@ -658,6 +658,8 @@ class _LiveHost:
         # written from; an adaptive turn writes them as it goes and keeps none (keep_log=False)
         self.keep_log = keep_log
         self.log: list[tuple[str, Any, str, int, int]] = []
+        # ("tool_start" | "tool_end", fields) for a display, as each dispatch starts and ends (a flow turn's)
+        self.notify: Optional[Callable[..., None]] = None
 
     def dispatch(self, op: str, input: Any, input_json: str) -> OpOutcome:
         return self.begin(op, input, input_json)()
@@ -678,16 +680,21 @@ class _LiveHost:
             d = self.approver.decide(ApprovalRequest(op=op, effect=o.effect, input=input))
             if not d.allowed:
                 refusal = OpOutcome(content=d.reason or f"denied: `{op}`", is_error=True, denied=True)
+        notify = self.notify
+        if notify is not None:
+            notify("tool_start", name=op, input=input)
 
         def work() -> OpOutcome:
             out = refusal if refusal is not None else \
                 scrub_outcome(o.call(input if isinstance(input, dict) else {}))
             exec_us = max(0, self.timer() - started)
             self.last_exec_us = exec_us
+            status = "denied" if out.denied else ("error" if out.is_error else "ok")
             if self.keep_log:
-                status = "denied" if out.denied else ("error" if out.is_error else "ok")
                 self.log.append((op, input, status, started, exec_us))
             self.last = out
+            if notify is not None:
+                notify("tool_end", name=op, status=status, content=out.content if isinstance(out.content, str) else "")
             return out
         return work if self.concurrent else completed_work(work())
 
@@ -1386,6 +1393,8 @@ class TurnRunner:
     def _run_flow(self, draft: A.DraftAst, confirm: Callable[[str, str], bool]) -> tuple[TurnOutput, list[dict]]:
         cfg = self.cfg
         rec, live = self._recorder(defer_cells=runs_one_branch(draft), keep_log=True)
+        if cfg.on_event is not None:
+            live.notify = self._notify  # each op shown as it starts, not after the flow
         user_input = "<flow run>"
         rec.message("user", [{"type": "text", "text": user_input}])
         turn_id = cfg.writer.begin_turn(cfg.session, user_input, cfg.model_name)

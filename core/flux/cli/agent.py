@@ -343,7 +343,7 @@ def flow_run(file: Path, model: str, workspace: Optional[Path], session: Optiona
     store_dir = resolve_store_dir(store)
     renderer = _Renderer(quiet=as_json)
     client = Client(NullProvider(model=model), model=model, store=store_dir, workspace=workspace or Path.cwd(),
-                    **_resurrect_kw(as_json), **kw)
+                    on_event=renderer, **_resurrect_kw(as_json), **kw)
     renderer.redactor = client.redactor
     try:
         with _cancellable(client, renderer) as ran:
@@ -353,8 +353,6 @@ def flow_run(file: Path, model: str, workspace: Optional[Path], session: Optiona
             out = asyncio.run(sess.run_flow(draft))
     finally:
         client.close()
-    if not as_json:
-        for t in out.tool_calls:
-            renderer.err.print(f"[cyan]▸ {escape(str(t.name))}[/cyan] [dim]{t.status}[/dim]")
+    if not as_json:  # each op was shown as it started and ended
         click.echo(client.redactor.redact(out.answer))
     _report(out, as_json, store_dir, client.redactor)

@@ -13,7 +13,7 @@ from typing import Any, Callable, NoReturn
 import click
 
 from ..errors import FluxError
-from ..store.store import StoreReader, default_store_dir
+from ..store.store import StoreReader, default_store_dir, set_lock_wait_notice
 
 __all__ = [
     "STORE_ENV", "store_option", "open_reader", "fail", "fail_with_output", "json_out", "handle_errors",
@@ -116,6 +116,17 @@ def json_out(obj: Any) -> None:
     click.echo(json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=True))
 
 
+_SAID_WAITING: set[str] = set()
+
+
+def say_waiting_for_lock(path: Path) -> None:
+    """A writer waits for another process's lock on ``path``: said on stderr, once per database."""
+    if str(path) in _SAID_WAITING:
+        return
+    _SAID_WAITING.add(str(path))
+    click.echo(f"waiting for {path}: another process is writing to it (giving up after 5 s)…", err=True)
+
+
 def handle_errors(fn: Callable) -> Callable:
     """Turn a :class:`FluxError` (or a broken pipe) into ``error: <reason>`` and exit 1; close every
     reader the verb opened with :func:`open_reader`, whichever way it ends."""
@@ -123,6 +134,7 @@ def handle_errors(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         token = _VERB_READERS.set([])
+        set_lock_wait_notice(say_waiting_for_lock)
         try:
             return fn(*args, **kwargs)
         except FluxError as e:

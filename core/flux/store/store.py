@@ -41,7 +41,7 @@ import time
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 from urllib.parse import quote
 
 from ..canonical import scrub_text
@@ -763,6 +763,41 @@ _REGISTRY_KINDS = frozenset({"message", "session_started", "model_changed", "com
 _UNSCOPED_KINDS = schema.UNSCOPED_KINDS
 _monotonic = time.monotonic
 
+# A writer waits for another process's write lock up to _LOCK_WAIT_S in all, in slices of SQLite's
+# busy wait, so that after the first slice it can say it is waiting (set_lock_wait_notice).
+_LOCK_SLICE_MS = 250
+_LOCK_WAIT_S = 5.0
+_lock_wait_notice: Callable[[Path], None] | None = None
+
+
+def set_lock_wait_notice(fn: Callable[[Path], None] | None) -> None:
+    """``fn(path)`` is called when a writer starts waiting for another process's lock on the
+    database ``path`` (the CLI says so on stderr, once); ``None`` turns the notice off."""
+    global _lock_wait_notice
+    _lock_wait_notice = fn
+
+
+def _begin_immediate(c: "sqlite3.Connection | sqlite3.Cursor", path: Path) -> None:
+    """``BEGIN IMMEDIATE``, waiting for another writer's lock as long as flux's 5 s busy timeout —
+    saying so (once per wait) when the first slice of the wait was not enough."""
+    try:
+        c.execute("BEGIN IMMEDIATE")
+        return
+    except sqlite3.OperationalError as e:
+        if "locked" not in str(e) and "busy" not in str(e):
+            raise
+    deadline = _monotonic() + _LOCK_WAIT_S - _LOCK_SLICE_MS / 1000
+    notice = _lock_wait_notice
+    if notice is not None:
+        notice(path)
+    while True:
+        try:
+            c.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as e:
+            if ("locked" not in str(e) and "busy" not in str(e)) or _monotonic() >= deadline:
+                raise
+
 
 def _bootstrap_flow_schema(c: sqlite3.Connection) -> None:
     c.execute("BEGIN IMMEDIATE")
@@ -836,7 +871,7 @@ class StoreWriter:
             if not create:
                 raise StoreError(f"{self.dir} does not exist")
             self.dir.mkdir(parents=True)
-        events_path = self.dir / EVENTS_DB
+        events_path = self._events_path = self.dir / EVENTS_DB
         flow_path = self.dir / FLOW_DB
         # Both files are checked before either is opened: a bad flow.db must not be found only
         # after events.db was opened read-write (which recovers a crashed writer's WAL into it).
@@ -853,6 +888,7 @@ class StoreWriter:
             self.conn.execute("PRAGMA busy_timeout = 5000")
             self.conn.execute("PRAGMA journal_mode = WAL")
             self.conn.execute("PRAGMA synchronous = NORMAL")
+            self.conn.execute(f"PRAGMA busy_timeout = {_LOCK_SLICE_MS}")  # waits for a writer: _begin_immediate
             self._bootstrap(self.conn)
         except sqlite3.Error as e:
             self._close_quietly()
@@ -885,7 +921,7 @@ class StoreWriter:
                 pass
 
     def _bootstrap(self, c: sqlite3.Connection) -> None:
-        c.execute("BEGIN IMMEDIATE")
+        _begin_immediate(c, self._events_path)
         try:
             tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             foreign = tables - {"events", "streams", "sqlite_sequence"}
@@ -974,7 +1010,7 @@ class StoreWriter:
                         raise
 
     def _begin(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
+        _begin_immediate(self.conn, self._events_path)
         dv = self.conn.execute("PRAGMA data_version").fetchone()[0]
         if dv != self._data_version:  # another connection wrote: our stream_seq counters may be stale
             self._next_seq.clear()
@@ -1018,7 +1054,7 @@ class StoreWriter:
             guarded = self._seq_guarded
             for retry in (False, True):
                 if guarded:
-                    cur.execute("BEGIN IMMEDIATE")
+                    _begin_immediate(cur, self._events_path)
                 else:
                     self._begin()
                 try:
