@@ -215,3 +215,37 @@ def test_battery_stores_every_write_verb(store_base, seed):
                 os.environ["TMPDIR"] = old[0]
             tempfile.tempdir = old[1]
         assert tally.total == 0, tally.examples
+
+
+def _damage_an_index_page(store: Path) -> None:
+    """A store whose reads work but whose next insert fails half-way: the root page of
+    ``idx_events_kind`` overwritten with garbage (SQLite: "database disk image is malformed")."""
+    con = sqlite3.connect(store / "events.db")
+    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'idx_events_kind'").fetchone()
+    (size,) = con.execute("PRAGMA page_size").fetchone()
+    con.close()
+    data = bytearray((store / "events.db").read_bytes())
+    data[(root - 1) * size: root * size] = bytes((i * 151 + 7) % 256 for i in range(size))
+    (store / "events.db").write_bytes(bytes(data))
+
+
+def test_fork_on_a_store_that_fails_on_insert_writes_nothing(store_base, tmp_path):
+    store = Path(shutil.copytree(store_base, tmp_path / "s"))
+    _damage_an_index_page(store)
+    before = tree_state(store)
+    res = _flux("fork", "s_7", "--at", "1", "--inject", '"x"', "--store", str(store))
+    _one_failure(res, "is corrupt")
+    assert {k: v for k, v in tree_state(store).items() if not k.endswith("-shm")} == \
+        {k: v for k, v in before.items() if not k.endswith("-shm")}
+
+
+@pytest.mark.parametrize("verb", [["resurrect", "s_9", "--yes"], ["fork", "s_7", "--at", "0", "-y", "-m", "mock"]])
+def test_a_live_verb_on_a_damaged_store_runs_no_op(store_base, tmp_path, verb):
+    """resurrect would run `publish` (and append to CHANGELOG.md) live, a re-planning fork its
+    model's ops: on a store that cannot take the result, nothing runs and nothing is written."""
+    store = Path(shutil.copytree(store_base, tmp_path / "s"))
+    _damage_an_index_page(store)
+    before = tree_state(store)
+    res = _flux(*verb, "--store", str(store))
+    _one_failure(res, "nothing was run")
+    assert tree_state(store) == before  # the workspace inside the store too: no op acted

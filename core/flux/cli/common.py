@@ -6,6 +6,7 @@ import contextvars
 import functools
 import json
 import re
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn
@@ -13,7 +14,7 @@ from typing import Any, Callable, NoReturn
 import click
 
 from ..errors import FluxError
-from ..store.store import StoreReader, default_store_dir, set_lock_wait_notice
+from ..store.store import StoreReader, default_store_dir, set_lock_wait_notice, store_error
 
 __all__ = [
     "STORE_ENV", "store_option", "open_reader", "fail", "fail_with_output", "json_out", "handle_errors",
@@ -141,6 +142,8 @@ def handle_errors(fn: Callable) -> Callable:
             fail(str(e))
         except BrokenPipeError:
             sys.exit(0)
+        except sqlite3.Error as e:  # a database page that fails only when written (a damaged index)
+            fail(str(store_error(e, resolve_store_dir(kwargs.get("store")) / "events.db")))
         except OSError as e:
             fail(f"{e.strerror or e}: {getattr(e, 'filename', '') or ''}".rstrip(": "))
         finally:

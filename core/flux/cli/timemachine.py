@@ -304,8 +304,10 @@ def _gate(preview, yes: bool, policy: Path | None, as_json: bool, what: str, cat
     common.fail(f"{what} would run live ({eff}) — pass --yes or --policy FILE to allow it; nothing was written")
 
 
-def _writable(factory, store_dir: Path):
-    """Open the writing client; a store the filesystem will not let us write is one line."""
+def _writable(factory, store_dir: Path, *, live: bool = False):
+    """Open the writing client; a store the filesystem will not let us write is one line. ``live``:
+    the verb will run ops for real, so the database is checked whole first (``PRAGMA quick_check``)
+    — an op must not act on the world when the store cannot take its result."""
     import os
 
     from ..errors import StoreError
@@ -314,9 +316,16 @@ def _writable(factory, store_dir: Path):
         common.fail(f"the store {store_dir} is read-only — this verb writes a session into it; "
                     "copy the store somewhere writable and pass --store")
     try:
-        return factory()
+        client = factory()
     except StoreError as e:
         common.fail(f"cannot write to the store {store_dir}: {e}")
+    if live:
+        try:
+            client.writer.check_health()
+        except StoreError as e:
+            client.close()
+            common.fail(f"{e} — nothing was run")
+    return client
 
 
 def _read_only_fs(path: Path) -> bool:
@@ -417,7 +426,7 @@ def _fork(session: str, at: int, turn: int | None, inject: str | None, edit: Pat
     prefix = run_fork_prefix(plan, catalog)
     assert plan.preview is not None
     _gate(plan.preview, yes, policy, as_json, f"fork {row.id} @ {at}", catalog)
-    client = _writable(client_factory, reader.dir)
+    client = _writable(client_factory, reader.dir, live=not plan.preview.offline)
     try:
         if not as_json:
             tail = "tail live" if not plan.preview.offline else "tail from tape (offline)"
@@ -480,7 +489,8 @@ def resurrect_cmd(session: str, workspace: Path | None, yes: bool, policy: Path 
         click.echo(resurrect_lines(plan), err=True)
     _gate(plan.preview, yes, policy, as_json, f"resurrect {row.id}", catalog)
     client = _writable(lambda: _offline_client(reader.dir, ws, plan.detail.row.model or "mock", auto_resurrect=False,
-                                               **_approval_kw(yes, policy)), reader.dir)
+                                               **_approval_kw(yes, policy)), reader.dir,
+                       live=not plan.preview.offline)
     try:
         rep = resurrect_session(client, row.id, plan=plan)
     finally:
@@ -614,7 +624,7 @@ def what_if_cmd(session: str, turn: int | None, substitute: tuple[str, ...], sub
         renderer = _Renderer(quiet=as_json)
     factory = _whatif_client(reader.dir, ws, spec, yes, policy, plan.detail.row.model, renderer)
     _gate(plan.preview, yes, policy, as_json, f"what-if on {row.id}", catalog)
-    client = _writable(factory, reader.dir)
+    client = _writable(factory, reader.dir, live=not plan.preview.offline)
     try:
         if not as_json:
             how = f"re-plan with {plan.preview.model} (model call)" if spec.replan else "offline (no model call)"

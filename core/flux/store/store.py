@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from .events import EventBody
 
 __all__ = [
-    "StoredEvent", "SessionRow", "StoreReader", "StoreWriter", "default_store_dir", "session_number",
+    "StoredEvent", "SessionRow", "StoreReader", "StoreWriter", "default_store_dir", "session_number", "store_error",
 ]
 
 EVENTS_DB = "events.db"
@@ -293,6 +293,11 @@ def _hot_journal(conn: sqlite3.Connection) -> bool:
 
 
 _SQLITE_READONLY_ROLLBACK = 776  # SQLITE_READONLY | (3 << 8)
+
+
+def store_error(e: sqlite3.Error, path: Path) -> StoreError:
+    """A SQLite error on ``path`` as the one-line :class:`StoreError` a person can act on."""
+    return _translate(e, path)
 
 
 def _translate(e: sqlite3.Error, path: Path) -> StoreError:
@@ -910,6 +915,17 @@ class StoreWriter:
         except sqlite3.Error as e:
             self._close_quietly()
             raise _translate(e, events_path) from None
+
+    def check_health(self) -> None:
+        """``PRAGMA quick_check`` of ``events.db``: a :class:`StoreError` naming the first problem when
+        a page is damaged (an insert would fail on it half-way through a verb)."""
+        path = self.dir / EVENTS_DB
+        try:
+            problems = [r[0] for r in self.conn.execute("PRAGMA quick_check(1)").fetchall()]
+        except sqlite3.Error as e:
+            raise _translate(e, path) from None
+        if problems != ["ok"]:
+            raise StoreError(f"{path} is corrupt ({scrub_text(str(problems[0]))[:200]}) — restore it from a copy")
 
     def _close_quietly(self) -> None:
         """A failed open closes what it opened, now — not when the object is collected."""

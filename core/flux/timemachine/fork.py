@@ -23,7 +23,9 @@ Where this goes beyond flux (each documented in docs/cli.md):
 * the inject/edit tail is *tape-first*: a dispatch whose (op, input) matches an unconsumed cell of
   S is served from it; only a miss runs live, through the approver — an all-tape tail is offline;
 * the prefix is computed in memory and written in one transaction, so a prefix that diverges
-  from the recording leaves no session behind; the ``<fork S @ N>`` turn is closed.
+  from the recording leaves no session behind; the ``<fork S @ N>`` turn is closed. An offline
+  fork (inject/edit, an all-tape tail) is one transaction from ``session_started`` to
+  ``turn_ended``: a failed write, a kill or a concurrent writer never sees a half child.
 
 A host plan (the runtime's ``name = op({…})`` lines) is read and run as replay runs it
 (:mod:`.replay_direct`: keyed from its text, no AST, ``DirectRunner``), the fork host re-recording
@@ -35,6 +37,7 @@ the same either way (tests/core/test_fork_differential.py).
 from __future__ import annotations
 
 import re
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from hashlib import sha256 as _sha256
 from typing import Any, Callable, Optional
@@ -467,60 +470,68 @@ def _fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, e
     w = client.writer
     red = client.redactor
     model = detail.model or client.model
-    with w.transaction():
-        fid = w.create_session(model, context={"correlation_id": plan.source, "agent_id": f"fork:{plan.source}@{at}"})
-        if conv:
-            w.append(fid, Compacted(messages=conv))
-        tid = w.begin_turn(fid, f"<fork {plan.source} @ {at}>", model)
-        step = 0
-        for kind, x in items:
-            if kind == "attempt":
-                step += 1
-                w.append(fid, _attempt(step, x, red), turn_id=tid)
-            else:
-                flush_events(w, fid, x, red)
+    # An offline fork (inject/edit, every tail dispatch answered from tape) is one transaction: the
+    # child commits whole — its prefix, tail and turn_ended — or, when any write fails (a malformed
+    # store, a full disk), not at all; a concurrent writer sees no half child. A tail that goes live
+    # is a recorded turn like any other: durable before each effect, resumable if killed.
+    whole = ExitStack()
+    if plan.mode in ("inject", "edit") and plan.preview.offline:
+        whole.enter_context(w.transaction())
+    with whole:
+        with w.transaction():
+            fid = w.create_session(model, context={"correlation_id": plan.source, "agent_id": f"fork:{plan.source}@{at}"})
+            if conv:
+                w.append(fid, Compacted(messages=conv))
+            tid = w.begin_turn(fid, f"<fork {plan.source} @ {at}>", model)
+            step = 0
+            for kind, x in items:
+                if kind == "attempt":
+                    step += 1
+                    w.append(fid, _attempt(step, x, red), turn_id=tid)
+                else:
+                    flush_events(w, fid, x, red)
 
-    result = ForkResult(plan.source, fid, at, plan.mode, plan.preview, prefix_served)
-    rec = _Recorder(w, fid, red, client.cap)
-    tail_events: list[dict] = []
-    sink = _Tee(rec, tail_events)
-    live = _LiveHost(client.toolbox, client.approver, client._timer,
-                     concurrent=getattr(client, "concurrent_ops", True))
-    tail_host = TapeFirstHost(tape, live)
-    interp.host = RecordingHost(tail_host, sink, red, client.cap, enabled=client.cassette)
-    interp.sink = sink
-    interp.approver = _confirm_approver(client)
-    outcome, answer = "ok", ""
-    try:
-        if plan.mode in ("inject", "edit"):
-            assert plan.tail_draft is not None
-            ledger = None
-            if plan.mode == "edit" and trunc_key is not None:
-                ledger = ResumeLedger.from_interrupted(mem.events, trunc_key)
-            step += 1
-            rec.append(_attempt(step, plan.tail_draft, red), turn_id=tid)
-            res = interp.run(plan.tail_draft, resumable=resumable or ledger is not None, ledger=ledger)
-            if res.halted is not None:
-                result.halted = res.halted.error
-            answer = _result_text(res)
-            halted_now = res.halted is not None
-            later = plan.executions[pos.execution + 1:]
-            for n, ex in enumerate(later, 1):
+        result = ForkResult(plan.source, fid, at, plan.mode, plan.preview, prefix_served)
+        rec = _Recorder(w, fid, red, client.cap)
+        tail_events: list[dict] = []
+        sink = _Tee(rec, tail_events)
+        live = _LiveHost(client.toolbox, client.approver, client._timer,
+                         concurrent=getattr(client, "concurrent_ops", True))
+        tail_host = TapeFirstHost(tape, live)
+        interp.host = RecordingHost(tail_host, sink, red, client.cap, enabled=client.cassette)
+        interp.sink = sink
+        interp.approver = _confirm_approver(client)
+        outcome, answer = "ok", ""
+        try:
+            if plan.mode in ("inject", "edit"):
+                assert plan.tail_draft is not None
+                ledger = None
+                if plan.mode == "edit" and trunc_key is not None:
+                    ledger = ResumeLedger.from_interrupted(mem.events, trunc_key)
                 step += 1
-                rec.append(_attempt(step, ex.draft, red), turn_id=tid)
-                lg = ResumeLedger.fold(mem.events + tail_events) if halted_now else None
-                r = interp.run(plan_ast(ex.draft), resumable=resumable, ledger=lg)
-                halted_now = halted_now or r.halted is not None
-                answer = _result_text(r) or answer
-                if on_progress is not None:
-                    on_progress("tail", n, len(later))
-            if result.halted is not None:
-                outcome = "halted"
-                answer = f"The fork's tail halted — {result.halted}"
-    finally:
-        result.tail_served = tail_host.served
-        result.live_ops = list(tail_host.live_ops)
-        rec.append(TurnEnded(outcome=outcome, iterations=step, answer=red.redact(answer)), turn_id=tid)
+                rec.append(_attempt(step, plan.tail_draft, red), turn_id=tid)
+                res = interp.run(plan.tail_draft, resumable=resumable or ledger is not None, ledger=ledger)
+                if res.halted is not None:
+                    result.halted = res.halted.error
+                answer = _result_text(res)
+                halted_now = res.halted is not None
+                later = plan.executions[pos.execution + 1:]
+                for n, ex in enumerate(later, 1):
+                    step += 1
+                    rec.append(_attempt(step, ex.draft, red), turn_id=tid)
+                    lg = ResumeLedger.fold(mem.events + tail_events) if halted_now else None
+                    r = interp.run(plan_ast(ex.draft), resumable=resumable, ledger=lg)
+                    halted_now = halted_now or r.halted is not None
+                    answer = _result_text(r) or answer
+                    if on_progress is not None:
+                        on_progress("tail", n, len(later))
+                if result.halted is not None:
+                    outcome = "halted"
+                    answer = f"The fork's tail halted — {result.halted}"
+        finally:
+            result.tail_served = tail_host.served
+            result.live_ops = list(tail_host.live_ops)
+            rec.append(TurnEnded(outcome=outcome, iterations=step, answer=red.redact(answer)), turn_id=tid)
     result.answer = answer
     if plan.mode == "replan":
         from ..agent.session import Session
