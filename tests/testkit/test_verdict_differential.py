@@ -5,9 +5,9 @@ screen runs the same function (tests/testkit/test_tests_screen.py).
 
 The corpus: clean, drifted (a model answer changed), stale trajectory golden, a plan snapshot
 out of date, an orphan golden, a half scenario (events.db and model.jsonl, no scenario.toml), an
-error-path recording (401 on call 2, kept with allow_error), a ``throw`` override, a recording
-whose ``read`` returned a secret, a drifted redaction marker, a recording made with the user's own
-ops (named in scenario.toml, imported by both front ends)."""
+error-path recording (401 on call 2, kept with allow_error) and the same with call 2 answered, a
+``throw`` override, a recording whose ``read`` returned a secret, a drifted redaction marker, a
+recording made with the user's own ops (named in scenario.toml, imported by both front ends)."""
 
 from __future__ import annotations
 
@@ -63,6 +63,15 @@ def build_corpus(root: Path) -> dict[str, bool]:
 
     record_error_path(root / "error-path")
     expected["error-path"] = True  # the recorded 401 replays as that error: the agent behaves as recorded
+    shutil.copytree(root / "error-path", root / "error-path-answered")
+    cassette = root / "error-path-answered" / "model.jsonl"
+    lines = cassette.read_text().splitlines()
+    answered = json.loads(lines[1])
+    del answered["error"]
+    answered["chunks"] = [{"t": "text_delta", "c": "all good"}]
+    lines[1] = json.dumps(answered)
+    cassette.write_text("\n".join(lines) + "\n")
+    expected["error-path-answered"] = False  # where the recording failed, the re-drive now answers
 
     shutil.copytree(clean, root / "throw-override")
     (root / "throw-override" / "replay.override.json").write_text(
@@ -147,4 +156,4 @@ def test_flux_test_and_pytest_give_the_same_verdict_on_every_scenario(tmp_path, 
         if not want:
             assert cli_why and cli_why.rstrip("…")[:80] in py_why, (name, cli_why, py_why)
     reds = sum(1 for v in expected.values() if not v)
-    assert (len(expected), reds) == (12, 7)
+    assert (len(expected), reds) == (13, 8)
