@@ -321,3 +321,15 @@ def test_bad_supply_file_and_bad_flags_are_one_error_line(recorded, cases_dir, t
     assert res.exit_code == 1
     res = run(cases_dir, h, "--allow-write", "append")
     assert res.exit_code == 1 and "tool:<op>" in res.stderr
+
+
+def test_from_start_reruns_the_whole_turn_and_values_prints_the_values(recorded, cases_dir):
+    h = save(recorded, cases_dir, "--at", "2")
+    after_fork = lines(run(cases_dir, h, "--replay-only"))
+    assert [c["key"] for c in after_fork[:-1]] == ["model:3"]
+    whole = lines(run(cases_dir, h, "--replay-only", "--from-start", "--values"))
+    assert [c["key"] for c in whole[:-1]] == ["model:1", "op:0", "model:2", "op:1", "model:3"]
+    assert whole[-1]["status"] == "complete" and whole[-1]["prefix_calls"] == 0
+    read = next(c for c in whole if c.get("key") == "op:0")
+    assert read["value"] == "# demo\nhi\n"
+    assert all("value" not in c for c in after_fork[:-1])
