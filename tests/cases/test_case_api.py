@@ -134,3 +134,20 @@ def test_a_case_run_never_waits_a_recorded_delay_advances_the_clock(tmp_path):
     assert [(c.key, c.provenance) for c in out.calls] == [("op:1", "reused"), ("op:2", "reused")]
     # The flow halts as it did when recorded (the retry is exhausted): a runtime failure, not a stop.
     assert out.status == "failed" and out.code == "runtime_error" and "retry" in out.message
+
+
+def test_an_interrupted_run_is_cancelled(recorded, tmp_path):
+    """Ctrl-C inside a live call: the run ends ``cancelled`` (exit 3), not a traceback."""
+    from flux.cases import Supplied
+
+    @op(effect="read")
+    def read(path: str) -> str:
+        """Read a file (interrupted)."""
+        raise KeyboardInterrupt
+
+    others = [o for o in coding_ops(tmp_path) if o.name != "read"]
+    b = capture_case(recorded, "s_1")
+    # A changed first answer asks for another file: the recording cannot answer it, so it goes live.
+    ask = {"role": "assistant", "content": [{"type": "tool_use", "id": "x", "name": "read", "input": {"path": "X"}}]}
+    out = run_case(b, ops=[read, *others], prompt="Another prompt.", supply=Supplied(calls={"model:1": ask}))
+    assert (out.status, out.code, out.exit_code) == ("cancelled", "cancelled", 3)

@@ -18,11 +18,12 @@ from .errors import REASON_CODES, CaseRefusal
 from .locate import open_fixture_store, resolve_store_url
 from .run import CallLine, CaseOutcome, RunOptions
 from .stores import FileStore, FixtureStore, MemoryStore, StoredCase, keep_hashes
+from .supply import Supplied, load_supply
 
 __all__ = [
     "SavedCase", "save_case", "load_case", "run_case", "export_case", "import_case", "list_cases", "delete_case",
     "gc_cases", "read_case_file", "CallLine", "CaseOutcome", "RunOptions",
     "Bundle", "bundle_hash", "canonical_bytes", "decode_bundle", "readable_json", "capture_case", "REASON_CODES",
     "CaseRefusal", "open_fixture_store", "resolve_store_url", "FileStore", "FixtureStore", "MemoryStore",
-    "StoredCase", "keep_hashes",
+    "StoredCase", "keep_hashes", "Supplied", "load_supply",
 ]

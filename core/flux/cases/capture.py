@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import tomllib
 from pathlib import Path
 from typing import Any, Optional
 
@@ -79,8 +80,6 @@ def _scenario_runtime(store: Path) -> Optional[str]:
     if not p.is_file():
         return None
     try:
-        import tomllib
-
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
         return None

@@ -22,6 +22,8 @@ from typing import Any, Iterator
 
 import pytest
 
+# The case machinery (the agent loop, the stores) is imported when a case test runs, not when pytest
+# starts: the plugin loads in every pytest session of a project that installs flux-tui.
 MARK = "flux_cases"
 
 

@@ -494,7 +494,9 @@ async def _drive_agent(bundle: Bundle, inputs: dict, ladder: Ladder, tb: Toolbox
     finally:
         writer.close()
     o = ladder.outcome
-    if o.status == "complete" and out.outcome not in ("ok",):
+    if o.status == "complete" and out.outcome == "cancelled":
+        o.status, o.code, o.message = "cancelled", "cancelled", "the case run was interrupted"
+    elif o.status == "complete" and out.outcome not in ("ok",):
         o.status, o.code = "failed", "runtime_error"
         o.message = f"the re-driven turn ended {out.outcome}: {out.error or out.answer}"
 
