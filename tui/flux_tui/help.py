@@ -132,5 +132,20 @@ cassette, run live, and any divergence — and the turn's markers update."""),
 The store could not be opened or holds no session yet. The message says why and what to do:
 point --store at a directory that holds events.db, or run `flux-tui --demo` to explore a demo
 store."""),
+    "tests": ("Tests", """\
+The recorded scenarios under the folder, run as flux test runs them (offline, $0): one row each
+with its replay (the recorded plans re-executed from the cassette, and plan.flux.snap), its check
+(today's agent loop re-driven against the recording) and the first divergence. A directory that
+looks like a scenario but lacks a file, and a *.golden.json no scenario owns, are red rows of their
+own. Enter shows golden ↔ this run and every other failure (the plan snapshot diff flux test -v
+prints). r runs every scenario again, t the highlighted one; u accepts its new plan snapshot and
+trajectory golden — what flux test --update rewrites — after you confirm; a check failure needs a
+re-record instead. / filters by name; Esc clears the filter, then goes back (started with --tests,
+this is the first screen: q quits)."""),
+    "test-detail": ("Test result", """\
+Golden (left) ↔ this run (right), aligned: = same, ≠ changed, - golden only, + this run only; ▶
+marks the first divergence. Below the trajectory, each other failure under its heading — the plan
+snapshot's per-line diff (- plan.flux.snap, + the recorded plans), a trajectory golden's diff, an
+error. n jumps to the next change, Esc goes back to the scenarios."""),
     "help": ("Help", "This help. Esc closes it."),
 }

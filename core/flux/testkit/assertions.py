@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 from .errors import AssertionFailed, kit_failure
 from .golden import Rebaseline, update_mode
@@ -62,9 +62,10 @@ def assert_faithful(outcome: Any) -> None:
                           detail=_replay_trace(outcome) + "\n\n" + REHINT)
 
 
-def assert_plan_snapshot(outcome: Any) -> None:
-    """The recorded accepted plans equal ``plan.flux.snap`` byte for byte (§1.5). Under
-    ``FLUX_GOLDEN=update`` the file is rewritten instead, and the change is reported."""
+def assert_plan_snapshot(outcome: Any, *, update: Optional[bool] = None) -> None:
+    """The recorded accepted plans equal ``plan.flux.snap`` byte for byte. Under
+    ``FLUX_GOLDEN=update`` (or ``update=True``) the file is rewritten instead, and the change is
+    reported."""
     __tracebackhide__ = kit_failure
     _count(outcome)
     path = Path(outcome.scenario.path) / SNAPSHOT_FILE
@@ -77,7 +78,7 @@ def assert_plan_snapshot(outcome: Any) -> None:
         raise AssertionFailed(f"{_name(outcome)}: plan snapshot mismatch, and {path} was not re-baselined: the recording does not replay "
                               f"faithfully ({outcome.report.unfaithful_reason}) — re-record the scenario",
                               detail=naive_line_diff(expected, actual))
-    if update_mode():
+    if update_mode() if update is None else update:
         path.write_text(actual, encoding="utf-8")
         diff = "\n".join(difflib.unified_diff(expected.splitlines(), actual.splitlines(), f"old {path.name}",
                                               f"new {path.name}", lineterm=""))

@@ -182,11 +182,11 @@ class Outcome(CountsReads):
         assert_faithful(self)
         return self
 
-    def assert_plan_snapshot(self) -> "Outcome":
+    def assert_plan_snapshot(self, *, update: Optional[bool] = None) -> "Outcome":
         __tracebackhide__ = kit_failure
         from .assertions import assert_plan_snapshot
 
-        assert_plan_snapshot(self)
+        assert_plan_snapshot(self, update=update)
         return self
 
     def assert_calls(self, ops: Iterable[str], *, exact: bool = False) -> "Outcome":

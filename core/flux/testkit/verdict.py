@@ -72,6 +72,9 @@ class ScenarioResult:
     rebaselined: list[Rebaseline] = field(default_factory=list)
     report: Any = None  # the check Report, if one ran
     kind: str = "scenario"  # scenario | incomplete | orphan
+    # each failure on its own: (what — "replay", "plan snapshot", "check", "trajectory golden",
+    # "error" — and its full text); ``detail`` is their texts joined
+    sections: list[tuple[str, str]] = field(default_factory=list)
 
     def summary(self) -> str:
         """One line: what failed (``""`` when ok)."""
@@ -185,7 +188,7 @@ def judge_orphan(path: Path) -> ScenarioResult:
                           first_divergence=msg, detail=msg, kind="orphan")
 
 
-def _replay_part(sc: Scenario, res: ScenarioResult) -> bool:
+def _replay_part(sc: Scenario, res: ScenarioResult, update: bool) -> bool:
     """Replay + plan snapshot; returns whether anything was asserted."""
     if not sc.golden().cells:  # a turn that called no tool (it failed on its first model call): nothing to replay
         res.replay = "n/a (no tool calls to replay)"
@@ -204,11 +207,13 @@ def _replay_part(sc: Scenario, res: ScenarioResult) -> bool:
     except AssertionFailed as e:
         res.replay = "✗ unfaithful"
         problems.append(e)
+        res.sections.append(("replay", str(e)))
     try:
-        out.assert_plan_snapshot()
+        out.assert_plan_snapshot(update=update)
     except AssertionFailed as e:
         res.replay += " · ✗ plan snapshot"
         problems.append(e)
+        res.sections.append(("plan snapshot", str(e)))
     res.rebaselined += out.rebaselined
     if problems:
         res.first_divergence = problems[0].summary
@@ -217,18 +222,21 @@ def _replay_part(sc: Scenario, res: ScenarioResult) -> bool:
     return True
 
 
-def _fail(res: ScenarioResult, summary: str, detail: str) -> None:
+def _fail(res: ScenarioResult, summary: str, detail: str, what: str) -> None:
     res.ok = False
+    res.sections.append((what, detail))
     res.first_divergence = res.first_divergence or summary
     res.detail = (res.detail + "\n\n" if res.detail else "") + detail
 
 
 def judge(target: "Path | Scenario", *, replay_only: bool = False,
           client_factory: Optional[Callable[[Any], Any]] = None, timeout: float = 60.0,
-          on_miss: str = "strict") -> ScenarioResult:
+          on_miss: str = "strict", update: Optional[bool] = None) -> ScenarioResult:
     """The verdict on one scenario (see the module doc). ``target`` is its directory, or a loaded
     :class:`Scenario` (the pytest plugin's: the verdict then runs on that work copy). A client made
-    by ``client_factory`` is closed afterwards unless it says it is ``shared``."""
+    by ``client_factory`` is closed afterwards unless it says it is ``shared``. ``update``: golden
+    mode for this verdict alone (default: ``FLUX_GOLDEN=update``) — what the app's accept key asks."""
+    update = update_mode() if update is None else update
     own = not isinstance(target, Scenario)
     path = Path(target) if own else Path(target.path)
     t0 = time.perf_counter()
@@ -240,9 +248,9 @@ def judge(target: "Path | Scenario", *, replay_only: bool = False,
         if sc is None:
             validate_scenario_inputs(path)  # every file read and checked before anything is written
             sc = Scenario.load(path)
-        if update_mode():
+        if update:
             goldens = {g: g.read_bytes() if g.is_file() else None for g in (path / SNAP_FILE, path / GOLDEN_FILE)}
-        asserted = _replay_part(sc, res)
+        asserted = _replay_part(sc, res, update)
         replayed_clean = res.ok  # the recording replays faithfully and matches its plan snapshot
         golden_session = sc.golden()
         if replay_only:
@@ -255,7 +263,7 @@ def judge(target: "Path | Scenario", *, replay_only: bool = False,
             if not rep.replay_only:
                 asserted = True
                 if not rep.is_clean():
-                    _fail(res, rep.first_divergence or rep.status(), rep.explain())
+                    _fail(res, rep.first_divergence or rep.status(), rep.explain(), "check")
                 else:
                     golden_session = sc.session_detail(rep.session)
         golden_path = path / GOLDEN_FILE
@@ -263,12 +271,12 @@ def judge(target: "Path | Scenario", *, replay_only: bool = False,
             asserted = True
             with StoreReader(sc.work) as reader:  # the work copy: the golden embeds the run's sub-agents
                 # re-baselined only from a recording that replays faithfully
-                problem, rb = check_golden_file(golden_session, golden_path, update=update_mode() and replayed_clean,
+                problem, rb = check_golden_file(golden_session, golden_path, update=update and replayed_clean,
                                                 reader=reader)
             if rb is not None:
                 res.rebaselined.append(rb)
             if problem is not None:
-                _fail(res, problem.splitlines()[0], problem)
+                _fail(res, problem.splitlines()[0], problem, "trajectory golden")
         if not asserted:
             res.ok = False
             res.error = ("nothing was asserted: no tool calls to replay and check skipped — drop --replay-only, or "
@@ -277,6 +285,7 @@ def judge(target: "Path | Scenario", *, replay_only: bool = False,
         res.ok = False
         res.error = str(e).splitlines()[0]
         res.detail = (res.detail + "\n\n" if res.detail else "") + str(e)
+        res.sections.append(("error", str(e)))
     finally:
         if client is not None and not getattr(client, "shared", False):
             client.close()

@@ -2,101 +2,224 @@
 "Tests" in the command palette), and, on Enter, golden ↔ this run side by side.
 
 The list runs ``flux test``'s own verdict (:mod:`flux.testkit.verdict`: replay, plan snapshot,
-check, trajectory golden — offline; incomplete scenario directories and orphan goldens as red rows) in a thread worker, one row filled in as each finishes;
-``r`` runs them again. The detail screen aligns the golden trajectory with the re-drive's, the
-cursor on the first divergence.
+check, trajectory golden — offline; incomplete scenario directories and orphan goldens as red rows)
+in a thread worker, one row filled in as each finishes. ``r`` runs them all again, ``t`` runs the
+highlighted one again, ``u`` accepts its new goldens (what ``flux test --update`` rewrites, after a
+confirmation), ``/`` filters the rows by name. The detail screen aligns the golden trajectory with
+the re-drive's, then shows every other failure ``flux test -v`` prints (a plan snapshot or
+trajectory golden diff), the cursor on the first divergence.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Input, Label, Static
 from textual.worker import get_current_worker
 
 from flux.errors import FluxError
 from flux.testkit.runner import ClientCache
 from flux.testkit.verdict import Incomplete, collect, judge, judge_incomplete, judge_orphan
 
-__all__ = ["TestsScreen", "TestDetailScreen"]
+from ..widgets.footer import KeyFooter
+from ..widgets.topbar import TopBar
+from .ask import AskScreen
+
+__all__ = ["TestsScreen", "TestDetailScreen", "detail_rows"]
 
 _STATUS_STYLE = {True: "green", False: "red"}
+_MARK_STYLE = {"=": "dim", "≠": "yellow", "-": "red", "+": "green", " ": "dim", "#": "bold"}
+_CHANGE_MARKS = frozenset("≠-+")  # the rows `n` stops at
 
 
 def _cell(text: str, style: str | None = None) -> Text:
     return Text(text, style=style or "", no_wrap=True, overflow="ellipsis")
 
 
+def _diff_rows(text: str) -> list[tuple[str, str, str]]:
+    """A failure text as rows: ``- x`` / ``-x`` on the golden side, ``+ y`` / ``+y`` on this run's,
+    ``  z`` on both, anything else a note; unified-diff headers stay notes."""
+    rows: list[tuple[str, str, str]] = []
+    for line in text.splitlines():
+        if line.startswith(("--- ", "+++ ", "@@")):
+            rows.append((" ", line, ""))
+        elif line.startswith("-"):
+            rows.append(("-", line[1:].removeprefix(" "), ""))
+        elif line.startswith("+"):
+            rows.append(("+", "", line[1:].removeprefix(" ")))
+        elif line.startswith("  "):
+            rows.append(("=", line[2:], line[2:]))
+        else:
+            rows.append((" ", line, ""))
+    return rows
+
+
+def detail_rows(res: Any) -> tuple[list[tuple[str, str, str]], Optional[int]]:
+    """Everything ``flux test -v`` says about a result, as ``(mark, golden, this run)`` rows: the
+    trajectory (golden ↔ the re-drive, or the recording alone when nothing was re-driven), then
+    each other failure under a ``#`` heading (the plan snapshot's per-line diff, a trajectory golden
+    diff, an error). Returns the rows and the first changed one."""
+    from flux.testkit.surfaces import aligned_rows
+
+    rep = res.report
+    rows: list[tuple[str, str, str]] = []
+    if rep is not None and rep.replay_only:
+        rows = [(" ", line, "") for line in rep.golden_transcript]
+    elif rep is not None:
+        rows = aligned_rows(rep.golden_transcript, rep.actual_transcript)
+    for what, text in res.sections:
+        if what == "check":  # the trajectory above is the check's
+            continue
+        rows.append(("#", f"── {what} ──", ""))
+        rows += _diff_rows(text)
+    if not res.sections and not res.ok and res.detail:
+        rows.append(("#", "── failure ──", ""))
+        rows += _diff_rows(res.detail)
+    first = next((i for i, r in enumerate(rows) if r[0] in _CHANGE_MARKS), None)
+    return rows, first
+
+
 class TestsScreen(Screen):
     """One row per scenario: name, replay, check, first divergence."""
 
+    HELP_TOPIC = "tests"
+
     DEFAULT_CSS = """
     TestsScreen #tests-head { height: auto; padding: 0 1; color: $text-muted; }
+    TestsScreen #tests-filter-bar { height: 1; }
+    TestsScreen #tests-filter-label { width: 2; padding: 0 0 0 1; }
+    TestsScreen #tests-filter { border: none; height: 1; padding: 0; }
     TestsScreen DataTable { height: 1fr; }
     """
     BINDINGS = [
         Binding("enter", "open", "Golden ↔ run", id="tests.open", tooltip="Show golden ↔ this run side by side"),
-        Binding("r", "rerun", "Run again", id="tests.rerun", tooltip="Replay and check every scenario again"),
-        Binding("escape", "back", "Back", id="tests.back", tooltip="Leave the tests view"),
+        Binding("r", "rerun", "Run all", id="tests.rerun", tooltip="Replay and check every scenario again"),
+        Binding("t", "rerun_one", "Run this", id="tests.rerun_one", tooltip="Replay and check the highlighted scenario again"),
+        Binding("u", "accept", "Accept golden", id="tests.accept",
+                tooltip="Rewrite the highlighted scenario's plan snapshot and trajectory golden (as flux test --update)"),
+        Binding("slash", "filter", "Filter", id="tests.filter", tooltip="Show only the scenarios whose name matches"),
+        Binding("escape", "back", "Back", id="tests.back", tooltip="Clear the filter, or leave the tests view"),
     ]
 
     def __init__(self, directory: str | Path) -> None:
         super().__init__()
         self.directory = Path(directory)
-        self.results: dict[str, Any] = {}  # path -> ScenarioResult
+        self.results: dict[str, Any] = {}  # row key -> ScenarioResult
         self.order: list[Path] = []
         self.targets: dict[str, Any] = {}  # row key -> a scenario path, an Incomplete or ("orphan", path)
+        self.filter_text = ""
+        self.running: set[str] = set()
 
     def compose(self) -> ComposeResult:
-        yield Header(show_clock=False)
+        yield TopBar(id="topbar")
+        with Horizontal(id="tests-filter-bar"):
+            yield Label("/", id="tests-filter-label")
+            yield Input(placeholder="scenario name", id="tests-filter")
         yield Static(Text(f"tests · {self.directory}"), id="tests-head")
         table: DataTable = DataTable(id="tests-table", cursor_type="row", zebra_stripes=False)
         table.add_columns("scenario", "replay", "check", "first divergence")
         yield table
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.title = "flux-tui · tests"
+        self.query_one("#tests-filter-bar").display = False
         self.query_one(DataTable).focus()
         self.action_rerun()
+
+    # -- header ----------------------------------------------------------------------------------
+
+    def _counts(self) -> tuple[int, int]:
+        ok = sum(1 for r in self.results.values() if r.ok)
+        return ok, len(self.results) - ok
+
+    def _paint(self, status: Optional[str] = None) -> None:
+        left = Text.assemble(("flux-tui", "bold"), "  ", ("tests ", "dim"), (str(self.directory), "bold"))
+        right = Text()
+        done, total = len(self.results), len(self.targets)
+        if not total:
+            right.append("no scenarios", style="dim")
+        elif self.running:
+            right.append(f"running {done}/{total}", style="dim")
+        else:
+            ok, failed = self._counts()
+            right.append(f"{ok} clean", style="green")
+            right.append(" · ")
+            right.append(f"{failed} failed", style="bold red" if failed else "dim")
+        if self.filter_text:
+            right.append(" · ")
+            right.append(f"filter “{self.filter_text}”: {self.query_one(DataTable).row_count} shown", style="cyan")
+        self.query_one(TopBar).set(left, right)
+        if status is not None:
+            self._head(status)
 
     def _head(self, text: str) -> None:
         self.query_one("#tests-head", Static).update(Text(text))
 
+    def _summary(self) -> str:
+        ok, failed = self._counts()
+        return f"tests · {self.directory} · {len(self.results)} scenario(s): {ok} clean, {failed} failed"
+
+    # -- running ---------------------------------------------------------------------------------
+
     def action_rerun(self) -> None:
-        table = self.query_one(DataTable)
-        table.clear()
+        self.workers.cancel_group(self, "tests")
         self.results.clear()
         try:
             found = collect([self.directory])
         except FluxError as e:
-            self._head(f"error: {e}")
+            self.targets = {}
+            self._fill()
+            self._paint(f"error: {e}")
             return
         self.targets = {str(t.path if isinstance(t, Incomplete) else t): t
                         for t in sorted([*found.scenarios, *found.incomplete],
                                         key=lambda t: str(t.path if isinstance(t, Incomplete) else t))}
         self.targets.update({str(o): ("orphan", o) for o in found.orphans})
         self.order = [Path(k) for k in self.targets]
+        self._fill()
         if not self.order:
-            self._head(f"no scenarios under {self.directory} — record one: flux record NAME \"PROMPT\" --dir DIR -m MODEL")
+            self._paint(f"no scenarios under {self.directory} — record one: flux record NAME \"PROMPT\" --dir DIR -m MODEL")
             return
-        for key, t in self.targets.items():
-            name = f"orphan {Path(key).name}" if isinstance(t, tuple) else Path(key).name
-            table.add_row(_cell(name), _cell("…", "dim"), _cell("running", "dim"), _cell(""), key=key)
-        self._head(f"tests · {self.directory} · running {len(self.order)} scenario(s)…")
+        self.running = set(self.targets)
+        self._paint(f"tests · {self.directory} · running {len(self.order)} scenario(s)…")
         self._run(dict(self.targets))
 
-    @work(thread=True, exclusive=True, group="tests", exit_on_error=False, description="Running the scenarios")
-    def _run(self, targets: dict[str, Any]) -> None:
+    def _row_name(self, key: str) -> str:
+        t = self.targets.get(key)
+        return f"orphan {Path(key).name}" if isinstance(t, tuple) else Path(key).name
+
+    def _fill(self) -> None:
+        """The rows the filter lets through, with what is known of each."""
+        table = self.query_one(DataTable)
+        table.clear()
+        for key in self.targets:
+            if self.filter_text and self.filter_text.lower() not in self._row_name(key).lower():
+                continue
+            res = self.results.get(key)
+            if res is None:
+                table.add_row(_cell(self._row_name(key)), _cell("…", "dim"), _cell("running", "dim"), _cell(""), key=key)
+            else:
+                table.add_row(*self._cells(res), key=key)
+
+    def _cells(self, res: Any) -> list[Text]:
+        fd = res.first_divergence or ""
+        return [_cell(res.name if res.kind != "scenario" else Path(str(res.path)).name),
+                _cell(res.replay or "-", "green" if res.replay.startswith("✓") else "red"),
+                _cell(res.check or "-", _STATUS_STYLE[res.ok]), _cell(fd, "red" if fd else None)]
+
+    @work(thread=True, group="tests", exit_on_error=False, description="Running the scenarios")
+    def _run(self, targets: dict[str, Any], update: bool = False) -> None:
         cache = ClientCache()
         try:
-            for t in targets.values():
+            for key, t in targets.items():
                 if get_current_worker().is_cancelled:
                     return
                 if isinstance(t, Incomplete):
@@ -104,34 +227,107 @@ class TestsScreen(Screen):
                 elif isinstance(t, tuple):
                     res = judge_orphan(t[1])
                 else:
-                    res = judge(t, client_factory=cache)
-                self.app.call_from_thread(self._show, res)
+                    res = judge(t, client_factory=cache, update=update)
+                self.app.call_from_thread(self._show, key, res)
         finally:
             cache.close()
 
-    def _show(self, res: Any) -> None:
-        table = self.query_one(DataTable)
-        key = str(res.path)
-        self.results[key] = res
-        style = _STATUS_STYLE[res.ok]
-        fd = res.first_divergence or ""
-        try:
-            table.update_cell(key, table.ordered_columns[1].key, _cell(res.replay or "-", "green" if res.replay.startswith("✓") else "red"),
-                              update_width=True)
-            table.update_cell(key, table.ordered_columns[2].key, _cell(res.check or "-", style), update_width=True)
-            table.update_cell(key, table.ordered_columns[3].key, _cell(fd, "red" if fd else None), update_width=True)
-        except Exception:  # noqa: BLE001 - the table was cleared by a re-run meanwhile
+    def _show(self, key: str, res: Any) -> None:
+        if key not in self.targets:  # a re-run replaced the list meanwhile
             return
-        done = len(self.results)
-        if done == len(self.order):
-            ok = sum(1 for r in self.results.values() if r.ok)
-            self._head(f"tests · {self.directory} · {done} scenario(s): {ok} clean, {done - ok} failed")
+        self.results[key] = res
+        self.running.discard(key)
+        table = self.query_one(DataTable)
+        try:
+            for col, cell in zip(table.ordered_columns, self._cells(res)):
+                table.update_cell(key, col.key, cell, update_width=True)
+        except Exception:  # noqa: BLE001 - the row is filtered out, or the table was refilled
+            pass
+        if res.rebaselined:
+            self.notify("\n".join(rb.line() for rb in res.rebaselined), title="accepted", timeout=8)
+        if not self.running:
+            self._paint(self._summary())
+        else:
+            self._paint()
 
-    def action_open(self) -> None:
+    def _selected(self) -> Optional[str]:
         table = self.query_one(DataTable)
         if table.row_count == 0:
+            return None
+        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+    def _run_one(self, key: str, *, update: bool) -> None:
+        t = self.targets.get(key)
+        if t is None:
             return
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        self.results.pop(key, None)
+        self.running.add(key)
+        table = self.query_one(DataTable)
+        try:
+            table.update_cell(key, table.ordered_columns[1].key, _cell("…", "dim"))
+            table.update_cell(key, table.ordered_columns[2].key, _cell("running", "dim"))
+            table.update_cell(key, table.ordered_columns[3].key, _cell(""))
+        except Exception:  # noqa: BLE001 - filtered out
+            pass
+        self._paint(f"tests · {self.directory} · running {self._row_name(key)}…")
+        self._run({key: t}, update=update)
+
+    def action_rerun_one(self) -> None:
+        key = self._selected()
+        if key is not None and key not in self.running:
+            self._run_one(key, update=False)
+
+    def action_accept(self) -> None:
+        key = self._selected()
+        if key is None or key in self.running:
+            return
+        res = self.results.get(key)
+        if res is None or res.kind != "scenario":
+            self.notify("nothing to accept here: only a scenario's goldens can be re-baselined", severity="warning")
+            return
+        fixable = [w for w, _ in res.sections if w in ("plan snapshot", "trajectory golden")]
+        if res.ok or not fixable:
+            why = ("its goldens already match" if res.ok else
+                   "--update rewrites plan snapshots and trajectory goldens; this failure needs a re-record "
+                   "(flux record NAME \"PROMPT\" --update)")
+            self.notify(f"nothing to accept for {res.name}: {why}", severity="information" if res.ok else "warning")
+            return
+
+        def answered(value: Optional[str]) -> None:
+            if value is not None and value.strip().lower() in ("y", "yes"):
+                self._run_one(key, update=True)
+
+        self.app.push_screen(AskScreen(
+            "Accept the new golden", f"Rewrite {', '.join(fixable)} of {res.name} from the recording "
+            f"(as flux test --update)? Enter 'y' to accept.", "the diff is in Enter's detail · Esc cancels"), answered)
+
+    # -- filter ----------------------------------------------------------------------------------
+
+    def action_filter(self) -> None:
+        bar = self.query_one("#tests-filter-bar")
+        bar.display = True
+        box = self.query_one("#tests-filter", Input)
+        box.value = self.filter_text
+        box.focus()
+
+    @on(Input.Changed, "#tests-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value.strip()
+        self._fill()
+        self._paint()
+
+    @on(Input.Submitted, "#tests-filter")
+    def _filter_done(self, event: Input.Submitted) -> None:
+        self.query_one(DataTable).focus()
+        if not self.filter_text:
+            self.query_one("#tests-filter-bar").display = False
+
+    # -- navigation ------------------------------------------------------------------------------
+
+    def action_open(self) -> None:
+        key = self._selected()
+        if key is None:
+            return
         res = self.results.get(key)
         if res is None:
             self.notify("this scenario is still running", severity="warning")
@@ -139,18 +335,28 @@ class TestsScreen(Screen):
         self.app.push_screen(TestDetailScreen(res))
 
     @on(DataTable.RowSelected)
-    def _selected(self, event: DataTable.RowSelected) -> None:
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_open()
 
     def action_back(self) -> None:
+        if self.filter_text or self.query_one("#tests-filter-bar").display:
+            self.filter_text = ""
+            self.query_one("#tests-filter", Input).value = ""
+            self.query_one("#tests-filter-bar").display = False
+            self._fill()
+            self._paint()
+            self.query_one(DataTable).focus()
+            return
         if len(self.app.screen_stack) > 2:
             self.app.pop_screen()
-        else:
-            self.app.exit()
+        else:  # started with --tests: this is the app; q quits it
+            self.notify("this is the first screen — q quits", severity="information")
 
 
 class TestDetailScreen(Screen):
-    """Golden ↔ this run, aligned; the cursor on the first divergence."""
+    """Golden ↔ this run, aligned, then the other failures; the cursor on the first divergence."""
+
+    HELP_TOPIC = "test-detail"
 
     DEFAULT_CSS = """
     TestDetailScreen #detail-head { height: auto; padding: 0 1; }
@@ -168,41 +374,36 @@ class TestDetailScreen(Screen):
         self.first: int | None = None
 
     def compose(self) -> ComposeResult:
-        from flux.testkit.surfaces import aligned_rows, first_change
-
         res = self.result
         rep = res.report
         head = Text()
-        head.append(f"{res.name}", style="bold")
-        head.append(f" · replay {res.replay or '-'} · check {res.check or '-'}")
+        head.append(f"replay {res.replay or '-'} · check {res.check or '-'}")
         if res.first_divergence:
             head.append(f"\nfirst divergence: {res.first_divergence}", style="red")
         if rep is not None and rep.replay_only:
             head.append(f"\n{rep.note}", style="dim")
-        elif res.error and rep is None:
-            head.append(f"\n{res.error}", style="red")
-        yield Header(show_clock=False)
+        yield TopBar(id="topbar")
         yield Static(head, id="detail-head")
         table: DataTable = DataTable(id="detail-table", cursor_type="row")
         col = max(20, (self.app.size.width - 10) // 2)  # both sides visible at any width
         table.add_column(" ", width=2)
         table.add_column("golden", width=col)
         table.add_column("this run", width=col)
-        if rep is not None and rep.replay_only:  # nothing was re-driven: the recording alone
-            self.rows = [(" ", line, "") for line in rep.golden_transcript]
-        elif rep is not None:
-            self.rows = aligned_rows(rep.golden_transcript, rep.actual_transcript)
-            self.first = first_change(self.rows)
-        style = {"=": "dim", "≠": "yellow", "-": "red", "+": "green", " ": "dim"}
+        self.rows, self.first = detail_rows(res)
         for i, (mark, a, b) in enumerate(self.rows):
-            shown = ("▶" if i == self.first else " ") + mark
-            table.add_row(_cell(shown, style[mark]), _cell(a, None if mark == "=" else style[mark]),
-                          _cell(b, None if mark == "=" else style[mark]))
+            shown = ("▶" if i == self.first else " ") + (mark if mark != "#" else " ")
+            style = _MARK_STYLE[mark]
+            table.add_row(_cell(shown, style), _cell(a, None if mark == "=" else style),
+                          _cell(b, None if mark == "=" else style))
         yield table
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
-        self.title = f"flux-tui · {self.result.name}"
+        res = self.result
+        self.title = f"flux-tui · {res.name}"
+        verdict = Text("✓ clean", style="green") if res.ok else Text("✗ failed", style="bold red")
+        self.query_one(TopBar).set(Text.assemble(("flux-tui", "bold"), "  ", ("test ", "dim"), (res.name, "bold")),
+                                   verdict)
         table = self.query_one(DataTable)
         table.focus()
         if self.first is not None:
@@ -210,9 +411,8 @@ class TestDetailScreen(Screen):
 
     def action_next_change(self) -> None:
         table = self.query_one(DataTable)
-        start = table.cursor_row + 1
-        for i in range(start, len(self.rows)):
-            if self.rows[i][0] != "=":
+        for i in range(table.cursor_row + 1, len(self.rows)):
+            if self.rows[i][0] in _CHANGE_MARKS:
                 table.move_cursor(row=i)
                 return
         self.notify("no further change", severity="information")

@@ -33,6 +33,12 @@ class TopBar(Static):
             self._right = right
         self._paint()
 
+    @property
+    def text(self) -> str:
+        """What the bar says, left then right, as plain text."""
+        plain = [t.plain if isinstance(t, Text) else str(t) for t in (self._left, self._right)]
+        return "  ".join(p for p in plain if p)
+
     def _paint(self) -> None:
         # The location (left) is what you read first: it keeps its width up to 60% of the bar, and
         # the state (right) is cut with … when both do not fit (`diff s_6 ↔ s_1` stays whole at 80).
