@@ -29,20 +29,10 @@ from flux.model.pricing import PriceTable, load_price_table
 from flux.store.store import SessionRow, StoreReader, default_store_dir
 
 from .commands import FluxCommands
+from .fmt import display_path
 from .messages import OpenSession, StoreChanged
 
 __all__ = ["FluxApp", "main"]
-
-
-def _display_path(path: Path) -> str:
-    try:
-        home = Path.home()
-        p = path.expanduser().resolve()
-        if p == home or home in p.parents:
-            return "~/" + str(p.relative_to(home))
-        return str(p)
-    except (OSError, RuntimeError, ValueError):
-        return str(path)
 
 
 class FluxApp(App):
@@ -76,7 +66,7 @@ class FluxApp(App):
         self.store_dir = Path(store_dir).expanduser() if store_dir is not None else default_store_dir()
         self.prices_file = prices_file
         self.frozen_now_ms = now_ms
-        self.display_name = display_name or _display_path(self.store_dir)
+        self.display_name = display_name or display_path(self.store_dir)
         self.poll_interval = poll_interval
         self.initial_session = session
         self.reader: StoreReader | None = None
@@ -138,9 +128,21 @@ class FluxApp(App):
             self.call_from_thread(self.notify, message, **kw)
 
     def mask_path(self, text: str) -> str:
-        """A message with the store path shown as the display name (``~/…``, or the name a test set)."""
-        for p in sorted({str(self.store_dir), str(self.store_dir.resolve())}, key=len, reverse=True):
-            text = text.replace(p, self.display_name)
+        """A message with the store path shown as the display name (``~/…``, or the name a test set).
+
+        Only whole paths are replaced: an absolute form of the store directory where a path ends
+        (``/`` or a non-path character follows), a relative one only where a file inside it follows
+        — never a word that happens to spell the directory's name (a store named ``locked`` in
+        "… is locked by a writer")."""
+        import re
+
+        forms = {str(self.store_dir.absolute()), str(self.store_dir.resolve())}
+        relative = str(self.store_dir)
+        if not self.store_dir.is_absolute() and relative not in (".", ""):
+            forms.add(relative)
+        for p in sorted(forms, key=len, reverse=True):
+            tail = r"(?=/|$|[^\w.~/-])" if p.startswith("/") else r"(?=/)"
+            text = re.sub(r"(?<![\w.~/-])" + re.escape(p) + tail, lambda _m: self.display_name, text)
         return text
 
     def cached_summary(self, row: SessionRow) -> SessionSummary | None:
@@ -194,7 +196,11 @@ class FluxApp(App):
 
     @on(Worker.StateChanged)
     def _worker_failed(self, event: Worker.StateChanged) -> None:
-        """A worker that raised is reported, never silently lost (harlequin's pattern)."""
+        self.report_worker_failure(event)
+
+    def report_worker_failure(self, event: Worker.StateChanged) -> None:
+        """A worker that raised is reported, never silently lost (harlequin's pattern): the App's own
+        workers, and every screen's (see :class:`~flux_tui.messages.ReportsWorkerFailures`)."""
         if event.state != WorkerState.ERROR:
             return
         error = event.worker.error
@@ -251,6 +257,42 @@ def _demo_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flux-tui" / "demo"
 
 
+def open_demo_store(fresh: bool) -> Path:
+    """The demo store for ``--demo``: the one of the last visit (its forks, what-ifs and
+    resurrects kept) unless ``fresh`` or there is none yet, else recorded now — saying which on
+    stderr, with the build's progress, so the terminal is never blank while it records. A cache
+    directory that cannot hold it is one ``error:`` line and exit 1."""
+    try:
+        from flux.demo import build_demo_store
+    except ImportError:
+        click.echo("error: this build has no demo store (flux.demo) — open a real store with --store DIR", err=True)
+        sys.exit(1)
+    store = _demo_dir()
+    shown = display_path(store)
+    if not fresh and (store / "events.db").is_file():
+        click.echo(f"flux-tui: opening the demo store of your last visit ({shown}), with what you forked, asked "
+                   "and resurrected there — `flux-tui --demo --fresh` rebuilds it", err=True)
+        return store
+    click.echo(f"flux-tui: {'rebuilding' if store.exists() else 'building'} the demo store in {shown} "
+               "(recording its sessions, a few seconds)…", err=True)
+    t0 = time.monotonic()
+    try:
+        if store.exists():
+            shutil.rmtree(store)
+        store.parent.mkdir(parents=True, exist_ok=True)
+        build_demo_store(store)
+    except FluxError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    except OSError as e:
+        where = "XDG_CACHE_HOME" if os.environ.get("XDG_CACHE_HOME") else "~/.cache"
+        click.echo(f"error: cannot create the demo store in {shown}: {e.strerror or e} — point {where} at a "
+                   "directory you can write to", err=True)
+        sys.exit(1)
+    click.echo(f"flux-tui: demo store ready ({time.monotonic() - t0:.1f} s)", err=True)
+    return store
+
+
 class _Command(OneLineErrors, click.Command):
     """``flux-tui``'s usage errors follow the ``flux`` contract: one ``error: …`` line, exit 1."""
 
@@ -259,7 +301,10 @@ class _Command(OneLineErrors, click.Command):
 @click.version_option(__version__, prog_name="flux-tui")
 @click.option("--store", "store", type=click.Path(path_type=Path), default=None,
               help="Store directory (holds events.db). Default: $FLUX_STORE_DIR or ~/.flux.")
-@click.option("--demo", is_flag=True, help="Build a fresh demo store (~/.cache/flux-tui/demo) and open it.")
+@click.option("--demo", is_flag=True,
+              help="Open the demo store (~/.cache/flux-tui/demo), built on first use and kept — with your forks, "
+                   "what-ifs and resurrects — between visits.")
+@click.option("--fresh", is_flag=True, help="With --demo: rebuild the demo store from scratch first.")
 @click.option("--prices", "prices", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="JSON price table (USD per Mtok) extending the built-in one.")
 @click.option("--session", "session", default=None, help="Open this session (s_<n> or 'last') directly.")
@@ -270,31 +315,20 @@ class _Command(OneLineErrors, click.Command):
               help="Run the recorded scenarios under DIR (flux test, offline) and browse golden ↔ run.")
 @click.option("--cases", "cases", default=None, metavar="URL",
               help="Browse the saved cases of a fixture store (a directory, postgres://…, s3://…) and run them.")
-def main(store: Path | None, demo: bool, prices: Path | None, session: str | None, keymap_file: Path | None,
-         tests: Path | None, cases: str | None) -> None:
+def main(store: Path | None, demo: bool, fresh: bool, prices: Path | None, session: str | None,
+         keymap_file: Path | None, tests: Path | None, cases: str | None) -> None:
     """Browse a flux store: sessions, turns, accepted plans and cassette cells.
 
     Browsing writes nothing; fork, what-if and resurrect write new sessions into the store (or
     finish an interrupted turn) after the side-effect gate.
     """
     keymap = load_keymap(keymap_file) if keymap_file else None
+    if fresh and not demo:
+        raise click.UsageError("--fresh rebuilds the demo store; use it with --demo")
     if demo:
         if store is not None:
             raise click.UsageError("--demo builds its own store; drop --store (or drop --demo)")
-        try:
-            from flux.demo import build_demo_store
-        except ImportError:
-            click.echo("error: this build has no demo store (flux.demo) — open a real store with --store DIR", err=True)
-            sys.exit(1)
-        store = _demo_dir()
-        if store.exists():
-            shutil.rmtree(store)
-        store.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            build_demo_store(store)
-        except FluxError as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(1)
+        store = open_demo_store(fresh)
     tune_gc()
     app = FluxApp(store, prices, session=session, keymap=keymap, tests_dir=tests, cases_url=cases)
     app.run()

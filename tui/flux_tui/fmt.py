@@ -1,6 +1,8 @@
-"""Small text formatters shared by the screens: cost, tokens, durations, outcomes."""
+"""Small text formatters shared by the screens: cost, tokens, durations, outcomes, paths."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from flux.store.events import Usage
 from flux.model.wording import cost_text, tokens_text, usage_text
@@ -8,7 +10,7 @@ from flux.timefmt import age, iso_ms
 
 __all__ = [
     "fmt_cost", "fmt_tokens", "fmt_usage", "fmt_duration", "fmt_age", "iso_ms", "outcome_style",
-    "one_line", "lineage_mark",
+    "one_line", "lineage_mark", "display_path",
 ]
 
 OK_OUTCOMES = frozenset({"ok", "completed", "resumed", "resurrected", "accepted", "answered"})
@@ -18,6 +20,21 @@ BAD_OUTCOMES = frozenset({"error", "failed", "halted", "cancelled", "compile_err
 # Lineage marks as the app draws them: glyphs every monospace font has (⑂ is rare in fonts).
 LINEAGE_MARKS = {"fork": "⋔ fork", "what-if": "? what-if", "sub-agent": "↳ sub-agent", "check": "✓ check",
                  "a2a": "⇄ a2a", "child": "↳ child"}
+
+
+def display_path(path: str | Path) -> str:
+    """A directory as the app shows it: under the home directory as ``~/…`` (the same on every
+    machine for the same place, and what ``expanduser`` reads back), else absolute."""
+    try:
+        home = Path.home()
+        p = Path(path).expanduser().resolve()
+        if p == home:
+            return "~"
+        if home in p.parents:
+            return "~/" + str(p.relative_to(home))
+        return str(p)
+    except (OSError, RuntimeError, ValueError):
+        return str(path)
 
 
 def lineage_mark(lineage) -> str:

@@ -16,7 +16,7 @@ from flux.store.store import SessionRow
 __all__ = [
     "StoreChanged", "RowsLoaded", "LoadFailed", "SummariesLoaded", "QueryMatched", "SessionLoaded",
     "TimelineReady", "OpenSession", "ReplayProgress", "ReplayFinished", "ReplayFailed",
-    "DiffReady", "InterruptedCount",
+    "DiffReady", "InterruptedCount", "ReportsWorkerFailures",
 ]
 
 
@@ -132,3 +132,14 @@ class InterruptedCount(Message):
 
     generation: int
     ids: set[str]
+
+
+class ReportsWorkerFailures:
+    """Mixed into every screen that runs workers: a worker that raised is handed to the App, which
+    says so in a toast and lets the screen show it where the data would be (``worker_failed``).
+    Textual posts ``Worker.StateChanged`` to the worker's screen only (it does not bubble), so
+    without this an unexpected error left a screen saying "loading…" for good."""
+
+    def on_worker_state_changed(self, event) -> None:
+        self.app.report_worker_failure(event)
+

@@ -229,8 +229,8 @@ def render_turn_info(detail: SessionDetail, turn: Turn, check: InterruptCheck, p
     u = turn.effective_usage
     _kv(meta, "usage", fmt_usage(u))
     if turn.calls:
-        models = sorted({m for m, _ in turn.call_models})
-        _kv(meta, "calls", f"{turn.calls} · {', '.join(models)}")
+        models = sorted({_as_text(m) for m, _ in turn.call_models})
+        _kv(meta, "calls", f"{turn.calls}" + (f" · {', '.join(models)}" if models else " · no usage reported"))
     tc = turn_spend(prices, turn, detail.row.model).usd
     _kv(meta, "cost", fmt_cost(tc, unknown="unknown (no price)"), "dim" if tc is None else "")
     whole = session_spend(prices, detail.turns, detail.row.model)
@@ -344,13 +344,20 @@ def _compact(data: Any, limit: int = 240) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
+def _as_text(value: Any) -> str:
+    """A recorded field the format says is a string, shown as text even when it is not one."""
+    return value if isinstance(value, str) else ("" if value is None else _compact(value, 200))
+
+
 def render_observations(obs: Sequence[tuple[Any, Observation]]) -> RenderableType:
     if not obs:
         return Text("no observations recorded for this turn", style="dim italic")
     parts: list[RenderableType] = [
         Text(f"{len(obs)} observation(s), flushed after the turn (their ts is the flush time)", style="dim italic")]
     for ev, o in obs[:MAX_ROWS]:
-        parts.append(Text.assemble((f"#{ev.stream_seq} ", "dim"), (o.kind, "cyan"), (f"  {o.phase}", "dim")))
+        # kind and phase as text whatever a hostile store holds (a number, a list, null)
+        parts.append(Text.assemble((f"#{ev.stream_seq} ", "dim"), (_as_text(o.kind), "cyan"),
+                                   (f"  {_as_text(o.phase)}", "dim")))
         parts.append(_indent(Text(_compact(o.data, 600), style="dim", overflow="fold")))
     if len(obs) > MAX_ROWS:
         parts.append(Text(f"… {len(obs) - MAX_ROWS} more", style="dim italic"))

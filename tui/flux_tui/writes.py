@@ -16,13 +16,16 @@ from pathlib import Path
 
 from flux.errors import FluxError
 
+from .fmt import display_path
+
 __all__ = ["write_client", "run_write", "within_gate", "op_catalog", "default_workspace", "refuse_unimplemented",
            "store_ops", "check_model"]
 
 
 def default_workspace(store_dir=None) -> str:
     """Where live ops act unless the user says otherwise: the workspace the store's toolbox.json
-    names (the demo's project), else the directory flux-tui was started in."""
+    names (the demo's project), else the directory flux-tui was started in — as the dialogs show
+    it (``~/…`` under the home directory; :func:`_workspace_dir` expands it back)."""
     if store_dir is not None:
         from flux.agent.toolboxes import store_toolbox
 
@@ -31,8 +34,8 @@ def default_workspace(store_dir=None) -> str:
         except FluxError:
             ws = None  # said when the action plans (op_catalog reads it again)
         if ws is not None:
-            return str(ws)
-    return str(Path.cwd())
+            return display_path(ws)
+    return display_path(Path.cwd())
 
 
 def _workspace_dir(workspace: str) -> Path:

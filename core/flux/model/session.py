@@ -166,13 +166,14 @@ class TurnFold:
             t.iterations = b.iterations
             t.answer = b.answer
             t.ended_at_ms = ev.ts
-            t.usage = b.usage
+            t.usage = b.usage if isinstance(b.usage, Usage) else None  # a hostile null / number: none reported
             if t.loop_binding is None:
                 t.loop_binding = b.loop_binding
         elif isinstance(b, CallUsage):
             t.calls += 1
-            t.call_usage = t.call_usage + b.usage
-            t.call_models.append((b.model, b.usage))
+            if isinstance(b.usage, Usage):  # a call whose usage is null (or not an object) reported none
+                t.call_usage = t.call_usage + b.usage
+                t.call_models.append((b.model, b.usage))
 
     def plan_attempted(self, global_seq: int, stream_seq: int, ts: int, turn_id: int | None, step: int,
                        outcome: str, error: str | None, fingerprint: str | None, phase: str | None,

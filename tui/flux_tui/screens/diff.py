@@ -20,7 +20,7 @@ from textual.worker import get_current_worker
 
 from flux.errors import FluxError, StoreError
 
-from ..messages import DiffReady
+from ..messages import DiffReady, ReportsWorkerFailures
 from ..widgets.diff_view import MARKERS, DiffList, gap_text, row_marker, row_meaning, side_by_side, side_refs
 from ..widgets.rendered_view import RenderedView as Panel
 from ..widgets.footer import KeyFooter
@@ -115,7 +115,7 @@ class DiffPrompt(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class DiffScreen(Screen):
+class DiffScreen(ReportsWorkerFailures, Screen):
     """Two runs aligned statement by statement."""
 
     HELP_TOPIC = "diff"

@@ -29,6 +29,7 @@ from textual.worker import get_current_worker
 
 from flux.errors import FluxError, StoreError
 
+from ..messages import ReportsWorkerFailures
 from ..widgets.editors import FluxTextArea, JsonTextArea
 from .gate import GateScreen, preview_text, relabel
 from .session import SessionScreen
@@ -124,7 +125,7 @@ class _Done(Message):
         self.result, self.error = result, error
 
 
-class ForkScreen(ModalScreen[str | None]):
+class ForkScreen(ReportsWorkerFailures, ModalScreen[str | None]):
     """The fork dialog; dismisses with the child's id once the fork has been written."""
 
     HELP_TOPIC = "fork"

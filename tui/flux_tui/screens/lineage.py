@@ -26,6 +26,7 @@ from flux.errors import FluxError, SessionNotFound, StoreError
 from flux.model.listing import SessionSummary
 from flux.timemachine.family import ChildDifference, Family, FamilyNode, ResurrectedTurn
 
+from ..messages import ReportsWorkerFailures
 from ..compat import safe_summarize
 from ..fmt import fmt_cost, lineage_mark
 from ..widgets.virtual_list import VirtualList
@@ -213,7 +214,7 @@ class _DifferenceReady(Message):
         self.results = results
 
 
-class LineageScreen(ModalScreen[str | None]):
+class LineageScreen(ReportsWorkerFailures, ModalScreen[str | None]):
     HELP_TOPIC = "lineage"
     CSS_PATH = "timemachine.tcss"
 

@@ -19,6 +19,7 @@ from textual.worker import get_current_worker
 
 from flux.errors import FluxError, StoreError
 
+from ..messages import ReportsWorkerFailures
 from .gate import GateScreen, live_summary, relabel
 
 __all__ = ["ResurrectScreen", "report_text", "plan_text"]
@@ -77,7 +78,7 @@ def report_text(report) -> Text:
     return t
 
 
-class ResurrectScreen(ModalScreen[object]):
+class ResurrectScreen(ReportsWorkerFailures, ModalScreen[object]):
     """The resurrect plan, then (after ``y``) its report."""
 
     HELP_TOPIC = "resurrect"

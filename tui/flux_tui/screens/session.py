@@ -27,6 +27,7 @@ from ..agent_loop_view import AgentLoopCache, render_agent_loop
 from ..compat import safe_build_timeline, safe_check_interrupted, safe_summarize
 from ..fmt import lineage_mark
 from ..messages import (
+    ReportsWorkerFailures,
     LoadFailed, ReplayFailed, ReplayFinished, ReplayProgress, SessionLoaded, StoreChanged, TimelineReady,
 )
 from ..render import (
@@ -70,7 +71,7 @@ def _read_in_full(detail: SessionDetail) -> set[int]:
     return {t.number for t in detail.turns if t.turn_id == start}
 
 
-class SessionScreen(Screen):
+class SessionScreen(ReportsWorkerFailures, Screen):
     HELP_TOPIC = "timeline"
     FOOTER_ESSENTIAL = ("replay", "diff", "next_error", "prev_error")
 
@@ -101,30 +102,30 @@ class SessionScreen(Screen):
                 tooltip="Replay the session hermetically from its cassette and mark every statement and cell"),
         Binding("d", "diff", "Diff", id="session.diff",
                 tooltip="Diff this session against another one, side by side (default: its fork source)"),
-        Binding("slash", "search", "Search", show=False, id="session.search",
-                tooltip="Search the turn: plan text, cell inputs and contents, and the conversation (n/N step)"),
-        Binding("colon", "jump", "Jump", show=False, id="session.jump",
-                tooltip="Jump to turn N, statement N (s3) or cell N (c7)"),
-        Binding("y", "copy", "Copy", show=False, id="session.copy",
-                tooltip="Copy the item under the cursor: a cell's content (its input JSON in the inspector), "
-                        "a statement's source, a turn's input, the conversation"),
         Binding("Y", "copy_hash", "Copy hash", show=False, id="session.copy_hash",
                 tooltip="Copy the hash of the item under the cursor (input_hash / stmt_hash)"),
         Binding("less_than_sign", "split(-1)", "Narrower turns", show=False, id="session.split_narrower",
                 tooltip="Move the split left: a narrower turns column (down to hidden)"),
         Binding("greater_than_sign", "split(1)", "Wider turns", show=False, id="session.split_wider",
                 tooltip="Move the split right: a wider turns column"),
-        Binding("z", "zoom", "Zoom", show=False, id="session.zoom",
-                tooltip="Maximise the focused panel (z again restores the layout)"),
         Binding("C", "save_case", "Save case", show=False, id="session.save_case",
                 tooltip="Save a case of this turn forked at the statement under the plan cursor (hash copied)"),
-        Binding("f", "fork", "Fork", show=False, id="session.fork",
-                tooltip="Fork the session at the statement under the plan cursor (inject, edit or re-plan)"),
-        Binding("w", "what_if", "What-if", show=False, id="session.what_if",
-                tooltip="What if the cell (or statement) under the cursor had returned something else, or the policy "
-                        "were different: re-run the session offline into a new session and diff it"),
         Binding("R", "resurrect", "Resurrect", id="session.resurrect",
                 tooltip="Finish the interrupted turn from the crash point, from tape (the gate first if anything runs live)"),
+        Binding("f", "fork", "Fork", id="session.fork",
+                tooltip="Fork the session at the statement under the plan cursor (inject, edit or re-plan)"),
+        Binding("w", "what_if", "What-if", id="session.what_if",
+                tooltip="What if the cell (or statement) under the cursor had returned something else, or the policy "
+                        "were different: re-run the session offline into a new session and diff it"),
+        Binding("slash", "search", "Search", id="session.search",
+                tooltip="Search the turn: plan text, cell inputs and contents, and the conversation (n/N step)"),
+        Binding("colon", "jump", "Jump", id="session.jump",
+                tooltip="Jump to turn N, statement N (s3) or cell N (c7)"),
+        Binding("y", "copy", "Copy", id="session.copy",
+                tooltip="Copy the item under the cursor: a cell's content (its input JSON in the inspector), "
+                        "a statement's source, a turn's input, the conversation"),
+        Binding("z", "zoom", "Zoom", id="session.zoom",
+                tooltip="Maximise the focused panel (z again restores the layout)"),
         Binding("1", "focus_panel('turns')", "Focus turns", show=False, id="session.focus_turns", tooltip="Focus the turn list"),
         Binding("2", "focus_panel('timeline')", "Focus plan", show=False, id="session.focus_timeline",
                 tooltip="Focus the plan / cell stepper"),
@@ -310,8 +311,18 @@ class SessionScreen(Screen):
         elif message.reload and self.turn is not None and tl.current is not None and tl.current.number == self.turn.number:
             self.turn = tl.current
             self._build_timeline(self.turn, self._pending_restore)
+        if message.reload and (self.replay is not None or self.replay_running is not None):
+            self._replay_again()
         self._paint_topbar()
         self._refresh_bindings()
+
+    def _replay_again(self) -> None:
+        """The session changed under a replay (a resurrect, a writer appending): its marks, badge and
+        report describe a recording that is no longer the store's — replay what is there now."""
+        self.workers.cancel_group(self, "session-replay")
+        self.replay_running = None
+        self.clear_replay()
+        self.action_replay()
 
     @on(VirtualList.Highlighted, "#turns")
     def _on_turn(self, message: VirtualList.Highlighted) -> None:
@@ -939,8 +950,14 @@ class SessionScreen(Screen):
     def action_resurrect(self) -> None:
         from .resurrect import ResurrectScreen
 
-        if self.detail is not None:
-            self.app.push_screen(ResurrectScreen(self.detail.row.id, self.turn.number if self.turn else None))
+        if self.detail is None:
+            return
+        if self.check.interrupted is None:
+            why = f" — {self.check.reason}" if self.check.reason else ""
+            self.notify(f"{self.detail.row.id} has no interrupted turn{why}; R resurrects a turn that was killed "
+                        "mid-plan (marked ⚠ interrupted)", timeout=4)
+            return
+        self.app.push_screen(ResurrectScreen(self.detail.row.id, self.turn.number if self.turn else None))
 
     def _step_turn(self, delta: int) -> None:
         tl = self.turns_list
@@ -1085,12 +1102,15 @@ class SessionScreen(Screen):
 
     def footer_hidden(self, action: str) -> bool:
         """Keys the footer leaves out although they work (they only say why they cannot act)."""
+        if action == "resurrect":
+            return self.check.interrupted is None
         return action == "source" and (self.detail is None or not self.detail.row.correlation_id)
 
     def _refresh_bindings(self) -> None:
         """Refresh the footer only when an action's availability changed: every refresh recomposes
         the footer (a dozen widgets through the CSS engine), which a big session's first paint feels."""
-        sig = tuple(self.check_action(a, ()) for a in self._DYNAMIC_ACTIONS) + (self.footer_hidden("source"),)
+        sig = tuple(self.check_action(a, ()) for a in self._DYNAMIC_ACTIONS) + (self.footer_hidden("source"),
+                                                                              self.footer_hidden("resurrect"))
         if sig != getattr(self, "_bindings_sig", None):
             self._bindings_sig = sig
             self.refresh_bindings()
@@ -1115,5 +1135,5 @@ class SessionScreen(Screen):
                 return None
             return self.replay_running is None
         if action == "resurrect":
-            return self.check.interrupted is not None
+            return self.detail is not None  # not interrupted: R says why (the footer hides it)
         return True

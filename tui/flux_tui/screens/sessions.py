@@ -22,7 +22,7 @@ from flux.model.listing import list_sessions
 from flux.store.store import SessionRow, StoreReader
 
 from ..compat import safe_summarize
-from ..messages import InterruptedCount, LoadFailed, QueryMatched, RowsLoaded, StoreChanged, SummariesLoaded
+from ..messages import ReportsWorkerFailures, InterruptedCount, LoadFailed, QueryMatched, RowsLoaded, StoreChanged, SummariesLoaded
 from ..widgets.sessions_table import SORT_ORDER, SORTS, SUMMARY_SORTS, SessionItem, SessionsTable
 from ..widgets.footer import KeyFooter
 from ..widgets.topbar import TopBar
@@ -41,7 +41,7 @@ def _warm_imports() -> None:
     from . import diff, session  # noqa: F401
 
 
-class SessionsScreen(Screen):
+class SessionsScreen(ReportsWorkerFailures, Screen):
     """Sessions list with sort, filter, counts and a clear notice for unusable stores."""
 
     HELP_TOPIC = "sessions"

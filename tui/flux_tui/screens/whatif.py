@@ -41,6 +41,7 @@ from textual.worker import get_current_worker
 from flux.cassette.replay import OFF_TAPE_CLI_WAY_OUT, OFF_TAPE_HALT
 from flux.errors import FluxError, StoreError
 
+from ..messages import ReportsWorkerFailures
 from ..widgets.editors import JsonTextArea
 from .fork import json_problem, recorded_json
 from .gate import GateScreen, preview_text, relabel
@@ -137,7 +138,7 @@ def _highlight(button: RadioButton) -> None:
             group._selected = buttons.index(button)
 
 
-class WhatIfScreen(ModalScreen[str | None]):
+class WhatIfScreen(ReportsWorkerFailures, ModalScreen[str | None]):
     """The what-if dialog; dismisses with the counterfactual session's id once written."""
 
     HELP_TOPIC = "what-if"

@@ -1,0 +1,202 @@
+"""A new user's first hour, round 2 — the app's items: each test is built from its reproduction."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from flux_tui.screens.session import SessionScreen
+from flux_tui.screens.sessions import SessionsScreen
+from screen_text import screen_text, settle
+from stores import NOW_MS, build_gallery
+
+pytestmark = pytest.mark.anyio
+
+SIZE = (120, 40)
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _app(store, **kw):
+    from flux_tui.app import FluxApp
+
+    kw.setdefault("display_name", "store")
+    return FluxApp(store, now_ms=NOW_MS, poll_interval=None, **kw)
+
+
+# -- the locked-store message names the store once, whatever the directory is called ---------------
+
+
+async def test_a_store_named_locked_reads_locked_by_a_writer(tmp_path, monkeypatch):
+    """Reproduction: ``--store locked`` (relative) on a store a writer holds: the notice read
+    ``…/events.db is …/locked by a writer`` — the word "locked" was replaced by the display name."""
+    monkeypatch.chdir(tmp_path)
+    d = Path("locked")
+    d.mkdir()
+    con = sqlite3.connect(d / "events.db", isolation_level=None)
+    con.execute("CREATE TABLE events (global_seq INTEGER PRIMARY KEY, stream TEXT, stream_seq INTEGER, id TEXT, "
+                "kind TEXT, schema_version INTEGER, ts INTEGER, payload TEXT, turn_id INTEGER)")
+    con.execute("BEGIN EXCLUSIVE")
+    con.execute("INSERT INTO events VALUES (1,'s_1',0,'a','message',1,1,'{}',NULL)")
+    try:
+        app = _app(d, display_name="~/work/locked")
+        async with app.run_test(size=SIZE) as pilot:
+            for _ in range(60):
+                await pilot.pause(0.1)
+                if app.open_error is not None:
+                    break
+            await settle(pilot)
+            text = flat(screen_text(app))
+    finally:
+        con.execute("ROLLBACK")
+        con.close()
+    assert "Cannot open this store" in text
+    assert "~/work/locked/events.db is locked by a writer — wait for it to finish" in text
+    assert text.count("~/work/locked") == 2  # the header and the reason, never the word "locked"
+
+
+def test_mask_path_replaces_whole_paths_only(tmp_path):
+    from flux_tui.app import FluxApp
+
+    store = tmp_path / "locked"
+    app = FluxApp(store, display_name="demo", poll_interval=None)
+    assert app.mask_path(f"{store}/events.db is locked by a writer") == "demo/events.db is locked by a writer"
+    assert app.mask_path(f"cannot open {store}: gone") == "cannot open demo: gone"
+    assert app.mask_path(f"{store}-old/events.db") == f"{store}-old/events.db"  # another directory
+
+
+# -- a write refreshes everything on screen --------------------------------------------------------
+
+
+async def test_resurrect_after_replay_refreshes_the_badge_the_report_and_the_marks(demo):
+    """Reproduction: open s_8, ``r``, then ``R`` ``y`` ``y``: the header still said ``REPLAY ✓
+    reproduced``, the Replay tab still said the turn is interrupted and the new cell was ``○
+    unconsumed``. After the write the replay is run again on what the store now holds."""
+    from flux_tui.screens.resurrect import ResurrectScreen
+
+    app = _app(demo, session="s_8")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        assert "REPLAY ✓ reproduced" in screen_text(app)
+        await pilot.press("R")
+        await settle(pilot)
+        assert isinstance(app.screen, ResurrectScreen)
+        await pilot.press("y")  # the resurrect panel → the gate (publish runs live)
+        await settle(pilot)
+        await pilot.press("y")
+        for _ in range(50):
+            await settle(pilot)
+            if isinstance(app.screen, ResurrectScreen) and app.screen.report is not None:
+                break
+        assert app.screen.report is not None, screen_text(app)
+        await pilot.press("escape")
+        await settle(pilot)
+        for _ in range(20):  # the store poll that the resurrect asked for, then the replay again
+            await settle(pilot)
+            if "REPLAY ✓ faithful" in screen_text(app):
+                break
+        screen = app.screen
+        assert isinstance(screen, SessionScreen)
+        text = screen_text(app)
+        assert "REPLAY ✓ faithful" in text and "reproduced" not in text and "⚠ interrupted" not in text
+        report = screen.query_one("#replay").plain_text
+        assert "3/3 recorded cell(s) served" in report and "interrupted" not in report
+        assert "○   └ #2 publish" not in text and "✓   └ #2 publish" in text
+
+
+# -- the footer shows what fits; R explains itself ---------------------------------------------------
+
+
+@pytest.mark.parametrize("width,shown,absent", [
+    (200, ["f Fork", "w What-if", "/ Search", ": Jump", "y Copy", "z Zoom", "r Replay", "f1 Help", "q Quit"], []),
+    (120, ["f Fork", "r Replay", "d Diff", "f1 Help", "q Quit"], ["z Zoom"]),
+    (80, ["esc Back", "r Replay", "d Diff", "f1 Help", "q Quit"], ["f Fork", "z Zoom"]),
+])
+async def test_the_footer_shows_the_time_machine_keys_when_they_fit(tmp_path, width, shown, absent):
+    """Reproduction: ``f``, ``w``, ``/``, ``:``, ``y``, ``z`` never appeared in the footer, even at
+    200 columns with 100 free; at 80 the essential keys keep their place."""
+    app = _app(build_gallery(tmp_path / "g"), session="s_1")
+    async with app.run_test(size=(width, 30)) as pilot:
+        await settle(pilot)
+        footer = screen_text(app).splitlines()[-1]
+        for key in shown:
+            assert key in footer, (key, footer)
+        for key in absent:
+            assert key not in footer, (key, footer)
+
+
+async def test_R_on_a_session_that_is_not_interrupted_says_why(tmp_path):
+    """Reproduction: ``R`` on a session with no interrupted turn did nothing, silently."""
+    from flux_tui.screens.resurrect import ResurrectScreen
+
+    app = _app(build_gallery(tmp_path / "g"), session="s_1")
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        assert "R Resurrect" not in screen_text(app).splitlines()[-1]
+        await pilot.press("R")
+        await settle(pilot)
+        assert not isinstance(app.screen, ResurrectScreen)
+        assert any("s_1 has no interrupted turn" in n.message for n in app._notifications)
+
+
+# -- --demo keeps the last visit's store, says what it does, fails in one line ---------------------
+
+
+def _run_demo(monkeypatch, cache: Path, *args: str):
+    from click.testing import CliRunner
+
+    from flux_tui import app as app_mod
+
+    opened = {}
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    monkeypatch.setattr(app_mod.FluxApp, "run", lambda self: opened.setdefault("store", self.store_dir))
+    result = CliRunner().invoke(app_mod.main, ["--demo", *args])
+    return result, opened.get("store")
+
+
+def test_demo_reuses_the_store_of_the_last_visit_unless_fresh(monkeypatch, tmp_path):
+    """Reproduction: every ``flux-tui --demo`` rebuilt the store, silently throwing away the forks,
+    what-ifs and resurrects of the previous visit (and showed a blank terminal while building)."""
+    result, store = _run_demo(monkeypatch, tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "building the demo store" in result.stderr and "demo store ready" in result.stderr
+    with sqlite3.connect(store / "events.db") as con:  # a visit's write: a session of its own
+        con.execute("UPDATE streams SET model = 'forked-by-me' WHERE n = 1")
+    con.close()
+    result, again = _run_demo(monkeypatch, tmp_path)
+    assert result.exit_code == 0 and again == store
+    assert "opening the demo store of your last visit" in result.stderr and "--fresh" in result.stderr
+    with sqlite3.connect(store / "events.db") as con:
+        assert con.execute("SELECT model FROM streams WHERE n = 1").fetchone()[0] == "forked-by-me"
+    con.close()
+    result, fresh = _run_demo(monkeypatch, tmp_path, "--fresh")
+    assert result.exit_code == 0 and "rebuilding the demo store" in result.stderr
+    with sqlite3.connect(fresh / "events.db") as con:
+        assert con.execute("SELECT model FROM streams WHERE n = 1").fetchone()[0] != "forked-by-me"
+    con.close()
+
+
+def test_demo_with_a_cache_home_that_is_a_file_is_one_error_line(monkeypatch, tmp_path):
+    """Reproduction: ``XDG_CACHE_HOME`` pointing at a file gave a NotADirectoryError traceback."""
+    cache = tmp_path / "cache-file"
+    cache.write_text("not a directory")
+    result, store = _run_demo(monkeypatch, cache)
+    assert result.exit_code == 1 and store is None
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "cannot create the demo store" in lines[0] and "XDG_CACHE_HOME" in lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_fresh_without_demo_is_a_usage_error():
+    from click.testing import CliRunner
+
+    from flux_tui.app import main
+
+    result = CliRunner().invoke(main, ["--fresh"])
+    assert result.exit_code == 1 and "--fresh rebuilds the demo store" in result.output
