@@ -200,3 +200,176 @@ def test_fresh_without_demo_is_a_usage_error():
 
     result = CliRunner().invoke(main, ["--fresh"])
     assert result.exit_code == 1 and "--fresh rebuilds the demo store" in result.output
+
+
+# -- the header and the list use the width they have -------------------------------------------------
+
+
+LONG_NAME = "~/.cache/flux-tui/demo"
+
+
+async def test_at_80_columns_the_header_keeps_the_app_name_and_the_diff_verdict(demo_master):
+    """Reproduction: at 80 columns the header was cut on the left (``…ux-tui``) and the diff's header
+    lost its verdict."""
+    from flux_tui.screens.diff import DiffScreen
+
+    app = _app(demo_master, display_name=LONG_NAME, session="s_6")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        head = screen_text(app).splitlines()[0]
+        assert head.startswith(" flux-tui  store …/demo  ›  s_6"), head
+        await pilot.press("d", "enter")
+        await settle(pilot)
+        assert isinstance(app.screen, DiffScreen)
+        head = screen_text(app).splitlines()[0]
+        assert head.startswith(" flux-tui") and "diff s_6 ↔ s_1" in head and head.rstrip().endswith("differ"), head
+
+
+async def test_at_120_columns_the_replay_badge_and_the_last_outcome_are_whole(demo_master):
+    """Reproduction: at 120 the replay badge read ``REPL…`` and the ``last`` column ``resurrect…``."""
+    app = _app(demo_master, display_name=LONG_NAME)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        assert "resurrected" in text and "resurrect…" not in text
+        await pilot.press("enter")  # s_11, the newest: resurrected
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        head = screen_text(app).splitlines()[0]
+        assert "REPLAY ✓" in head and "REPL…" not in head and head.startswith(" flux-tui"), head
+
+
+async def test_at_80x24_the_sessions_list_keeps_the_outcome_and_drops_updated(demo_master):
+    """Reproduction: at 80×24 the list dropped the outcome column and kept ``updated`` — docs/app.md
+    says msgs, turns and updated go first."""
+    app = _app(demo_master, display_name=LONG_NAME)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        header = screen_text(app).splitlines()[1].split()
+        assert header[:3] == ["id", "model", "last"] and "updated" not in header and "msgs" not in header
+        assert "sort updated ▼" in screen_text(app).splitlines()[0]
+
+
+# -- dialogs and panels read as words, in colour or not ---------------------------------------------
+
+
+async def test_clicking_a_column_header_sorts_by_it_and_again_reverses(tmp_path):
+    """Reproduction: clicking a column header did not sort."""
+    app = _app(build_gallery(tmp_path / "g"))
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        table = app.screen.table
+        header = screen_text(app).splitlines()[1]
+        x = header.index("model")
+        await pilot.click("#sessions", offset=(x + 1, 0))
+        await settle(pilot)
+        assert table.sort_name == "model" and "sort model ▲" in screen_text(app).splitlines()[0]
+        models = [it.row.model for it in table.rows]
+        assert models == sorted(models, key=str.casefold)
+        await pilot.click("#sessions", offset=(x + 1, 0))
+        await settle(pilot)
+        assert table.sort_reverse and "sort model ▼" in screen_text(app).splitlines()[0]
+        await pilot.click("#sessions", offset=(screen_text(app).splitlines()[1].index("lineage") + 1, 0))
+        await settle(pilot)
+        assert table.sort_name == "model"
+        assert any("cannot be sorted by lineage" in n.message for n in app._notifications)
+
+
+async def test_what_if_choices_are_visible_without_colour(demo_master, monkeypatch):
+    """Reproduction: under NO_COLOR the radio buttons all drew ``▐●▌`` — the choice was invisible."""
+    from flux_tui.screens.whatif import WhatIfScreen
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = _app(demo_master, session="s_1")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        await settle(pilot)
+        assert isinstance(app.screen, WhatIfScreen)
+        text = screen_text(app)
+        assert "▐●▌ this cell returned" in text and "▐○▌ the policy were" in text
+        assert "▐●▌ halt" in text and "▐○▌ go live" in text
+
+
+def test_an_offline_model_is_not_labelled_network():
+    """Reproduction: a re-plan with the offline ``mock`` model was shown as ``model mock (network)``."""
+    from flux.timemachine.gate import LivePreview
+    from flux_tui.screens.gate import live_summary
+
+    def preview(model):
+        return LivePreview("fork", "s_1", False, (), model, 0, 0, 0, 0, None, (), "fork s_1", {})
+
+    assert live_summary(preview("mock")).plain == "runs live: model mock (offline)"
+    assert "model mock (offline)" in preview("mock").tail_line()
+    assert live_summary(preview("anthropic:claude-sonnet-4-5")).plain.endswith("(network)")
+
+
+def test_the_structural_diff_is_one_line_per_change():
+    """Reproduction: the payload view printed deepdiff's sentences, a multi-line value broken across
+    lines (``changed from "1 failed`` / ``line2" to …``)."""
+    import json
+
+    from flux.timemachine.diff import payload_diff_values
+    from flux_tui.screens.diff import _render_changes
+
+    pd = payload_diff_values(json.dumps({"input": {"command": "pytest -q"}, "content": "1 failed\nok", "x": [1, 2]}),
+                             json.dumps({"input": {"command": "pytest"}, "content": "2 passed\nok", "x": [1], "y": 1}))
+    assert _render_changes(pd).plain.splitlines() == [
+        '~ input.command  changed  "pytest -q" → "pytest"',
+        '~ content  changed  "1 failed\\nok" → "2 passed\\nok"',
+        "+ y  added  1",
+        "- x[1]  removed  2",
+    ]
+
+
+async def test_the_fork_dialog_help_keeps_its_table_readable_at_80(demo_master):
+    """Reproduction: the fork dialog's F1 table squeezed "what it does" into a sliver — thirty rows
+    of the editor's own cursor keys widened the action column."""
+    from flux_tui.screens.help import HelpScreen
+
+    app = _app(demo_master, session="s_1")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("f")
+        await settle(pilot)
+        await pilot.press("f1")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        text = screen_text(app)
+        assert "Close the dialog: nothing is written" in text  # one line, not one word per line
+        from rich.console import Console
+
+        console = Console(width=74, record=True, file=open("/dev/null", "w"))
+        console.print(app.screen._body)
+        body = console.export_text()
+        assert "Cursor word left" not in body and "Edit text" in body
+
+
+# -- copying ---------------------------------------------------------------------------------------
+
+
+async def test_y_copies_the_highlighted_session_id_and_the_inspector_copies_what_it_shows(tmp_path, monkeypatch):
+    """Reproduction: no way to copy a session id from the list; ``y`` in the inspector copied the
+    cell's input, not what the inspector shows."""
+    from flux_tui.app import FluxApp
+
+    copied: list[str] = []
+    monkeypatch.setattr(FluxApp, "copy_to_clipboard", lambda self, text: copied.append(text))
+    app = _app(build_gallery(tmp_path / "g"))
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        first = app.screen.table.current.id
+        await pilot.press("y")
+        await settle(pilot)
+        assert copied == [first]
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, SessionScreen)
+        await pilot.press("down", "enter")  # a cell, then into the inspector
+        await settle(pilot)
+        await pilot.press("y")
+        await settle(pilot)
+        shown = app.screen.query_one("#inspector").plain_text
+        assert copied[-1] == shown and "is_error" in shown and "input" in shown and "content" in shown
+        assert any("copied the inspector's cell" in n.message for n in app._notifications)

@@ -53,6 +53,16 @@ def _split(name: str) -> tuple[str, str]:
     return name, ""
 
 
+OFFLINE_PROVIDERS = ("mock", "scripted", "null")  # answer in-process: no request leaves the machine
+
+
+def model_effect(name: Optional[str]) -> str:
+    """What calling the model ``name`` does to the world, as the side-effect gate says it:
+    ``offline`` for an in-process provider (mock, scripted:FILE, null), else ``network``."""
+    provider, _ = _split((name or DEFAULT_MODEL).strip() or DEFAULT_MODEL)
+    return "offline" if provider in OFFLINE_PROVIDERS else "network"
+
+
 def _sdk_class(provider: str, module: str, cls: str, extra: str) -> Any:
     try:
         mod = importlib.import_module(f"flux.agent.providers.{module}")

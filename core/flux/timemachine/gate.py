@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..agent.registry import model_effect
+
 __all__ = ["LiveOp", "LivePreview", "EFFECT_ORDER"]
 
 EFFECT_ORDER = ("write", "exec", "network", "none")
@@ -130,7 +132,7 @@ class LivePreview:
             seen.add((o.op, o.effect))
             parts.append(f"{o.op} ({o.effect})")
         if self.model:
-            parts.append(f"model {self.model} (network)")
+            parts.append(f"model {self.model} ({model_effect(self.model)})")
         ws = f"   workspace {self.workspace}" if self.workspace else ""
         return "runs live: " + " · ".join(parts) + ws
 

@@ -225,7 +225,7 @@ class DiffScreen(ReportsWorkerFailures, Screen):
             right.append(" · ")
             right.append("identical" if self.diff.identical else "differ",
                          style="bold green" if self.diff.identical else "bold red")
-        self.query_one(TopBar).set(left, right)
+        self.query_one(TopBar).set(left, right, squeeze=self.app.display_name, keep_tail=True)
 
     @on(VirtualList.Highlighted, "#diff-rows")
     def _on_row(self, message: VirtualList.Highlighted) -> None:
@@ -376,7 +376,7 @@ class DiffDetailScreen(Screen):
         pb.show(tb)
         pd = payload_diff(d, row)
         panel = self.query_one("#payload-diff", Panel)
-        panel.border_title = {"json": "What changed · structural (deepdiff)", "text": "What changed · line diff",
+        panel.border_title = {"json": "What changed · structural", "text": "What changed · line diff",
                               "none": "What changed"}[pd.kind]
         panel.show(_render_changes(pd))
 
@@ -393,9 +393,63 @@ def _statement_display(source: str) -> str:
     return display_statement_text(source) if source else ""
 
 
+_CHANGE_WORDS = {  # deepdiff's report keys, in the order shown, and how each reads
+    "values_changed": ("~", "changed", "yellow"), "type_changes": ("~", "changed type", "yellow"),
+    "dictionary_item_added": ("+", "added", "green"), "iterable_item_added": ("+", "added", "green"),
+    "attribute_added": ("+", "added", "green"),
+    "dictionary_item_removed": ("-", "removed", "red"), "iterable_item_removed": ("-", "removed", "red"),
+    "attribute_removed": ("-", "removed", "red"),
+}
+
+
+def _json_path(path: str) -> str:
+    """deepdiff's ``root['input']['command']`` / ``root[3]`` as ``input.command`` / ``[3]``."""
+    import re
+
+    out = ""
+    for key, index in re.findall(r"\['((?:[^'\\]|\\.)*)'\]|\[(\d+)\]", path):
+        out += f"[{index}]" if index else (("." if out else "") + key)
+    return out or "(the whole value)"
+
+
+def _one_value(value, limit: int = 120) -> str:
+    import json
+
+    text = json.dumps(value, ensure_ascii=False)  # JSON: "1" and 1 differ, a newline reads \n
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _render_structural(changes: dict) -> Text:
+    """One line per change — ``~ input.command  "pytest -q" → "pytest"`` — from deepdiff's report,
+    values as one-line JSON: its own sentences broke lines in the middle of a value."""
+    out = Text()
+    for kind, (mark, word, style) in _CHANGE_WORDS.items():
+        entries = changes.get(kind)
+        if not isinstance(entries, dict):
+            continue
+        for path, value in entries.items():
+            out.append(f"{mark} ", style=f"bold {style}")
+            out.append(_json_path(path), style="bold")
+            out.append(f"  {word}  ", style="dim")
+            if isinstance(value, dict) and ("old_value" in value or "new_value" in value):
+                out.append(_one_value(value.get("old_value")), style="red")
+                out.append(" → ", style="dim")
+                out.append(_one_value(value.get("new_value")), style="green")
+            else:
+                out.append(_one_value(value), style=style)
+            out.append("\n")
+    for kind in changes:
+        if kind not in _CHANGE_WORDS:
+            out.append(f"· {kind.replace('_', ' ')}\n", style="dim")
+    out.rstrip()
+    return out
+
+
 def _render_changes(pd) -> Text:
     if pd.kind == "none" or not pd.lines:
         return Text("nothing: both sides are the same", style="dim italic")
+    if pd.kind == "json" and isinstance(pd.changes, dict) and pd.changes:
+        return _render_structural(pd.changes)
     out = Text()
     for line in pd.lines:
         if pd.kind == "text":

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
+
+from flux.agent.registry import model_effect
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -19,7 +21,7 @@ from textual.widgets import Button, Static
 
 __all__ = ["GateScreen", "preview_text", "EFFECT_STYLES", "live_summary", "relabel"]
 
-EFFECT_STYLES = {"write": "bold red", "exec": "bold red", "network": "bold yellow", "none": "green"}
+EFFECT_STYLES = {"write": "bold red", "exec": "bold red", "network": "bold yellow", "none": "green", "offline": "green"}
 OFFLINE = "offline: no model call, no side effect"
 
 
@@ -50,8 +52,9 @@ def live_summary(preview) -> Text:
     if preview.model:
         if not first:
             t.append(" · ", style="dim")
+        effect = model_effect(preview.model)
         t.append(f"model {preview.model}", style="bold")
-        t.append(" (network)", style=EFFECT_STYLES["network"])
+        t.append(f" ({effect})", style=EFFECT_STYLES[effect])
     return t
 
 
@@ -86,7 +89,8 @@ def _ops_table(preview) -> Table:
             detail.append(f"  denied by policy: {o.denied}", style="bold magenta")
         table.add_row(o.op, eff, detail, o.why)
     if preview.model:
-        table.add_row("model", Text("network", style=EFFECT_STYLES["network"]), Text(preview.model), "re-plan")
+        effect = model_effect(preview.model)
+        table.add_row("model", Text(effect, style=EFFECT_STYLES[effect]), Text(preview.model), "re-plan")
     return table
 
 

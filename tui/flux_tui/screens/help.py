@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import Input, Static, TextArea
 
 from ..help import APP_HELP, HELP
 
@@ -47,9 +47,13 @@ def _bindings_table(screen: Screen, width: int = 120) -> Table:
         t.add_column("id", no_wrap=True, style="dim")
     rows: dict[tuple[int, str], list] = {}
     order: list[tuple[int, str]] = []
+    editing = False
     for key, active in screen.active_bindings.items():
         b = active.binding
         if b.system or b.action == "command_palette":
+            continue
+        if b.id is None and isinstance(active.node, (Input, TextArea)):
+            editing = True  # a text field's own cursor and editing keys: one row below, not thirty
             continue
         ident = (id(active.node), b.action)
         if ident not in rows:
@@ -67,6 +71,10 @@ def _bindings_table(screen: Screen, width: int = 120) -> Table:
             what.append(f"\n{b.id or ''}", style="italic")
         t.add_row(Text(" ".join(dict.fromkeys(keys))), Text(desc, style=style), what,
                   *(() if narrow else (Text(b.id or ""),)))
+    if editing:
+        t.add_row(Text("…"), Text("Edit text"), Text("In a text field: the usual editing keys — arrows, Home/End, "
+                                                     "Ctrl+←/→ by word, Ctrl+A/E, PgUp/PgDn, Ctrl+Z undo"),
+                  *(() if narrow else (Text(""),)))
     t.add_row(Text("ctrl+p"), Text("Commands"), Text("Command palette: every action on this screen by name"),
               *(() if narrow else (Text("app.palette"),)))
     return t

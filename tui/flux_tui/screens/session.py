@@ -122,8 +122,8 @@ class SessionScreen(ReportsWorkerFailures, Screen):
         Binding("colon", "jump", "Jump", id="session.jump",
                 tooltip="Jump to turn N, statement N (s3) or cell N (c7)"),
         Binding("y", "copy", "Copy", id="session.copy",
-                tooltip="Copy the item under the cursor: a cell's content (its input JSON in the inspector), "
-                        "a statement's source, a turn's input, the conversation"),
+                tooltip="Copy what is under the cursor: a cell's content, a statement's source, a turn's input; in "
+                        "the inspector or a tab, the text it shows"),
         Binding("z", "zoom", "Zoom", id="session.zoom",
                 tooltip="Maximise the focused panel (z again restores the layout)"),
         Binding("1", "focus_panel('turns')", "Focus turns", show=False, id="session.focus_turns", tooltip="Focus the turn list"),
@@ -563,7 +563,7 @@ class SessionScreen(ReportsWorkerFailures, Screen):
                 else:
                     right.append(" REPLAY ✗ " + ("diverged " if self.replay.report.diverged else "not faithful "),
                                  style="bold reverse red")
-        self.query_one(TopBar).set(left, right)
+        self.query_one(TopBar).set(left, right, squeeze=self.app.display_name, keep_tail=True)
 
     def _timeline_title(self) -> None:
         if self.turn is None:
@@ -795,12 +795,14 @@ class SessionScreen(ReportsWorkerFailures, Screen):
             rec = row.cell.rec
             if want_hash:
                 return rec.input_hash, f"cell #{row.cell.index}'s input_hash"
-            if fid == "inspector":
-                return rec.input_view or "", f"cell #{row.cell.index}'s input JSON"
+            if fid == "inspector":  # what the inspector shows, as shown
+                return self.query_one("#inspector", Panel).plain_text, f"the inspector's cell #{row.cell.index}"
             return rec.content, f"cell #{row.cell.index}'s content"
         if row.statement is not None:
             if want_hash:
                 return row.statement.stmt_hash, f"statement {row.statement.node}'s stmt_hash"
+            if fid == "inspector":
+                return self.query_one("#inspector", Panel).plain_text, f"the inspector's statement {row.statement.node}"
             return row.display or display_statement_text(row.statement.text), f"statement {row.statement.node}'s source"
         return None
 

@@ -62,6 +62,8 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
         Binding("R", "resurrect", "Resurrect", id="sessions.resurrect",
                 tooltip="Finish the highlighted session's interrupted turn from the crash point (the gate first if "
                         "anything runs live)"),
+        Binding("y", "copy_id", "Copy id", show=False, id="sessions.copy_id",
+                tooltip="Copy the highlighted session's id (OSC 52), e.g. for flux show / fork / diff"),
         Binding("escape", "clear_filter", "Clear filter", id="sessions.clear_filter", tooltip="Clear the filter"),
         Binding("ctrl+r", "reload", "Reload", show=False, id="sessions.reload", tooltip="Re-read the store now"),
     ]
@@ -366,6 +368,14 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
     def footer_hidden(self, action: str) -> bool:
         return action == "resurrect" and not getattr(self, "_resurrect_shown", False)
 
+    def action_copy_id(self) -> None:
+        item = self.table.current
+        if item is None:
+            self.notify("no session here to copy", timeout=2)
+            return
+        self.app.copy_to_clipboard(item.id)
+        self.notify(f"copied {item.id}", timeout=2)
+
     def action_diff(self) -> None:
         item = self.table.current
         if item is None:
@@ -382,6 +392,17 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
         t.sort_name = name
         t.sort_reverse = SORTS[name][2]
         t.set_sort(SORTS[name][1], reverse=t.sort_reverse)
+        self._paint_topbar()
+
+    @on(SessionsTable.SortClicked)
+    def _on_sort_clicked(self, message: SessionsTable.SortClicked) -> None:
+        t = self.table
+        if message.sort_name == t.sort_name:
+            self.action_reverse_sort()
+            return
+        t.sort_name = message.sort_name
+        t.sort_reverse = SORTS[message.sort_name][2]
+        t.set_sort(SORTS[message.sort_name][1], reverse=t.sort_reverse)
         self._paint_topbar()
 
     def action_reverse_sort(self) -> None:
@@ -409,7 +430,7 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
         if action == "clear_filter":
             bars = self.query("#filter-bar")
             return bool(self._filter_text) or bool(bars and bars.first().display)
-        if action in ("cycle_sort", "reverse_sort", "lineage", "filter", "diff", "toggle_tree"):
+        if action in ("cycle_sort", "reverse_sort", "lineage", "filter", "diff", "toggle_tree", "copy_id"):
             return self._error is None and bool(self._items)
         if action == "resurrect":
             return self._error is None and bool(self._items)
@@ -529,7 +550,7 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
             t = self.table
             if n:
                 right.append(f" · sort {SORTS[t.sort_name][0]} {'▼' if t.sort_reverse else '▲'}", style="dim")
-        self.query_one(TopBar).set(left, right)
+        self.query_one(TopBar).set(left, right, squeeze=self.app.display_name)
 
     def _show_notice(self, title: str, reason: str, todo: str, *, error: bool) -> None:
         notice = self.query_one("#notice", Static)

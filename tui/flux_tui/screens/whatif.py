@@ -128,6 +128,15 @@ class _Done(Message):
         self.result, self.diff, self.error = result, diff, error
 
 
+class Choice(RadioButton):
+    """A radio button whose mark is its shape, not only its colour: ``●`` chosen, ``○`` not — under
+    NO_COLOR (monochrome) the stock one drew the same ``▐●▌`` for both."""
+
+    @property
+    def BUTTON_INNER(self) -> str:  # noqa: N802 (Textual's class attribute name)
+        return "●" if self.value else "○"
+
+
 def _highlight(button: RadioButton) -> None:
     """Move its set's highlight onto a button chosen by a key: the highlight (a background) would
     otherwise stay on the button the set last moved to, and read as the choice."""
@@ -187,10 +196,10 @@ class WhatIfScreen(ReportsWorkerFailures, ModalScreen[str | None]):
         with Vertical(id="whatif-box", classes="tm-box"):
             yield Static(id="whatif-where")
             with RadioSet(id="whatif-kind"):
-                yield RadioButton("this cell returned", id="kind-cell", value=self.kind == "cell",
+                yield Choice("this cell returned", id="kind-cell", value=self.kind == "cell",
                                   disabled=t.cell is None)
-                yield RadioButton(f"every {op} call returned", id="kind-op", disabled=t.op is None)
-                yield RadioButton("the policy were", id="kind-policy", value=self.kind == "policy")
+                yield Choice(f"every {op} call returned", id="kind-op", disabled=t.op is None)
+                yield Choice("the policy were", id="kind-policy", value=self.kind == "policy")
             yield Label("returned (JSON; a string is the raw text) · F7 selects it all", classes="tm-label",
                         id="whatif-value-label")
             yield JsonTextArea(recorded_json(t.recorded), id="whatif-value", compact=True)
@@ -202,18 +211,18 @@ class WhatIfScreen(ReportsWorkerFailures, ModalScreen[str | None]):
             with Horizontal(classes="tm-row"):
                 yield Label("off tape   ", classes="tm-label")
                 with RadioSet(id="whatif-offtape"):
-                    yield RadioButton("halt", id="offtape-halt", value=True)
-                    yield RadioButton("go live (through the gate)", id="offtape-live")
+                    yield Choice("halt", id="offtape-halt", value=True)
+                    yield Choice("go live (through the gate)", id="offtape-live")
             with Horizontal(classes="tm-row"):
                 yield Label("scope      ", classes="tm-label")
                 with RadioSet(id="whatif-scope", classes="tm-choice"):
-                    yield RadioButton("whole session", id="scope-session", value=True)
-                    yield RadioButton(f"turn {t.turn} only", id="scope-turn")
+                    yield Choice("whole session", id="scope-session", value=True)
+                    yield Choice(f"turn {t.turn} only", id="scope-turn")
             with Horizontal(classes="tm-row"):
                 yield Label("re-plan    ", classes="tm-label")
                 with RadioSet(id="whatif-replan", classes="tm-choice"):
-                    yield RadioButton("no: the recorded plans", id="replan-off", value=True)
-                    yield RadioButton("a live model turn", id="replan-on")
+                    yield Choice("no: the recorded plans", id="replan-off", value=True)
+                    yield Choice("a live model turn", id="replan-on")
             with Vertical(id="whatif-replan-fields"):
                 with Horizontal(classes="tm-row"):
                     yield Label("model      ", classes="tm-label")

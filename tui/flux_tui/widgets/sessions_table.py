@@ -8,6 +8,7 @@ from typing import Any, Callable, Hashable
 
 from rich.text import Text
 from textual.binding import Binding
+from textual.message import Message
 
 from flux.model.listing import SessionSummary
 from flux.model.lineage import lineage_of
@@ -46,7 +47,7 @@ COLUMNS = [
     Column("model", "model", 0),
     Column("messages", "msgs", 6, "right", drop=1),
     Column("turns", "turns", 7, "right", drop=2),
-    Column("outcome", "last", 10, drop=4),
+    Column("outcome", "last", 11, drop=4),  # `resurrected` whole
     Column("cost", "cost", 8, "right"),
     Column("updated", "updated", 10, "right", drop=3),
     Column("status", "status", 14),
@@ -163,6 +164,32 @@ class SessionsTable(VirtualList[SessionItem]):
         self._id_width = COLUMNS[0].width + 2 * min(deepest, 4)
         return out
 
+    class SortClicked(Message):
+        """The header of a sortable column was clicked: sort by it (again: reverse it)."""
+
+        def __init__(self, sort_name: str) -> None:
+            super().__init__()
+            self.sort_name = sort_name
+
+    def column_at(self, x: int) -> Column | None:
+        """The column drawn at cell ``x`` of a line (a leading space, one between columns)."""
+        at = 1
+        for col, w in self.columns(self._content_width()):
+            if at <= x < at + w:
+                return col
+            at += w + 1
+        return None
+
+    def header_clicked(self, x: int) -> None:
+        col = self.column_at(x)
+        if col is None:
+            return
+        if col.key in SORTS:
+            self.post_message(self.SortClicked(col.key))
+        else:
+            self.app.notify(f"the list cannot be sorted by {col.label} — s cycles the sortable columns "
+                            f"({', '.join(SORTS[k][0] for k in SORT_ORDER)})", timeout=3)
+
     def row_key(self, row: SessionItem) -> Hashable:
         return row.row.n
 
@@ -175,8 +202,8 @@ class SessionsTable(VirtualList[SessionItem]):
             fixed = sum(c.width for c in cols if c.width) + len(cols) - 1 + (self._id_width - COLUMNS[0].width)
             if width - fixed >= FLEX_MIN:
                 break
-            if victim.key == self.sort_name:
-                continue  # never hide the column the list is sorted by
+            if victim.key == self.sort_name and self.sort_name != "updated":
+                continue  # never hide a column you sorted by (newest first, the default, is said in the header)
             cols.remove(victim)
         fixed = sum(c.width for c in cols if c.width) + len(cols) - 1 + (self._id_width - COLUMNS[0].width)
         flex = max(width - fixed, 16)

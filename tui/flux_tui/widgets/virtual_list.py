@@ -499,9 +499,15 @@ class VirtualList(ScrollView, Generic[T], can_focus=True):
         if self.current is not None:
             self.post_message(self.Selected(self, self.cursor, self.current))
 
+    def header_clicked(self, x: int) -> None:
+        """A click on the header line at column ``x`` (a subclass may sort by that column)."""
+
     async def _on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
-        if offset is None or offset.y < self._header_lines or not self._view:
+        if offset is not None and offset.y < self._header_lines:
+            self.header_clicked(offset.x)
+            return
+        if offset is None or not self._view:
             return
         line = int(self.scroll_offset.y) + offset.y - self._header_lines
         if line >= self._total_lines:
