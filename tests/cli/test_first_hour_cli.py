@@ -136,7 +136,8 @@ def test_replaying_an_interrupted_session_says_the_tape_ends_exit_0(demo):
         assert "interrupted (resurrect it with `flux resurrect`)" in last
         data = json.loads(run("replay", sid, "--store", str(demo), "--json").stdout)
         assert data["diverged"] is None
-        assert set(data["tape_end"]) == {"flow_key", "node", "op", "turn"}
+        assert set(data["tape_end"]) == {"flow_key", "node", "op", "turn", "position"}
+        assert f"tape ends at statement {data['tape_end']['position']} " in last
 
 
 def test_a_reproduced_halt_is_a_check_mark(demo):

@@ -35,6 +35,7 @@ from flux.store.store import stored_event, valid_event_row
 from flux.timemachine import resurrect as res_mod
 from flux.timemachine.resurrect import _DECODED, _WINDOW_SQL, TraceRow, _trace_row, read_resurrect_input
 from flux.timemachine.engine import binder_of, live_effect, plan_ast, predict_calls, simulate_serve
+from flux.timemachine.replay_direct import statements_before_last_plan
 from flux.timemachine.gate import LiveOp, LivePreview
 from flux.timemachine.resurrect import ResurrectPlan, prepare_resurrect
 from tests.core.test_replay_fastpath import _FIELD_VALUES, _PAYLOAD_TEXTS
@@ -172,7 +173,8 @@ def prepare_resurrect_reference(reader: StoreReader, session: str, *, catalog: O
     served, misses = simulate_serve(tape, predict_calls(rest, catalog))
     ops = tuple(LiveOp(m.op, live_effect(catalog, m.op), m.detail, workspace,
                        "in flight" if m.op == in_flight else "tail") for m in misses)
-    notes = [f"interrupted after statement {it.completed} of {len(draft.body)}"
+    before = statements_before_last_plan(turn)
+    notes = [f"interrupted at statement {before + it.completed} of {before + len(draft.body)} of the turn"
              + (" (killed mid-dispatch)" if in_flight else "")]
     if kept:
         notes.append(f"✓ {len(kept)} statement(s) fast-forwarded")

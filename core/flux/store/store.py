@@ -1025,6 +1025,29 @@ class StoreWriter:
                         self._next_seq.clear()
                         raise
 
+    def delete_sessions(self, session_ids: Sequence[str]) -> dict[str, int]:
+        """Remove whole sessions — each one's registry row and every event of its stream — in one
+        transaction: all of them or, on any error, none. Returns each id's deleted event count. An id
+        the registry does not hold raises :class:`SessionNotFound` before anything is deleted. A
+        deleted session's number is never handed out again (the registry's AUTOINCREMENT keeps its
+        high-water mark), so no later session can take its id."""
+        ids = list(dict.fromkeys(session_ids))
+        numbers = {sid: session_number(sid) for sid in ids}
+        deleted: dict[str, int] = {}
+        try:
+            with self.transaction():
+                for sid, n in numbers.items():
+                    if n is None or self.conn.execute("SELECT 1 FROM streams WHERE n = ?", (n,)).fetchone() is None:
+                        raise SessionNotFound(f"no session {sid!r} in {self.dir} — nothing was deleted")
+                for sid, n in numbers.items():
+                    deleted[sid] = self.conn.execute("DELETE FROM events WHERE stream = ?", (sid,)).rowcount
+                    self.conn.execute("DELETE FROM streams WHERE n = ?", (n,))
+                    self._next_seq.pop(sid, None)
+                    self._numbers.pop(sid, None)
+        except sqlite3.Error as e:
+            raise _translate(e, self.dir / EVENTS_DB) from None
+        return deleted
+
     def _begin(self) -> None:
         _begin_immediate(self.conn, self._events_path)
         dv = self.conn.execute("PRAGMA data_version").fetchone()[0]

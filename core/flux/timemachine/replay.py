@@ -55,7 +55,7 @@ from ..model.stored_plan import parse_stored_plan, stored_plan_key
 from ..model.session import SessionDetail
 from ..store.events import Run, decode_run
 from ..store.store import StoreReader, StoreWriter
-from .replay_direct import NOT_DIRECT, DirectRunner, HostCall, HostPlan, direct_plan
+from .replay_direct import NOT_DIRECT, DirectRunner, HostCall, HostPlan, direct_plan, statements_before_last_plan
 from .replay_input import ReplayInput, read_replay_input
 
 __all__ = [
@@ -220,15 +220,24 @@ class TapeEnd:
 
     turn: int  # 1-based turn number of the interrupted turn
     flow_key: str
-    node: int  # the statement the tape ends at (0-based, as the timeline numbers them)
+    node: int  # the statement the tape ends at, inside its plan (0-based)
     op: str  # the op that found no recorded cell
+    # the same statement counted over the turn's executions laid end to end — what
+    # `flux fork --turn T --at N` names (in an adaptive turn every tool call is a one-statement
+    # plan, so ``node`` is always 0 there); None when it could not be counted
+    position: int | None = None
+
+    @property
+    def statement(self) -> int:
+        return self.node if self.position is None else self.position
 
     def message(self) -> str:
-        return (f"tape ends at statement {self.node} — turn {self.turn} interrupted "
+        return (f"tape ends at statement {self.statement} — turn {self.turn} interrupted "
                 f"(resurrect it with `flux resurrect`)")
 
     def to_json(self) -> dict[str, Any]:
-        return {"flow_key": self.flow_key, "node": self.node, "op": self.op, "turn": self.turn}
+        return {"flow_key": self.flow_key, "node": self.node, "op": self.op, "turn": self.turn,
+                "position": self.statement}
 
 
 @dataclass
@@ -1020,7 +1029,7 @@ def _tape_end(detail: ReplayInput, tape: ReplayTape, report: ReplayReport) -> Ta
     plan = report.plans[-1]
     if turn.ended or plan.halted is None or plan.node is None or plan.flow_key not in _turn_keys(detail, turn.number):
         return None
-    return TapeEnd(turn.number, plan.flow_key, plan.node, last_req.op)
+    return TapeEnd(turn.number, plan.flow_key, plan.node, last_req.op, statements_before_last_plan(turn) + plan.node)
 
 
 def replay_session(reader: StoreReader, session_ref: str | None, turn: int | None = None, *,

@@ -52,6 +52,7 @@ from typing import Any, NamedTuple, Sequence
 
 from ..canonical import canonical_json, json_string, scrub_text, sha256_hex
 from ..cassette.replay import ReplayHost
+from ..model.stored_plan import StoredPlanError, parse_stored_plan
 from ..lang.interpreter import PlanHalt, ResumeError, _interpolate_json
 from ..lang.parser import _HOST_LINE, _HOST_PLAN, MAX_JSON_DEPTH, RESERVED
 
@@ -248,6 +249,27 @@ def direct_plan(source: Any) -> HostCall | HostPlan | None:
     direct path runs, or None."""
     hc = host_call(source)
     return hc if hc is not None else host_plan(source)
+
+
+def statements_before_last_plan(turn: Any) -> int:
+    """How many top-level statements the turn's accepted plans hold before its last one: the number
+    a statement of the last plan is offset by when the turn's plans are laid end to end — how
+    `flux fork --turn T --at N` counts (in an adaptive turn every tool call is a one-statement plan).
+    A plan that does not parse counts none."""
+    accepted = [att for att in turn.plan_attempts if att.outcome == "accepted" and att.plan_source is not None]
+    total = 0
+    for att in accepted[:-1]:
+        hc = direct_plan(att.plan_source)
+        if type(hc) is HostCall:
+            total += 1
+        elif hc is not None:
+            total += len(hc.stmts)
+        else:
+            try:
+                total += len(parse_stored_plan(att.plan_source)[0].body)
+            except StoredPlanError:
+                pass
+    return total
 
 
 _new_tuple = tuple.__new__  # HostCall(*fields) without the named tuple's own __new__ (all it does)

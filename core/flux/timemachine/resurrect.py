@@ -45,7 +45,7 @@ from ..store.bindings import FlowDbBindings
 from ..store.lease import SessionLease, SessionLeased, lease_holder
 from ..store.store import NotUTF8, SessionRow, StoreReader, StoredEvent, stored_event
 from .engine import BufferedRunSink, HostBody, binder_of, catalog_for, live_effect, plan_ast, predict_calls, simulate_serve
-from .replay_direct import NOT_DIRECT, DirectRunner, direct_plan
+from .replay_direct import NOT_DIRECT, DirectRunner, direct_plan, statements_before_last_plan
 from .gate import LiveOp, LivePreview
 
 __all__ = ["ResurrectPlan", "ResurrectReport", "prepare_resurrect", "plan_resurrect", "resurrect_session",
@@ -395,7 +395,8 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
     served, misses = _simulate_rest(tape, draft.body, start, catalog)
     ops = tuple(LiveOp(m.op, live_effect(catalog, m.op), m.detail, workspace,
                        "in flight" if m.op == in_flight else "tail") for m in misses)
-    notes = [f"interrupted after statement {it.completed} of {len(draft.body)}"
+    before = statements_before_last_plan(turn)  # the turn's statements counted as fork --turn counts them
+    notes = [f"interrupted at statement {before + it.completed} of {before + len(draft.body)} of the turn"
              + (" (killed mid-dispatch)" if in_flight else "")]
     if kept:
         notes.append(f"✓ {len(kept)} statement(s) fast-forwarded")
