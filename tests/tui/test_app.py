@@ -205,8 +205,8 @@ async def test_interrupted_session_is_flagged_and_explained(make_app, tmp_path):
         session = await open_first(pilot)
         assert session.check.interrupted is not None
         text = screen_text(app)
-        assert "⚠ interrupted after 1 statement(s) — R resurrects turn 1" in text.replace("\n│ ", " ").replace("  ", " ") or \
-            "⚠ interrupted after 1 statement(s) — R resurrects turn 1" in session.query_one("#turn-info").plain_text.replace("\n", " ")
+        assert "⚠ interrupted at statement 1 — R resurrects turn 1" in text.replace("\n│ ", " ").replace("  ", " ") or \
+            "⚠ interrupted at statement 1 — R resurrects turn 1" in session.query_one("#turn-info").plain_text.replace("\n", " ")
         # statement 0 completed (ledger), statement 1 dispatched, statement 2 never ran
         marks = [r.statement.status for r in session.timeline_view.rows if r.kind == "statement"]
         assert marks == ["completed", "dispatched", "not run"]

@@ -373,3 +373,136 @@ async def test_y_copies_the_highlighted_session_id_and_the_inspector_copies_what
         shown = app.screen.query_one("#inspector").plain_text
         assert copied[-1] == shown and "is_error" in shown and "input" in shown and "content" in shown
         assert any("copied the inspector's cell" in n.message for n in app._notifications)
+
+
+# -- one statement numbering: replay, the turn, resurrect and fork --turn agree ----------------------
+
+
+async def test_an_adaptive_interrupted_turn_numbers_its_in_flight_statement_as_fork_does(demo_master):
+    """Reproduction: on s_8 the in-flight ``publish`` is position 2 (``fork --at 2`` targets it), but
+    replay said ``tape ends at statement 0``, the turn ``interrupted after 0 statement(s)`` and
+    resurrect ``after statement 0 of 1``."""
+    from flux.model.session import TRACE_KINDS, load_session
+    from flux.store.store import StoreReader
+    from flux.timemachine.fork import fork_points
+    from flux_tui.screens.resurrect import ResurrectScreen
+
+    with StoreReader(demo_master) as reader:
+        points = fork_points(load_session(reader, "s_8", kinds=TRACE_KINDS), turn=1)
+    publish = next(p for p in points if p.op == "publish")
+    assert publish.index == 2
+    app = _app(demo_master, session="s_8")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        info = flat(app.screen.query_one("#turn-info").plain_text)
+        assert "⚠ interrupted at statement 2 — R resurrects turn 1" in info
+        await pilot.press("r")
+        await settle(pilot)
+        assert "tape ends at statement 2 — turn 1 interrupted" in flat(app.screen.query_one("#replay").plain_text)
+        await pilot.press("R")
+        await settle(pilot)
+        assert isinstance(app.screen, ResurrectScreen)
+        assert "interrupted at statement 2 of 3 of the turn" in flat(screen_text(app))
+
+
+# -- deleting what the time machine made -------------------------------------------------------------
+
+
+def _registry(store: Path) -> dict[str, int]:
+    con = sqlite3.connect(store / "events.db")
+    try:
+        ids = {f"s_{n}" for (n,) in con.execute("SELECT n FROM streams")}
+        return {sid: con.execute("SELECT COUNT(*) FROM events WHERE stream = ?", (sid,)).fetchone()[0] for sid in ids}
+    finally:
+        con.close()
+
+
+async def test_D_deletes_a_fork_and_its_derived_sessions_after_a_confirmation(tmp_path):
+    """Reproduction: no way to prune the sessions forks and what-ifs create. D names what goes, y
+    deletes it in one transaction; n deletes nothing; a recording is refused."""
+    from flux.store.store import StoreWriter
+    from flux_tui.screens.delete import DeleteScreen
+
+    store = build_gallery(tmp_path / "g")  # s_3 is a fork of s_1
+    with StoreWriter(store) as w:  # a fork of the fork: goes with it
+        s6 = w.create_session("mock", context={"agent_id": "fork:s_3@0", "correlation_id": "s_3"})
+    before = _registry(store)
+    app = _app(store)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        table = app.screen.table
+        table.move_cursor(next(i for i, it in enumerate(table.rows) if it.id == "s_1"))
+        await pilot.press("D")
+        await settle(pilot)
+        assert not isinstance(app.screen, DeleteScreen)
+        assert any("s_1 is a recording" in n.message for n in app._notifications)
+        table.move_cursor(next(i for i, it in enumerate(table.rows) if it.id == "s_3"))
+        await pilot.press("D")
+        await settle(pilot)
+        assert isinstance(app.screen, DeleteScreen)
+        text = flat(screen_text(app))
+        assert "Delete s_3 and 1 more" in text and "s_3 ⋔ fork ← s_1@2" in text and s6 in text
+        await pilot.press("n")
+        await settle(pilot)
+        assert _registry(store) == before  # nothing deleted, the store untouched
+        await pilot.press("D")
+        await settle(pilot)
+        await pilot.press("y")
+        for _ in range(10):
+            await settle(pilot)
+            if not isinstance(app.screen, DeleteScreen):
+                break
+        assert not isinstance(app.screen, DeleteScreen)
+        ids = {it.id for it in app.screen.table.rows}
+        assert "s_3" not in ids and s6 not in ids and "s_1" in ids
+        assert any(f"deleted s_3, {s6}" in n.message for n in app._notifications)
+    after = _registry(store)
+    assert set(before) - set(after) == {"s_3", s6}
+    assert all(after[k] == before[k] for k in after)  # every other session whole
+
+
+def test_delete_sessions_is_all_or_nothing(tmp_path):
+    from flux.errors import SessionNotFound
+    from flux.store.store import StoreWriter
+
+    store = build_gallery(tmp_path / "g")
+    before = _registry(store)
+    with StoreWriter(store) as w:
+        with pytest.raises(SessionNotFound, match="nothing was deleted"):
+            w.delete_sessions(["s_3", "s_99"])
+    assert _registry(store) == before
+    with StoreWriter(store) as w:
+        assert w.delete_sessions(["s_3"]) == {"s_3": before["s_3"]}
+        new = w.create_session("mock")
+    assert new == "s_6"  # the deleted number is never handed out again (s_5 was the last)
+
+
+# -- search: the whole session, and across sessions ---------------------------------------------------
+
+
+async def test_search_finds_a_cell_of_another_turn_and_the_filter_finds_a_recorded_call(tmp_path):
+    """Reproduction: search covered the turn shown only, and there was no search across sessions
+    for an op or a cell's content."""
+    from stores import build_multi_turn
+
+    store = build_multi_turn(tmp_path / "m")
+    app = _app(store, session="s_1")
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert screen.turn.number == 1
+        screen.run_search("content of file 3")
+        await settle(pilot)
+        assert screen.turn.number == 3
+        assert screen.timeline_view.current.cell is not None and "file 3" in screen.timeline_view.current.cell.rec.content
+    gallery = build_gallery(tmp_path / "g")
+    app = _app(gallery)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"src/tokenizer.py:14", "enter")
+        for _ in range(10):
+            await settle(pilot)
+            if not app.screen._query_running:
+                break
+        shown = {it.id for it in app.screen.table.rows}
+        assert shown == {"s_1"}, shown  # only a cell's content says it; no message does

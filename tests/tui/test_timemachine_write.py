@@ -417,7 +417,7 @@ async def test_resurrect_offline_then_the_report_and_markers(make_app, tmp_path,
         await settle(pilot)
         assert isinstance(app.screen, ResurrectScreen)
         text = screen_text(app)
-        assert "Resurrect s_1 · turn 1" in text and "interrupted after statement 1 of 3" in text
+        assert "Resurrect s_1 · turn 1" in text and "interrupted at statement 1 of 3 of the turn" in text
         assert "offline: no model call, no side effect" in text
         assert _turn_ended(store) == 0  # nothing written before y
         await pilot.press("y")

@@ -26,7 +26,8 @@ column, r reverses it; Enter opens the session; l shows its lineage; d diffs the
 against another one (default: its fork source). t groups the list: each session's children (forks,
 what-ifs, sub-agents) right under it, drawn ├ └, roots in the chosen sort ("grouped by source" in the
 header; t again lists every session flat, the default). R resurrects the highlighted session when it is
-⚠ interrupted."""),
+⚠ interrupted. y copies its id; D deletes it when the time machine made it (a fork, what-if or check),
+after listing what goes. Clicking a column header sorts by it."""),
     "filter": ("Filter", """\
 Type to filter the sessions list. Ids and models match at once; conversation text (user and
 assistant messages, tool calls and results) is searched in the store in the background.
@@ -128,6 +129,12 @@ no model call: statements the ledger shows completed fast-forward, cells recorde
 are served from tape exactly once, and only an op that has no cell runs again (the gate lists it
 first). y resurrects; afterwards this panel is the report — fast-forwarded, served from the
 cassette, run live, and any divergence — and the turn's markers update."""),
+    "delete": ("Delete sessions", """\
+Delete a session the time machine made — a fork, a what-if, a check — and every session derived from
+it, for good. The panel lists each session with its lineage and its number of events before anything
+happens; the store stays read-only until y, then one transaction removes them all (or, on an error,
+none). Recordings and sub-agents are never offered. A deleted session's id is never given out again.
+n or Esc closes with nothing deleted."""),
     "notice": ("Store notice", """\
 The store could not be opened or holds no session yet. The message says why and what to do:
 point --store at a directory that holds events.db, or run `flux-tui --demo` to explore a demo

@@ -16,6 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from flux.timemachine.replay_direct import statements_before_last_plan
 from flux.model.interrupted import InterruptCheck
 from flux.model.pricing import session_spend, turn_spend
 from flux.model.wording import outcome_text
@@ -195,8 +196,9 @@ def render_statement(tp: TimelinePlan, st: Statement) -> RenderableType:
 def interrupt_line(check: InterruptCheck, turn: Turn) -> Text | None:
     it = check.interrupted
     if it is not None and it.turn_number == turn.number:
-        return Text(f"⚠ interrupted after {it.completed} statement(s) — R resurrects turn {turn.number}",
-                    style="bold yellow")
+        # counted over the turn's plans laid end to end, as replay, resurrect and fork --turn count
+        at = statements_before_last_plan(turn) + it.completed
+        return Text(f"⚠ interrupted at statement {at} — R resurrects turn {turn.number}", style="bold yellow")
     if check.reason and check.open_turn == turn.number:
         return Text(f"⚠ {check.reason}", style="yellow")
     return None

@@ -118,7 +118,8 @@ class SessionScreen(ReportsWorkerFailures, Screen):
                 tooltip="What if the cell (or statement) under the cursor had returned something else, or the policy "
                         "were different: re-run the session offline into a new session and diff it"),
         Binding("slash", "search", "Search", id="session.search",
-                tooltip="Search the turn: plan text, cell inputs and contents, and the conversation (n/N step)"),
+                tooltip="Search the session: this turn's plan text, cell ops, inputs and contents and conversation, "
+                        "then the other turns' cells (n/N step)"),
         Binding("colon", "jump", "Jump", id="session.jump",
                 tooltip="Jump to turn N, statement N (s3) or cell N (c7)"),
         Binding("y", "copy", "Copy", id="session.copy",
@@ -661,7 +662,8 @@ class SessionScreen(ReportsWorkerFailures, Screen):
                 return
             self.run_search(query)
 
-        self.app.push_screen(AskScreen("Search", "Search this turn (plan, cells, conversation):",
+        self.app.push_screen(AskScreen("Search", "Search the session (this turn's plan, cells and conversation, "
+                                       "then the other turns' cells):",
                                        "Enter searches · n/N next/previous match · Esc clears",
                                        value=self._search[0] if self._search else "", placeholder="text"), done)
 
@@ -681,6 +683,14 @@ class SessionScreen(ReportsWorkerFailures, Screen):
         for j, line in enumerate(self.query_one("#conversation", Panel).plain_text.splitlines()):
             if q in line.casefold():
                 matches.append(("conv", j))
+        if self.detail is not None and self.turn is not None:
+            # the other turns' recorded calls (op, input, content): n / N go there too
+            for c in self.detail.cells:
+                if c.turn_number == self.turn.number:
+                    continue
+                rec = c.rec
+                if q in "\n".join((rec.op, rec.input_view or "", rec.content, rec.view or "")).casefold():
+                    matches.append(("cell", c.index))
         if not matches:
             self._search = None
             self._timeline_title()
@@ -699,6 +709,8 @@ class SessionScreen(ReportsWorkerFailures, Screen):
         if kind == "row":
             self.timeline_view.move_cursor(at)
             self.timeline_view.focus()
+        elif kind == "cell":
+            self.jump_to(f"c{at}")  # another turn's cell: that turn opens on it (its rows are other rows: / again there)
         else:
             tabs = self.query_one("#bottom", BottomTabs)
             tabs.active = "tab-conversation"
@@ -706,8 +718,8 @@ class SessionScreen(ReportsWorkerFailures, Screen):
             conv.scroll_to(y=max(0, at - 1), animate=False)
             conv.focus()
         self._timeline_title()
-        self.notify(f"“{query}”: match {pos + 1} of {len(matches)}" + (" (conversation)" if kind == "conv" else ""),
-                    timeout=1.5)
+        where = {"conv": " (conversation)", "cell": f" (cell #{at}, in another turn — / searches again there)"}.get(kind, "")
+        self.notify(f"“{query}”: match {pos + 1} of {len(matches)}{where}", timeout=1.5)
 
     def clear_search(self) -> None:
         self._search = None

@@ -41,6 +41,16 @@ def _warm_imports() -> None:
     from . import diff, session  # noqa: F401
 
 
+def _cells_matching(reader: StoreReader, query: str) -> set[str]:
+    """Sessions with a recorded op call (``op_recorded``: its op, input or content) containing
+    ``query``, case-insensitively — the filter's search beyond the conversation. Matched in the
+    stored JSON text, so a query with a quote or a newline finds only what it spells escaped."""
+    q = query.casefold()
+    rows = reader.query("SELECT DISTINCT stream FROM events WHERE kind = 'run' AND instr(lower(payload), ?) > 0 "
+                        "AND instr(payload, '\"op_recorded\"') > 0", (q,))
+    return {stream for (stream,) in rows if isinstance(stream, str)}
+
+
 class SessionsScreen(ReportsWorkerFailures, Screen):
     """Sessions list with sort, filter, counts and a clear notice for unusable stores."""
 
@@ -48,7 +58,8 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
     FOOTER_ESSENTIAL = ("select", "filter", "diff")
 
     BINDINGS = [
-        Binding("slash", "filter", "Filter", id="sessions.filter", tooltip="Filter by id, model or conversation text"),
+        Binding("slash", "filter", "Filter", id="sessions.filter",
+                tooltip="Filter by id, model, conversation text or a recorded call (op, input, content)"),
         Binding("s", "cycle_sort", "Sort", id="sessions.sort",
                 tooltip="Cycle the sort column: updated, id, model, msgs, turns, cost, status"),
         Binding("r", "reverse_sort", "Reverse", id="sessions.reverse", tooltip="Reverse the sort order"),
@@ -62,6 +73,9 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
         Binding("R", "resurrect", "Resurrect", id="sessions.resurrect",
                 tooltip="Finish the highlighted session's interrupted turn from the crash point (the gate first if "
                         "anything runs live)"),
+        Binding("D", "delete", "Delete", show=False, id="sessions.delete",
+                tooltip="Delete the highlighted fork, what-if or check (and what was derived from it), after a "
+                        "confirmation that lists every session and its events"),
         Binding("y", "copy_id", "Copy id", show=False, id="sessions.copy_id",
                 tooltip="Copy the highlighted session's id (OSC 52), e.g. for flux show / fork / diff"),
         Binding("escape", "clear_filter", "Clear filter", id="sessions.clear_filter", tooltip="Clear the filter"),
@@ -89,7 +103,7 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
         yield TopBar(id="topbar")
         with Horizontal(id="filter-bar"):
             yield Label("/", id="filter-label")
-            yield Input(placeholder="id, model or conversation text", id="filter")
+            yield Input(placeholder="id, model, conversation text or a recorded call (op, input, content)", id="filter")
         yield SessionsTable(id="sessions", now_ms=self.app.now_ms)
         yield Static(id="notice")
         yield KeyFooter()
@@ -368,6 +382,30 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
     def footer_hidden(self, action: str) -> bool:
         return action == "resurrect" and not getattr(self, "_resurrect_shown", False)
 
+    def action_delete(self) -> None:
+        from flux.model.lineage import lineage_of
+
+        from .delete import DELETABLE, DeleteScreen, deletion_set
+
+        item = self.table.current
+        if item is None:
+            return
+        lin = lineage_of(item.row)
+        if lin is None or lin.kind not in DELETABLE:
+            what = "a recording" if lin is None else f"a {lin.kind}"
+            self.notify(f"{item.id} is {what} — D deletes what the time machine made (forks, what-ifs, checks), "
+                        "never a recording", timeout=4)
+            return
+        rows = deletion_set(item.row, [it.row for it in self._items.values()])
+
+        def done(deleted: dict | None) -> None:
+            if deleted:
+                events = sum(deleted.values())
+                self.notify(f"deleted {', '.join(deleted)} ({events} event(s))", timeout=5)
+                self.action_reload()
+
+        self.app.push_screen(DeleteScreen(rows), done)
+
     def action_copy_id(self) -> None:
         item = self.table.current
         if item is None:
@@ -430,7 +468,7 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
         if action == "clear_filter":
             bars = self.query("#filter-bar")
             return bool(self._filter_text) or bool(bars and bars.first().display)
-        if action in ("cycle_sort", "reverse_sort", "lineage", "filter", "diff", "toggle_tree", "copy_id"):
+        if action in ("cycle_sort", "reverse_sort", "lineage", "filter", "diff", "toggle_tree", "copy_id", "delete"):
             return self._error is None and bool(self._items)
         if action == "resurrect":
             return self._error is None and bool(self._items)
@@ -484,9 +522,14 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
         except (StoreError, FluxError) as e:
             self.post_message(QueryMatched(query, None, str(e)))
             return
+        ids = {s.id for s in hits}
+        try:
+            ids |= _cells_matching(reader, query)
+        except StoreError:
+            pass  # the conversation hits stand; a store that cannot be scanned says so elsewhere
         if not get_current_worker().is_cancelled:
             self.app.call_from_thread(self.app.store_summaries, hits)
-            self.post_message(QueryMatched(query, {s.id for s in hits}))
+            self.post_message(QueryMatched(query, ids))
 
     @on(QueryMatched)
     def _on_query(self, message: QueryMatched) -> None:
