@@ -396,6 +396,11 @@ async def test_an_adaptive_interrupted_turn_numbers_its_in_flight_statement_as_f
         await settle(pilot)
         info = flat(app.screen.query_one("#turn-info").plain_text)
         assert "⚠ interrupted at statement 2 — R resurrects turn 1" in info
+        app.screen.jump_to("s2")  # the jump, the inspector and the copy toast count the same way
+        await settle(pilot)
+        assert "publish" in app.screen.timeline_view.current.statement.text
+        assert str(app.screen.query_one("#inspector").border_title) == "Inspector · statement 2"
+        assert "plan 3 · attempt step 3 · execute · node 0" in flat(app.screen.query_one("#inspector").plain_text)
         await pilot.press("r")
         await settle(pilot)
         assert "tape ends at statement 2 — turn 1 interrupted" in flat(app.screen.query_one("#replay").plain_text)

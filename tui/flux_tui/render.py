@@ -166,12 +166,16 @@ def statement_marker(st: Statement) -> tuple[str, str]:
     return _STATUS.get(st.status, ("?", "dim"))
 
 
-def render_statement(tp: TimelinePlan, st: Statement) -> RenderableType:
+def render_statement(tp: TimelinePlan, st: Statement, position: int | None = None) -> RenderableType:
+    """``position``: the statement's number in its turn, the turn's plans laid end to end (what
+    `flux fork --turn T --at N`, replay and resurrect call it); its node inside the plan is shown too."""
     mark, style = statement_marker(st)
-    head = Text.assemble(("statement ", "dim"), (f"{st.node}", "bold"), ("  ", ""), (f"{mark} {st.status}", style))
+    number = st.node if position is None else position
+    head = Text.assemble(("statement ", "dim"), (f"{number}", "bold"), ("  ", ""), (f"{mark} {st.status}", style))
     meta = _grid()
     a = tp.attempt
-    _kv(meta, "plan", f"{tp.index + 1} · attempt step {a.step}" + (f" · {a.phase}" if a.phase else ""))
+    node = f" · node {st.node}" if number != st.node else ""
+    _kv(meta, "plan", f"{tp.index + 1} · attempt step {a.step}" + (f" · {a.phase}" if a.phase else "") + node)
     _kv(meta, "flow_key", tp.flow_key or "–")
     _kv(meta, "stmt_hash", st.stmt_hash or "–")
     _kv(meta, "ops", ", ".join(st.ops) or "–")

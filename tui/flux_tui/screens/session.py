@@ -490,9 +490,16 @@ class SessionScreen(ReportsWorkerFailures, Screen):
             insp.show(Group(m.describe_cell(row.cell.index), body) if m is not None else body)
             insp.border_title = f"Inspector · cell #{row.cell.index}"
         elif row.statement is not None and row.plan is not None:
-            body = render_statement(row.plan, row.statement)
+            position = self._turn_position(row)
+            body = render_statement(row.plan, row.statement, position)
             insp.show(Group(m.describe_stmt(row.plan.flow_key, row.statement.node), body) if m is not None else body)
-            insp.border_title = f"Inspector · statement {row.statement.node}"
+            insp.border_title = f"Inspector · statement {position}"
+
+    def _turn_position(self, row: TLRow) -> int:
+        """The statement's number in its turn: the turn's plans laid end to end, as fork --turn,
+        replay and resurrect count (the inspector and the copy toast say it)."""
+        plans = self.timeline.plans if self.timeline is not None else []
+        return sum(len(p.statements) for p in plans[:row.plan.index]) + row.statement.node
 
     def _show_turn(self, turn: Turn | None) -> None:
         info = self.query_one("#turn-info", Panel)
@@ -732,7 +739,7 @@ class SessionScreen(ReportsWorkerFailures, Screen):
             if text:
                 self.jump_to(text)
 
-        self.app.push_screen(AskScreen("Jump", "Jump to:", "3 or t3 = turn 3 · s2 = statement 2 · c7 = cell #7 · "
+        self.app.push_screen(AskScreen("Jump", "Jump to:", "3 or t3 = turn 3 · s2 = statement 2 of the turn · c7 = cell #7 · "
                                        "g / G first / last", placeholder="t3, s2, c7"), done)
 
     def jump_to(self, text: str) -> None:
@@ -754,17 +761,11 @@ class SessionScreen(ReportsWorkerFailures, Screen):
             tl.move_cursor(idx)
             tv.focus()
         elif kind == "s":
-            # Statement node N of the plan under the cursor, else of the first plan that has one, else
-            # (one-statement host plans all have node 0) the turn's N-th statement, counting from 0.
+            # Statement N of the turn, its plans laid end to end (the number the inspector, replay,
+            # resurrect and fork --turn use): the turn's N-th statement, counting from 0.
             rows = tv.rows
             stmts = [i for i, r in enumerate(rows) if r.kind == "statement" and r.statement is not None]
-            cur = tv.current
-            plan = cur.plan if cur is not None else None
-            idx = next((i for i in stmts if rows[i].plan is plan and rows[i].statement.node == n), None)
-            if idx is None:
-                idx = next((i for i in stmts if rows[i].statement.node == n), None)
-            if idx is None and n < len(stmts):
-                idx = stmts[n]
+            idx = stmts[n] if n < len(stmts) else None
             if idx is None:
                 self.notify(f"no statement {n} in this turn", severity="warning", timeout=3)
                 return
@@ -812,10 +813,10 @@ class SessionScreen(ReportsWorkerFailures, Screen):
             return rec.content, f"cell #{row.cell.index}'s content"
         if row.statement is not None:
             if want_hash:
-                return row.statement.stmt_hash, f"statement {row.statement.node}'s stmt_hash"
+                return row.statement.stmt_hash, f"statement {self._turn_position(row)}'s stmt_hash"
             if fid == "inspector":
-                return self.query_one("#inspector", Panel).plain_text, f"the inspector's statement {row.statement.node}"
-            return row.display or display_statement_text(row.statement.text), f"statement {row.statement.node}'s source"
+                return self.query_one("#inspector", Panel).plain_text, f"the inspector's statement {self._turn_position(row)}"
+            return row.display or display_statement_text(row.statement.text), f"statement {self._turn_position(row)}'s source"
         return None
 
     def _copy(self, want_hash: bool) -> None:
