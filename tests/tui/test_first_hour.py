@@ -272,7 +272,7 @@ async def test_cell_row_payloads_side_by_side(make_app, tmp_path):
         pb = flat(app.screen.query_one("#payload-b").plain_text)
         assert '"path": "README.md"' in pa and '"path": "NOTES.md"' in pb
         assert '"content": "hello"' in pa and '"op": "read"' in pb
-        assert "root['input']['path']" in app.screen.query_one("#payload-diff").plain_text
+        assert "~ input.path  changed" in app.screen.query_one("#payload-diff").plain_text
 
 
 # -- item 7: 80×24 is first-class ----------------------------------------------------------------
@@ -448,8 +448,8 @@ async def test_y_copies_cell_content_input_and_hash(make_app, demo):
         assert any("copied cell #" in n.message for n in app._notifications)
         await pilot.press("Y")
         assert app.clipboard == cell.rec.input_hash
-        await pilot.press("3", "y")
-        assert app.clipboard == cell.rec.input_view
+        await pilot.press("3", "y")  # the inspector: what it shows
+        assert app.clipboard == screen.query_one("#inspector").plain_text and cell.rec.input_view.split(":")[0] in app.clipboard
         await pilot.press("2", "k", "y")
         assert app.clipboard.startswith(screen.timeline_view.current.statement.text.split("(")[0].split()[-1][:4]) \
             or app.clipboard == screen.timeline_view.current.display
@@ -633,4 +633,4 @@ async def test_a_long_store_name_never_hides_the_session_id(make_app, demo):
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         top = screen_text(app).splitlines()[0]
-        assert "›  s_1" in top and top.lstrip().startswith("…"), top
+        assert "›  s_1" in top and top.lstrip().startswith("flux-tui  store …/path"), top  # the path shortened

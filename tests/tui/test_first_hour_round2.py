@@ -511,3 +511,34 @@ async def test_search_finds_a_cell_of_another_turn_and_the_filter_finds_a_record
                 break
         shown = {it.id for it in app.screen.table.rows}
         assert shown == {"s_1"}, shown  # only a cell's content says it; no message does
+
+
+# -- snapshots of the new and changed screens ----------------------------------------------------------
+
+
+def _snap_keys(*keys: str, select: str | None = None):
+    async def run_before(pilot) -> None:
+        await settle(pilot)
+        if select is not None:
+            table = pilot.app.screen.table
+            table.move_cursor(next(i for i, it in enumerate(table.rows) if it.id == select))
+            await settle(pilot)
+        for key in keys:
+            await pilot.press(key)
+            await settle(pilot)
+
+    return run_before
+
+
+class TestSnapshots:
+    def test_delete_dialog(self, snap_compare, tmp_path):
+        app = _app(build_gallery(tmp_path / "g"))
+        assert snap_compare(app, terminal_size=SIZE, run_before=_snap_keys("D", select="s_3"))
+
+    def test_sessions_80x24_keeps_the_outcome(self, snap_compare, tmp_path):
+        app = _app(build_gallery(tmp_path / "g"), display_name="~/.cache/flux-tui/demo")
+        assert snap_compare(app, terminal_size=(80, 24), run_before=_snap_keys())
+
+    def test_session_header_and_footer_200(self, snap_compare, tmp_path):
+        app = _app(build_gallery(tmp_path / "g"), display_name="~/.cache/flux-tui/demo", session="s_5")
+        assert snap_compare(app, terminal_size=(200, 30), run_before=_snap_keys("r"))

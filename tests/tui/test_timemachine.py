@@ -230,7 +230,7 @@ async def test_d_diffs_against_the_fork_source_with_the_first_divergence_focused
         text = screen_text(app)
         assert '"failed": [' in text and '"test_tokenize_empty"' in text  # B's payload, pretty JSON
         assert '"passed": 40' in text and '"passed": 39' in text
-        assert "structural (deepdiff)" in text
+        assert "What changed · structural" in text
         await pilot.press("escape")
         assert app.screen is ds
         await pilot.press("escape")
