@@ -254,19 +254,26 @@ def direct_plan(source: Any) -> HostCall | HostPlan | None:
 def statements_before_last_plan(turn: Any) -> int:
     """How many top-level statements the turn's accepted plans hold before its last one: the number
     a statement of the last plan is offset by when the turn's plans are laid end to end — how
-    `flux fork --turn T --at N` counts (in an adaptive turn every tool call is a one-statement plan).
-    A plan that does not parse counts none."""
-    accepted = [att for att in turn.plan_attempts if att.outcome == "accepted" and att.plan_source is not None]
+    `flux fork --turn T --at N` counts (in an adaptive turn every tool call is a one-statement plan)."""
+    return statements_before_last([att.plan_source for att in turn.plan_attempts
+                                   if att.outcome == "accepted" and att.plan_source is not None])
+
+
+def statements_before_last(sources: Sequence[Any]) -> int:
+    """:func:`statements_before_last_plan` over a turn's accepted plan texts, in order. A text that
+    does not parse counts none."""
     total = 0
-    for att in accepted[:-1]:
-        hc = direct_plan(att.plan_source)
+    for source in sources[:-1]:
+        if not isinstance(source, str):
+            continue
+        hc = direct_plan(source)
         if type(hc) is HostCall:
             total += 1
         elif hc is not None:
             total += len(hc.stmts)
         else:
             try:
-                total += len(parse_stored_plan(att.plan_source)[0].body)
+                total += len(parse_stored_plan(source)[0].body)
             except StoredPlanError:
                 pass
     return total

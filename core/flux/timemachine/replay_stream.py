@@ -31,8 +31,10 @@ always gave; differential tests check both agree.
 
 from __future__ import annotations
 
+import json
 from array import array
 from collections import deque
+from dataclasses import replace
 from typing import Any
 
 from ..cassette.redactor import DEFAULT_MARKER
@@ -47,7 +49,7 @@ from .replay import (
     PlanLog, ReplayedPlan, ReplayReport, TapeEnd, _check_ops, _never_asked, _parse_cached, _run_plan, _ScratchSink, _settle,
 )
 from .engine import ExecutionFold
-from .replay_direct import DirectRunner, HostCall, HostPlan, host_call, host_plan, walk
+from .replay_direct import DirectRunner, HostCall, HostPlan, host_call, host_plan, statements_before_last, walk
 from .replay_input import _scan
 
 __all__ = ["replay_streamed", "StreamTape", "ServedLog"]
@@ -450,7 +452,26 @@ def replay_streamed(reader: StoreReader, session_ref: str | None, catalog: OpCat
     finally:
         events.close()
     reader.skipped_rows += seen["skipped"]
+    if report.tape_end is not None:
+        _number_tape_end(reader, row.id, source.newest, report)
     return report
+
+
+def _number_tape_end(reader: StoreReader, sid: str, turn_id: Any, report: Any) -> None:
+    """The tape end's statement counted over its turn's plans, as the classic replay counts it —
+    from the turn's plan rows alone, read once (the stream kept no plan texts)."""
+    sources = []
+    for (payload,) in reader.query("SELECT payload FROM events WHERE stream = ? AND turn_id = ? AND kind = 'plan_attempted' "
+                                   "ORDER BY global_seq", (sid, turn_id)):
+        try:
+            data = json.loads(payload)["data"]
+        except (TypeError, ValueError, KeyError):
+            continue
+        if isinstance(data, dict) and data.get("outcome") == "accepted" and isinstance(data.get("plan_source"), str):
+            sources.append(data["plan_source"])
+    end = replace(report.tape_end, position=statements_before_last(sources) + report.tape_end.node)
+    report.tape_end = end
+    report.plans[-1] = ReplayedPlan(end.flow_key, end.message(), "tape_end", end.node)
 
 
 def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], catalog: OpCatalog | None) -> Any:
