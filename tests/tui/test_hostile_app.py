@@ -123,7 +123,7 @@ async def test_a_null_call_usage_opens_instead_of_loading_forever(tmp_path):
         text = screen_text(app)
         assert "loading…" not in text
         assert "turn 1 of 1" in text and "hello 0" in text  # the turn reads, its answer shown
-        assert "calls   1 · no usage reported" in text
+        assert "calls   1 ·" in text and "usage   none reported" in text  # the call counted, no usage
 
 
 @pytest.mark.anyio
