@@ -50,7 +50,10 @@ class PostgresServer:
 
     def __init__(self) -> None:
         self.bin = _pg_bin()
-        self.root = Path(tempfile.mkdtemp(prefix="flux-pg-"))
+        # Under /tmp whatever TMPDIR says: the server (the postgres user, when the tests run as root)
+        # must be able to reach the directory, and a unix socket path is limited to ~107 bytes.
+        base = "/tmp" if os.path.isdir("/tmp") and os.access("/tmp", os.W_OK) else None
+        self.root = Path(tempfile.mkdtemp(prefix="flux-pg-", dir=base))
         self.data = self.root / "data"
         self.port = free_port()
         self.as_user: Optional[str] = None
