@@ -335,3 +335,21 @@ def test_model_layer_reports_a_leased_open_turn_as_recording(tmp_path: Path):
     finally:
         lease.release()
     assert box == [(False, False, os.getpid(), os.getpid())]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.text(max_size=40) | st.sampled_from(["..", "../x", "s_1/../../etc", "a\x00b", "s_1.lock", ""]))
+def test_fuzzed_session_names_never_leave_the_leases_dir_or_raise(tmp_path: Path, name: str):
+    """A hostile store's stream names reach the check (the listing asks for every open stream):
+    it answers, never raises, and creates nothing; a writer refuses a name it could not hold."""
+    assert lease_holder(tmp_path, name) is None
+    assert not (tmp_path / "leases").exists()
+    try:
+        lease = SessionLease.acquire(tmp_path, name)
+    except lease_mod.StoreError as e:
+        assert "\n" not in str(e)
+        return
+    try:
+        assert lease.path.parent == tmp_path / "leases" and lease.path.name == f"{name}.lock"
+    finally:
+        lease.release()

@@ -120,3 +120,11 @@ def test_a_malformed_toolbox_json_is_one_line(demo_store, tmp_path, monkeypatch)
     assert [ln for ln in r.output.splitlines() if ln.startswith("error:")][0].startswith("error: ")
     assert "toolbox.json is not JSON" in r.output
     assert _digest(store) == before
+
+
+def test_a_malformed_toolbox_json_does_not_stop_a_session_with_nothing_to_finish(demo_store, tmp_path, monkeypatch):
+    store = _copy(demo_store, tmp_path / "D")
+    (store / "toolbox.json").write_text("{not json")
+    monkeypatch.chdir(tmp_path)
+    r = _cli("run", "--store", store, "--session", "s_1", "-m", "mock", "--yes", "write a quick note")
+    assert r.exit_code == 0, r.output

@@ -109,7 +109,11 @@ class Session:
         from ..timemachine.resurrect import prepare_resurrect, resurrect_session
 
         hook = self.client.on_resurrect
-        toolbox, workspace = self.client.resurrect_toolbox()
+        try:
+            toolbox, workspace = self.client.resurrect_toolbox()
+            toolbox_error = None
+        except FluxError as e:  # a bad toolbox.json matters only if there is a turn to finish
+            toolbox, workspace, toolbox_error = self.client.toolbox, self.client.workspace, e
         try:
             with StoreReader(self.client.store_dir) as reader:
                 plan = prepare_resurrect(reader, self.id, catalog=toolbox.catalog(), workspace=str(workspace))
@@ -119,6 +123,8 @@ class Session:
             return None
         if plan is None:
             return None
+        if toolbox_error is not None:
+            raise toolbox_error
         _gate_auto_resurrect(plan, toolbox, self.client.approver)
         report = resurrect_session(self.client, self.id, plan=plan, toolbox=toolbox,
                                    on_plan=(lambda p: hook("plan", p)) if hook else None)

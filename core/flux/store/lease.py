@@ -25,6 +25,7 @@ lease: a turn a live flux process is recording looks interrupted here.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import struct
 import sys
@@ -70,7 +71,14 @@ class SessionLeased(FluxError):
         self.pid = pid
 
 
+_SESSION_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
+
+
 def lease_path(store_dir: str | os.PathLike[str], session: str) -> Path:
+    """Where ``session``'s lease lives; a name that could leave the directory (a hostile store's
+    stream name) is a :class:`StoreError`."""
+    if not isinstance(session, str) or not _SESSION_NAME.fullmatch(session):
+        raise StoreError(f"{session!r} is not a session name a lease can be taken for")
     return Path(store_dir) / LEASE_DIR / f"{session}.lock"
 
 
@@ -136,8 +144,8 @@ def lease_holder(store_dir: str | os.PathLike[str], session: str) -> Optional[in
     """The pid of the live process recording a turn into ``session`` (0 when its pid is unreadable),
     ``None`` when no one is. Read-only. A lease the calling thread holds itself does not count: to
     the caller, its own turn is not someone else's."""
-    if fcntl is None:
-        return None
+    if fcntl is None or not isinstance(session, str) or not _SESSION_NAME.fullmatch(session):
+        return None  # no lease can exist under a name no writer takes one for
     with _HELD_LOCK:
         own = _HELD.get(_key(store_dir, session))
         if own is not None and own.thread == threading.get_ident():
@@ -172,6 +180,7 @@ class SessionLease:
 
     @classmethod
     def acquire(cls, store_dir: str | os.PathLike[str], session: str) -> "SessionLease":
+        path = lease_path(store_dir, session)
         key = _key(store_dir, session)
         with _HELD_LOCK:
             held = _HELD.get(key)
@@ -179,9 +188,9 @@ class SessionLease:
                 held.depth += 1
                 return held
         if fcntl is None:  # pragma: no cover
-            lease = cls(key, lease_path(store_dir, session), -1)
+            lease = cls(key, path, -1)
         else:
-            lease = cls._lock(key, lease_path(store_dir, session), session)
+            lease = cls._lock(key, path, session)
         with _HELD_LOCK:
             _HELD[key] = lease
         return lease
