@@ -201,3 +201,54 @@ def test_sessions_beside_short_lived_writers_never_fails_on_a_vanished_wal(tmp_p
     assert all(p.returncode == 0 for p in procs)
     assert n > 10
     assert failures == []
+
+
+def _child_kinds(store: Path, sid: str) -> list[str]:
+    con = sqlite3.connect(f"file:{store / 'events.db'}?mode=ro", uri=True)
+    try:
+        return [k for (k,) in con.execute("SELECT kind FROM events WHERE stream = ? ORDER BY stream_seq", (sid,))]
+    finally:
+        con.close()
+
+
+def test_a_fork_beside_concurrent_runs_commits_whole_or_not_at_all(demo, tmp_path):
+    """C3 for real: `flux fork` while two `flux run` processes write the same store, bounded loop.
+    Every fork that exits 0 left a child with exactly the rows, kind for kind, that the same fork
+    writes alone (turn_ended included); one that fails left no child and said why in one line."""
+    import json
+
+    env = {**os.environ, "FLUX_AUTO_RESURRECT": "0"}
+    fork = [FLUX, "fork", "s_7", "--at", "1", "--inject", '"x"', "--json"]
+    alone = Path(shutil.copytree(demo, tmp_path / "alone"))
+    ref = subprocess.run([*fork, "--store", str(alone)], capture_output=True, text=True, env=env, timeout=120)
+    assert ref.returncode == 0, ref.stderr
+    want = _child_kinds(alone, json.loads(ref.stdout)["session"])
+    assert "turn_ended" in want
+    bad = []
+    for i in range(5):
+        store = Path(shutil.copytree(demo, tmp_path / f"s{i}"))
+        runs = [subprocess.Popen([FLUX, "run", "-m", "mock", "-y", "--workspace", str(store / "workspace"), "write a note",
+                                  "--store", str(store)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                for _ in range(2)]
+        time.sleep(0.02 * i)
+        before = {s for s in _sessions(store)}
+        res = subprocess.run([*fork, "--store", str(store)], capture_output=True, text=True, env=env, timeout=120)
+        for r in runs:
+            r.wait(timeout=120)
+        if res.returncode == 0:
+            got = _child_kinds(store, json.loads(res.stdout)["session"])
+            if got != want:
+                bad.append((i, len(got), len(want), got[-3:]))
+        else:
+            forks = [s for s in set(_sessions(store)) - before if s[1] and s[1].startswith("fork:")]
+            if forks or not res.stderr.startswith("error: "):
+                bad.append((i, res.stderr.strip()[-200:], forks))
+    assert bad == []
+
+
+def _sessions(store: Path) -> list[tuple]:
+    con = sqlite3.connect(f"file:{store / 'events.db'}?mode=ro", uri=True)
+    try:
+        return [tuple(r) for r in con.execute("SELECT n, agent_id FROM streams")]
+    finally:
+        con.close()
