@@ -241,7 +241,8 @@ def make_scenario_variant(base: Path, dst: Path, seed: int) -> list[str]:
         shutil.rmtree(store, ignore_errors=True)
         done += make_store_variant(tmp, store, seed)
         for f in ("events.db", "flow.db", "events.db-wal", "events.db-shm"):
-            (dst / f).unlink(missing_ok=True) if not (store / f).is_dir() else None
+            if os.path.lexists(dst / f):
+                shutil.rmtree(dst / f) if (dst / f).is_dir() and not (dst / f).is_symlink() else (dst / f).unlink()
             src = store / f
             if src.is_file() and not src.is_symlink():
                 shutil.copyfile(src, dst / f)

@@ -709,13 +709,15 @@ def what_if_over(store_dir: str | os.PathLike[str], sessions: Sequence[str], spe
         args.setdefault("workspace", str(client.workspace))
         client = None
     if jobs <= 1 or total <= 1:
-        for i, sid in enumerate(sessions):
-            results[i] = _sweep_with(client, sid, spec) if client is not None else _sweep_one(store, sid, spec, args)
-            if on_progress is not None:
-                on_progress(i + 1, total, results[i])  # type: ignore[arg-type]
-        for c in list(_WORKER_CLIENT.values()):
-            c.close()
-        _WORKER_CLIENT.clear()
+        try:
+            for i, sid in enumerate(sessions):
+                results[i] = _sweep_with(client, sid, spec) if client is not None else _sweep_one(store, sid, spec, args)
+                if on_progress is not None:
+                    on_progress(i + 1, total, results[i])  # type: ignore[arg-type]
+        finally:  # the per-sweep clients are closed however the loop ends (no connection left for GC)
+            for c in list(_WORKER_CLIENT.values()):
+                c.close()
+            _WORKER_CLIENT.clear()
     else:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
