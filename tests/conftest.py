@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,19 @@ from tests.helpers import copy_fixture
 def fixture_store(tmp_path: Path) -> Path:
     """A writable copy of the real flux fixture (a missing fixture fails the test with what to do)."""
     return copy_fixture(tmp_path / "coding-agent-note")
+
+
+@pytest.fixture(autouse=True)
+def _golden_mode_stays_in_its_test():
+    """``flux test --update`` / ``flux record --update`` invoked in-process (CliRunner) set
+    ``FLUX_GOLDEN=update`` for the whole process; without this a later test would re-baseline
+    instead of failing — every test ends with the variable as it began."""
+    before = os.environ.get("FLUX_GOLDEN")
+    yield
+    if before is None:
+        os.environ.pop("FLUX_GOLDEN", None)
+    else:
+        os.environ["FLUX_GOLDEN"] = before
 
 
 DEMO_NOW = 1_764_000_000_000  # the demo store's fixed "now" in tests
