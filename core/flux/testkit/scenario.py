@@ -60,7 +60,8 @@ from .frozen import frozen_toolbox
 from .golden import Rebaseline, update_mode
 from .manifest import MANIFEST_FILE, RUNTIME_VERSION, Manifest, record_command
 from .vacuous import CountsReads
-from .surfaces import cell_trajectory, event_log, redacted_cells, side_by_side, surface_diff, transcript
+from .surfaces import (as_the_redrive_sees_it, cell_trajectory, event_log, redacted_cells, side_by_side, surface_diff,
+                       transcript)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..agent.client import Client
@@ -638,6 +639,7 @@ class Scenario:
         finally:
             writer.close()
         actual = self.session_detail(sid)
+        golden = as_the_redrive_sees_it(golden, marker)  # a secret in a tool input reached it redacted
         diff = diff_details(golden, actual)
         rep = Report(m.name, diff=diff, session=sid, outcome=out.outcome if out is not None else "cancelled",
                      model_served=cassette.served, model_live=cassette.model_live, scenario_ref=self,

@@ -29,7 +29,7 @@ from ..model.session import SessionDetail
 
 __all__ = [
     "VOLATILE_KEYS", "normalize", "event_log", "transcript", "cell_trajectory", "discover_volatile", "side_by_side",
-    "aligned_rows", "first_change", "differing_keys", "cell_key", "redacted_cells",
+    "aligned_rows", "first_change", "differing_keys", "cell_key", "redacted_cells", "as_the_redrive_sees_it",
     "surface_diff",
 ]
 
@@ -217,3 +217,59 @@ def side_by_side(golden: Sequence[str], actual: Sequence[str], width: int = 120,
 
 def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+
+
+def as_the_redrive_sees_it(detail: SessionDetail, marker: str) -> SessionDetail:
+    """The recording as a check's re-drive can see it. The model's answers were stored redacted,
+    so a tool call whose input held a secret reaches the re-drive with the redacted input: its
+    input hash is the cell's ``input_hash_redacted``, its step id is named after that hash, and the
+    accepted plan (stored redacted, with ``marker`` in it) hashes to the fingerprint of its stored
+    text. Every other row is the recording's own; a session with no such cell is returned as is."""
+    from dataclasses import replace
+
+    from ..errors import FluxError
+    from ..lang.hashes import fingerprint
+    from ..model.stored_plan import parse_stored_plan
+    from ..store.events import PlanAttempted, Run
+    from ..store.store import StoredEvent
+
+    seen = {c.rec.input_hash: c.rec.input_hash_redacted for c in detail.cells
+            if c.rec.input_hash_redacted and c.rec.input_hash_redacted != c.rec.input_hash}
+    if not seen:
+        return detail
+
+    def step_id(step: str) -> str:
+        for old, new in seen.items():
+            if step.endswith("_" + old[:16]):
+                return step[: -16] + new[:16]
+        return step
+
+    def run_event(ev: object) -> object:
+        changes = {}
+        old = getattr(ev, "input_hash", None)
+        if isinstance(old, str) and old in seen:
+            changes["input_hash"] = seen[old]
+            if hasattr(ev, "input_hash_redacted"):
+                changes["input_hash_redacted"] = None
+        step = getattr(ev, "step", None)
+        if isinstance(step, str) and step_id(step) != step:
+            changes["step"] = step_id(step)
+        return replace(ev, **changes) if changes else ev
+
+    events = []
+    for e in detail.events:
+        body = e.body
+        if isinstance(body, Run):
+            inner = run_event(body.event)
+            if inner is not body.event:
+                body = replace(body, event=inner)
+        elif isinstance(body, PlanAttempted) and body.plan_source and marker in body.plan_source:
+            try:
+                draft, _key = parse_stored_plan(body.plan_source)
+                body = replace(body, fingerprint=fingerprint(draft))
+            except FluxError:
+                pass
+        events.append(e if body is e.body else StoredEvent(e.global_seq, e.stream, e.stream_seq, e.id, e.kind, e.ts,
+                                                           e.turn_id, body))
+    cells = [replace(c, rec=run_event(c.rec)) for c in detail.cells]
+    return replace(detail, events=events, cells=cells)
