@@ -282,7 +282,12 @@ class WriteTally:
 def _source_bytes(d: Path) -> dict[str, tuple]:
     """What a failing verb must not change: every entry but the SQLite shared-memory index (a reader
     may need to map one) — store files, their WAL, the scenario's files."""
-    return {k: v for k, v in tree_state(d).items() if not k.endswith("-shm")}
+    return {k: _content(v) for k, v in tree_state(d).items() if not k.endswith("-shm")}
+
+
+def _content(entry: tuple) -> tuple:
+    """An entry without its mtime: a golden put back byte for byte after a failed --update is unchanged."""
+    return (entry[0], entry[1], entry[3]) if entry[0] == "file" else entry[:1]
 
 
 def _open_under(d: Path) -> list[str]:
@@ -304,7 +309,7 @@ def judge_write(main, verb: list[str], source: Path, out_dir: Path, tmpdir: Path
     """Run one write verb in-process and count every broken promise into ``tally``."""
     args = list(verb) + (["--store", str(store)] if store is not None else [])
     before = _source_bytes(source)
-    before_golden = {g: tree_state(source).get(g) for g in golden_files}
+    before_golden = {g: _content(tree_state(source)[g]) if g in tree_state(source) else None for g in golden_files}
     runner = CliRunner()
     old = signal.signal(signal.SIGALRM, _on_alarm)
     gc.disable()
@@ -353,7 +358,7 @@ def judge_write(main, verb: list[str], source: Path, out_dir: Path, tmpdir: Path
     if golden_files and code != 0:
         now = tree_state(source)
         for g in golden_files:
-            if now.get(g) != before_golden[g]:
+            if (_content(now[g]) if g in now else None) != before_golden[g]:
                 tally.add("golden_rewritten", f"{what} → {g}")
     left = os.listdir(tmpdir)
     if left:
