@@ -925,7 +925,33 @@ class StoreWriter:
         except sqlite3.Error as e:
             raise _translate(e, path) from None
         if problems != ["ok"]:
+            self._close_without_checkpoint()
             raise StoreError(f"{path} is corrupt ({scrub_text(str(problems[0]))[:200]}) — restore it from a copy")
+
+    def _close_without_checkpoint(self) -> None:
+        """Close a writer that found the store damaged without folding a crashed writer's WAL into
+        the damaged file: the last connection to close checkpoints, so a read-only one that has
+        mapped the WAL index is held open across the close (a read-only connection never
+        checkpoints). With an empty WAL there is nothing to fold, and the plain close tidies up."""
+        wal = self.dir / (EVENTS_DB + "-wal")
+        try:
+            pending = wal.stat().st_size > 0
+        except OSError:
+            pending = False
+        if not pending:
+            self._close_quietly()
+            return
+        guard = None
+        try:
+            guard = sqlite3.connect(f"file:{self.dir / EVENTS_DB}?mode=ro", uri=True)
+            guard.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error:
+            pass
+        try:
+            self._close_quietly()
+        finally:
+            if guard is not None:
+                guard.close()
 
     def _close_quietly(self) -> None:
         """A failed open closes what it opened, now — not when the object is collected."""
