@@ -68,14 +68,19 @@ def _atif() -> Any:
     return atif
 
 
+def _str(v: object) -> str:
+    """A stored text field as text, whatever a hostile row put there (a number, a list)."""
+    return v if isinstance(v, str) else "" if v is None else str(v)
+
+
 def _text(blocks: list) -> str:
-    return "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+    return "".join(_str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text")
 
 
 def _result_text(block: dict) -> str:
     c = block.get("content")
     if isinstance(c, list):
-        return "".join(x.get("text", "") for x in c if isinstance(x, dict))
+        return "".join(_str(x.get("text", "")) for x in c if isinstance(x, dict))
     return "" if c is None else str(c)
 
 
@@ -124,7 +129,7 @@ def _trajectory(detail: SessionDetail, reader: Any, role: Optional[str], seen: s
         if m.role != "assistant":
             continue
         uses = [b for b in blocks if b.get("type") == "tool_use"]
-        thinking = "".join(b.get("thinking", "") for b in blocks if b.get("type") == "thinking") or None
+        thinking = "".join(_str(b.get("thinking", "")) for b in blocks if b.get("type") == "thinking") or None
         tool_calls = [atif.ToolCall(tool_call_id=str(b.get("id", "")), function_name=str(b.get("name", "")),
                                     arguments=b.get("input") if isinstance(b.get("input"), dict) else {})
                       for b in uses] or None
