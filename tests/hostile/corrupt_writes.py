@@ -331,6 +331,9 @@ def judge_write(main, verb: list[str], source: Path, out_dir: Path, tmpdir: Path
     tally.runs += 1
     what = f"{label} {' '.join(verb)} (exit {code}: {stderr.strip()[-160:]!r})"
     exc_text = f"{type(exc).__name__}: {str(exc)[:160]}" if exc is not None else ""
+    if exc is not None and os.environ.get("FLUX_BATTERY_TRACE"):
+        import traceback
+        traceback.print_exception(exc)
     exc = None
     held = _open_under(source)
     gc.enable()

@@ -93,7 +93,7 @@ def main(ctx: click.Context, store: Path | None) -> None:
     Browse recorded sessions, replay them offline, diff two runs (these only read the store);
     record runs, fork, what-if and resurrect (these write a new session, or finish an interrupted
     turn, and never change a recorded one). The store is --store DIR (before or after the verb),
-    else $FLUX_STORE_DIR, else ~/.flux. Every verb takes --json. Shell completion:
+    else $FLUX_STORE_DIR, else ~/.flux. Every verb takes --json (flux case prints JSON lines). Shell completion:
     eval "$(_FLUX_COMPLETE=bash_source flux)" (zsh_source, fish_source; see docs/cli.md).
     """
     if store is not None:

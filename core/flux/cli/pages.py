@@ -37,7 +37,7 @@ def export_format(fmt: Optional[str], output: Optional[Path], family: bool = Fal
         return "html"
     if suffix == ".json":
         return "atif"
-    raise FluxError("say which format: --format html|atif, or -o FILE.html / FILE.json")
+    raise FluxError("say which format: --format html|atif|otel, or -o FILE.html / FILE.json")
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -906,6 +906,9 @@ class StoreWriter:
         except sqlite3.Error as e:
             self._close_quietly()
             raise _translate(e, flow_path) from None
+        except UnicodeDecodeError:  # SQLite's error text about a damaged file, itself not UTF-8
+            self._close_quietly()
+            raise StoreError(f"{flow_path} is corrupt or not a SQLite database — restore it from a copy") from None
         except BaseException:
             self._close_quietly()
             raise
