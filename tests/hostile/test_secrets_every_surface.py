@@ -120,6 +120,22 @@ def test_resplit_keeps_the_text_and_the_cuts_in_unchanged_regions(pieces, data):
             assert any(sum(len(x) for x in out[:k]) == pos for k in range(len(out) + 1))
 
 
+@settings(max_examples=200, deadline=None)
+@given(pieces=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=6), data=st.data())
+def test_resplit_keeps_the_number_of_pieces(pieces, data):
+    """A stream re-cut after redaction has as many pieces as it was streamed in — a re-drive served
+    from the cassette then counts the same chunks as the recording did — whenever the marker's
+    span can hold the cuts that fell inside the secret."""
+    joined = "".join(pieces)
+    a = data.draw(st.integers(min_value=0, max_value=len(joined)))
+    b = data.draw(st.integers(min_value=a, max_value=len(joined)))
+    redacted = joined[:a] + "[redacted]" + joined[b:]
+    out = resplit(pieces, redacted)
+    inside = sum(1 for k in range(1, len(pieces)) if a < sum(map(len, pieces[:k])) < b)
+    if inside < len("[redacted]") and redacted != joined:
+        assert len(out) == len(pieces), (pieces, redacted, out)
+
+
 @pytest.mark.parametrize("content, secret", [
     ("export API_KEY=Pq7plainValue07\n", "Pq7plainValue07"),  # the text passes alone caught it
     ("api_key:\tPq7tabValue08\n", "Pq7tabValue08"),  # hidden by \t in the JSON text

@@ -129,9 +129,11 @@ _TOOL_INPUT_DELTA = "tool_input_delta"
 
 
 def resplit(original: list[str], redacted: str) -> list[str]:
-    """``redacted`` (the redaction of ``"".join(original)``) cut where ``original`` was cut, as far
-    as the text around each cut is unchanged: a cut in the unchanged head or tail keeps its place;
-    one between or inside changed spans is dropped (its neighbours merge). Empty pieces go."""
+    """``redacted`` (the redaction of ``"".join(original)``) cut where ``original`` was cut, so the
+    stream keeps its number of pieces: a cut in the unchanged head or tail keeps its place; a cut
+    inside the changed middle moves to the same fraction of the redacted middle (a marker may be
+    cut in two; what it replaced is gone either way). Only a middle too short to hold every cut
+    loses pieces. Empty pieces go."""
     joined = "".join(original)
     if redacted == joined:
         return [p for p in original if p]
@@ -142,6 +144,8 @@ def resplit(original: list[str], redacted: str) -> list[str]:
     tail = 0
     while tail < limit - head and joined[-1 - tail] == redacted[-1 - tail]:
         tail += 1
+    old_mid = len(joined) - tail - head  # the changed span, before and after
+    new_mid = len(redacted) - tail - head
     cuts: list[int] = []
     pos = 0
     for piece in original[:-1]:
@@ -150,6 +154,9 @@ def resplit(original: list[str], redacted: str) -> list[str]:
             cuts.append(pos)
         elif len(joined) - pos <= tail:
             cuts.append(len(redacted) - (len(joined) - pos))
+        else:  # at its fraction of the redacted middle, after the previous cut, inside the middle
+            at = head + max(1, min(new_mid - 1, round((pos - head) * new_mid / max(old_mid, 1))))
+            cuts.append(min(max(at, cuts[-1] + 1 if cuts else at), head + new_mid - 1))
     out = []
     last = 0
     for c in cuts:
