@@ -146,17 +146,24 @@ def resplit(original: list[str], redacted: str) -> list[str]:
         tail += 1
     old_mid = len(joined) - tail - head  # the changed span, before and after
     new_mid = len(redacted) - tail - head
-    cuts: list[int] = []
+    before: list[int] = []  # cuts in the unchanged head, inside the changed middle, in the unchanged tail
+    inside: list[int] = []
+    after: list[int] = []
     pos = 0
     for piece in original[:-1]:
         pos += len(piece)
         if pos <= head:
-            cuts.append(pos)
+            before.append(pos)
         elif len(joined) - pos <= tail:
-            cuts.append(len(redacted) - (len(joined) - pos))
-        else:  # at its fraction of the redacted middle, after the previous cut, inside the middle
-            at = head + max(1, min(new_mid - 1, round((pos - head) * new_mid / max(old_mid, 1))))
-            cuts.append(min(max(at, cuts[-1] + 1 if cuts else at), head + new_mid - 1))
+            after.append(len(redacted) - (len(joined) - pos))
+        else:  # at its fraction of the redacted middle
+            inside.append(head + round((pos - head) * new_mid / max(old_mid, 1)))
+    # strictly increasing, each strictly inside the middle (as many as it has room for)
+    for i in range(len(inside)):
+        inside[i] = max(inside[i], head + 1, inside[i - 1] + 1 if i else head + 1)
+    for i in reversed(range(len(inside))):
+        inside[i] = min(inside[i], head + new_mid - 1, inside[i + 1] - 1 if i + 1 < len(inside) else head + new_mid - 1)
+    cuts = before + inside + after
     out = []
     last = 0
     for c in cuts:
