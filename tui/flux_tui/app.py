@@ -21,6 +21,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.worker import Worker, WorkerState, get_current_worker
 
+import flux.lang  # noqa: F401  (the read models import the parser lazily: import it here, on the main thread, before any worker)
 from flux import __version__
 from flux.cli.common import OneLineErrors
 from flux.errors import FluxError, StoreError

@@ -70,18 +70,16 @@ class QueryMatched(Message):
 class SessionLoaded(Message):
     detail: SessionDetail
     interrupt: InterruptCheck
-    degraded: str | None = None
     reload: bool = False
     messages: dict = field(default_factory=dict)  # turn number -> messages (filled lazily by the screen)
     unknown: list = field(default_factory=list)  # detail.unknown_events
-    initial: Any = None  # (turn number, timeline, degraded, rows): the first turn's timeline, built by the loader
+    initial: Any = None  # (turn number, timeline, rows): the first turn's timeline, built by the loader
 
 
 @dataclass
 class TimelineReady(Message):
     turn_number: int
     timeline: TurnTimeline
-    degraded: str | None = None
     restore: Any = None
 
 

@@ -203,6 +203,8 @@ def interrupt_line(check: InterruptCheck, turn: Turn) -> Text | None:
         # counted over the turn's plans laid end to end, as replay, resurrect and fork --turn count
         at = statements_before_last_plan(turn) + it.completed
         return Text(f"⚠ interrupted at statement {at} — R resurrects turn {turn.number}", style="bold yellow")
+    if check.recording_pid is not None and check.open_turn == turn.number:
+        return Text(f"● recording — {check.reason}", style="bold cyan")
     if check.reason and check.open_turn == turn.number:
         return Text(f"⚠ {check.reason}", style="yellow")
     return None

@@ -23,11 +23,10 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from flux.errors import FluxError, SessionNotFound, StoreError
-from flux.model.listing import SessionSummary
+from flux.model.listing import SessionSummary, summarize_sessions
 from flux.timemachine.family import ChildDifference, Family, FamilyNode, ResurrectedTurn
 
 from ..messages import ReportsWorkerFailures
-from ..compat import safe_summarize
 from ..fmt import fmt_cost, lineage_mark
 from ..widgets.virtual_list import VirtualList
 
@@ -299,7 +298,7 @@ class LineageScreen(ReportsWorkerFailures, ModalScreen[str | None]):
                 else:
                     todo.append(r)
             if todo:
-                fresh = safe_summarize(reader, todo, self.app.prices)
+                fresh = summarize_sessions(reader, todo, self.app.prices)
                 self.app.call_from_thread(self.app.store_summaries, fresh)
                 summaries.update({s.id: s for s in fresh})
         except (StoreError, SessionNotFound, FluxError) as e:

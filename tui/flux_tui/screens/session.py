@@ -18,13 +18,13 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from flux.errors import FluxError, SessionNotFound, StoreError
-from flux.model.interrupted import InterruptCheck
+from flux.model.interrupted import InterruptCheck, check_session_interrupted
+from flux.model.listing import summarize_sessions
 from flux.model.lineage import lineage_of
 from flux.model.session import TRACE_KINDS, SessionDetail, Turn, load_session
-from flux.model.timeline import TurnTimeline
+from flux.model.timeline import TurnTimeline, build_timeline
 
 from ..agent_loop_view import AgentLoopCache, render_agent_loop
-from ..compat import safe_build_timeline, safe_check_interrupted, safe_summarize
 from ..fmt import lineage_mark
 from ..messages import (
     ReportsWorkerFailures,
@@ -142,7 +142,6 @@ class SessionScreen(ReportsWorkerFailures, Screen):
         self.initial_turn = turn  # open on this turn (else the interrupted one, else the first)
         self.detail: SessionDetail | None = None
         self.check = InterruptCheck()
-        self.degraded: str | None = None
         self.turn: Turn | None = None
         self.timeline: TurnTimeline | None = None
         self._messages: dict[int, list] = {}
@@ -220,7 +219,7 @@ class SessionScreen(ReportsWorkerFailures, Screen):
                 # opening, only the first rows of that turn (what the screen shows); the rest is
                 # read by the timeline worker once they are painted. The interrupted check is the
                 # session list's: it reads just the open turn, not the one on screen.
-                check, degraded = safe_summarize(reader, [row], None)[0].interrupt, None
+                check = summarize_sessions(reader, [row], None)[0].interrupt
                 if reload and self.turn is not None:
                     detail = load_session(reader, row.id, turn=self.turn.number)
                 else:
@@ -228,20 +227,20 @@ class SessionScreen(ReportsWorkerFailures, Screen):
                                           max_rows=FIRST_ROWS)
             else:
                 detail = load_session(reader, row.id)
-                check, degraded = safe_check_interrupted(detail)
+                check = check_session_interrupted(reader.dir, detail)
             messages: dict = {}
             initial = None
             unknown = detail.unknown_events
             if not reload and detail.turns:
                 # Build the first turn's timeline here too: one hop less before the first paint.
                 first = self._initial_turn(detail, check)
-                timeline, tdegraded = safe_build_timeline(detail, first)
-                initial = (first.number, timeline, tdegraded, build_rows(first, timeline))
+                timeline = build_timeline(detail, first)
+                initial = (first.number, timeline, build_rows(first, timeline))
         except (StoreError, SessionNotFound, FluxError) as e:
             self.post_message(LoadFailed(str(e), "session"))
             return
         if not get_current_worker().is_cancelled:
-            self.post_message(SessionLoaded(detail, check, degraded, reload, messages, unknown, initial))
+            self.post_message(SessionLoaded(detail, check, reload, messages, unknown, initial))
 
     @on(LoadFailed)
     def _on_failed(self, message: LoadFailed) -> None:
@@ -269,7 +268,6 @@ class SessionScreen(ReportsWorkerFailures, Screen):
         self.detail = message.detail
         self.session_id = message.detail.row.id
         self.check = message.interrupt
-        self.degraded = message.degraded
         self._messages = {}
         self._turn_details = {}
         self._remember(message.detail)
@@ -285,8 +283,8 @@ class SessionScreen(ReportsWorkerFailures, Screen):
             key = self._initial_turn(message.detail, self.check).turn_id if turns else None
             initial = message.initial
             if initial is not None:
-                number, timeline, degraded, rows = initial
-                self._prebuilt = (number, TimelineReady(number, timeline, degraded, (rows, None, message.detail)))
+                number, timeline, rows = initial
+                self._prebuilt = (number, TimelineReady(number, timeline, (rows, None, message.detail)))
 
         tl.set_rows(turns, cursor_key=key)
         tl.refresh_rows()
@@ -385,13 +383,13 @@ class SessionScreen(ReportsWorkerFailures, Screen):
             if get_current_worker().is_cancelled:
                 return
             turn = detail.turns[turn.number - 1] if turn.number - 1 < len(detail.turns) else turn
-            timeline, degraded = safe_build_timeline(detail, turn)
+            timeline = build_timeline(detail, turn)
             rows = build_rows(turn, timeline)
         except (StoreError, SessionNotFound, FluxError) as e:
             self.post_message(LoadFailed(str(e), "timeline"))
             return
         if not get_current_worker().is_cancelled:
-            self.post_message(TimelineReady(turn.number, timeline, degraded, (rows, restore, detail)))
+            self.post_message(TimelineReady(turn.number, timeline, (rows, restore, detail)))
 
     @on(TimelineReady)
     def _on_timeline(self, message: TimelineReady) -> None:
@@ -416,8 +414,6 @@ class SessionScreen(ReportsWorkerFailures, Screen):
         if self.turn.number in self.turns_list.unread and self.turn.number in _read_in_full(detail):
             self.turns_list.unread.discard(self.turn.number)
             self.turns_list.refresh_rows()
-        if message.degraded:
-            self.degraded = message.degraded
         tv = self.timeline_view
         self._timeline_title()
         tv.set_rows(rows, keep_cursor=False, cursor_key=restore)
@@ -556,8 +552,9 @@ class SessionScreen(ReportsWorkerFailures, Screen):
             if self.check.interrupted is not None:
                 right.append(" · ")
                 right.append("⚠ interrupted", style="bold yellow")
-            if self.degraded:
-                right.append(" · degraded", style="yellow")
+            elif self.check.recording_pid is not None:
+                right.append(" · ")
+                right.append("● recording", style="bold cyan")
             if self.replay_running is not None:
                 done, total = self.replay_running
                 right.append(" · ")

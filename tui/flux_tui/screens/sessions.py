@@ -18,10 +18,9 @@ from textual.widgets import Input, Label, Static
 from textual.worker import get_current_worker
 
 from flux.errors import FluxError, StoreError
-from flux.model.listing import list_sessions
+from flux.model.listing import list_sessions, summarize_sessions
 from flux.store.store import SessionRow, StoreReader
 
-from ..compat import safe_summarize
 from ..messages import ReportsWorkerFailures, InterruptedCount, LoadFailed, QueryMatched, RowsLoaded, StoreChanged, SummariesLoaded
 from ..widgets.sessions_table import SORT_ORDER, SORTS, SUMMARY_SORTS, SessionItem, SessionsTable
 from ..widgets.footer import KeyFooter
@@ -219,7 +218,7 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
                 # In small chunks, so a screen pushed on top (a session opening) gets the CPU at once.
                 for i in range(0, len(batch), CHUNK):
                     chunk = batch[i:i + CHUNK]
-                    summaries.extend(safe_summarize(reader, chunk, self.app.prices))
+                    summaries.extend(summarize_sessions(reader, chunk, self.app.prices))
                     for r in chunk:
                         todo.pop(r.id, None)
                     if self.app.screen is not self or worker.is_cancelled:

@@ -21,6 +21,8 @@ def turn_marker(turn: Turn, check: InterruptCheck | None) -> tuple[str, str]:
     if not turn.ended:
         if check is not None and check.interrupted is not None and check.interrupted.turn_number == turn.number:
             return "⚠", "bold yellow"
+        if check is not None and check.recording_pid is not None and check.open_turn == turn.number:
+            return "●", "bold cyan"  # a live process is recording it
         return "…", "yellow"
     style = outcome_style(turn.outcome)
     if style == "green":
