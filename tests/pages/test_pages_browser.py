@@ -4,8 +4,6 @@ targets, no request leaves the page, and both colour schemes read (text contrast
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,33 +11,17 @@ from click.testing import CliRunner
 
 from flux.cli import main
 
-CHROMIUM = os.environ.get("FLUX_CHROMIUM", "/usr/bin/chromium")
-
-
-def _browser_or_reason() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "playwright is not installed (pip install -e '.[test]')"
-    if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
-        return f"no Chromium at {CHROMIUM} (apt-get install -y chromium, or set FLUX_CHROMIUM)"
-    return None
+from tests.pages.browsers import launch, need_browser
 
 
 @pytest.fixture(scope="module")
 def browser(pages):
     """(After ``pages``: the demo store is built before Playwright runs its event loop.)"""
-    reason = _browser_or_reason()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"the page tests need a browser in CI: {reason}")
-        pytest.skip(reason)
+    need_browser()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        b = launch(p)
         yield b
         b.close()
 

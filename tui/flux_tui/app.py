@@ -57,8 +57,12 @@ class FluxApp(App):
     def __init__(self, store_dir: str | os.PathLike[str] | None = None, prices_file: str | os.PathLike[str] | None = None,
                  now_ms: int | None = None, *, display_name: str | None = None, poll_interval: float | None = 1.0,
                  session: str | None = None, keymap: dict[str, str] | None = None,
-                 tests_dir: str | os.PathLike[str] | None = None, cases_url: str | None = None) -> None:
+                 tests_dir: str | os.PathLike[str] | None = None, cases_url: str | None = None,
+                 read_only: str | None = None) -> None:
         super().__init__()
+        # Why this app may not write (``--read-only``, or served in a browser without --allow-write):
+        # None when fork, what-if, resurrect, delete and accepting goldens may write.
+        self.read_only = read_only
         self.cases_url = cases_url
         self.tests_dir = Path(tests_dir) if tests_dir is not None else None
         if keymap:
@@ -168,6 +172,8 @@ class FluxApp(App):
             self.action_cases()
             return
         self.push_screen(SessionsScreen())
+        if self.read_only:
+            self.notify(f"read-only: {self.read_only}", title="Browsing only", timeout=8)
         if self.poll_interval:
             self.set_interval(self.poll_interval, self._poll, name="store-poll")
 
@@ -316,8 +322,19 @@ class _Command(OneLineErrors, click.Command):
               help="Run the recorded scenarios under DIR (flux test, offline) and browse golden ↔ run.")
 @click.option("--cases", "cases", default=None, metavar="URL",
               help="Browse the saved cases of a fixture store (a directory, postgres://…, s3://…) and run them.")
+@click.option("--read-only", "read_only", is_flag=True,
+              help="Browse only: fork, what-if, resurrect, delete and accepting goldens are refused.")
+@click.option("--serve", is_flag=True,
+              help="Serve the app to a web browser (textual-serve; the `serve` extra) instead of this terminal. "
+                   "Read-only unless --allow-write.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="With --serve: the address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
+              help="With --serve: the port to listen on.")
+@click.option("--allow-write", "allow_write", is_flag=True,
+              help="With --serve: let the browser fork, what-if, resurrect and delete (written as this user).")
 def main(store: Path | None, demo: bool, fresh: bool, prices: Path | None, session: str | None,
-         keymap_file: Path | None, tests: Path | None, cases: str | None) -> None:
+         keymap_file: Path | None, tests: Path | None, cases: str | None, read_only: bool, serve: bool,
+         host: str, port: int, allow_write: bool) -> None:
     """Browse a flux store: sessions, turns, accepted plans and cassette cells.
 
     Browsing writes nothing; fork, what-if and resurrect write new sessions into the store (or
@@ -330,10 +347,48 @@ def main(store: Path | None, demo: bool, fresh: bool, prices: Path | None, sessi
         if store is not None:
             raise click.UsageError("--demo builds its own store; drop --store (or drop --demo)")
         store = open_demo_store(fresh)
+    given = click.get_current_context().get_parameter_source
+    serve_only = [f"--{n.replace('_', '-')}" for n in ("host", "port", "allow_write")
+                  if given(n) != click.core.ParameterSource.DEFAULT]
+    if serve_only and not serve:
+        raise click.UsageError(f"{', '.join(serve_only)} go(es) with --serve")
+    if serve:
+        from .serve import serve_app
+
+        try:
+            serve_app(app_args(store, prices, session, keymap_file, tests, cases,
+                               read_only=read_only or not allow_write),
+                      store=store, host=host, port=port, writes=allow_write and not read_only)
+        except FluxError as e:
+            raise click.ClickException(str(e)) from None
+        return
     tune_gc()
-    app = FluxApp(store, prices, session=session, keymap=keymap, tests_dir=tests, cases_url=cases)
+    served = os.environ.get("FLUX_TUI_SERVED")  # set by --serve for each browser's app process
+    app = FluxApp(store, prices, session=session, keymap=keymap, tests_dir=tests, cases_url=cases,
+                  read_only=(READ_ONLY_SERVED if served else READ_ONLY_FLAG) if read_only else None)
     app.run()
     sys.exit(exit_code(app))
+
+
+READ_ONLY_FLAG = "started with --read-only; restart without it to fork, what-if, resurrect or delete"
+READ_ONLY_SERVED = "served without --allow-write; whoever runs flux-tui --serve can allow writes"
+
+
+def app_args(store: Path | None, prices: Path | None, session: str | None, keymap_file: Path | None,
+             tests: Path | None, cases: str | None, *, read_only: bool) -> list[str]:
+    """The ``flux-tui`` arguments that open the same view again (for the served app's per-browser
+    process): every path made absolute, since that process may start in another directory."""
+    args: list[str] = []
+    for flag, value in (("--store", store), ("--prices", prices), ("--keymap", keymap_file), ("--tests", tests)):
+        if value is not None:
+            args += [flag, str(Path(value).expanduser().absolute())]
+    if session is not None:
+        args += ["--session", session]
+    if cases is not None:
+        args += ["--cases", cases]
+    if read_only:
+        args.append("--read-only")
+    return args
 
 
 GC_YOUNG_THRESHOLD = 20_000

@@ -18,7 +18,7 @@ from flux.errors import FluxError
 
 from .fmt import display_path
 
-__all__ = ["write_client", "run_write", "within_gate", "op_catalog", "default_workspace", "refuse_unimplemented",
+__all__ = ["check_writable", "write_client", "run_write", "within_gate", "op_catalog", "default_workspace", "refuse_unimplemented",
            "store_ops", "check_model"]
 
 
@@ -89,6 +89,13 @@ def write_client(store_dir, *, workspace: str, live: bool, model: str | None = N
                   auto_resurrect=False, ops=ops)
 
 
+def check_writable(app) -> None:
+    """Raise (one line) when this app may not write: started ``--read-only``, or served to a browser
+    without ``--allow-write``. Every write the app makes passes here before it opens anything."""
+    if getattr(app, "read_only", None):
+        raise FluxError(f"read-only: {app.read_only}")
+
+
 def within_gate(confirmed, live: bool):
     """The engine's ``confirm=`` callback for a write the user saw at the gate: offline never goes
     live; live goes only as far as the confirmed preview covers."""
@@ -100,6 +107,7 @@ def run_write(app, action, *, workspace: str, live: bool, model: str | None = No
     the screens see what was written. Errors (``StoreError``/``FluxError``) propagate to the caller."""
     from flux.errors import StoreError
 
+    check_writable(app)
     client = write_client(app.store_dir, workspace=workspace, live=live, model=model)
     try:
         result = action(client)

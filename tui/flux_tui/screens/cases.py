@@ -275,6 +275,9 @@ class CaseRunScreen(Screen):
 def save_case_here(screen: Any) -> None:
     """``C`` on a session screen: save a case of the turn forked before the statement under the plan
     cursor (its first call is the first call after the fork); the hash is shown and copied."""
+    if screen.app.read_only:  # saving writes a case bundle into the fixture store
+        screen.notify(f"case not saved — read-only: {screen.app.read_only}", severity="warning", timeout=6)
+        return
     row = screen.timeline_view.current if getattr(screen, "timeline", None) is not None else None
     stmt = getattr(row, "statement", None)
     if screen.detail is None or screen.turn is None or stmt is None:

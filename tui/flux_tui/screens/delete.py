@@ -20,6 +20,7 @@ from flux.store.store import SessionRow, StoreWriter
 
 from ..fmt import lineage_mark
 from ..messages import ReportsWorkerFailures
+from ..writes import check_writable
 
 __all__ = ["DeleteScreen", "DELETABLE", "deletion_set"]
 
@@ -123,6 +124,7 @@ class DeleteScreen(ReportsWorkerFailures, ModalScreen[dict | None]):
     @work(thread=True, exclusive=True, group="delete", exit_on_error=False, description="Deleting sessions")
     def _delete(self, ids: list[str]) -> None:
         try:
+            check_writable(self.app)
             with StoreWriter(self.app.store_dir, create=False) as writer:
                 deleted = writer.delete_sessions(ids)
         except (StoreError, FluxError) as e:

@@ -281,6 +281,9 @@ class TestsScreen(Screen):
         key = self._selected()
         if key is None or key in self.running:
             return
+        if self.app.read_only:  # accepting rewrites the scenario's golden files
+            self.notify(f"not accepted — read-only: {self.app.read_only}", severity="warning", timeout=6)
+            return
         res = self.results.get(key)
         if res is None or res.kind != "scenario":
             self.notify("nothing to accept here: only a scenario's goldens can be re-baselined", severity="warning")
