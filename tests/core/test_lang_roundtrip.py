@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 from flux.lang import ast as A
 from flux.lang.astjson import draft_from_json, draft_to_json
 from flux.lang.formatter import format_flow
-from flux.lang.parser import ParseError, parse, parse_expression
+from flux.lang.parser import RESERVED, ParseError, parse, parse_expression
 
 AWKWARD = ['"""', "\n", "{x}", "{{", "}", '"', "\\", "\r\n", "é", "🚀", "a\nb\"", "\t", "#"]
 
@@ -24,7 +24,7 @@ text = st.one_of(
     st.lists(st.sampled_from(AWKWARD + ["x", " ", "line"]), max_size=5).map("".join),
 )
 ident = st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True)
-name = st.one_of(ident, ident, ident, st.sampled_from(["when", "true", "in", "fmt", "flat"]),
+name = st.one_of(ident, ident, ident, st.sampled_from(sorted(RESERVED | {"as"})),
                  st.sampled_from(["a b", "x-y", "", "ü", "1x", "9arg", "0"]))
 u32 = st.integers(0, 2 ** 32 - 1)
 dur = st.one_of(st.integers(0, 10 ** 9), st.integers(0, 1000).map(lambda x: x * 1000),

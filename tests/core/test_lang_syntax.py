@@ -72,7 +72,7 @@ SAMPLES = {
     "header": "flow greet(who: String, n: List<Number>) -> Ticket\n  return who\n",
     "effect": '@effect(write_file)\n  out: String = write(path: p, content: "x")\n',
     "do_form": 'flow\n  do fmt "x", 1\n  do when 1\n',
-    "pun": "flow\n  r = op(a, b)\n  s = op($a, $b)\n  t = op(a, k: 1)\n",
+    "pun": "flow\n  r = tool(a, b)\n  s = tool($a, $b)\n  t = tool(a, k: 1)\n",
     "templates": 'flow\n  x = { a: y, "b c": [ y, 1 ] }\n',
     "jq": 'flow\n  x = y.a.b[0]["k"]?\n  z = $when.a\n',
     "expr": "flow\n  ok = $a > 3 && !$b || ($c + 1) * 2 == $d\n",
@@ -147,9 +147,9 @@ def test_canonical_samples_format_to_themselves():
 
 def test_sample_asts():
     d = parse(SAMPLES["pun"])
-    assert d.body[0].value == A.Call("op", (A.Obj({"a": A.Var("a"), "b": A.Var("b")}),))
-    assert d.body[1].value == A.Call("op", (A.Var("a"), A.Var("b")))
-    assert d.body[2].value == A.Call("op", (A.Obj({"a": A.Var("a"), "k": A.Lit(1)}),))
+    assert d.body[0].value == A.Call("tool", (A.Obj({"a": A.Var("a"), "b": A.Var("b")}),))
+    assert d.body[1].value == A.Call("tool", (A.Var("a"), A.Var("b")))
+    assert d.body[2].value == A.Call("tool", (A.Obj({"a": A.Var("a"), "k": A.Lit(1)}),))
     jq = parse(SAMPLES["jq"]).body[0].value
     # flux's canonical jq path: a numeric index is a `.0` segment (issue 9)
     assert jq == A.Jq('.a.b.0["k"]', A.Var("y"), True)
@@ -215,7 +215,7 @@ def test_json_node_roundtrip_uses_declared_order():
     ('flow\n  x = "abc\n', "line 2, col 7", "unterminated string"),
     ("nope\n", "line 1, col 1", "expected `flow`"),
     ("flow\n  x = a(\n", "line 3, col 1", "expected"),
-    ("flow\n  x = when\n", "line 2, col 7", "reserved word"),
+    ("flow\n  x = peek\n", "line 2, col 11", "expected a symbol"),
     ('flow\n  @json {"kind":"nope"}\n', "line 2, col 3", "unknown node kind"),
     ("flow\n  timeout 5h\n", "line 2, col 12", "unknown duration unit"),
 ])

@@ -92,7 +92,7 @@ TOKENS = [
 ]
 
 BASE_SEEDS = [
-    'flow\n  x = op({"a":1})\n',
+    'flow\n  x = tool({"a":1})\n',
     'flow f(a: String) -> Number\n  x = read(path: "a")\n  when x > 3 && $y\n    return x\n  else\n'
     '    return 0\n',
     "flow\n  each i in $items -> flat out\n    y = f(i)\n  repeat 3, until: $done -> c\n    z = 1\n",

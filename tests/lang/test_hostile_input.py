@@ -63,23 +63,23 @@ def test_nesting_up_to_the_limit_parses_and_round_trips():
 def test_json_literals_nest_like_serde_json():
     ok = MAX_JSON_DEPTH
     assert check(_flow("[" * ok + "]" * ok)) == "roundtrip"
-    assert check(f'flow\n  x = op({{"a":{"[" * (ok - 1)}{"]" * (ok - 1)}}})\n') == "roundtrip"
+    assert check(f'flow\n  x = tool({{"a":{"[" * (ok - 1)}{"]" * (ok - 1)}}})\n') == "roundtrip"
     _rejects(_flow("[" * (ok + 1) + "]" * (ok + 1)), f"JSON nests deeper than {MAX_JSON_DEPTH}")
-    _rejects(f'flow\n  x = op({{"a":{"[" * ok}{"]" * ok}}})\n', "JSON nests deeper")
+    _rejects(f'flow\n  x = tool({{"a":{"[" * ok}{"]" * ok}}})\n', "JSON nests deeper")
     _rejects("flow\n  @json " + '{"kind":"return","value":' * 130 + '{"kind":"var","name":"a"}' +
              "}" * 130 + "\n", "JSON nests deeper")
 
 
 @pytest.mark.parametrize("text", [
-    _flow("9" * 4301), _flow("-" + "9" * 5000), 'flow\n  x = op({"n":' + "9" * 4301 + "})\n",
-    _flow("1e400"), _flow("-1e400"), 'flow\n  x = op({"n":1e400})\n', _flow("[1, 2e999]"),
+    _flow("9" * 4301), _flow("-" + "9" * 5000), 'flow\n  x = tool({"n":' + "9" * 4301 + "})\n",
+    _flow("1e400"), _flow("-1e400"), 'flow\n  x = tool({"n":1e400})\n', _flow("[1, 2e999]"),
 ])
 def test_numbers_that_do_not_fit_an_f64_are_refused_not_infinite(text):
     _rejects(text, "number out of range")
 
 
 def test_integers_past_u64_become_floats_as_in_serde_json():
-    for text in (_flow("18446744073709551616"), 'flow\n  x = op({"n":18446744073709551616})\n'):
+    for text in (_flow("18446744073709551616"), 'flow\n  x = tool({"n":18446744073709551616})\n'):
         (stmt,) = parse(text).body
         value = stmt.value.value if isinstance(stmt.value, A.Lit) else stmt.value.args[0].value["n"]
         assert value == 1.8446744073709552e19 and isinstance(value, float)
@@ -97,8 +97,8 @@ def test_counts_and_durations_past_their_type_are_clean_errors(text, words):
 
 
 @pytest.mark.parametrize("text", [
-    'flow\n  x = "\ud83d"\n', 'flow\n  x = "\\ud83d"\n', 'flow\n  x = op({"a":"\\udfff"})\n',
-    'flow\n  x = op({"a":"""\ud83d\nz"""})\n', 'flow\n  x = { "\\ud83d": $y }\n',
+    'flow\n  x = "\ud83d"\n', 'flow\n  x = "\\ud83d"\n', 'flow\n  x = tool({"a":"\\udfff"})\n',
+    'flow\n  x = tool({"a":"""\ud83d\nz"""})\n', 'flow\n  x = { "\\ud83d": $y }\n',
     'flow\n  x = fmt("\ud83d {y}")\n',
 ])
 def test_lone_surrogates_become_u_fffd_as_everywhere_else(text):
@@ -117,7 +117,7 @@ def test_a_surrogate_pair_written_as_escapes_is_one_character():
 
 
 @pytest.mark.parametrize("text", ['flow\n  x = "\x00"\n', "flow\n  x\x00 = 1\n", "\x00",
-                                  "flow\n  x = op({\"a\":\"\x00\"})\n"])
+                                  "flow\n  x = tool({\"a\":\"\x00\"})\n"])
 def test_nul_bytes_are_parse_errors(text):
     with pytest.raises(ParseError):
         parse(text)

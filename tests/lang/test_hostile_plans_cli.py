@@ -17,9 +17,9 @@ HOSTILE = {
     "objects": "flow\n  x = " + "{a: " * 200 + "$b" + "}" * 200 + "\n",
     "when": "flow\n" + "".join("  " * (i + 1) + "when $a\n" for i in range(330)) + "  " * 331 + "x = 1\n",
     "plus": "flow\n  x = $a" + " + $a" * 1000 + "\n",
-    "bigint": 'flow\n  x = op({"n":' + "9" * 4301 + "})\n",
-    "inf": 'flow\n  x = op({"n":1e400})\n',
-    "surrogate": 'flow\n  x = op({"s":"\\ud83d"})\n',
+    "bigint": 'flow\n  x = tool({"n":' + "9" * 4301 + "})\n",
+    "inf": 'flow\n  x = tool({"n":1e400})\n',
+    "surrogate": 'flow\n  x = tool({"s":"\\ud83d"})\n',
 }
 
 

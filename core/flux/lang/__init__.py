@@ -1,5 +1,5 @@
 """Flux-Lang: the AST, its JSON and hashes, the canonical text (parser + formatter) and an
-interpreter that writes the run events of spec §2.3.
+interpreter that writes a run's events.
 
 Public entry points are re-exported here; see each module for details.
 """
@@ -19,7 +19,7 @@ _EXPORTS = {
     "RunResult": "interpreter", "ResumeError": "interpreter",
     "ResumeLedger": "ledger",
     "format_flow": "formatter", "format_statement": "formatter",
-    "ParseError": "parser", "parse": "parser", "parse_expression": "parser",
+    "ParseError": "parser", "parse": "parser", "parse_expression": "parser", "parse_program": "parser",
     "body_hash16": "hashes", "fingerprint": "hashes", "flow_key": "hashes", "input_hash": "hashes",
     "memo_symbol": "hashes", "once_key": "hashes", "step_id": "hashes", "stmt_hash16": "hashes",
 }
@@ -40,6 +40,7 @@ __all__ = [
     "ast", "AstJsonError", "draft_from_json", "draft_to_json", "node_from_json", "node_to_json",
     "body_hash16", "fingerprint", "flow_key", "input_hash", "memo_symbol", "once_key", "step_id",
     "stmt_hash16", "format_flow", "format_statement", "ParseError", "parse", "parse_expression",
+    "parse_program",
     "OpCatalog", "OpSpec", "map_args_to_input", "Interpreter", "ListSink", "OpOutcome",
     "PlanHalt", "ResumeError", "ResumeLedger", "RunResult",
 ]

@@ -26,7 +26,7 @@ from . import program as P
 from .astjson import AstJsonError, node_from_json
 
 __all__ = ["ParseError", "parse", "parse_program", "parse_expression", "RESERVED", "STATEMENT_KEYWORDS",
-           "FORMULA_FUNCTIONS", "MAX_NESTING", "MAX_JSON_DEPTH"]
+           "VALUE_WORDS", "FORMULA_FUNCTIONS", "MAX_NESTING", "MAX_JSON_DEPTH"]
 
 #: How deeply blocks, templates, calls, parentheses and operator formulas may nest. Real plans stay
 #: far below it; the limit keeps every later recursive walk (formatter, AST JSON, hashes,
@@ -53,11 +53,22 @@ STATEMENT_KEYWORDS = frozenset("""
     await return do
 """.split())
 
-#: Words a bare symbol may not be spelled as (the formatter keeps their ``$``).
+#: Words the formatter spells with ``$`` when they name a symbol (``$branch``), and an op that is one
+#: of them is called with ``do`` (``do risk …``): flux's reserved set. In expression position the
+#: parser still reads any of them not followed by ``(`` as a plain symbol (``create(branch: branch)``),
+#: except the literals and the ``peek``/``thing`` forms (:data:`VALUE_WORDS`).
 RESERVED = STATEMENT_KEYWORDS | frozenset("""
     flow goal else in until case default branch catch finally step undo purpose include exclude
-    every for flat contains fmt peek parse thing true false null as
+    every for flat contains fmt peek parse thing true false null
+    agent agent_loop backoff board channel datasource delay journey op per permissions risk trigger
 """.split())
+
+#: Words that open a clause of the statement above them (``else``, ``catch``, …): a line may not
+#: start with one on its own, though ``else.x`` or ``$else`` are symbols like any other.
+CLAUSE_WORDS = frozenset("else case default branch catch finally step undo".split())
+
+#: Words that read as something other than a symbol in expression position.
+VALUE_WORDS = frozenset({"true", "false", "null", "peek", "thing"})
 
 #: Functions allowed inside an operator formula.
 FORMULA_FUNCTIONS = frozenset({"round", "abs", "min", "max", "len"})
@@ -70,6 +81,8 @@ _TYPENAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.]*")
 _SIGIL_NAME = re.compile(r"[A-Za-z0-9_]+")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 _INT = re.compile(r"[0-9]+")
+#: blanks, then a bracket opening a string key or an index (``x ["k"]``, ``x [0]``)
+_BRACKET_AFTER_GAP = re.compile(r"[ \t]+(?=\[[ \t]*[\"0-9])")
 
 # Formula operator precedence (higher binds tighter).
 _BINOPS = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3,
@@ -565,9 +578,6 @@ class _Parser:
             return A.Peek(self.sym())
         if word == "thing":
             return self._thing()
-        if word in RESERVED:
-            raise self.error(f"`{word}` is a reserved word; write `${word}` for a symbol",
-                             m.start())
         return self._postfix(A.Var(word))
 
     def _postfix(self, var: A.Var) -> A.Node:
@@ -580,6 +590,10 @@ class _Parser:
         src = self.src
         while self.pos < self.n:
             ch = src[self.pos]
+            if ch in " \t" and (gap := _BRACKET_AFTER_GAP.match(src, self.pos)):
+                # `headers ["content-type"]`: blanks before a bracketed key or index, as flux reads it
+                self.pos = gap.end()
+                ch = "["
             if ch == "." and (m := _IDENT.match(src, self.pos + 1)):
                 parts.append("." + m.group(0))
                 self.pos = m.end()
@@ -873,6 +887,8 @@ class _Parser:
                 return self._bind(sym_word, A.Bind)
         if word == "until":
             raise self.error("`until` is only valid as the first line of a `repeat`/`loop` body")
+        if word in CLAUSE_WORDS and src[start + len(word):start + len(word) + 1] not in (".", "(", "["):
+            raise self.error(f"`{word}` must follow the body of the statement it belongs to")
         if word is not None and word in STATEMENT_KEYWORDS:
             nxt = src[start + len(word):start + len(word) + 1]
             if nxt not in (".", "-", "("):
@@ -1398,8 +1414,8 @@ class _Parser:
                 end = self.src.find("\n", pk[1])
                 line = self.src[pk[1]:end if end >= 0 else self.n].strip()
                 raise self.error(f"unknown top-level declaration: `{line}` (expected agent / "
-                                 f"agent_loop / channel / datasource / trigger / journey / op / "
-                                 f"permissions / flow)", pk[1])
+                                 f"agent_loop / channel / datasource / board / trigger / journey / "
+                                 f"op / permissions / flow)", pk[1])
             self.pos = pk[1] + len(word)
             handler(prog)
             saw_decl = True
@@ -1583,6 +1599,29 @@ class _Parser:
         decl.settings = settings or None
         prog.datasources.append(decl)
 
+    def _decl_board(self, prog: "P.Program") -> None:
+        name = self._decl_name("board")
+        start = self.pos
+        self.eol()
+        got: dict = {}
+        for key, value, pos in self._attrs(0):
+            if key not in ("scope", "profile", "kind", "root"):
+                raise self.error(f"unknown board attribute `{key}` (expected scope, profile, kind or "
+                                 f"root)", pos)
+            if key in got:
+                raise self.error(f"duplicate board attribute `{key}`", pos)
+            got[key] = self._str_setting(value, key, pos)
+        for key, allowed in (("scope", P.BoardDecl.SCOPES), ("profile", P.BoardDecl.PROFILES),
+                             ("kind", P.BoardDecl.KINDS)):
+            if key not in got:
+                raise self.error(f"board `{name}` needs a `{key}` ({' / '.join(allowed)})", start)
+            if got[key] not in allowed:
+                raise self.error(f"unknown board {key} `{got[key]}` (expected {' / '.join(allowed)})",
+                                 start)
+        if any(b.name == name for b in prog.boards):
+            raise self.error(f"board `{name}` is declared twice", start)
+        prog.boards.append(P.BoardDecl(name, got["scope"], got["profile"], got["kind"], got.get("root")))
+
     def _decl_trigger(self, prog: "P.Program") -> None:
         name = self._decl_name("trigger")
         start = self.pos
@@ -1681,7 +1720,7 @@ class _Parser:
 
 
 _SCOPE_BIND = re.compile(r"(?:\$([A-Za-z0-9_]+)|([A-Za-z_][A-Za-z0-9_]*))[ \t]*=(?!=)")
-_DECLS = ("agent", "agent_loop", "channel", "datasource", "trigger", "journey", "op",
+_DECLS = ("agent", "agent_loop", "channel", "datasource", "board", "trigger", "journey", "op",
           "permissions")
 _DECL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*")
 _OP_META = ("description", "risk", "idempotency", "effects", "limits", "expose", "view")

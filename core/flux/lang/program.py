@@ -1,6 +1,6 @@
-"""The module layer of a ``.flux`` file (``parse_program``, spec §5.4): several flows and the
+"""The module layer of a ``.flux`` file (``parse_program``): several flows and the
 pure-data declarations of a multi-agent app — ``permissions``, ``agent``, ``agent_loop``,
-``channel``, ``datasource``, ``trigger``, ``journey`` and composite ``op`` with its metadata.
+``channel``, ``datasource``, ``board``, ``trigger``, ``journey`` and composite ``op`` with its metadata.
 
 These add no node kinds; each flow-shaped body is an ordinary :class:`~flux.lang.ast.DraftAst`.
 ``program_to_json`` writes serde's field order for flux's ``Program`` (``program.rs``).
@@ -15,7 +15,7 @@ from . import ast as A
 from .astjson import draft_to_json, sort_json, type_to_json
 
 __all__ = [
-    "Program", "PermissionDecl", "AgentDecl", "AgentLoopDecl", "ChannelDecl", "DatasourceDecl",
+    "Program", "PermissionDecl", "AgentDecl", "AgentLoopDecl", "ChannelDecl", "DatasourceDecl", "BoardDecl",
     "TriggerDecl", "JourneyDecl", "CompositeOpDecl", "CompositeOpMeta", "Module", "program_to_json",
 ]
 
@@ -100,6 +100,28 @@ class DatasourceDecl:
 
 
 @dataclass
+class BoardDecl:
+    """``board NAME`` with its three required axes (where it lives, which state machine, which
+    backend) and the backend's own fields (``root``)."""
+
+    SCOPES = ("session", "repository", "workspace")
+    PROFILES = ("general", "planning", "execution")
+    KINDS = ("session", "track", "markdown", "memory", "federated")
+
+    name: str
+    scope: str
+    profile: str
+    kind: str
+    root: Optional[str] = None
+
+    def to_json(self) -> dict:
+        out: dict = {"name": self.name, "scope": self.scope, "profile": self.profile, "kind": self.kind}
+        if self.root is not None:
+            out["root"] = self.root
+        return out
+
+
+@dataclass
 class TriggerDecl:
     name: str
     on: str
@@ -175,6 +197,7 @@ class Program:
     agent_loops: list = field(default_factory=list)
     channels: list = field(default_factory=list)
     datasources: list = field(default_factory=list)
+    boards: list = field(default_factory=list)
     triggers: list = field(default_factory=list)
     journeys: list = field(default_factory=list)
     ops: list = field(default_factory=list)
@@ -193,7 +216,8 @@ Module = Union[A.DraftAst, Program]
 def program_to_json(p: Program) -> dict:
     """serde's JSON of flux's ``Program`` (declared field order; optional fields omitted).
 
-    No ``boards`` field: the hash flux pins for ``hello.flux`` is of a Program without one."""
+    ``boards`` only when there are any: the hash flux pins for ``hello.flux`` is of a Program
+    without the field."""
     out: dict = {}
     if p.name is not None:
         out["name"] = p.name
@@ -203,6 +227,8 @@ def program_to_json(p: Program) -> dict:
     out["agent_loops"] = [a.to_json() for a in p.agent_loops]
     out["channels"] = [c.to_json() for c in p.channels]
     out["datasources"] = [d.to_json() for d in p.datasources]
+    if p.boards:
+        out["boards"] = [b.to_json() for b in p.boards]
     out["triggers"] = [t.to_json() for t in p.triggers]
     out["journeys"] = [j.to_json() for j in p.journeys]
     out["ops"] = [o.to_json() for o in p.ops]

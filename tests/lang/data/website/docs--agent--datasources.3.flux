@@ -1,0 +1,3 @@
+datasource board
+  kind "board:markdown"
+  path "./board"

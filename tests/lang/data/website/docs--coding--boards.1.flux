@@ -1,0 +1,5 @@
+board execution
+  scope "repository"
+  profile "execution"
+  kind "markdown"
+  root "./board"

@@ -1,0 +1,4 @@
+# single-flow file
+flow check-readme
+  $content = read("README.md")
+  return $content

@@ -1,0 +1,4 @@
+flow read-sources(files: List<String>)
+  each f in files -> contents
+    read(f)
+  return contents
