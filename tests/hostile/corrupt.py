@@ -420,7 +420,9 @@ def make_variant(base: Path, dst: Path, seed: int, names: list[str] | None = Non
             done.append(MUTATIONS[name](dst, rng))
         except Exception as e:  # noqa: BLE001 - an earlier mutation broke the file: fine
             done.append(f"{name} (skipped: {type(e).__name__})")
-            gc.collect()  # a writer that failed half-way closes its connection now, not during a verb
+    # A mutation that failed half-way left its connection to a traceback's frames (a cycle): it is
+    # closed now — outside the except block, where the exception is gone — not during a verb.
+    gc.collect()
     if not restored:
         _back_to_wal(dst)
     return done

@@ -218,6 +218,7 @@ def make_store_variant(base: Path, dst: Path, seed: int) -> list[str]:
             done.append(STORE_MUTATIONS[n](dst, rng))
         except Exception as e:  # noqa: BLE001 - an earlier corruption broke the file
             done.append(f"{n} (skipped: {type(e).__name__})")
+    gc.collect()  # the failed corruption's connection (held by its traceback's frames) is closed before a verb runs
     return done
 
 

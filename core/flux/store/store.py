@@ -958,6 +958,7 @@ class StoreWriter:
 
     def _close_quietly(self) -> None:
         """A failed open closes what it opened, now — not when the object is collected."""
+        self._close_cursor()
         conn, self.conn = self.conn, None  # type: ignore[assignment]
         if conn is not None:
             try:
@@ -1013,9 +1014,21 @@ class StoreWriter:
                 try:
                     self.flush()
                 finally:
+                    self._close_cursor()
                     self.conn.close()
                 self.conn = None  # type: ignore[assignment]
                 self._cur = None  # type: ignore[assignment]
+
+    def _close_cursor(self) -> None:
+        """Reset the flush's cursor before its connection closes: a statement that failed mid-step
+        (a damaged page) stays prepared while a traceback's frame holds the cursor, and SQLite keeps
+        a closed connection's files open until its last statement is finalized."""
+        cur, self._cur = getattr(self, "_cur", None), None  # type: ignore[assignment]
+        if cur is not None:
+            try:
+                cur.close()
+            except sqlite3.Error:
+                pass
 
     def __enter__(self) -> "StoreWriter":
         return self

@@ -24,7 +24,9 @@ result is independent (an error is an ``Err`` row, never the end of the sweep).
 from __future__ import annotations
 
 import os
+import sqlite3
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from ..cassette.record import RecordingHost
@@ -33,7 +35,7 @@ from ..errors import FluxError
 from ..lang.interpreter import Interpreter, ResumeLedger
 from ..model.session import TRACE_KINDS, SessionDetail, load_session
 from ..store.events import Compacted, OpRecorded, PlanHalted, Run, StatementCompleted, TurnEnded
-from ..store.store import StoreReader
+from ..store.store import StoreReader, store_error
 from .engine import (
     writes_ledger, MemorySink, NotForkable, catalog_for, conversation_before, executions_of, flush_events, live_effect, predict_calls,
     simulate_serve,
@@ -661,6 +663,8 @@ def _sweep_with(client: Any, sid: str, spec: WhatIfSpec) -> SweepOutcome:
         return SweepOutcome(sid, cf)
     except FluxError as e:
         return SweepOutcome(sid, error=str(e))
+    except sqlite3.Error as e:  # a damaged page found by the write (rolled back): the store's one line
+        return SweepOutcome(sid, error=str(store_error(e, Path(client.store_dir) / "events.db")))
     except Exception as e:  # one broken session is an Err row, never the end of the sweep
         return SweepOutcome(sid, error=f"{type(e).__name__}: {e}")
 
