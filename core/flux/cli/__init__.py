@@ -24,6 +24,7 @@ _VERBS = {
     "run": "agent", "flow": "agent",
     "record": "testkit", "test": "testkit", "export": "testkit", "golden": "testkit",
     "case": "cases", "db": "cases",
+    "import": "importing",
 }
 
 # verb -> its help's first sentence, for `flux --help` without importing the verb
@@ -36,6 +37,8 @@ _SHORT_HELP = {
     "flow": "Authored Flux-Lang flows.",
     "fork": "Branch SESSION at statement --at into a new linked session: the prefix from tape (no model call, no side "
             "effect), then the tail diverges — inject a value, run an edited plan, or re-plan.",
+    "import": "Import another agent's log (ATIF, Claude Code, Codex, deepseek) — FILE, or every log under DIR — as "
+              "sessions.",
     "golden": "Golden trajectories: compare a session's normalised ATIF trajectory with a committed file.",
     "record": "Record one live turn for PROMPT as the scenario NAME, written to --dir/NAME (commit it).",
     "replay": "Re-execute a recorded session offline (SESSION: s_<n> or last).",

@@ -1,0 +1,125 @@
+"""Other agents' logs in the time machine: ATIF trajectories, Claude Code and Codex session logs, and
+the deepseek harness's persisted session JSONL, each imported as a session in the flux store format.
+
+* :func:`import_file` — one log (its format detected, or given) into a store; a file imported
+  before (same sha256) is a no-op that names the session it made.
+* :func:`log_files` — the logs under a directory, in a stable order (a Claude Code session's
+  ``subagents/`` files belong to their session and are not listed on their own).
+* :func:`detect_format` — which importer a file is for.
+
+One module per format parses a file into an :class:`~flux.importers.model.ImportedRun` — all of
+it, before the store is opened: a file that is not what it claims is one
+:class:`~flux.importers.model.ImportFormatError` naming the line or step, and nothing is written.
+:mod:`flux.importers.writer` records the run through this runtime's own agent loop.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..cassette.redactor import Redactor
+from .atif import looks_like_atif, parse_atif
+from .claude_code import looks_like_claude_code, parse_claude_code
+from .codex import looks_like_codex, parse_codex
+from .deepseek import looks_like_deepseek, override_for, parse_deepseek
+from .model import ImportedRun, ImportFormatError
+from .writer import ImportResult, Source, file_hash, redact_source, write_run
+
+__all__ = ["FORMATS", "MAX_FILE_BYTES", "import_file", "parse_file", "detect_format", "log_files", "ImportFormatError",
+           "ImportResult"]
+
+FORMATS = ("atif", "claude-code", "codex", "deepseek")
+MAX_FILE_BYTES = 256 * 1024 * 1024
+
+_DETECT: tuple[tuple[str, Callable[[str], bool]], ...] = (
+    ("atif", looks_like_atif), ("deepseek", looks_like_deepseek), ("codex", looks_like_codex),
+    ("claude-code", looks_like_claude_code),
+)
+
+
+def _read(path: Path) -> tuple[bytes, str]:
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise ImportFormatError(f"cannot read {path}: {e.strerror or e}") from None
+    import stat
+
+    if not stat.S_ISREG(st.st_mode):
+        raise ImportFormatError(f"{path} is not a regular file — give a log file or a directory of them")
+    if st.st_size > MAX_FILE_BYTES:
+        raise ImportFormatError(f"{path} is {st.st_size} bytes, more than the {MAX_FILE_BYTES // (1024 * 1024)} MiB an "
+                                "import reads — split the log")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ImportFormatError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ImportFormatError(f"{path}: line {line} is not UTF-8 (byte {e.start}) — not a log this importer reads") from None
+    return data, text
+
+
+def detect_format(text: str) -> Optional[str]:
+    """The format a log's text is in, or ``None``."""
+    for fmt, looks in _DETECT:
+        if looks(text):
+            return fmt
+    return None
+
+
+def parse_file(path: str | os.PathLike[str], fmt: Optional[str] = None) -> tuple[ImportedRun, Source]:
+    """Read and parse one log (nothing is written)."""
+    p = Path(path)
+    data, text = _read(p)
+    found = detect_format(text)
+    if fmt is None:
+        if found is None:
+            raise ImportFormatError(f"{p}: not a log this importer knows (ATIF JSON, Claude Code, Codex or deepseek "
+                                    "session JSONL) — pass --format if it is one")
+        fmt = found
+    if fmt not in FORMATS:
+        raise ImportFormatError(f"unknown format {fmt!r} — one of {', '.join(FORMATS)}")
+    extra: dict = {}
+    name = p.name
+    if fmt == "atif":
+        run = parse_atif(text, name)
+    elif fmt == "claude-code":
+        run = parse_claude_code(text, name, p)
+    elif fmt == "codex":
+        run = parse_codex(text, name)
+    else:
+        override = override_for(p)
+        run = parse_deepseek(text, name, override)
+        if override is not None:
+            extra["override"] = {"file": override[0], "entries": len(override[1])}
+    redactor = Redactor()
+    src = Source(format=fmt, file_hash=file_hash(data), name=name, size=len(data), text=redact_source(text, redactor),
+                 extra=extra)
+    return run, src
+
+
+def import_file(path: str | os.PathLike[str], store: str | os.PathLike[str], fmt: Optional[str] = None) -> ImportResult:
+    """Import one log into the store (see the module doc)."""
+    run, src = parse_file(path, fmt)
+    return write_run(Path(store), run, src)
+
+
+def log_files(directory: str | os.PathLike[str]) -> list[Path]:
+    """Every ``*.json`` / ``*.jsonl`` file under ``directory`` (sorted), less the ones a session
+    owns: Claude Code's ``<session>/subagents/*.jsonl`` and deepseek's ``replay.override.json``."""
+    root = Path(directory)
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        here = Path(dirpath)
+        if here.name == "subagents" and (here.parent.with_suffix(".jsonl")).is_file():
+            continue
+        for f in sorted(filenames):
+            if not f.endswith((".json", ".jsonl")) or f == "replay.override.json":
+                continue
+            out.append(here / f)
+    return out

@@ -1,0 +1,109 @@
+"""What every importer parses a foreign log into, before anything is written: a run of turns, each
+turn the model calls it made, each call the tool calls it asked for with their recorded results.
+
+A parser builds this whole structure (or raises :class:`ImportFormatError` naming the line or step
+that is wrong) before the shared writer (:mod:`flux.importers.writer`) opens the store, so a file
+that is not what it claims leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ..canonical import scrub_text
+from ..errors import FluxError
+
+__all__ = ["ImportFormatError", "ToolUse", "ModelCall", "Turn", "ImportedRun", "check_json_value", "as_text",
+           "MAX_DEPTH"]
+
+#: How deeply a value in a foreign log may nest (deeper is refused: no honest log nests so far).
+MAX_DEPTH = 64
+
+
+class ImportFormatError(FluxError):
+    """A file is not the log it claims to be; the message names the file and the line or step."""
+
+
+@dataclass
+class ToolUse:
+    """One tool call the model asked for, and what the log recorded as its result."""
+
+    id: str
+    name: str
+    input: dict
+    result: Optional[str] = None  # None: the log holds no result for this call
+    is_error: bool = False
+    ts: Optional[int] = None  # when the result was recorded (ms)
+    child: Optional["ImportedRun"] = None  # the sub-agent run this call started
+    role: Optional[str] = None  # the sub-agent's role (its agent name)
+
+
+@dataclass
+class ModelCall:
+    """One model response: its text, reasoning, tool calls and usage — or the error it failed with."""
+
+    text: str = ""
+    thinking: str = ""
+    tool_uses: list[ToolUse] = field(default_factory=list)
+    usage: Optional[dict] = None  # our Usage field names
+    ts: Optional[int] = None
+    model: Optional[str] = None
+    error: Optional[str] = None  # the call failed with this message
+    status: Optional[int] = None  # its HTTP status, when the log says
+
+
+@dataclass
+class Turn:
+    """One user input and the model calls the agent made for it."""
+
+    user: str
+    ts: Optional[int] = None
+    calls: list[ModelCall] = field(default_factory=list)
+    error: Optional[str] = None  # the turn ended with this error after its calls (aborted, crashed)
+
+
+@dataclass
+class ImportedRun:
+    """One session of a foreign agent."""
+
+    format: str  # atif | claude-code | codex | deepseek
+    version: str  # the producing tool's version (or the format's), as the log says
+    agent: str  # the producing agent's name
+    model: str
+    foreign_id: Optional[str] = None  # the log's own session id
+    instructions: Optional[str] = None  # the system prompt, when the log has one
+    started_ms: Optional[int] = None
+    turns: list[Turn] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)  # facts of the log kept beside the session
+
+    def tool_calls(self) -> int:
+        return sum(len(c.tool_uses) for t in self.turns for c in t.calls)
+
+    def model_calls(self) -> int:
+        return sum(len(t.calls) for t in self.turns)
+
+
+def check_json_value(value: Any, where: str, depth: int = 0) -> None:
+    """Refuse a value no importer can carry: nested deeper than :data:`MAX_DEPTH`, or a float that is
+    not finite (JSON has no NaN or infinity)."""
+    if depth > MAX_DEPTH:
+        raise ImportFormatError(f"{where}: a value nests deeper than {MAX_DEPTH} levels — not a log this importer reads")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            check_json_value(v, where, depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            check_json_value(v, where, depth + 1)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ImportFormatError(f"{where}: a number is not finite ({value}) — JSON has no NaN or infinity")
+
+
+def as_text(value: Any, where: str, what: str, *, optional: bool = True) -> str:
+    """A text field of a log as text (lone surrogates made U+FFFD); a wrong type is an error naming ``where``."""
+    if value is None and optional:
+        return ""
+    if not isinstance(value, str):
+        raise ImportFormatError(f"{where}: `{what}` must be a string, got {type(value).__name__}")
+    return scrub_text(value)

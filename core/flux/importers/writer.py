@@ -1,0 +1,421 @@
+"""The one writer every importer shares: an :class:`~flux.importers.model.ImportedRun` becomes a
+session in the flux store format, recorded by this runtime's own agent loop.
+
+Nothing here writes events by hand. The run's model calls are served, in order, by a provider that
+replays the log (each call stamped with the log's time), and each tool the log names becomes an op
+that hands back the result the log recorded. So the session holds exactly what ``flux run`` would
+record for the same conversation: the user message, ``turn_started``, a one-statement plan, the
+interpreter's step rows and a cassette cell per tool call (redacted by the redactor, input hashes
+as for our own cells), ``call_usage`` per model call, ``turn_ended`` (``error`` where the log ended
+in an error), the observations and the provider-history messages. A tool call that started a
+sub-agent runs the sub-agent's run the same way, as a child session (``correlation_id`` the
+parent, ``agent_id`` ``subagent:<role>``).
+
+Last, every session gets a ``custom`` event ``import_source``: the format, the producer's version,
+the sha256 of the file's bytes, its name and size, the importer's version and — on the root session
+— the source text itself, verbatim except for what the redactor hides. That event is what makes an
+import content-addressed: a file whose hash is already in the store is not imported again.
+
+All or nothing: if recording fails, or the recorded session does not carry every model call and
+tool call of the run, every session this import created is deleted again, and the error says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable, Optional
+
+from .. import __version__
+from ..agent.ops import Op, OpError
+from ..agent.providers.base import Chunk, ModelRequest
+from ..agent.providers.scripted import response_chunks
+from ..canonical import canonical_json
+from ..cassette.redactor import Redactor
+from ..errors import FluxError
+from ..lang.parser import RESERVED
+from ..store.events import Custom
+from ..store.store import StoreReader, StoreWriter
+from .model import ImportedRun, ModelCall, ToolUse, Turn
+
+__all__ = ["SOURCE_EVENT", "Source", "ImportResult", "write_run", "find_import", "redact_source", "op_name",
+           "source_of", "import_sources"]
+
+SOURCE_EVENT = "import_source"  # the name of the custom event that records where a session came from
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
+
+# The effect a well-known foreign tool has (a name not listed is `exec`: whatever it did, replay
+# never runs it again — its result is served from the cell).
+_READ = {"read", "glob", "grep", "ls", "webfetch", "websearch", "read_file", "list_dir", "list_files", "search",
+         "view", "find", "todoread", "notebookread", "bashoutput", "view_image", "read_many_files", "web_search",
+         "fs_read", "fs_search", "fs_list"}
+_WRITE = {"write", "edit", "multiedit", "notebookedit", "apply_patch", "write_file", "edit_file", "str_replace",
+          "todowrite", "update_plan", "fs_write", "fs_edit", "create_file"}
+_PURE = {"task", "agent", "exitplanmode"}
+
+
+def _effect(name: str) -> str:
+    low = name.lower()
+    if low in _READ:
+        return "read"
+    if low in _WRITE:
+        return "write"
+    if low in _PURE:
+        return "pure"
+    return "exec"
+
+
+def op_name(name: str) -> str:
+    """The op name a foreign tool is recorded under: the name itself when Flux-Lang can call it, else
+    the name with every other character made ``_`` (and ``t_`` in front of a leading digit or a
+    reserved word)."""
+    if _IDENT.match(name) and name not in RESERVED:
+        return name
+    out = _NOT_IDENT.sub("_", name) or "tool"
+    if out[0].isdigit() or out in RESERVED:
+        out = "t_" + out
+    return out
+
+
+@dataclass
+class Source:
+    """The file an import reads: its format, bytes' hash, name, size and redacted text."""
+
+    format: str
+    file_hash: str
+    name: str
+    size: int
+    text: str  # redacted
+    extra: dict = field(default_factory=dict)  # e.g. the deepseek override file that was applied
+
+
+@dataclass
+class ImportResult:
+    session: str
+    created: list[str]
+    already: bool = False  # the file was imported before: nothing was written
+    tool_calls: int = 0
+    model_calls: int = 0
+    turns: int = 0
+
+
+def redact_source(text: str, redactor: Redactor) -> str:
+    """The source kept beside the session: verbatim, except that each JSON line (or the whole JSON
+    document) has the redactor's secrets replaced on its decoded values, and any other line by the
+    text passes."""
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")) and "\n" in stripped.rstrip() and not stripped.startswith("["):
+        lines = text.split("\n")
+        return "\n".join(_redact_piece(line, redactor) for line in lines)
+    return _redact_piece(text, redactor)
+
+
+def _redact_piece(text: str, redactor: Redactor) -> str:
+    if not text.strip():
+        return text
+    if redactor.leaves_alone(text):
+        return text
+    try:
+        return redactor.redact_json_text(text, sort=False)
+    except Exception:  # (not JSON: the text passes alone)
+        return redactor.redact(text)
+
+
+def import_sources(reader: StoreReader, file_hash: Optional[str] = None) -> list[tuple[str, dict]]:
+    """``(session, payload)`` of every ``import_source`` event in the store (of one file, by hash)."""
+    like = f'%"{file_hash}"%' if file_hash else "%"
+    rows = reader.query("SELECT stream, payload FROM events WHERE kind = 'custom' AND payload LIKE ? "
+                        "ORDER BY global_seq", (like,))
+    out = []
+    import json
+
+    for stream, payload in rows:
+        try:
+            body = json.loads(payload)
+        except (TypeError, ValueError):
+            continue
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, dict) or data.get("name") != SOURCE_EVENT or not isinstance(data.get("payload"), dict):
+            continue
+        if file_hash is not None and data["payload"].get("file_hash") != file_hash:
+            continue
+        out.append((stream, data["payload"]))
+    return out
+
+
+def find_import(store_dir: Path, file_hash: str) -> Optional[str]:
+    """The root session an earlier import of the file with this hash created, if the store has one."""
+    if not (Path(store_dir) / "events.db").exists():
+        return None
+    with StoreReader(store_dir) as reader:
+        for stream, payload in import_sources(reader, file_hash):
+            if payload.get("root"):
+                return stream
+    return None
+
+
+def source_of(reader: StoreReader, session_id: str) -> Optional[dict]:
+    """The ``import_source`` payload of a session, or ``None`` for a session this runtime recorded."""
+    import json
+
+    rows = reader.query("SELECT payload FROM events WHERE stream = ? AND kind = 'custom' ORDER BY stream_seq DESC",
+                        (session_id,))
+    for (payload,) in rows:
+        try:
+            data = json.loads(payload).get("data")
+        except (TypeError, ValueError, AttributeError):
+            continue
+        if isinstance(data, dict) and data.get("name") == SOURCE_EVENT and isinstance(data.get("payload"), dict):
+            return data["payload"]
+    return None
+
+
+# ------------------------------------------------------------------------------------------ recording
+
+
+class _Clock:
+    """The store's clock during an import: the log's own times, never going backwards."""
+
+    def __init__(self, start: int):
+        self.t = start
+
+    def at(self, ms: Optional[int]) -> None:
+        if ms is not None and ms > self.t:
+            self.t = ms
+
+    def __call__(self) -> int:
+        return self.t
+
+
+class _Timer:
+    """Durations (µs) for the observations: a fixed step, so two imports of one log record the same."""
+
+    def __init__(self) -> None:
+        self.t = 0
+
+    def __call__(self) -> int:
+        self.t += 1_000
+        return self.t
+
+
+class _LogProvider:
+    """Serves the run's model calls in order, each as the chunk stream of its response; the clock
+    moves to the call's time first."""
+
+    def __init__(self, entries: list[tuple[dict, Optional[int]]], model: str, clock: _Clock, name: str):
+        self.entries = entries
+        self.model = model
+        self.clock = clock
+        self.name = name
+        self.served = 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        if self.served >= len(self.entries):
+            raise FluxError(f"the imported log has no model call {self.served + 1}")
+        entry, ts = self.entries[self.served]
+        self.served += 1
+        self.clock.at(ts)
+        for ch in response_chunks(entry, request.model, self.served - 1):
+            yield ch
+
+
+def _usage(u: Optional[dict]) -> Optional[dict]:
+    if not u:
+        return None
+    return {k: int(u.get(k) or 0) for k in ("input_tokens", "output_tokens", "cache_read_input_tokens",
+                                              "cache_creation_input_tokens", "reasoning_tokens")}
+
+
+_ENDS_WITHOUT_ANSWER = "the imported log ends here: the agent made no final answer for this turn"
+
+
+def _script(run: ImportedRun, names: dict[str, str]) -> tuple[list[tuple[dict, Optional[int]]], list[Turn]]:
+    """The provider's entries for the whole run, and the turns as they will be sent (a text-only
+    call that is not the last of its turn is joined to the next call: the agent loop ends a turn at
+    a response without tool calls)."""
+    entries: list[tuple[dict, Optional[int]]] = []
+    turns: list[Turn] = []
+    for turn in run.turns:
+        calls: list[ModelCall] = []
+        carry = ""
+        for i, call in enumerate(turn.calls):
+            last = i == len(turn.calls) - 1
+            if call.error is None and not call.tool_uses and not last:
+                carry += call.text + ("\n\n" if call.text else "")
+                continue
+            if carry:
+                call = ModelCall(text=carry + call.text, thinking=call.thinking, tool_uses=call.tool_uses,
+                                 usage=call.usage, ts=call.ts, model=call.model, error=call.error, status=call.status)
+                carry = ""
+            calls.append(call)
+        if calls and calls[-1].tool_uses and calls[-1].error is None:
+            calls.append(ModelCall(error=turn.error or _ENDS_WITHOUT_ANSWER, ts=calls[-1].ts))
+        elif not calls:
+            calls.append(ModelCall(error=turn.error or _ENDS_WITHOUT_ANSWER, ts=turn.ts))
+        elif turn.error and calls[-1].error is None and not calls[-1].tool_uses:
+            pass  # the answer stands; the turn's error is kept in the source
+        turns.append(Turn(user=turn.user, ts=turn.ts, calls=calls, error=turn.error))
+        for call in calls:
+            if call.error is not None:
+                e: dict[str, Any] = {"error": call.error}
+                if call.status is not None:
+                    e["status"] = call.status
+                entries.append((e, call.ts))
+                continue
+            entry: dict[str, Any] = {}
+            if call.text:
+                entry["text"] = call.text
+            if call.thinking:
+                entry["thinking"] = call.thinking
+            if call.tool_uses:
+                entry["tool_calls"] = [{"name": names[t.name], "input": t.input, "id": t.id} for t in call.tool_uses]
+            u = _usage(call.usage)
+            if u is not None:
+                entry["usage"] = u
+            entries.append((entry, call.ts))
+    return entries, turns
+
+
+class _Tape:
+    """The recorded results of one run, handed out in dispatch order, checked against the call."""
+
+    def __init__(self, uses: list[ToolUse], clock: _Clock):
+        self.uses = uses
+        self.next = 0
+        self.clock = clock
+
+    def take(self, name: str, given: dict) -> ToolUse:
+        if self.next >= len(self.uses):
+            raise OpError(f"the imported log has no result for a call of `{name}`")
+        use = self.uses[self.next]
+        self.next += 1
+        if canonical_json(given) != canonical_json(use.input):
+            raise OpError(f"the agent loop called `{name}` with other arguments than the log")
+        self.clock.at(use.ts)
+        return use
+
+
+class _Recorder:
+    """Records one run (and, from its sub-agent tool calls, its children) into the store."""
+
+    def __init__(self, store_dir: Path, source: Source, redactor_secrets: tuple[str, ...] = ()):
+        self.store_dir = store_dir
+        self.source = source
+        self.secrets = redactor_secrets
+        self.created: list[str] = []
+        self.clients: list[Any] = []
+        self.workspace = Path(tempfile.mkdtemp(prefix="flux-import-ws-"))
+
+    def close(self) -> None:
+        import shutil
+
+        for c in self.clients:
+            c.close()
+        shutil.rmtree(self.workspace, ignore_errors=True)
+
+    async def record(self, run: ImportedRun, context: Optional[dict] = None, role: Optional[str] = None) -> str:
+        from ..agent.client import Client
+        from ..agent.providers.base import ProviderError  # noqa: F401  (the loop's failure type)
+
+        names = {t.name: op_name(t.name) for turn in run.turns for c in turn.calls for t in c.tool_uses}
+        entries, turns = _script(run, names)
+        first = run.started_ms if run.started_ms is not None else next(
+            (t.ts for t in run.turns if t.ts is not None), 0)
+        clock = _Clock(first or 0)
+        uses = [t for turn in turns for c in turn.calls for t in c.tool_uses]
+        tape = _Tape(uses, clock)
+        parent: dict[str, str] = {}
+        ops = [self._op(name, op, uses, tape, parent) for name, op in sorted({v: k for k, v in names.items()}.items())]
+        provider = _LogProvider(entries, run.model, clock, f"import:{run.format}")
+        most = max((len(t.calls) for t in turns), default=1)
+        client = Client(provider, model=run.model, store=self.store_dir, workspace=self.workspace, ops=ops,
+                        env_secrets=False, secrets=self.secrets, clock=clock, timer=_Timer(), cassette=True,
+                        cassette_cap=None, concurrent_ops=False, auto_approve=True, max_iter=most + 1,
+                        instructions=run.instructions, auto_resurrect=False)
+        self.clients.append(client)
+        ctx = dict(context or {})
+        ctx.setdefault("agent_id", f"import:{run.format}")
+        ctx.setdefault("agent_version", run.version)
+        session = client.session(context=ctx)
+        self.created.append(session.id)
+        parent["id"] = session.id
+        calls = tools = 0
+        for turn in turns:
+            clock.at(turn.ts)
+            out = await session.send(turn.user)
+            calls += out.model_calls
+            tools += len(out.tool_calls)
+        want_calls = sum(len(t.calls) for t in turns)
+        if tools != len(uses) or tape.next != len(uses) or calls < want_calls - 0:
+            raise FluxError(f"the agent loop recorded {tools} of the log's {len(uses)} tool call(s) and {calls} of its "
+                            f"{want_calls} model call(s) — the import was undone")
+        payload: dict[str, Any] = {
+            "format": run.format, "version": run.version, "agent": run.agent, "file_hash": self.source.file_hash,
+            "file": self.source.name, "bytes": self.source.size, "importer": __version__,
+            "foreign_session": run.foreign_id, "root": context is None or "correlation_id" not in context,
+        }
+        if role is not None:
+            payload["role"] = role
+        renamed = {k: v for k, v in names.items() if k != v}
+        if renamed:
+            payload["tool_names"] = renamed
+        if run.extra:
+            payload["extra"] = run.extra
+        if payload["root"]:
+            payload["source"] = self.source.text
+            if self.source.extra:
+                payload["applied"] = self.source.extra
+        client.writer.append(session.id, Custom(name=SOURCE_EVENT, payload=client.redactor.redact_value(payload)))
+        return session.id
+
+    def _op(self, name: str, original: str, uses: list[ToolUse], tape: _Tape, parent: dict) -> Op:
+        recorder = self
+
+        async def serve(**given: Any) -> Any:
+            from ..lang.interpreter import OpOutcome
+
+            use = tape.take(name, given)
+            if use.child is not None:
+                ctx = {"correlation_id": parent["id"], "agent_id": f"subagent:{use.role or 'agent'}"}
+                await recorder.record(use.child, context=ctx, role=use.role)
+            if use.result is None:
+                return OpOutcome(content="(the imported log holds no result for this call)", is_error=True)
+            return OpOutcome(content=use.result, is_error=use.is_error)
+
+        keys = sorted({k for u in uses if u.name == original for k in u.input})
+        schema = {"type": "object", "properties": {k: {} for k in keys}, "additionalProperties": True}
+        return Op(name=name, fn=serve, input_schema=schema, description=f"`{original}`, as the imported log recorded it",
+                  effect=_effect(original))
+
+
+def write_run(store_dir: str | Path, run: ImportedRun, source: Source) -> ImportResult:
+    """Record ``run`` into the store at ``store_dir`` (see the module doc). A file already imported
+    (same hash) writes nothing and names the session it made."""
+    store = Path(store_dir).expanduser()
+    done = find_import(store, source.file_hash)
+    if done is not None:
+        return ImportResult(done, [], already=True)
+    rec = _Recorder(store, source)
+    try:
+        sid = asyncio.run(rec.record(run))
+    except BaseException as e:
+        created = list(rec.created)
+        rec.close()
+        if created:
+            with StoreWriter(store) as w:
+                w.delete_sessions(created)
+        if isinstance(e, FluxError):
+            raise FluxError(f"{source.name}: {e} — nothing was imported") from None
+        raise
+    rec.close()
+    return ImportResult(sid, rec.created, tool_calls=run.tool_calls(), model_calls=run.model_calls(), turns=len(run.turns))
+
+
+def file_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
