@@ -25,7 +25,7 @@ from .claude_code import looks_like_claude_code, parse_claude_code
 from .codex import looks_like_codex, parse_codex
 from .deepseek import looks_like_deepseek, override_for, parse_deepseek
 from .model import ImportedRun, ImportFormatError
-from .writer import ImportResult, Source, file_hash, redact_source, write_run
+from .writer import ImportResult, Source, file_hash, redact_source, secrets_in, write_run
 
 __all__ = ["FORMATS", "MAX_FILE_BYTES", "import_file", "parse_file", "detect_format", "log_files", "ImportFormatError",
            "ImportResult"]
@@ -96,8 +96,10 @@ def parse_file(path: str | os.PathLike[str], fmt: Optional[str] = None) -> tuple
         run = parse_deepseek(text, name, override)
         if override is not None:
             extra["override"] = {"file": override[0], "entries": len(override[1])}
+    if not run.turns:
+        raise ImportFormatError(f"{p}: the {fmt} log holds no turn (no user message, no model call) — nothing to import")
     redactor = Redactor()
-    src = Source(format=fmt, file_hash=file_hash(data), name=name, size=len(data), text=redact_source(text, redactor),
+    src = Source(format=fmt, file_hash=file_hash(data), name=name, size=len(data), text=redact_source(text, redactor, secrets_in(run, redactor)),
                  extra=extra)
     return run, src
 

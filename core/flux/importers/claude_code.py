@@ -193,7 +193,8 @@ def parse_claude_code(text: str, name: str, path: Optional[Path] = None, *, agen
                 child = _child(aid, path, sidechains, name, depth)
                 if child is not None:
                     use.child, use.role = child, role
-    run.extra = {k: v for k, v in run.extra.items()}
+    if not any(o.get("type") in ("user", "assistant") for _n, o in lines):
+        raise ImportFormatError(f"{name}: no Claude Code `user` or `assistant` line in it — not a Claude Code session log")
     return run
 
 

@@ -105,15 +105,66 @@ class ImportResult:
     turns: int = 0
 
 
-def redact_source(text: str, redactor: Redactor) -> str:
+def redact_source(text: str, redactor: Redactor, found: tuple[str, ...] = ()) -> str:
     """The source kept beside the session: verbatim, except that each JSON line (or the whole JSON
     document) has the redactor's secrets replaced on its decoded values, and any other line by the
-    text passes."""
+    text passes. ``found``: secrets the parsed log holds (:func:`secrets_in`) — a log that streams
+    a value in pieces (a tool call's arguments over several chunks) can split a secret across two
+    JSON strings, where no pass sees it whole; every 8 characters of such a secret still in the
+    text are replaced too."""
     stripped = text.lstrip()
-    if stripped.startswith(("{", "[")) and "\n" in stripped.rstrip() and not stripped.startswith("["):
-        lines = text.split("\n")
-        return "\n".join(_redact_piece(line, redactor) for line in lines)
-    return _redact_piece(text, redactor)
+    if stripped.startswith("{") and "\n" in stripped.rstrip():
+        out = "\n".join(_redact_piece(line, redactor) for line in text.split("\n"))
+    else:
+        out = _redact_piece(text, redactor)
+    grams = sorted({s[i:i + _GRAM] for s in found for i in range(len(s) - _GRAM + 1)}, key=len, reverse=True)
+    if grams:
+        pattern = re.compile("(?:" + "|".join(re.escape(g) for g in grams) + ")+")
+        out = pattern.sub(redactor.marker, out)
+    return out
+
+
+_GRAM = 8
+
+
+def secrets_in(run: ImportedRun, redactor: Redactor) -> tuple[str, ...]:
+    """The secrets the redactor finds in the run's values (texts, tool inputs and results), each as
+    the text it would hide."""
+    import difflib
+
+    found: set[str] = set()
+
+    def look(v: Any) -> None:
+        if isinstance(v, str):
+            if len(v) >= _GRAM and not redactor.finds_nothing(v):
+                red = redactor.redact(v)
+                for op, i1, i2, _j1, _j2 in difflib.SequenceMatcher(None, v, red, autojunk=False).get_opcodes():
+                    if op in ("replace", "delete") and i2 - i1 >= _GRAM:
+                        found.add(v[i1:i2])
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                look(k)
+                look(x)
+        elif isinstance(v, list):
+            for x in v:
+                look(x)
+
+    def walk(r: ImportedRun) -> None:
+        look(r.instructions or "")
+        for t in r.turns:
+            look(t.user)
+            for c in t.calls:
+                look(c.text)
+                look(c.thinking)
+                look(c.error or "")
+                for u in c.tool_uses:
+                    look(u.input)
+                    look(u.result or "")
+                    if u.child is not None:
+                        walk(u.child)
+
+    walk(run)
+    return tuple(sorted(found))
 
 
 def _redact_piece(text: str, redactor: Redactor) -> str:
@@ -289,14 +340,17 @@ class _Tape:
         self.uses = uses
         self.next = 0
         self.clock = clock
+        self.broken: Optional[str] = None  # why a call could not be served as the log recorded it
 
     def take(self, name: str, given: dict) -> ToolUse:
         if self.next >= len(self.uses):
-            raise OpError(f"the imported log has no result for a call of `{name}`")
+            self.broken = f"the agent loop made a call of `{name}` the log does not have"
+            raise OpError(self.broken)
         use = self.uses[self.next]
         self.next += 1
         if canonical_json(given) != canonical_json(use.input):
-            raise OpError(f"the agent loop called `{name}` with other arguments than the log")
+            self.broken = f"the agent loop called `{name}` with other arguments than the log (call {self.next})"
+            raise OpError(self.broken)
         self.clock.at(use.ts)
         return use
 
@@ -321,7 +375,6 @@ class _Recorder:
 
     async def record(self, run: ImportedRun, context: Optional[dict] = None, role: Optional[str] = None) -> str:
         from ..agent.client import Client
-        from ..agent.providers.base import ProviderError  # noqa: F401  (the loop's failure type)
 
         names = {t.name: op_name(t.name) for turn in run.turns for c in turn.calls for t in c.tool_uses}
         entries, turns = _script(run, names)
@@ -345,16 +398,16 @@ class _Recorder:
         session = client.session(context=ctx)
         self.created.append(session.id)
         parent["id"] = session.id
-        calls = tools = 0
+        tools = 0
         for turn in turns:
             clock.at(turn.ts)
             out = await session.send(turn.user)
-            calls += out.model_calls
             tools += len(out.tool_calls)
-        want_calls = sum(len(t.calls) for t in turns)
-        if tools != len(uses) or tape.next != len(uses) or calls < want_calls - 0:
-            raise FluxError(f"the agent loop recorded {tools} of the log's {len(uses)} tool call(s) and {calls} of its "
-                            f"{want_calls} model call(s) — the import was undone")
+        if tape.broken is not None:
+            raise FluxError(f"{tape.broken} — the import was undone")
+        if tools != len(uses) or tape.next != len(uses) or provider.served != len(entries):
+            raise FluxError(f"the agent loop recorded {tools} of the log's {len(uses)} tool call(s) and asked for "
+                            f"{provider.served} of its {len(entries)} model response(s) — the import was undone")
         payload: dict[str, Any] = {
             "format": run.format, "version": run.version, "agent": run.agent, "file_hash": self.source.file_hash,
             "file": self.source.name, "bytes": self.source.size, "importer": __version__,
@@ -383,7 +436,11 @@ class _Recorder:
             use = tape.take(name, given)
             if use.child is not None:
                 ctx = {"correlation_id": parent["id"], "agent_id": f"subagent:{use.role or 'agent'}"}
-                await recorder.record(use.child, context=ctx, role=use.role)
+                try:
+                    await recorder.record(use.child, context=ctx, role=use.role)
+                except Exception as e:  # (an op's exception would be a mere tool error: the import fails)
+                    tape.broken = f"the sub-agent of `{name}` could not be recorded ({e})"
+                    raise OpError(tape.broken) from None
             if use.result is None:
                 return OpOutcome(content="(the imported log holds no result for this call)", is_error=True)
             return OpOutcome(content=use.result, is_error=use.is_error)
