@@ -52,6 +52,7 @@ from ..lang.formatter import format_flow
 from ..lang.hashes import fingerprint, flow_key, stmt_hash16
 from ..lang.interpreter import Interpreter, ResumeLedger, RunResult
 from ..lang.parser import formula_tree, parse
+from ..model.history import unanswered_tool_use
 from ..model.session import TRACE_KINDS, SessionDetail, load_session
 from ..store.events import Compacted, PlanAttempted, TurnEnded
 from ..store.store import StoreReader
@@ -59,7 +60,7 @@ from .engine import (
     writes_ledger, Execution, HostBody, MemorySink, NotForkable, Position, catalog_for, executions_of, flush_events,
     live_effect, plan_ast, position_at, position_count, positions_of, predict_calls, simulate_serve,
 )
-from .conversation import call_of, conversation_at
+from .conversation import call_of, conversation_at, conversation_before
 from .gate import LiveOp, LivePreview
 from .replay_direct import NOT_DIRECT, DirectRunner, HostPlan, statements_key
 from .replay_input import ReplayInput, read_replay_input
@@ -203,6 +204,17 @@ def edit_template(reader: StoreReader, session: str, at: int, turn: int | None =
     return format_flow(execs[pos.execution].draft)
 
 
+def refuse_unforkable_history(reader: StoreReader, sid: str) -> None:
+    """flux's check before a fork mints anything: no call of the parent's conversation may have
+    gone unanswered (:mod:`flux.model.history`) — the child would start from a world nobody
+    recorded. One line naming the call; nothing is written."""
+    problem = unanswered_tool_use(conversation_before(reader, sid, None))
+    if problem is not None:
+        raise NotForkable(f"session `{sid}` cannot be forked: {problem} — a turn killed while that call ran "
+                          f"leaves this, and what the call did was never recorded (`flux show {sid}` shows the turn); "
+                          "nothing was written")
+
+
 def _past_end(sid: str, at: int, n: int, turn: int | None) -> str:
     where = f"turn {turn} of session {sid}" if turn is not None else f"session {sid}"
     return f"--at {at} is past the end: {where} has {n} statement(s), numbered 0–{n - 1}" if n else \
@@ -236,6 +248,7 @@ def prepare_fork(reader: StoreReader, session: str, at: int, *, inject: Any = _U
     # conversation is read on its own, by _conversation).
     detail = read_replay_input(reader, session, full_cells=True)
     sid = detail.id
+    refuse_unforkable_history(reader, sid)
     if not detail.cells:
         raise NotForkable(f"session {sid} is not forkable: no cassette cells recorded (pre-C-43 run, or "
                           "FLUX_CASSETTE=0) — the prefix could not come from tape")
