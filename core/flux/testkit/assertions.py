@@ -12,13 +12,13 @@ nothing ("no vacuous pass").
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from .errors import AssertionFailed, kit_failure
 from .golden import Rebaseline, update_mode
 from .inputs import SNAPSHOT_FILE, load_snapshot
+from .linediff import first_line_change, line_diff
 from .vacuous import count
 
 __all__ = [
@@ -77,42 +77,16 @@ def assert_plan_snapshot(outcome: Any, *, update: Optional[bool] = None) -> None
     if update_mode() and not outcome.faithful:  # a golden is never re-baselined from a damaged recording
         raise AssertionFailed(f"{_name(outcome)}: plan snapshot mismatch, and {path} was not re-baselined: the recording does not replay "
                               f"faithfully ({outcome.report.unfaithful_reason}) — re-record the scenario",
-                              detail=naive_line_diff(expected, actual))
+                              detail=line_diff(expected, actual))
     if update_mode() if update is None else update:
         path.write_text(actual, encoding="utf-8")
-        diff = "\n".join(difflib.unified_diff(expected.splitlines(), actual.splitlines(), f"old {path.name}",
-                                              f"new {path.name}", lineterm=""))
+        diff = line_diff(expected, actual)
         rb = Rebaseline(str(path), "plan snapshot", diff, created=not existed)
         outcome.rebaselined.append(rb)
         outcome.scenario.rebaselined.append(rb)
         return
-    raise AssertionFailed(f"{_name(outcome)}: plan snapshot mismatch — {_first_line_change(expected, actual, path.name)}; "
-                          f"{SNAPSHOT_HINT}", detail=f"{path}\n" + naive_line_diff(expected, actual))
-
-
-def _first_line_change(expected: str, actual: str, name: str) -> str:
-    a, b = expected.split("\n"), actual.split("\n")
-    i = next((k for k in range(max(len(a), len(b))) if (a[k] if k < len(a) else None) != (b[k] if k < len(b) else None)))
-    was = repr(a[i]) if i < len(a) else "nothing (the file ends)"
-    now = repr(b[i]) if i < len(b) else "nothing (the plans end)"
-    return f"{name} line {i + 1} is {was}, the recorded plans have {now}"
-
-
-def naive_line_diff(expected: str, actual: str) -> str:
-    """flux's per-line-index diff of a plan snapshot: ``"  x"`` equal, ``"- a"``/``"+ b"`` differing."""
-    a, b = expected.split("\n"), actual.split("\n")
-    out = []
-    for i in range(max(len(a), len(b))):
-        x = a[i] if i < len(a) else None
-        y = b[i] if i < len(b) else None
-        if x == y:
-            out.append(f"  {x}")
-        else:
-            if x is not None:
-                out.append(f"- {x}")
-            if y is not None:
-                out.append(f"+ {y}")
-    return "\n".join(out)
+    raise AssertionFailed(f"{_name(outcome)}: plan snapshot mismatch — {first_line_change(expected, actual, path.name)}; "
+                          f"{SNAPSHOT_HINT}", detail=f"{path}\n" + line_diff(expected, actual))
 
 
 def assert_calls(outcome: Any, ops: Iterable[str], *, exact: bool = False) -> None:

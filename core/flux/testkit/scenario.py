@@ -31,7 +31,6 @@ normalised event log, :mod:`flux.testkit.surfaces`). A scenario recorded by anot
 from __future__ import annotations
 
 import asyncio
-import difflib
 import os
 import shutil
 import tempfile
@@ -58,6 +57,7 @@ from .cassette import OVERRIDE_FILE, StrictCassette, load_overrides
 from .errors import AssertionFailed, MissingFixture, ScenarioError, kit_failure
 from .frozen import frozen_toolbox
 from .golden import Rebaseline, update_mode
+from .linediff import line_diff
 from .manifest import MANIFEST_FILE, RUNTIME_VERSION, Manifest, record_command
 from .vacuous import CountsReads
 from .surfaces import (as_the_redrive_sees_it, cell_trajectory, event_log, redacted_cells, side_by_side, surface_diff,
@@ -678,8 +678,8 @@ class Scenario:
             rep.plan_changed = any(r.kind == "plan" for r in rep.diff.rows)
             rep.golden_transcript, rep.actual_transcript = transcript(old), transcript(nd)
             rep.transcript_diff = surface_diff(rep.golden_transcript, rep.actual_transcript, "transcript")
-            snap_diff = "\n".join(difflib.unified_diff(old_snap.splitlines(), snapshot_text(nd).splitlines(),
-                                                       "old plan.flux.snap", "new plan.flux.snap", lineterm=""))
+            new_snap = snapshot_text(nd)
+            snap_diff = line_diff(old_snap, new_snap) if new_snap != old_snap else ""
             # What the re-record overwrote: the plans and what a person sees of the run.
             overwritten = "\n".join(part for part in (snap_diff, "\n".join(rep.transcript_diff)) if part)
             rb = Rebaseline(str(self.path), "scenario", overwritten or "(the re-recorded run is the same as the golden)")
