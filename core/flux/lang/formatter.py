@@ -1,4 +1,4 @@
-"""The canonical Flux-Lang text of a :class:`~flux.lang.ast.DraftAst` (spec §5.3).
+"""The canonical Flux-Lang text of a :class:`~flux.lang.ast.DraftAst`.
 
 This is the text stored in ``plan_attempted.plan_source`` and compared byte for byte by
 ``plan.flux.snap``, so the rules are exact: a ``flow`` header, 2 spaces per level, ``\\n`` after
@@ -300,221 +300,354 @@ def _call_like(node: A.Node) -> bool:
     return not isinstance(node, A.Expr) and not expr(node).startswith("@json ")
 
 
-def _stmt(node: A.Node, level: int, out: _Out) -> None:  # noqa: C901 - one arm per node kind
-    """Write one statement (and its nested blocks) at ``level``."""
-    L = out.line
+def _stmt(node: A.Node, level: int, out: _Out) -> None:
+    """Write one statement (and its nested blocks) at ``level``: its kind's writer, or ``@json`` when the
+    kind has no native spelling or the writer finds a part that cannot be spelled natively."""
     line = _bind_call_stmt(node)
     if line is not None:
-        L(level, line)
+        out.line(level, line)
         return
-    if isinstance(node, (A.Bind, A.Memo)) and is_symbol(node.name) and _type_ok(node.ty):
-        if node.effect is not None:
-            L(level, f"@effect({node.effect})")
-        head = ("memo " if isinstance(node, A.Memo) else "") + _sym(node.name)
-        ty = f": {node.ty.label()}" if node.ty is not None else ""
-        L(level, f"{head}{ty} = {expr(node.value)}")
-        return
-    if isinstance(node, A.CtxAppend) and _syms_ok(node.ctx, *node.add):
-        tail = (" " + ", ".join(_sym(s) for s in node.add)) if node.add else ""
-        L(level, f"{_sym(node.ctx)} +={tail}")
-        return
-    if isinstance(node, A.Call) and _OPNAME.match(node.op):
-        if node.op in RESERVED:  # flux's fmt_legacy_call_args: `$` on symbols, no `@json` arg
-            parts = ["$" + a.name if isinstance(a, A.Var) and is_identifier(a.name) else expr(a)
-                     for a in node.args]
-            if any(p.startswith("@json ") for p in parts):
-                L(level, _json_escape(node))
-                return
-            L(level, f"do {node.op}" + (" " + ", ".join(parts) if parts else ""))
-        else:
-            args = _call_args(node.args)
-            L(level, f"{node.op}({args})" if args is not None else _json_escape(node))
-        return
-    if isinstance(node, A.Return):
-        L(level, "return " + expr(node.value))
-        return
-    if isinstance(node, A.Var) and is_symbol(node.name):
-        L(level, _sym(node.name))
-        return
-    # Any other expression standing as a statement (peek, fmt, field access, thing, parse,
-    # templates, formulas) has no statement marker in flux's formatter (fmt_stmt): `@json`, below.
-    if isinstance(node, A.Lit):
-        L(level, compact_value(node.value))
-        return
-    if isinstance(node, A.When):
-        L(level, "when " + expr(node.cond))
-        out.body(node.then, level + 1)
-        if node.otherwise:
-            L(level, "else")
-            out.body(node.otherwise, level + 1)
-        return
-    if isinstance(node, A.Unless):
-        L(level, "unless " + expr(node.cond))
-        out.body(node.body, level + 1)
-        return
-    if isinstance(node, A.Each) and _syms_ok(node.item, node.collect) and \
-            not (node.flat and node.collect is None):
-        tail = ""
-        if node.collect is not None:
-            tail = " -> " + ("flat " if node.flat else "") + _sym(node.collect)
-        L(level, f"each {_sym(node.item)} in {expr(node.source)}{tail}")
-        out.body(node.body, level + 1)
-        return
-    if isinstance(node, A.Repeat) and _syms_ok(node.collect):
-        until = f", until: {expr(node.until)}" if node.until is not None else ""
-        L(level, f"repeat {node.max}{until}{_arrow(node.collect)}")
-        out.body(node.body, level + 1)
-        return
-    if isinstance(node, (A.Seq, A.Pipe)) and _syms_ok(node.bind):
-        word = "seq" if isinstance(node, A.Seq) else "pipe"
-        L(level, word + _arrow(node.bind))
-        out.body(node.body if isinstance(node, A.Seq) else node.steps, level + 1)
-        return
-    if isinstance(node, A.Ctx) and _syms_ok(node.name, *node.include, *node.exclude):
-        L(level, "ctx " + _sym(node.name))
-        if node.purpose is not None:
-            L(level + 1, "purpose " + _str(node.purpose))
-        if node.budget is not None:
-            L(level + 1, f"budget {node.budget}")
-        if node.include:
-            L(level + 1, "include " + ", ".join(_sym(s) for s in node.include))
-        if node.exclude:
-            L(level + 1, "exclude " + ", ".join(_sym(s) for s in node.exclude))
-        return
-    if isinstance(node, A.Match):
-        L(level, "match " + expr(node.subject))
-        for c in node.cases:
-            L(level + 1, "case " + expr(c.value))
-            out.body(c.body, level + 2)
-        if node.default:
-            L(level + 1, "default")
-            out.body(node.default, level + 2)
-        return
-    if isinstance(node, A.Route):
-        L(level, "route " + expr(node.selector))
-        for c in node.cases:
-            L(level + 1, "case " + _str(c.label))
-            out.body(c.body, level + 2)
-        if node.default:
-            L(level + 1, "default")
-            out.body(node.default, level + 2)
-        return
-    if isinstance(node, A.Fallback) and _syms_ok(node.bind):
-        L(level, "fallback" + _arrow(node.bind))
-        for b in node.branches:
-            L(level + 1, "branch")
-            out.body(b.body, level + 2)
-        return
-    if isinstance(node, A.Loop) and _syms_ok(node.bind):
-        until = f", until: {expr(node.until)}" if node.until is not None else ""
-        L(level, f"loop for {format_duration(node.for_ms)}, every: "
-                 f"{format_duration(node.every_ms)}{until}{_arrow(node.bind)}")
-        out.body(node.body, level + 1)
-        return
-    if isinstance(node, A.Timeout) and _syms_ok(node.bind):
-        L(level, f"timeout {format_duration(node.ms)}{_arrow(node.bind)}")
-        out.body(node.body, level + 1)
-        return
-    if isinstance(node, A.Budget) and _syms_ok(node.bind):
-        L(level, f"budget {node.limit}{_arrow(node.bind)}")
-        out.body(node.body, level + 1)
-        return
-    if isinstance(node, A.CapScope) and _syms_ok(node.bind):
-        L(level, f"with_tools {compact_json(list(node.tools))}{_arrow(node.bind)}")
-        out.body(node.body, level + 1)
-        return
-    if isinstance(node, A.Parallel) and _syms_ok(*(b.name for b in node.branches)):
-        L(level, "parallel")
-        for b in node.branches:
-            L(level + 1, "branch " + _sym(b.name))
-            out.body(b.body, level + 2)
-        return
-    if isinstance(node, A.Race) and _syms_ok(node.bind, *(b.name for b in node.branches)):
-        L(level, f"race {format_duration(node.timeout_ms)}{_arrow(node.bind)}")
-        for b in node.branches:
-            L(level + 1, "branch " + _sym(b.name))
-            out.body(b.body, level + 2)
-        return
-    if isinstance(node, A.Retry) and _syms_ok(node.bind) and \
-            (node.backoff is None or (_WORD.match(node.backoff) and node.backoff not in RESERVED)):
-        opts = ""
-        if node.backoff is not None:
-            opts += f", backoff: {node.backoff}"
-        if node.delay_ms is not None:
-            opts += f", delay: {format_duration(node.delay_ms)}"
-        L(level, f"retry {node.max}{opts}{_arrow(node.bind)}")
-        out.body(node.body, level + 1)
-        return
-    if isinstance(node, A.Assert):
-        msg = f", {_str(node.message)}" if node.message is not None else ""
-        L(level, f"assert {expr(node.cond)}{msg}")
-        return
-    if isinstance(node, A.Try) and _syms_ok(node.catch):
-        L(level, "try")
-        out.body(node.body, level + 1)
-        L(level, "catch" + (" " + _sym(node.catch) if node.catch is not None else ""))
-        out.body(node.handler, level + 1)
-        return
-    if isinstance(node, A.Scope) and _syms_ok(node.bind) and \
-            (node.bind is None) == (node.acquire is None) and \
-            (node.acquire is None or not expr(node.acquire).startswith("@json ")):
-        head = "scope"
-        if node.acquire is not None:
-            head += " " + (f"{_sym(node.bind)} = " if node.bind is not None else "") + \
-                expr(node.acquire)
-        L(level, head)
-        out.body(node.body, level + 1)
-        if node.finally_:
-            L(level, "finally")
-            out.body(node.finally_, level + 1)
-        return
-    if isinstance(node, A.Saga):
-        L(level, "saga")
-        for s in node.steps:
-            L(level + 1, "step")
-            out.body(s.body, level + 2)
-            if s.undo:
-                L(level + 1, "undo")
-                out.body(s.undo, level + 2)
-        return
-    if isinstance(node, A.Confirm) and \
-            (node.risk is None or (_WORD.match(node.risk) and node.risk not in RESERVED)):
-        risk = f", risk: {node.risk}" if node.risk is not None else ""
-        L(level, f"confirm {_str(node.message)}{risk}")
-        out.body(node.body, level + 1)
-        return
-    if isinstance(node, A.Throttle):
-        L(level, f"throttle {_str(node.name)}, max: {node.max}, "
-                 f"per: {format_duration(node.window_ms)}")
-        out.body(node.body, level + 1)
-        return
-    if isinstance(node, A.Debounce):
-        L(level, f"debounce {_str(node.name)}, wait: {format_duration(node.wait_ms)}")
-        out.body(node.body, level + 1)
-        return
-    if isinstance(node, A.Verify) and _call_like(node.cmd) and _call_like(node.expect):
-        msg = f": {_str(node.message)}" if node.message is not None else ""
-        L(level, f"verify {expr(node.cmd)} contains {expr(node.expect)}{msg}")
-        return
-    if isinstance(node, A.Once) and _syms_ok(node.bind):
-        L(level, f"once {_str(node.label)}{_arrow(node.bind)}")
-        out.body(node.body, level + 1)
-        return
-    if isinstance(node, A.Checkpoint):
-        L(level, f"checkpoint {_str(node.label)}")
-        return
-    if isinstance(node, A.Await) and _syms_ok(node.binding) and _type_ok(node.as_type) and \
-            not (node.as_type is not None and node.binding is None):
-        head = "await "
-        if node.binding is not None:
-            ty = f": {node.as_type.label()}" if node.as_type is not None else ""
-            head += f"{_sym(node.binding)}{ty} = "
-        head += _str(node.source)
-        if node.condition is not None:
-            head += f", when: {expr(node.condition)}"
-        L(level, head)
-        return
-    L(level, _json_escape(node))
+    writer = _STATEMENT_WRITERS.get(type(node))
+    if writer is None or not writer(node, level, out):
+        # Any other expression standing as a statement (peek, fmt, field access, thing, parse,
+        # templates, formulas) has no statement marker in flux's formatter either.
+        out.line(level, _json_escape(node))
+
+
+# Each writer below writes one statement kind and returns True, or returns False having written
+# nothing when a part of the node has no native spelling (the statement is then `@json`).
+
+def _w_bind(node: A.Node, level: int, out: _Out) -> bool:
+    if not (is_symbol(node.name) and _type_ok(node.ty)):
+        return False
+    if node.effect is not None:
+        out.line(level, f"@effect({node.effect})")
+    head = ("memo " if isinstance(node, A.Memo) else "") + _sym(node.name)
+    ty = f": {node.ty.label()}" if node.ty is not None else ""
+    out.line(level, f"{head}{ty} = {expr(node.value)}")
+    return True
+
+
+def _w_ctx_append(node: A.CtxAppend, level: int, out: _Out) -> bool:
+    if not _syms_ok(node.ctx, *node.add):
+        return False
+    tail = (" " + ", ".join(_sym(s) for s in node.add)) if node.add else ""
+    out.line(level, f"{_sym(node.ctx)} +={tail}")
+    return True
+
+
+def _w_call(node: A.Call, level: int, out: _Out) -> bool:
+    if not _OPNAME.match(node.op):
+        return False
+    if node.op in RESERVED:  # flux's fmt_legacy_call_args: `$` on symbols, no `@json` arg
+        parts = ["$" + a.name if isinstance(a, A.Var) and is_identifier(a.name) else expr(a)
+                 for a in node.args]
+        if any(p.startswith("@json ") for p in parts):
+            return False
+        out.line(level, f"do {node.op}" + (" " + ", ".join(parts) if parts else ""))
+        return True
+    args = _call_args(node.args)
+    if args is None:
+        return False
+    out.line(level, f"{node.op}({args})")
+    return True
+
+
+def _w_return(node: A.Return, level: int, out: _Out) -> bool:
+    out.line(level, "return " + expr(node.value))
+    return True
+
+
+def _w_var(node: A.Var, level: int, out: _Out) -> bool:
+    if not is_symbol(node.name):
+        return False
+    out.line(level, _sym(node.name))
+    return True
+
+
+def _w_lit(node: A.Lit, level: int, out: _Out) -> bool:
+    out.line(level, compact_value(node.value))
+    return True
+
+
+def _w_when(node: A.When, level: int, out: _Out) -> bool:
+    out.line(level, "when " + expr(node.cond))
+    out.body(node.then, level + 1)
+    if node.otherwise:
+        out.line(level, "else")
+        out.body(node.otherwise, level + 1)
+    return True
+
+
+def _w_unless(node: A.Unless, level: int, out: _Out) -> bool:
+    out.line(level, "unless " + expr(node.cond))
+    out.body(node.body, level + 1)
+    return True
+
+
+def _w_each(node: A.Each, level: int, out: _Out) -> bool:
+    if not _syms_ok(node.item, node.collect) or (node.flat and node.collect is None):
+        return False
+    tail = ""
+    if node.collect is not None:
+        tail = " -> " + ("flat " if node.flat else "") + _sym(node.collect)
+    out.line(level, f"each {_sym(node.item)} in {expr(node.source)}{tail}")
+    out.body(node.body, level + 1)
+    return True
+
+
+def _w_repeat(node: A.Repeat, level: int, out: _Out) -> bool:
+    if not _syms_ok(node.collect):
+        return False
+    until = f", until: {expr(node.until)}" if node.until is not None else ""
+    out.line(level, f"repeat {node.max}{until}{_arrow(node.collect)}")
+    out.body(node.body, level + 1)
+    return True
+
+
+def _w_seq_pipe(node: A.Node, level: int, out: _Out) -> bool:
+    if not _syms_ok(node.bind):
+        return False
+    is_seq = isinstance(node, A.Seq)
+    out.line(level, ("seq" if is_seq else "pipe") + _arrow(node.bind))
+    out.body(node.body if is_seq else node.steps, level + 1)
+    return True
+
+
+def _w_ctx(node: A.Ctx, level: int, out: _Out) -> bool:
+    if not _syms_ok(node.name, *node.include, *node.exclude):
+        return False
+    out.line(level, "ctx " + _sym(node.name))
+    if node.purpose is not None:
+        out.line(level + 1, "purpose " + _str(node.purpose))
+    if node.budget is not None:
+        out.line(level + 1, f"budget {node.budget}")
+    if node.include:
+        out.line(level + 1, "include " + ", ".join(_sym(s) for s in node.include))
+    if node.exclude:
+        out.line(level + 1, "exclude " + ", ".join(_sym(s) for s in node.exclude))
+    return True
+
+
+def _w_match(node: A.Match, level: int, out: _Out) -> bool:
+    out.line(level, "match " + expr(node.subject))
+    for c in node.cases:
+        out.line(level + 1, "case " + expr(c.value))
+        out.body(c.body, level + 2)
+    if node.default:
+        out.line(level + 1, "default")
+        out.body(node.default, level + 2)
+    return True
+
+
+def _w_route(node: A.Route, level: int, out: _Out) -> bool:
+    out.line(level, "route " + expr(node.selector))
+    for c in node.cases:
+        out.line(level + 1, "case " + _str(c.label))
+        out.body(c.body, level + 2)
+    if node.default:
+        out.line(level + 1, "default")
+        out.body(node.default, level + 2)
+    return True
+
+
+def _w_fallback(node: A.Fallback, level: int, out: _Out) -> bool:
+    if not _syms_ok(node.bind):
+        return False
+    out.line(level, "fallback" + _arrow(node.bind))
+    for b in node.branches:
+        out.line(level + 1, "branch")
+        out.body(b.body, level + 2)
+    return True
+
+
+def _w_loop(node: A.Loop, level: int, out: _Out) -> bool:
+    if not _syms_ok(node.bind):
+        return False
+    until = f", until: {expr(node.until)}" if node.until is not None else ""
+    out.line(level, f"loop for {format_duration(node.for_ms)}, every: "
+                    f"{format_duration(node.every_ms)}{until}{_arrow(node.bind)}")
+    out.body(node.body, level + 1)
+    return True
+
+
+def _w_timeout(node: A.Timeout, level: int, out: _Out) -> bool:
+    if not _syms_ok(node.bind):
+        return False
+    out.line(level, f"timeout {format_duration(node.ms)}{_arrow(node.bind)}")
+    out.body(node.body, level + 1)
+    return True
+
+
+def _w_budget(node: A.Budget, level: int, out: _Out) -> bool:
+    if not _syms_ok(node.bind):
+        return False
+    out.line(level, f"budget {node.limit}{_arrow(node.bind)}")
+    out.body(node.body, level + 1)
+    return True
+
+
+def _w_cap_scope(node: A.CapScope, level: int, out: _Out) -> bool:
+    if not _syms_ok(node.bind):
+        return False
+    out.line(level, f"with_tools {compact_json(list(node.tools))}{_arrow(node.bind)}")
+    out.body(node.body, level + 1)
+    return True
+
+
+def _named_branches(branches: tuple, level: int, out: _Out) -> None:
+    for b in branches:
+        out.line(level + 1, "branch " + _sym(b.name))
+        out.body(b.body, level + 2)
+
+
+def _w_parallel(node: A.Parallel, level: int, out: _Out) -> bool:
+    if not _syms_ok(*(b.name for b in node.branches)):
+        return False
+    out.line(level, "parallel")
+    _named_branches(node.branches, level, out)
+    return True
+
+
+def _w_race(node: A.Race, level: int, out: _Out) -> bool:
+    if not _syms_ok(node.bind, *(b.name for b in node.branches)):
+        return False
+    out.line(level, f"race {format_duration(node.timeout_ms)}{_arrow(node.bind)}")
+    _named_branches(node.branches, level, out)
+    return True
+
+
+def _plain_word(value: Optional[str]) -> bool:
+    """A ``backoff``/``risk`` value written bare: one word that is not reserved."""
+    return value is None or (bool(_WORD.match(value)) and value not in RESERVED)
+
+
+def _w_retry(node: A.Retry, level: int, out: _Out) -> bool:
+    if not (_syms_ok(node.bind) and _plain_word(node.backoff)):
+        return False
+    opts = ""
+    if node.backoff is not None:
+        opts += f", backoff: {node.backoff}"
+    if node.delay_ms is not None:
+        opts += f", delay: {format_duration(node.delay_ms)}"
+    out.line(level, f"retry {node.max}{opts}{_arrow(node.bind)}")
+    out.body(node.body, level + 1)
+    return True
+
+
+def _w_assert(node: A.Assert, level: int, out: _Out) -> bool:
+    msg = f", {_str(node.message)}" if node.message is not None else ""
+    out.line(level, f"assert {expr(node.cond)}{msg}")
+    return True
+
+
+def _w_try(node: A.Try, level: int, out: _Out) -> bool:
+    if not _syms_ok(node.catch):
+        return False
+    out.line(level, "try")
+    out.body(node.body, level + 1)
+    out.line(level, "catch" + (" " + _sym(node.catch) if node.catch is not None else ""))
+    out.body(node.handler, level + 1)
+    return True
+
+
+def _w_scope(node: A.Scope, level: int, out: _Out) -> bool:
+    if not _syms_ok(node.bind) or (node.bind is None) != (node.acquire is None):
+        return False
+    head = "scope"
+    if node.acquire is not None:
+        acquire = expr(node.acquire)
+        if acquire.startswith("@json "):
+            return False
+        head += " " + (f"{_sym(node.bind)} = " if node.bind is not None else "") + acquire
+    out.line(level, head)
+    out.body(node.body, level + 1)
+    if node.finally_:
+        out.line(level, "finally")
+        out.body(node.finally_, level + 1)
+    return True
+
+
+def _w_saga(node: A.Saga, level: int, out: _Out) -> bool:
+    out.line(level, "saga")
+    for s in node.steps:
+        out.line(level + 1, "step")
+        out.body(s.body, level + 2)
+        if s.undo:
+            out.line(level + 1, "undo")
+            out.body(s.undo, level + 2)
+    return True
+
+
+def _w_confirm(node: A.Confirm, level: int, out: _Out) -> bool:
+    if not _plain_word(node.risk):
+        return False
+    risk = f", risk: {node.risk}" if node.risk is not None else ""
+    out.line(level, f"confirm {_str(node.message)}{risk}")
+    out.body(node.body, level + 1)
+    return True
+
+
+def _w_throttle(node: A.Throttle, level: int, out: _Out) -> bool:
+    out.line(level, f"throttle {_str(node.name)}, max: {node.max}, "
+                    f"per: {format_duration(node.window_ms)}")
+    out.body(node.body, level + 1)
+    return True
+
+
+def _w_debounce(node: A.Debounce, level: int, out: _Out) -> bool:
+    out.line(level, f"debounce {_str(node.name)}, wait: {format_duration(node.wait_ms)}")
+    out.body(node.body, level + 1)
+    return True
+
+
+def _w_verify(node: A.Verify, level: int, out: _Out) -> bool:
+    if not (_call_like(node.cmd) and _call_like(node.expect)):
+        return False
+    msg = f": {_str(node.message)}" if node.message is not None else ""
+    out.line(level, f"verify {expr(node.cmd)} contains {expr(node.expect)}{msg}")
+    return True
+
+
+def _w_once(node: A.Once, level: int, out: _Out) -> bool:
+    if not _syms_ok(node.bind):
+        return False
+    out.line(level, f"once {_str(node.label)}{_arrow(node.bind)}")
+    out.body(node.body, level + 1)
+    return True
+
+
+def _w_checkpoint(node: A.Checkpoint, level: int, out: _Out) -> bool:
+    out.line(level, f"checkpoint {_str(node.label)}")
+    return True
+
+
+def _w_await(node: A.Await, level: int, out: _Out) -> bool:
+    if not (_syms_ok(node.binding) and _type_ok(node.as_type)) or \
+            (node.as_type is not None and node.binding is None):
+        return False
+    head = "await "
+    if node.binding is not None:
+        ty = f": {node.as_type.label()}" if node.as_type is not None else ""
+        head += f"{_sym(node.binding)}{ty} = "
+    head += _str(node.source)
+    if node.condition is not None:
+        head += f", when: {expr(node.condition)}"
+    out.line(level, head)
+    return True
+
+
+#: statement kind → its writer (one per kind; a kind missing here is always `@json`)
+_STATEMENT_WRITERS = {
+    A.Bind: _w_bind, A.Memo: _w_bind, A.CtxAppend: _w_ctx_append, A.Call: _w_call, A.Return: _w_return,
+    A.Var: _w_var, A.Lit: _w_lit, A.When: _w_when, A.Unless: _w_unless, A.Each: _w_each,
+    A.Repeat: _w_repeat, A.Seq: _w_seq_pipe, A.Pipe: _w_seq_pipe, A.Ctx: _w_ctx, A.Match: _w_match,
+    A.Route: _w_route, A.Fallback: _w_fallback, A.Loop: _w_loop, A.Timeout: _w_timeout,
+    A.Budget: _w_budget, A.CapScope: _w_cap_scope, A.Parallel: _w_parallel, A.Race: _w_race,
+    A.Retry: _w_retry, A.Assert: _w_assert, A.Try: _w_try, A.Scope: _w_scope, A.Saga: _w_saga,
+    A.Confirm: _w_confirm, A.Throttle: _w_throttle, A.Debounce: _w_debounce, A.Verify: _w_verify,
+    A.Once: _w_once, A.Checkpoint: _w_checkpoint, A.Await: _w_await,
+}
 
 
 def _header(draft: A.DraftAst) -> str:
