@@ -63,7 +63,7 @@ def type_from_json(v: Any) -> A.TypeRef:
     raise AstJsonError(f"not a type: {compact_json(v)}")
 
 
-def _thing_to_json(t: A.ThingRef) -> Any:
+def thing_to_json(t: A.ThingRef) -> Any:
     kind: Any = {"custom": t.kind} if t.custom else t.kind
     return {"kind": kind, "selector": {t.selector: t.value}}
 
@@ -176,7 +176,7 @@ def _enc(conv: str, v: Any) -> Any:
     if conv == "json":
         return sort_json(v)
     if conv == "thing":
-        return _thing_to_json(v)
+        return thing_to_json(v)
     if conv == "nodemap":
         return {k: node_to_json(n) for k, n in v}  # already sorted
     if conv == "strs":

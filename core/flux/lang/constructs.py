@@ -36,10 +36,12 @@ from flux.canonical import compact_json
 from flux.errors import FluxError
 
 from . import ast as A
-from . import interpreter as I  # noqa: N812 - the module that mixes this in (imported lazily)
-from .astjson import _thing_to_json
+from .astjson import thing_to_json
+from .clock import RealClock
+from .outcomes import FATAL_HALTS, Halt, OpFailed, ReturnSignal
 from .scheduler import DeadlineExceeded, Scheduler
 from .session import SessionBindings, debounce_key, next_debounce_seq, throttle_key
+from .values import rust_debug_str, truthy
 
 __all__ = ["ConstructsMixin"]
 
@@ -49,10 +51,10 @@ __all__ = ["ConstructsMixin"]
 # must not catch a deadline or a replay gate — flux cancels the whole body future)
 # ---------------------------------------------------------------------------------------------
 
-class _BranchFailed(I._Halt):
+class _BranchFailed(Halt):
     """A race branch's failure, carrying the branch name for flux's joined error."""
 
-    def __init__(self, name: str, halt: "I._Halt"):
+    def __init__(self, name: str, halt: "Halt"):
         super().__init__(halt.error, halt.op)
         self.name, self.halt = name, halt
 
@@ -180,10 +182,10 @@ class ConstructsMixin:
         fails reads as false — the op ran and said no — but a denial stays fatal."""
         if isinstance(node, A.Call):
             try:
-                return I._truthy(await self._eval(node))
-            except I._OpFailed:
+                return truthy(await self._eval(node))
+            except OpFailed:
                 return False
-        return I._truthy(await self._eval(node))
+        return truthy(await self._eval(node))
 
     # ------------------------------------------------------------------ loop
     async def _loop(self, node: A.Loop) -> Any:
@@ -198,10 +200,10 @@ class ConstructsMixin:
             try:
                 try:
                     v = await self._block(node.body)
-                except I._FATAL:
+                except FATAL_HALTS:
                     raise
-                except I._Halt as h:
-                    raise I._Halt(f"`loop` body failed: {h.error}", h.op) from None
+                except Halt as h:
+                    raise Halt(f"`loop` body failed: {h.error}", h.op) from None
                 stop = node.until is not None and await self._cond(node.until)
             except _GateClosed as closed:
                 if closed.gate is not gate:
@@ -216,7 +218,7 @@ class ConstructsMixin:
                 break
             if node.every_ms > 0:
                 await self._sched.sleep(node.every_ms)
-            elif not isinstance(clock, I.RealClock):
+            elif not isinstance(clock, RealClock):
                 clock.advance(1)  # virtual time must move, or a pure `every 0` loop never ends
         self._bind_result(node.bind, value)
         return value
@@ -226,11 +228,11 @@ class ConstructsMixin:
         """The body runs under a deadline; when it strikes, the body (and the op in flight) is
         cancelled — flux drops the future — and the statement fails."""
         if node.ms == 0:
-            raise I._Halt("`timeout` of 0ms cannot complete any work")
+            raise Halt("`timeout` of 0ms cannot complete any work")
         try:
             value = await self._sched.within(self._block(node.body), node.ms)
         except DeadlineExceeded:
-            raise I._Halt(f"`timeout` exceeded {node.ms}ms") from None
+            raise Halt(f"`timeout` exceeded {node.ms}ms") from None
         self._bind_result(node.bind, value)
         return value
 
@@ -239,16 +241,16 @@ class ConstructsMixin:
         in-flight ops abandoned). All failing is a joined error; none succeeding in time a timeout."""
         timed_out = f"`race` timed out after {node.timeout_ms}ms with no successful branch"
         if node.timeout_ms == 0:
-            raise I._Halt(timed_out)
+            raise Halt(timed_out)
         win, value, errors, _expired = await self._sched.first(
             [self._branch(br) for br in node.branches], node.timeout_ms)
         if win is None:
             if node.branches and len(errors) == len(node.branches):
                 by_name = [f"`{e.name}`: {e.error}" for e in errors]
-                raise I._Halt(f"`race` failed: all {len(node.branches)} branch(es) errored: "
+                raise Halt(f"`race` failed: all {len(node.branches)} branch(es) errored: "
                               + "; ".join(by_name))
-            raise I._Halt(timed_out)
-        if isinstance(value, I._Return):
+            raise Halt(timed_out)
+        if isinstance(value, ReturnSignal):
             raise value  # a `return` inside the winning branch returns from the flow
         self._bind_result(node.bind, value)
         return value
@@ -257,9 +259,9 @@ class ConstructsMixin:
         """One race branch: its value, a `return` (as a value: it wins), or its named failure."""
         try:
             return await self._block(br.body)
-        except I._Return as ret:
+        except ReturnSignal as ret:
             return ret
-        except I._Halt as h:
+        except Halt as h:
             raise _BranchFailed(br.name, h) from None
 
     async def _parallel(self, node: A.Parallel) -> Any:
@@ -270,8 +272,8 @@ class ConstructsMixin:
         last = None
         first_error: Optional[BaseException] = None
         for br, out in zip(node.branches, outcomes):
-            if isinstance(out.error, I._Return):
-                raise I._Halt("`return` is not allowed inside a `parallel` branch")
+            if isinstance(out.error, ReturnSignal):
+                raise Halt("`return` is not allowed inside a `parallel` branch")
             if out.error is not None:
                 first_error = first_error or out.error
                 continue
@@ -288,7 +290,7 @@ class ConstructsMixin:
         start, value = self.steps, None
         for stmt in node.body:
             if self.steps - start >= node.limit:
-                raise I._Halt(f"`budget` exceeded: at most {node.limit} op dispatch(es) allowed "
+                raise Halt(f"`budget` exceeded: at most {node.limit} op dispatch(es) allowed "
                               "in this scope")
             v = await self._block((stmt,))
             if v is not None:
@@ -316,13 +318,13 @@ class ConstructsMixin:
         try:
             self.session.bind(name, value, hidden=hidden)
         except FluxError as e:  # the session store failed: the statement fails (flux: `store.bind(...)?`)
-            raise I._Halt(str(e)) from None
+            raise Halt(str(e)) from None
 
     def _session_get(self, name: str) -> Any:
         try:
             return self.session.get(name)
         except FluxError as e:
-            raise I._Halt(str(e)) from None
+            raise Halt(str(e)) from None
 
     def _bucket(self, key: str, window_start: float) -> list[int]:
         """The throttle bucket's in-window timestamps (flux: JSON text of epoch-ms integers)."""
@@ -346,7 +348,7 @@ class ConstructsMixin:
             in_window = len(self._bucket(key, int(self.clock.wall_ms()) - node.window_ms))
             gate = self._arm_gate("throttle")
             if gate is None and in_window >= node.max:
-                raise I._Halt(refused)
+                raise Halt(refused)
             start = self.steps
             try:
                 v = await self._block((stmt,))
@@ -354,7 +356,7 @@ class ConstructsMixin:
                 if closed.gate is not gate:
                     raise
                 self._roll_back(gate)
-                raise I._Halt(refused) from None
+                raise Halt(refused) from None
             finally:
                 self._settle(gate)
             dispatched = self.steps - start
@@ -386,14 +388,14 @@ class ConstructsMixin:
             if isinstance(cmd, A.Lit) and cmd.value is None:
                 text = ""
         else:
-            raise I._Halt(f"unsupported return expression `{cmd.kind}`")
+            raise Halt(f"unsupported return expression `{cmd.kind}`")
         text = _label_text(text)
         expect = await self._eval(node.expect)
         pattern = _label_text(expect)
         if pattern not in text:
             detail = node.message if node.message is not None else \
                 f"output did not contain {json.dumps(pattern, ensure_ascii=False)}"
-            raise I._Halt(f"verify failed: {detail}")
+            raise Halt(f"verify failed: {detail}")
         return None
 
     async def _scope(self, node: A.Scope) -> Any:
@@ -403,13 +405,13 @@ class ConstructsMixin:
             self._bind_result(node.bind, acquired)
         try:
             value = await self._block(node.body)
-        except I._Halt:
+        except Halt:
             try:
                 await self._block(node.finally_)
-            except I._Halt:
+            except Halt:
                 pass  # cleanup is best-effort when the body already failed: its error wins
             raise
-        except I._Return:
+        except ReturnSignal:
             await self._block(node.finally_)  # a `return` still cleans up; a cleanup failure wins
             raise
         await self._block(node.finally_)
@@ -423,11 +425,11 @@ class ConstructsMixin:
         for step in node.steps:
             try:
                 v = await self._block(step.body)
-            except I._Halt:
+            except Halt:
                 for undo in reversed(undos):
                     try:
                         await self._block(undo)
-                    except I._Halt:
+                    except Halt:
                         pass
                 raise
             if v is not None:
@@ -470,9 +472,9 @@ class ConstructsMixin:
     async def _ctx_append(self, node: A.CtxAppend) -> Any:
         pack = self.symbols.get(node.ctx)
         if pack is None:
-            raise I._Halt(f"ctx_append: unknown context pack `{node.ctx}`")
+            raise Halt(f"ctx_append: unknown context pack `{node.ctx}`")
         if not isinstance(pack, dict) or not isinstance(pack.get("members"), list):
-            raise I._Halt(f"ctx_append: `{node.ctx}` is not a context pack")
+            raise Halt(f"ctx_append: `{node.ctx}` is not a context pack")
         members = [m for m in pack["members"] if isinstance(m, str)]
         members += [a for a in node.add if a not in members]
         budget = pack.get("budget")
@@ -490,7 +492,7 @@ class ConstructsMixin:
                 return await self._block(case.body)
         if node.default:
             return await self._block(node.default)
-        raise I._Halt(f"`route` selector returned `{label}`, which matches no case and there is "
+        raise Halt(f"`route` selector returned `{label}`, which matches no case and there is "
                       "no default")
 
     async def _thing(self, node: A.Thing) -> Any:
@@ -508,12 +510,12 @@ class ConstructsMixin:
         elif not t.custom and t.kind == "url" and t.selector in ("path", "name"):
             ident = t.value
         if ident is None:
-            kind = (f"Custom({I.rust_debug_str(t.kind)})" if t.custom
+            kind = (f"Custom({rust_debug_str(t.kind)})" if t.custom
                     else "".join(part.title() for part in t.kind.split("_")))
-            selector = f"{t.selector.title()}({I.rust_debug_str(t.value)})"
-            raise I._Halt(f"no deterministic resolution for a {kind} by {selector} — a Name/Query "
+            selector = f"{t.selector.title()}({rust_debug_str(t.value)})"
+            raise Halt(f"no deterministic resolution for a {kind} by {selector} — a Name/Query "
                           "selector needs a host resolver")
-        ref = _thing_to_json(t)
+        ref = thing_to_json(t)
         resolved = {"id": ident, "kind": ref["kind"], "display": ident,
                     "source": "deterministic", "confidence": 1.0}
         self._emit({"event": "thing_resolved", "thing": ref, "resolved": resolved})

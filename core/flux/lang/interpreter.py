@@ -1,17 +1,13 @@
-"""A Flux-Lang interpreter that writes the run events of spec §2.3 in the spec's order.
+"""A Flux-Lang interpreter that writes a run's events (``step_*``, ``statement_completed``,
+``plan_halted``) in flux's order.
 
-It exists so replay, fork and what-if can re-execute a recorded plan: every op call is hashed
-exactly as the Rust runtime hashes it (§4.2) and handed to an :class:`OpHost` (a cassette player
-during replay), and the resulting ``step_*``/``statement_completed``/``plan_halted`` rows can be
-lined up against the recorded ones.
-
-It never writes ``op_recorded`` (that is the host's cassette). The plan runs as a tree of
-coroutines driven by :class:`flux.lang.scheduler.Scheduler` — ``parallel``/``race`` branches run
-concurrently and deadlines cancel the op in flight — while :meth:`Interpreter.run` stays
-synchronous for its callers.
-
-Values are natural JSON Python values. An op's result is its ``content`` string; field access,
-``each`` and ``parse`` decode JSON text when they need structure.
+It exists so replay, fork and what-if can re-execute a recorded plan: every op call is hashed exactly
+as the Rust runtime hashes it and handed to an :class:`~flux.lang.outcomes.OpHost` (a cassette player
+during replay), so the rows it writes line up against the recorded ones. It never writes
+``op_recorded`` (that is the host's cassette). The plan runs as a tree of coroutines driven by
+:class:`flux.lang.scheduler.Scheduler`; :meth:`Interpreter.run` stays synchronous for its callers.
+The constructs (``parallel``, ``retry``, ``loop``, …) are :mod:`flux.lang.constructs`; value reading
+is :mod:`flux.lang.values`.
 """
 
 from __future__ import annotations
@@ -21,21 +17,23 @@ import json
 import re
 import time
 from types import MappingProxyType
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
+from typing import Any, Callable, Iterable, Optional
 
 from flux.canonical import canonical_json, compact_json, sha256_hex
-from flux.errors import FluxError
 
 from . import ast as A
 from .catalog import OpArgError, OpCatalog, map_args_to_input
 from .clock import Clock, RealClock, ReplayClock
+from .constructs import ConstructsMixin
 from .hashes import flow_key as compute_flow_key
 from .hashes import memo_symbol, once_key, step_id, stmt_hash16
 from .ledger import LedgerEntry, ResumeLedger
+from .outcomes import (FATAL_HALTS, AssertFailed, ConfirmDenied, Denied, EventSink, Halt, ListSink, OpFailed,
+                       OpHost, OpOutcome, PlanHalt, ResumeError, ReturnSignal, RunResult, deny_all)
 from .parser import ParseError, formula_tree
 from .scheduler import Scheduler
 from .session import MemoryBindings, SessionBindings
+from .values import number_of, rust_debug_str, structured, truthy, walk_path
 
 # Rust's `str::parse::<f64>` / `::<i64>` grammars, which flux's `parse(v, as: …)` uses.
 _RUST_F64 = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf|infinity|nan))",
@@ -46,120 +44,6 @@ __all__ = [
     "OpOutcome", "OpHost", "EventSink", "ListSink", "PlanHalt", "RunResult", "Interpreter",
     "ResumeLedger", "LedgerEntry", "ResumeError", "interpolate", "deny_all", "completed_work", "ledger_walk",
 ]
-
-
-# ---------------------------------------------------------------------------------------------
-# Collaborators
-# ---------------------------------------------------------------------------------------------
-
-@dataclass
-class OpOutcome:
-    """What a host returns for one dispatch (mirrors the cassette cell's result fields)."""
-
-    content: str
-    view: Optional[str] = None
-    is_error: bool = False
-    denied: bool = False
-
-
-class OpHost(Protocol):
-    def dispatch(self, op: str, input: Any, input_json: str) -> OpOutcome: ...
-
-
-class EventSink(Protocol):
-    def emit(self, run_event: dict) -> None: ...
-
-
-class ListSink:
-    """An :class:`EventSink` that keeps the events in a list (tests, previews)."""
-
-    def __init__(self) -> None:
-        self.events: list[dict] = []
-
-    def emit(self, run_event: dict) -> None:
-        self.events.append(run_event)
-
-    def kinds(self) -> list[str]:
-        return [e["event"] for e in self.events]
-
-
-def deny_all(message: str, risk: str) -> bool:
-    """The default approver: nothing is approved unless the caller says so."""
-    return False
-
-
-class ResumeError(FluxError):
-    """A resume cannot proceed (a recorded value is missing from the value store)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Results
-# ---------------------------------------------------------------------------------------------
-
-@dataclass
-class PlanHalt:
-    kind: str  # denied | confirm_denied | assert_failed | runtime | awaiting
-    error: str
-    node: int
-    stmt: str
-    op: Optional[str] = None
-
-
-@dataclass
-class RunResult:
-    value: Any = None
-    halted: Optional[PlanHalt] = None
-    returned: bool = False
-    flow_key: str = ""
-    symbols: Mapping[str, Any] = field(default_factory=dict)
-    values: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.halted is None
-
-
-# ---------------------------------------------------------------------------------------------
-# Control-flow signals (internal)
-# ---------------------------------------------------------------------------------------------
-
-class _Halt(Exception):
-    """A failure that stops the plan; ``kind`` is the ``plan_halted`` kind."""
-
-    kind = "runtime"
-
-    def __init__(self, error: str, op: Optional[str] = None):
-        super().__init__(error)
-        self.error, self.op = error, op
-
-
-class _Denied(_Halt):
-    kind = "denied"
-
-
-class _OpFailed(_Halt):
-    """The host ran the op and it failed (``is_error``): a runtime halt, or ``false`` in a
-    condition (flux's ``eval_cond``)."""
-
-
-class _ConfirmDenied(_Halt):
-    kind = "confirm_denied"
-
-
-class _AssertFailed(_Halt):
-    kind = "assert_failed"
-
-
-_FATAL = (_Denied, _ConfirmDenied, _AssertFailed)
-
-
-class _Return(Exception):
-    def __init__(self, value: Any, vid: str):
-        super().__init__("return")
-        self.value, self.vid = value, vid
-
-
-from .constructs import ConstructsMixin  # noqa: E402 - needs the signals above
 
 
 def _parallel_branch_names(node: Any) -> list[str]:
@@ -180,7 +64,7 @@ def _parallel_branch_names(node: Any) -> list[str]:
 
 def _is_flux_error(e: BaseException) -> bool:
     """A branch's result (a Flux failure or a `return`), as opposed to an error that aborts."""
-    return isinstance(e, (_Halt, _Return))
+    return isinstance(e, (Halt, ReturnSignal))
 
 
 def _same(outcome: Any) -> Any:
@@ -256,84 +140,6 @@ def _interpolate_json(v: Any, symbols: dict[str, Any]) -> Any:
     return v
 
 
-def rust_debug_str(s: str) -> str:
-    """``format!("{:?}", s)`` of a Rust ``String``: how flux quotes a value inside an error."""
-    out = ['"']
-    for ch in s:
-        code = ord(ch)
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\0":
-            out.append("\\0")
-        elif code < 0x20 or 0x7F <= code < 0xA0 or ch in "\u00ad\u200b\u200c\u200d\u2028\u2029\ufeff":
-            out.append(f"\\u{{{code:x}}}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-def _structured(v: Any) -> Any:
-    """Op results are text; decode JSON text when structure is needed."""
-    if isinstance(v, str):
-        try:
-            return json.loads(v)
-        except ValueError:
-            return v
-    return v
-
-
-def _truthy(v: Any) -> bool:
-    if isinstance(v, str):
-        s = v.strip()
-        if s in ("false", "null", "0", ""):
-            return False
-        return True
-    return bool(v) if v is not None else False
-
-
-# flux's jq paths: `.a` fields, `.0` indexes (and the older `[0]`), `["k"]` keys (`.["k"]` first)
-_PATH_TOKEN = re.compile(
-    r'\.([A-Za-z_][A-Za-z0-9_]*)|\.?\[([0-9]+)\]|\.?\[("(?:[^"\\]|\\.)*")\]|\.([0-9]+)')
-
-
-def _walk(value: Any, path: str, optional: bool) -> Any:
-    cur = _structured(value)
-    pos = 0
-    while pos < len(path):
-        m = _PATH_TOKEN.match(path, pos)
-        if not m:
-            raise _Halt(f"bad field path `{path}`")
-        pos = m.end()
-        if m.group(2) is not None or m.group(4) is not None:
-            idx = int(m.group(2) or m.group(4))
-            if isinstance(cur, list) and idx < len(cur):
-                cur = _structured(cur[idx])
-                continue
-        else:
-            key = m.group(1) if m.group(1) is not None else json.loads(m.group(3))
-            if isinstance(cur, dict) and key in cur:
-                cur = _structured(cur[key])
-                continue
-        if optional:
-            return None
-        raise _Halt(f"no value at `{path[:pos]}`")
-    return cur
-
-
-def _num(v: Any, what: str) -> Any:
-    v = _structured(v)
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise _Halt(f"`{what}` needs numbers, got {compact_json(v)}")
-    return v
-
-
 # ---------------------------------------------------------------------------------------------
 # The interpreter
 # ---------------------------------------------------------------------------------------------
@@ -342,7 +148,7 @@ _PASS_THROUGH = (A.Checkpoint, A.Await)  # statements the ledger walk steps over
 
 
 def ledger_walk(body: tuple, ledger: Any) -> tuple[list[tuple[int, "LedgerEntry"]], int]:
-    """§4.10 steps 1–2: the statements of ``body`` the ledger proves done, as ``(index, entry)``,
+    """The first steps of a resume: the statements of ``body`` the ledger proves done, as ``(index, entry)``,
     and the index where the walk stops (the first statement with no entry, or whose entry records
     another statement). Checkpoints and awaits are stepped over."""
     i = 0
@@ -460,13 +266,13 @@ class Interpreter(ConstructsMixin):
             self._last_vid = None
             try:
                 value, vid = await self._statement(node)
-            except _Return as ret:
+            except ReturnSignal as ret:
                 if resumable:
                     self._completed(key, i, stmt, ret.vid)
                 self._emit({"event": "flow_returned", "value": ret.vid})
                 result.value, result.returned = ret.value, True
                 break
-            except _Halt as h:
+            except Halt as h:
                 result.halted = PlanHalt(h.kind, h.error, i, stmt, _top_level_op(node))
                 if resumable:
                     ev = {"event": "plan_halted", "plan": key, "node": i, "stmt": stmt}
@@ -495,7 +301,7 @@ class Interpreter(ConstructsMixin):
 
     def _fast_forward(self, body: tuple, key: str, ledger: ResumeLedger,
                       resumable: bool) -> int:
-        """§4.10 steps 1–3: skip the statements the ledger proves done, re-binding their values."""
+        """Resume: skip the statements the ledger proves done, re-binding their values."""
         matched, ledger_end = ledger_walk(body, ledger)
         for idx, entry in matched:
             binder = self._binder(body[idx])
@@ -541,7 +347,7 @@ class Interpreter(ConstructsMixin):
 
     def _rebind_durable(self, node: A.Node) -> None:
         """Rebind what a fast-forwarded statement bound beyond its single binder — the branch names
-        of every ``parallel`` in it — from the durable session bindings, as flux does (§4.10)."""
+        of every ``parallel`` in it — from the durable session bindings, as flux does on resume."""
         for name in _parallel_branch_names(node):
             value = self.session.get(name)
             if value is not None:
@@ -585,7 +391,7 @@ class Interpreter(ConstructsMixin):
         last = None
         for node in body:
             if isinstance(node, (A.Await, A.Checkpoint)):
-                raise _Halt(f"`{node.kind}` is only allowed at the top level of a flow")
+                raise Halt(f"`{node.kind}` is only allowed at the top level of a flow")
             last = await self._exec(node)
         return last
 
@@ -609,7 +415,7 @@ class Interpreter(ConstructsMixin):
             value = await self._eval(node.value)
             vid = self._last_vid if isinstance(node.value, A.Call) and self._last_vid else \
                 self._mint(value)
-            raise _Return(value, vid)
+            raise ReturnSignal(value, vid)
         if isinstance(node, A.When):
             return await self._block(node.then if await self._cond(node.cond) else node.otherwise)
         if isinstance(node, A.Unless):
@@ -635,44 +441,44 @@ class Interpreter(ConstructsMixin):
         if isinstance(node, A.Try):
             try:
                 return await self._block(node.body)
-            except _FATAL:
+            except FATAL_HALTS:
                 raise
-            except _Halt as h:
+            except Halt as h:
                 if node.catch is not None:
                     S[node.catch] = h.error
                 return await self._block(node.handler)
         if isinstance(node, A.Retry):
             return await self._retry(node)
         if isinstance(node, A.Fallback):
-            last_error: Optional[_Halt] = None
+            last_error: Optional[Halt] = None
             for br in node.branches:
                 try:
                     value = await self._block(br.body)
-                except _FATAL:
+                except FATAL_HALTS:
                     raise
-                except _Halt as h:
+                except Halt as h:
                     last_error = h
                     continue
                 if node.bind is not None:
                     S[node.bind] = value
                 return value
-            raise last_error or _Halt("fallback has no branches")
+            raise last_error or Halt("fallback has no branches")
         if isinstance(node, A.Match):
-            subject = _structured(await self._eval(node.subject))
+            subject = structured(await self._eval(node.subject))
             for case in node.cases:
-                cv = _structured(await self._eval(case.value))
+                cv = structured(await self._eval(case.value))
                 if A.json_key(cv) == A.json_key(subject):
                     return await self._block(case.body)
             if not node.default:
-                raise _Halt(f"`match` had no case for `{compact_json(subject)}` and no default")
+                raise Halt(f"`match` had no case for `{compact_json(subject)}` and no default")
             return await self._block(node.default)
         if isinstance(node, A.Assert):
             if not await self._cond(node.cond):
-                raise _AssertFailed(node.message or "assertion failed")
+                raise AssertFailed(node.message or "assertion failed")
             return None
         if isinstance(node, A.Confirm):
             if not self.approver(node.message, node.risk or "medium"):
-                raise _ConfirmDenied(f"confirmation denied: {node.message}")
+                raise ConfirmDenied(f"confirmation denied: {node.message}")
             return await self._block(node.body)
         if isinstance(node, A.Once):
             key = once_key(node.label, node.body)
@@ -690,19 +496,19 @@ class Interpreter(ConstructsMixin):
                 S[node.bind] = value
             return value
         if isinstance(node, (A.Await, A.Checkpoint)):
-            raise _Halt(f"`{node.kind}` is only allowed at the top level of a flow")
+            raise Halt(f"`{node.kind}` is only allowed at the top level of a flow")
         if isinstance(node, (A.Call, A.Var, A.Lit, A.Fmt, A.Jq, A.Expr, A.Obj, A.ListExpr,
                              A.Peek, A.Parse)):
             return await self._eval(node)
         value = await self._construct(node)  # constructs.py: loop, race, parallel, timeout, …
         if value is not NotImplemented:
             return value
-        raise _Halt(f"not supported: {node.kind}")
+        raise Halt(f"not supported: {node.kind}")
 
     async def _each(self, node: A.Each) -> Any:
-        items = _structured(await self._eval(node.source))
+        items = structured(await self._eval(node.source))
         if not isinstance(items, list):
-            raise _Halt(f"`each` needs a list, got {compact_json(items)}")
+            raise Halt(f"`each` needs a list, got {compact_json(items)}")
         results = []
         for item in items:
             self.symbols[node.item] = item
@@ -711,9 +517,9 @@ class Interpreter(ConstructsMixin):
             if node.flat:
                 flat: list = []
                 for r in results:
-                    r = _structured(r)
+                    r = structured(r)
                     if not isinstance(r, list):
-                        raise _Halt("`each … -> flat` needs every iteration to produce a list")
+                        raise Halt("`each … -> flat` needs every iteration to produce a list")
                     flat.extend(r)
                 results = flat
             self.symbols[node.collect] = results
@@ -724,7 +530,7 @@ class Interpreter(ConstructsMixin):
         value: Any = None
         for i, step in enumerate(node.steps):
             if not isinstance(step, A.Call):
-                raise _Halt("every `pipe` step must be an op call")
+                raise Halt("every `pipe` step must be an op call")
             args = [await self._eval(a) for a in step.args]
             if i > 0:
                 args.insert(0, value)
@@ -749,15 +555,15 @@ class Interpreter(ConstructsMixin):
                     await self._sched.sleep(wait)
             try:
                 value = await self._block(node.body)
-            except _FATAL:
+            except FATAL_HALTS:
                 raise
-            except _Halt as h:
+            except Halt as h:
                 last_error = h.error
                 continue
             if node.bind is not None:
                 self.symbols[node.bind] = value
             return value
-        raise _Halt(f"`retry` exhausted {node.max} attempt(s): {last_error}")
+        raise Halt(f"`retry` exhausted {node.max} attempt(s): {last_error}")
 
     # ------------------------------------------------------------------ expressions
     async def _eval(self, node: A.Node) -> Any:
@@ -766,7 +572,7 @@ class Interpreter(ConstructsMixin):
             return _interpolate_json(node.value, S)
         if isinstance(node, A.Var):
             if node.name not in S:
-                raise _Halt(f"unbound symbol `{node.name}`")
+                raise Halt(f"unbound symbol `{node.name}`")
             return S[node.name]
         if isinstance(node, A.Call):
             return await self._dispatch(node.op, [await self._eval(a) for a in node.args])
@@ -777,41 +583,41 @@ class Interpreter(ConstructsMixin):
         if isinstance(node, A.ListExpr):
             return [await self._eval(v) for v in node.items]
         if isinstance(node, A.Jq):
-            return _walk(await self._eval(node.input), node.path, node.optional)
+            return walk_path(await self._eval(node.input), node.path, node.optional)
         if isinstance(node, A.Peek):
             return S.get(node.name)
         if isinstance(node, A.Expr):
             try:
                 tree = formula_tree(node.formula)
             except ParseError as exc:
-                raise _Halt(f"bad formula `{node.formula}`: {exc.what}") from None
+                raise Halt(f"bad formula `{node.formula}`: {exc.what}") from None
             return await self._formula(tree, dict(node.vars))
         if isinstance(node, A.Parse):
             return self._parse_value(await self._eval(node.value), node.as_type)
         if isinstance(node, A.Thing):
             return await self._thing(node)
-        raise _Halt(f"not supported: {node.kind}")
+        raise Halt(f"not supported: {node.kind}")
 
     async def _formula(self, t: Any, vars_: dict[str, A.Node]) -> Any:
         if isinstance(t, A.Var):
-            return _structured(await self._eval(vars_.get(t.name, t)))
+            return structured(await self._eval(vars_.get(t.name, t)))
         if isinstance(t, A.Jq) and isinstance(t.input, A.Var):
             base = await self._eval(vars_.get(t.input.name, t.input))
-            return _walk(base, t.path, t.optional)
+            return walk_path(base, t.path, t.optional)
         if isinstance(t, A.Lit):
             return t.value
         op, args = t.op, t.args
         if op == "&&":
-            return _truthy(await self._formula(args[0], vars_)) and \
-                _truthy(await self._formula(args[1], vars_))
+            return truthy(await self._formula(args[0], vars_)) and \
+                truthy(await self._formula(args[1], vars_))
         if op == "||":
-            return _truthy(await self._formula(args[0], vars_)) or \
-                _truthy(await self._formula(args[1], vars_))
+            return truthy(await self._formula(args[0], vars_)) or \
+                truthy(await self._formula(args[1], vars_))
         vals = [await self._formula(a, vars_) for a in args]
         if op == "!":
-            return not _truthy(vals[0])
+            return not truthy(vals[0])
         if op == "neg":
-            return -_num(vals[0], "-")
+            return -number_of(vals[0], "-")
         if op in ("==", "!="):
             eq = A.json_key(vals[0]) == A.json_key(vals[1]) or (
                 all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals)
@@ -820,30 +626,30 @@ class Interpreter(ConstructsMixin):
         if op in ("<", "<=", ">", ">="):
             a, b = vals
             if not (isinstance(a, str) and isinstance(b, str)):
-                a, b = _num(a, op), _num(b, op)
+                a, b = number_of(a, op), number_of(b, op)
             return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
         if op == "+" and isinstance(vals[0], str) and isinstance(vals[1], str):
             return vals[0] + vals[1]
         if op in ("+", "-", "*", "/", "%"):
-            a, b = _num(vals[0], op), _num(vals[1], op)
+            a, b = number_of(vals[0], op), number_of(vals[1], op)
             if op in ("/", "%") and b == 0:
-                raise _Halt("division by zero")
+                raise Halt("division by zero")
             return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
                     "/": lambda: a / b, "%": lambda: a % b}[op]()
         if op == "abs":
-            return abs(_num(vals[0], op))
-        if op == "len":  # formula `len(x)` (parser parity, issue 9)
-            v = _structured(vals[0]) if vals else None
+            return abs(number_of(vals[0], op))
+        if op == "len":  # formula `len(x)`, as flux's parser reads it
+            v = structured(vals[0]) if vals else None
             if not isinstance(v, (str, list, dict)):
-                raise _Halt(f"`len` needs a string, list or object, got {compact_json(v)}")
+                raise Halt(f"`len` needs a string, list or object, got {compact_json(v)}")
             return len(v)
         if op in ("min", "max"):
-            nums = [_num(v, op) for v in vals]
+            nums = [number_of(v, op) for v in vals]
             return min(nums) if op == "min" else max(nums)
         if op == "round":
-            digits = int(_num(vals[1], op)) if len(vals) > 1 else 0
-            return round(_num(vals[0], op), digits)
-        raise _Halt(f"unknown formula operator `{op}`")
+            digits = int(number_of(vals[1], op)) if len(vals) > 1 else 0
+            return round(number_of(vals[0], op), digits)
+        raise Halt(f"unknown formula operator `{op}`")
 
     @staticmethod
     def _parse_value(v: Any, as_type: str) -> Any:
@@ -856,11 +662,11 @@ class Interpreter(ConstructsMixin):
         if as_type in ("f64", "i64"):
             word = text.strip()
             if not (_RUST_F64 if as_type == "f64" else _RUST_I64).fullmatch(word):
-                raise _Halt(f"parse: cannot coerce {rust_debug_str(text)} to {as_type}")
+                raise Halt(f"parse: cannot coerce {rust_debug_str(text)} to {as_type}")
             if as_type == "i64":
                 number = int(word)
                 if not -(2 ** 63) <= number < 2 ** 63:
-                    raise _Halt(f"parse: cannot coerce {rust_debug_str(text)} to i64")
+                    raise Halt(f"parse: cannot coerce {rust_debug_str(text)} to i64")
                 return number
             value = float(word)
             if value != value:
@@ -874,7 +680,7 @@ class Interpreter(ConstructsMixin):
             try:
                 return json.loads(text)
             except ValueError as exc:
-                raise _Halt(f"parse: invalid JSON: {exc}") from None
+                raise Halt(f"parse: invalid JSON: {exc}") from None
         return text
 
     # ------------------------------------------------------------------ dispatch
@@ -892,11 +698,11 @@ class Interpreter(ConstructsMixin):
         """A dispatch up to its ``step_started``: ``(step id, input, input JSON, denial or None)``."""
         spec = self.catalog.get(op)
         if spec is None:
-            raise _Halt(f"unknown op `{op}`", op)
+            raise Halt(f"unknown op `{op}`", op)
         try:
             input_obj = map_args_to_input(spec, values)
         except OpArgError as exc:
-            raise _Halt(str(exc), op) from None
+            raise Halt(str(exc), op) from None
         input_json = canonical_json(input_obj)
         ih = sha256_hex(input_json)  # = input_hash(input_obj), without serializing the input twice
         sid = step_id(op, ih)
@@ -909,7 +715,7 @@ class Interpreter(ConstructsMixin):
         self._sched.current.steps += 1  # counted once it returned (a cancelled op never does)
         if outcome.denied or outcome.is_error:
             self._emit({"event": "step_failed", "step": sid, "error": outcome.content})
-            raise (_Denied if outcome.denied else _OpFailed)(outcome.content, op)
+            raise (Denied if outcome.denied else OpFailed)(outcome.content, op)
         value = outcome.content
         vid = self._mint(value)
         self._last_vid = vid
@@ -938,7 +744,7 @@ class Interpreter(ConstructsMixin):
                     outcome = settle(start()())  # the scheduler's solo dispatch (one branch, no deadline)
                     self.clock.dispatched()
                 self.symbols[name] = self._dispatch_end(op, sid, outcome)
-            except _Halt:
+            except Halt:
                 pass
         finally:
             self._steps_base = task.steps
