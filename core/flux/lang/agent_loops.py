@@ -1,4 +1,4 @@
-"""The agent-loop programs a store records (spec §1.7): ``agent-loops/<sha256>.flux``.
+"""The agent-loop programs a store records: ``agent-loops/<sha256>.flux``.
 
 Newer flux engines write the exact admitted outer-loop source beside the store, named by the sha256
 of its text, and record which one a turn ran in ``turn_started.loop_binding.source_sha256``. This

@@ -1,4 +1,4 @@
-"""The Flux-Lang Draft AST (spec §5.1) as frozen, comparable dataclasses.
+"""The Flux-Lang Draft AST as frozen, comparable dataclasses.
 
 Every node kind the Rust ``flux_lang::ast::Node`` enum serializes has one class here, with its
 fields in *declared* order, because that order is what the AST JSON (and therefore

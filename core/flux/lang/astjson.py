@@ -1,4 +1,4 @@
-"""AST JSON exactly as serde writes ``flux_lang::ast`` (spec §5.1), and its inverse.
+"""AST JSON exactly as serde writes ``flux_lang::ast``, and its inverse.
 
 The dicts built here are *insertion ordered* in declared field order with ``kind`` first, so
 ``compact_json`` of them is byte-identical to the Rust wire form. Maps inside nodes (a ``lit``

@@ -1,4 +1,4 @@
-"""Op signatures and the mapping of call arguments onto an op's input object (spec §4.2).
+"""Op signatures and the mapping of call arguments onto an op's input object.
 
 The interpreter only needs an op's *parameter names* to build (and hash) its input, never its
 implementation, which is why a replay host can run from signatures alone.
@@ -63,7 +63,7 @@ class OpCatalog:
 
 
 def map_args_to_input(spec: OpSpec, values: list[Any]) -> Any:
-    """Evaluated argument values → the op's input (what gets hashed), per §4.2 step 2."""
+    """Evaluated argument values → the op's input (what gets hashed), as flux maps them before hashing."""
     if len(values) == 1 and isinstance(values[0], dict):
         return values[0]
     if not values:

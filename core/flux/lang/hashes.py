@@ -1,4 +1,4 @@
-"""The hashes of spec §4.1 that are built from Flux-Lang ASTs and op inputs.
+"""flux's hashes that are built from Flux-Lang ASTs and op inputs.
 
 Two serializations are in play and must not be confused: op inputs hash their *canonical* JSON
 (every map key-sorted), ASTs hash their *declared-order* JSON (:mod:`flux.lang.astjson`).

@@ -1,4 +1,4 @@
-"""The resume ledger (§3.8): which statements of a plan execution completed, folded from run-event
+"""The resume ledger: which statements of a plan execution completed, folded from run-event
 bodies. Its own module so that cheap readers (the interrupted check of ``flux sessions``) use it
 without loading the interpreter, which re-exports it."""
 
@@ -52,7 +52,7 @@ class ResumeLedger:
                          across_resumes: bool = False) -> Optional["ResumeLedger"]:
         """The ``statement_completed`` rows of ``flow_key`` since its last (re)start, or None.
 
-        flux (§3.8) also clears at every ``plan_resumed`` naming ``flow_key`` as ``prior``; that
+        flux also clears at every ``plan_resumed`` naming ``flow_key`` as ``prior``; that
         drops the ``skipped`` rows a fast-forward of the same plan writes just before it, so a
         resume that was itself killed leaves a ledger without its first statements.
         ``across_resumes=True`` (resurrect's own fast-forward) keeps them when the resumption is

@@ -1,12 +1,12 @@
 """Session bindings: the symbols flux keeps in its session store, across plans and turns.
 
 flux binds symbols in a durable, last-writer-wins session table (``flow.db`` ``symbols`` over
-``values_store``, spec §1.2). Three things there matter to this interpreter because nothing else
+``values_store``). Three things there matter to this interpreter because nothing else
 carries them from one plan (or turn, or process) to the next:
 
 - the branch names a ``parallel`` binds — a resume that fast-forwards past the statement rebinds
   them from here (flux records one value per statement, the last branch's, and relies on the
-  durable bindings for the rest; §4.10);
+  durable bindings for the rest, on resume);
 - ``throttle`` buckets, under ``__throttle_bucket_<name>`` (hidden): the JSON text of the epoch-ms
   timestamps of the dispatches in the window;
 - ``debounce`` tokens, under ``__debounce_last_<name>`` (hidden): ``"<epoch ms>:<seq>"`` of the
