@@ -38,18 +38,38 @@ def _fmt_cost(c: float | None) -> str:
 @click.option("--until", default=None,
               help="Only sessions created at or before T (same forms) — flux's rule: --since reads the last "
                    "update, --until the creation time.")
-@click.option("--limit", "-n", type=click.IntRange(min=1), default=30, show_default=True, help="At most N sessions.")
+@click.option("--file", "touched", default=None,
+              help="Only sessions whose tool calls touched PATH (matched at a path boundary: main.rs matches "
+                   "/repo/src/main.rs, rc/main.rs does not) — flux's rule.")
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=None, help="At most N sessions.  [default: 30]")
+@click.option("--prune", is_flag=True,
+              help="Delete every session that recorded nothing (flux's rule) — never a live one, one created in the "
+                   "last minute, or one another session names as its source. Takes no filter.")
+@click.option("--dry-run", is_flag=True, help="With --prune: name what would be deleted, and delete nothing.")
 @prices_option
 @handle_errors
-def sessions(store, as_json, query, since, until, limit, prices_file):
-    """List sessions, newest first, with interrupted turns flagged."""
+def sessions(store, as_json, query, since, until, touched, limit, prune, dry_run, prices_file):
+    """List sessions, newest first, with interrupted turns flagged (--prune: delete the empty ones)."""
+    if dry_run and not prune:
+        fail("--dry-run only goes with --prune (see `flux sessions --help`)")
+    if prune:
+        given = [name for name, v in (("--query", query), ("--since", since), ("--until", until),
+                                      ("--file", touched), ("--limit", limit)) if v is not None]
+        if given:
+            fail(f"--prune takes no filter ({', '.join(given)}): it deletes every empty session — drop "
+                 f"{' and '.join(given)}, or list first with `flux sessions {given[0]} …`")
+        _prune(store, dry_run, as_json)
+        return
+    if touched is not None and not touched.strip():
+        fail("--file needs a path (a file a tool call touched, e.g. --file src/main.rs)")
     now = now_ms()
     since_ms = parse_time_arg(since, now) if since else None
     until_ms = parse_time_arg(until, now) if until else None
     with open_reader(store) as reader:
         prices = load_price_table(prices_file, reader.dir)
-        rows = list_sessions(reader, limit=limit, query=query, since_ms=since_ms, until_ms=until_ms, prices=prices)
-        filtered = bool(query or since or until)
+        rows = list_sessions(reader, limit=30 if limit is None else limit, query=query, since_ms=since_ms,
+                             until_ms=until_ms, prices=prices, touched=touched)
+        filtered = bool(query or since or until or touched)
         if as_json:
             json_out({"store": str(reader.dir), "sessions": [s.to_json() for s in rows],
                       "skipped_rows": reader.skipped_rows})
@@ -78,6 +98,31 @@ def sessions(store, as_json, query, since, until, limit, prices_file):
             click.echo()
         if flagged:
             click.secho(INTERRUPTED_HINT.format(n=flagged), err=True, dim=True)
+
+
+def _prune(store, dry_run: bool, as_json: bool) -> None:
+    """``--prune``: flux's lines on stderr (``pruned N empty sessions`` / ``no empty sessions to
+    prune``) with the ids, then one ``kept S: why`` line per empty session that stays."""
+    from ..model.prune import plan_prune, prune_sessions
+
+    with open_reader(store) as reader:
+        plan = plan_prune(reader, now_ms())
+        store_dir = reader.dir
+    deleted = {} if dry_run else prune_sessions(store_dir, plan)
+    if as_json:
+        json_out({"store": str(store_dir), "dry_run": dry_run, **plan.to_json(),
+                  "events_deleted": sum(deleted.values())})
+        return
+    n = len(plan.pruned)
+    noun = "session" if n == 1 else "sessions"
+    if not n:
+        click.echo("no empty sessions to prune", err=True)
+    elif dry_run:
+        click.echo(f"would prune {n} empty {noun}: {', '.join(plan.ids)} (dry run: nothing was deleted)", err=True)
+    else:
+        click.echo(f"pruned {n} empty {noun}: {', '.join(plan.ids)}", err=True)
+    for row, why in plan.kept:
+        click.echo(f"kept {row.id}: {why}", err=True)
 
 
 def _cell_json(c) -> dict:

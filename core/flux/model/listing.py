@@ -22,7 +22,8 @@ from .pricing import PriceTable, Spend
 
 _NOT_INTERRUPTED = InterruptCheck()
 
-__all__ = ["SessionSummary", "summarize_sessions", "list_sessions", "session_matches_query"]
+__all__ = ["SessionSummary", "summarize_sessions", "list_sessions", "session_matches_query", "path_matches",
+           "sessions_touching"]
 
 _CHUNK = 400
 
@@ -314,15 +315,50 @@ def session_matches_query(reader: StoreReader, session_id: str, query: str) -> b
     return False
 
 
+def path_matches(subject: str, wanted: str) -> bool:
+    """flux's touched-file rule: equal, or one is a ``/``-bounded suffix of the other — never a raw
+    substring (``rc/main.rs`` is not ``src/main.rs``)."""
+    if subject == wanted:
+        return True
+
+    def bounded(long: str, short: str) -> bool:
+        return len(long) > len(short) and long.endswith(short) and long[-len(short) - 1] == "/"
+    return bounded(subject, wanted) or bounded(wanted, subject)
+
+
+def sessions_touching(reader: StoreReader, path: str) -> set[str]:
+    """The sessions with a ``tool_call`` observation whose ``subjects`` name ``path`` (flux's
+    ``--file``: the subjects the live turn recorded, already redacted)."""
+    rows = reader.query_json(
+        "SELECT stream, json_extract(payload, '$.data.data.subjects') FROM events WHERE kind = 'observation'"
+        " AND json_extract(payload, '$.data.kind') = 'tool_call'")
+    hits: set[str] = set()
+    for stream, subjects in rows:
+        if stream in hits or not isinstance(subjects, str):
+            continue
+        try:
+            names = json.loads(subjects)
+        except ValueError:
+            continue
+        if isinstance(names, list) and any(isinstance(s, str) and path_matches(s, path) for s in names):
+            hits.add(stream)
+    return hits
+
+
 def list_sessions(reader: StoreReader, *, limit: int | None = 30, query: str | None = None, since_ms: int | None = None,
-                  until_ms: int | None = None, prices: PriceTable | None = None) -> list[SessionSummary]:
-    """``flux sessions``: newest first, filtered, at most ``limit``, each with its summary."""
-    filtered = query is not None or since_ms is not None or until_ms is not None
+                  until_ms: int | None = None, prices: PriceTable | None = None,
+                  touched: str | None = None) -> list[SessionSummary]:
+    """``flux sessions``: newest first, filtered, at most ``limit``, each with its summary
+    (``touched``: only sessions whose tool calls touched that path, :func:`sessions_touching`)."""
+    filtered = query is not None or since_ms is not None or until_ms is not None or touched is not None
     rows = reader.list_sessions(limit=None if filtered else limit)
     if since_ms is not None:
         rows = [r for r in rows if r.updated_at >= since_ms]
     if until_ms is not None:
         rows = [r for r in rows if r.created_at <= until_ms]
+    if touched is not None:
+        hit = sessions_touching(reader, touched)
+        rows = [r for r in rows if r.id in hit]
     if query:
         # Cheap prefilter in SQL (ASCII case-insensitive LIKE on the raw payload), exact check after.
         like = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
