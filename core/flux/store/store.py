@@ -48,7 +48,7 @@ from ..canonical import scrub_text
 from ..documents import short
 from ..errors import SessionNotFound, StoreError, StoreLockedError
 from ..records import FrozenRecord
-from . import schema
+from . import rawfile, schema
 from .ulid import new_ulid, new_ulids
 
 if TYPE_CHECKING:
@@ -168,11 +168,7 @@ def _regular_file(path: Path, *, what: str = "the store's database", option: str
 
 
 def _read_head(path: Path, n: int) -> bytes:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        return os.read(fd, n)
-    finally:
-        os.close(fd)
+    return rawfile.read_head(path, n)  # never a close that drops this process's SQLite locks
 
 
 def _check_sqlite_file(path: Path, option: str = "--store") -> None:
@@ -333,6 +329,7 @@ class StoreReader:
         self._snapshot_dir: str | None = None
         self._snapshot_finalizer: weakref.finalize | None = None
         self._conn: sqlite3.Connection | None = None
+        self._held = None  # rawfile's registration of a connection on the store's own file
         self.skipped_rows = 0  # corrupt payload rows skipped by reads so far
         if not self.dir.exists():
             raise StoreError(f"{self.dir} does not exist — create a store with `flux demo --store {self.dir}` or point {option} at an existing one")
@@ -403,6 +400,7 @@ class StoreReader:
         except sqlite3.Error as e:
             raise _translate(e, path) from None
         self._conn = conn
+        self._held = rawfile.hold(path) if self.mode in ("ro", "immutable") else None
 
     def _snapshot_uri(self, path: Path, sidecar: Path) -> str | None:
         """Copy ``events.db`` and its sidecar (``-wal``, or a hot ``-journal``) into a private temp
@@ -410,8 +408,7 @@ class StoreReader:
         restarted WAL, a journal written on) makes the pair inconsistent, so the copy is repeated
         until the sidecar is the same before and after. ``None`` when the sidecar vanished before it
         was copied (its writer checkpointed and closed): the caller looks at the store again."""
-        import shutil  # lazy, like tempfile: a reader of a quiet store never snapshots
-        import tempfile
+        import tempfile  # lazy: a reader of a quiet store never snapshots
 
         self._drop_snapshot()
         tmp = tempfile.mkdtemp(prefix="flux-snapshot-")
@@ -421,11 +418,11 @@ class StoreReader:
             for _attempt in range(5):
                 stamp = _wal_stamp(sidecar)
                 try:
-                    shutil.copyfile(sidecar, os.path.join(tmp, EVENTS_DB + sidecar.name[len(path.name):]))
+                    rawfile.copy_file(sidecar, os.path.join(tmp, EVENTS_DB + sidecar.name[len(path.name):]))
                 except FileNotFoundError:
                     self._drop_snapshot()
                     return None
-                shutil.copyfile(path, os.path.join(tmp, EVENTS_DB))
+                rawfile.copy_file(path, os.path.join(tmp, EVENTS_DB))
                 if _wal_stamp(sidecar) == stamp:
                     break
         except OSError as e:
@@ -463,6 +460,8 @@ class StoreReader:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+                rawfile.release(self._held)
+                self._held = None
             self._drop_snapshot()
 
     def __enter__(self) -> "StoreReader":
@@ -511,6 +510,9 @@ class StoreReader:
             if self.mode in ("immutable", "snapshot"):
                 if self._conn is not None:
                     self._conn.close()
+                    self._conn = None
+                    rawfile.release(self._held)
+                    self._held = None
                 self._open()
         return True
 
@@ -884,12 +886,14 @@ class StoreWriter:
             if os.path.lexists(path) and (not path.is_file() or path.stat().st_size > 0):
                 _check_sqlite_file(path)
         self.conn = None  # type: ignore[assignment]
+        self._held = None  # rawfile's registration of the connection on events.db
         try:
             if not os.path.lexists(events_path):
                 _create_atomically(events_path, self._bootstrap)
             if not os.path.lexists(flow_path):
                 _create_atomically(flow_path, _bootstrap_flow_schema)
             self.conn = sqlite3.connect(str(events_path), isolation_level=None, check_same_thread=False, timeout=5.0)
+            self._held = rawfile.hold(events_path)
             self.conn.execute("PRAGMA busy_timeout = 5000")
             self.conn.execute("PRAGMA journal_mode = WAL")
             self.conn.execute("PRAGMA synchronous = NORMAL")
@@ -947,6 +951,7 @@ class StoreWriter:
         guard = None
         try:
             guard = sqlite3.connect(f"file:{self.dir / EVENTS_DB}?mode=ro", uri=True)
+            guard_held = rawfile.hold(self.dir / EVENTS_DB)
             guard.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except sqlite3.Error:
             pass
@@ -955,6 +960,7 @@ class StoreWriter:
         finally:
             if guard is not None:
                 guard.close()
+                rawfile.release(guard_held)
 
     def _close_quietly(self) -> None:
         """A failed open closes what it opened, now — not when the object is collected."""
@@ -965,6 +971,8 @@ class StoreWriter:
                 conn.close()
             except sqlite3.Error:
                 pass
+        rawfile.release(self._held)
+        self._held = None
 
     def _bootstrap(self, c: sqlite3.Connection) -> None:
         _begin_immediate(c, self._events_path)
@@ -1016,6 +1024,8 @@ class StoreWriter:
                 finally:
                     self._close_cursor()
                     self.conn.close()
+                    rawfile.release(self._held)
+                    self._held = None
                 self.conn = None  # type: ignore[assignment]
                 self._cur = None  # type: ignore[assignment]
 
