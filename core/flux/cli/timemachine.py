@@ -655,11 +655,15 @@ def what_if_cmd(session: str, turn: int | None, substitute: tuple[str, ...], sub
 @click.option("--sessions", "sessions", default=None, help="Comma-separated session ids.")
 @click.option("--all", "all_", is_flag=True, help="Every root session of the store (not forks, what-ifs, sub-agents).")
 @click.option("--since", default=None, help="With --all: only sessions updated since T (YYYY-MM-DD, RFC 3339, 24h, 7d).")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes (with --executor ray: the CPUs of the cluster started for the sweep).")
+@click.option("--executor", default="pool", show_default=True, metavar="pool|ray|ray=ADDRESS",
+              help="Where the sessions run: this machine's process pool, a Ray cluster started for the sweep, "
+                   "or an existing one (ray=auto, ray=ray://HEAD:10001; the ray extra).")
 @_whatif_options
 @_live_options
 @common.handle_errors
-def sweep_cmd(sessions: str | None, all_: bool, since: str | None, jobs: int, turn: int | None,
+def sweep_cmd(sessions: str | None, all_: bool, since: str | None, jobs: int, executor: str, turn: int | None,
               substitute: tuple[str, ...], substitute_at: tuple[str, ...], model: str | None, instructions: str | None,
               off_tape: str, workspace: Path | None, yes: bool, policy: Path | None, as_json: bool,
               store: Path | None) -> None:
@@ -668,6 +672,9 @@ def sweep_cmd(sessions: str | None, all_: bool, since: str | None, jobs: int, tu
     from ..timefmt import parse_time_arg
     from ..timemachine.whatif import what_if_over
 
+    from ..timemachine.sweep_ray import parse_executor
+
+    ex = parse_executor(executor)
     if (sessions is None) == (not all_):
         common.fail("pass --sessions S1,S2,… or --all")
     if since is not None and not all_:
@@ -710,7 +717,8 @@ def sweep_cmd(sessions: str | None, all_: bool, since: str | None, jobs: int, tu
         bar.start()
         progress = lambda done, total, o: bar.update(task, completed=done)  # noqa: E731
     try:
-        report = what_if_over(reader.dir, ids, spec, jobs=jobs, client_args=client_args, on_progress=progress)
+        report = what_if_over(reader.dir, ids, spec, jobs=jobs, client_args=client_args, on_progress=progress,
+                              executor=ex)
     finally:
         if bar is not None:
             bar.stop()

@@ -41,6 +41,7 @@ from .engine import (
     simulate_serve,
 )
 from .gate import LiveOp, LivePreview
+from .sweep_ray import Executor, parse_executor, run_on_ray
 
 __all__ = ["WhatIfSpec", "WhatIf", "Counterfactual", "FirstDivergence", "SweepOutcome", "SweepReport",
            "plan_what_if", "run_what_if", "what_if_over", "WhatIfCancelled", "WhatIfRefused"]
@@ -656,6 +657,21 @@ def _sweep_one(store_dir: str, sid: str, spec: WhatIfSpec, client_args: dict) ->
     return _sweep_with(client, sid, spec)
 
 
+def sweep_task(store_dir: str, sid: str, spec: WhatIfSpec, client_args: dict) -> SweepOutcome:
+    """One session of a sweep as a self-contained task (a Ray task): its own client on the store,
+    closed when the session is done — a cluster's long-lived workers keep no store connection."""
+    try:
+        client = _make_client(store_dir, client_args)
+    except FluxError as e:
+        return SweepOutcome(sid, error=str(e))
+    except Exception as e:
+        return SweepOutcome(sid, error=f"{type(e).__name__}: {e}")
+    try:
+        return _sweep_with(client, sid, spec)
+    finally:
+        client.close()
+
+
 def _sweep_with(client: Any, sid: str, spec: WhatIfSpec) -> SweepOutcome:
     try:
         cf = run_what_if(client, sid, spec)
@@ -695,13 +711,18 @@ def _sweep_one_on_template(sid: str, spec: WhatIfSpec) -> SweepOutcome:
 def what_if_over(store_dir: str | os.PathLike[str], sessions: Sequence[str], spec: WhatIfSpec, *, jobs: int = 1,
                  client_args: Optional[dict] = None,
                  on_progress: Callable[[int, int, SweepOutcome], None] | None = None,
-                 client: Any = None) -> SweepReport:
+                 client: Any = None, executor: Executor | str | None = None) -> SweepReport:
     """Run ``spec`` over every session (``jobs`` worker processes); outcomes in input order.
 
     ``client``: run on that client (``Client.what_if_over``) — sequentially on it, or in forked
     workers on siblings of it (same ops, approver, policy, redactor; their own store connection).
-    Without one, each worker opens an offline client from ``client_args``."""
+    Without one, each worker opens an offline client from ``client_args``.
+
+    ``executor``: ``"pool"`` (default, the above), ``"ray"`` or ``"ray=ADDRESS"`` — each session a
+    Ray task with its own client from ``client_args`` (a ``client``'s workspace is used; its ops
+    are code and cannot travel to a cluster). The report is the same either way."""
     spec.validate()
+    ex = executor if isinstance(executor, Executor) else parse_executor(executor)
     store = str(store_dir)
     args = dict(client_args or {})
     total = len(sessions)
@@ -709,10 +730,13 @@ def what_if_over(store_dir: str | os.PathLike[str], sessions: Sequence[str], spe
     import multiprocessing as mp
 
     can_fork = "fork" in mp.get_all_start_methods()
-    if client is not None and not can_fork:  # pragma: no cover - spawn-only platforms
+    if client is not None and (ex.kind == "ray" or not can_fork):
         args.setdefault("workspace", str(client.workspace))
         client = None
-    if jobs <= 1 or total <= 1:
+    if ex.kind == "ray":
+        results = run_on_ray(sweep_task, store, list(sessions), spec, args, executor=ex, jobs=jobs,
+                             failed=lambda sid, why: SweepOutcome(sid, error=why), on_progress=on_progress)
+    elif jobs <= 1 or total <= 1:
         try:
             for i, sid in enumerate(sessions):
                 results[i] = _sweep_with(client, sid, spec) if client is not None else _sweep_one(store, sid, spec, args)

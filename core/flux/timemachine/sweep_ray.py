@@ -1,0 +1,116 @@
+"""Corpus sweeps on Ray: each session of a sweep is one Ray task that opens the store, runs the
+what-if, writes its counterfactual session back and returns the same outcome row the local
+process pool returns. ``ray`` is an optional extra (``flux-tui[ray]``).
+
+An executor is named ``pool`` (the default: worker processes on this machine), ``ray`` (a Ray
+cluster started here for the sweep and stopped after it) or ``ray=ADDRESS`` (an existing cluster,
+e.g. ``ray=auto`` or ``ray=ray://head:10001``). The tasks read and write the store named by its
+path or URL, so on a cluster of several machines that must be a store they all reach.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+from ..errors import FluxError
+
+__all__ = ["Executor", "parse_executor", "run_on_ray"]
+
+
+@dataclass(frozen=True)
+class Executor:
+    kind: str  # "pool" | "ray"
+    address: Optional[str] = None  # ray: an existing cluster's address; None starts one here
+
+    def describe(self) -> str:
+        if self.kind == "pool":
+            return "the local process pool"
+        return f"the Ray cluster at {self.address}" if self.address else "a local Ray cluster"
+
+
+def parse_executor(text: str | None) -> Executor:
+    """``pool`` | ``ray`` | ``ray=ADDRESS`` → :class:`Executor`; anything else is one error line."""
+    if text is None or text == "pool":
+        return Executor("pool")
+    if text == "ray":
+        return Executor("ray")
+    if text.startswith("ray="):
+        address = text[4:].strip()
+        if address:
+            return Executor("ray", address)
+    raise FluxError(f"unknown executor {text!r} — use pool, ray, or ray=ADDRESS (e.g. ray=auto)")
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise FluxError("--executor ray needs the ray extra: pip install 'flux-tui[ray]'") from None
+    return ray
+
+
+def run_on_ray(task: Callable[..., Any], store: str, sessions: Sequence[str], spec: Any, client_args: dict, *,
+               executor: Executor, jobs: int, failed: Callable[[str, str], Any],
+               on_progress: Callable[[int, int, Any], None] | None = None) -> list[Any]:
+    """Run ``task(store, sid, spec, client_args)`` for every session as a Ray task; results in
+    input order. A task that dies (its worker killed, an exception Ray could not carry back) is
+    ``failed(sid, why)`` — an error row, the sweep goes on. A cluster this call started (no
+    address) has ``jobs`` CPUs and is shut down at the end, however the sweep ends."""
+    ray = _ray()
+    if executor.address is not None:
+        _check_reachable(executor.address)
+    started_here = False
+    if not ray.is_initialized():  # else: the caller's own ray.init() (a notebook, a test) is used
+        try:
+            if executor.address is None:
+                ray.init(num_cpus=max(1, jobs), include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
+            else:
+                ray.init(address=executor.address, log_to_driver=False, configure_logging=False)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise FluxError(f"cannot reach {executor.describe()}: {e}") from None
+        started_here = True
+    try:
+        remote = ray.remote(max_retries=0, num_cpus=1)(task)
+        refs = [remote.remote(store, sid, spec, client_args) for sid in sessions]
+        index = {ref: i for i, ref in enumerate(refs)}
+        results: list[Any] = [None] * len(refs)
+        pending, done = list(refs), 0
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                i = index[ref]
+                try:
+                    results[i] = ray.get(ref)
+                except Exception as e:  # a task whose worker died, or whose error could not be carried back
+                    results[i] = failed(sessions[i], f"the Ray task failed: {type(e).__name__}: {_first_line(e)}")
+                done += 1
+                if on_progress is not None:
+                    on_progress(done, len(refs), results[i])
+        return results
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def _check_reachable(address: str) -> None:
+    """Ray keeps retrying an address nobody answers on for minutes: a HOST:PORT (or
+    ray://HOST:PORT) that refuses a connection within 5 s is one error line instead. ``auto``
+    (the cluster this machine runs) is Ray's to find."""
+    import socket
+
+    hostport = address.removeprefix("ray://")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+    except OSError as e:
+        raise FluxError(f"cannot reach the Ray cluster at {address}: {e.strerror or e} — start it "
+                        "(ray start --head) or use --executor ray for a cluster started for the sweep") from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""
