@@ -41,10 +41,12 @@ def _open_under(d: Path) -> list[str]:
     return out
 
 
-def _damage_events_index(store: Path) -> None:
-    """Reads still work, the next insert fails half-way: ``idx_events_kind``'s root page is garbage."""
+def _damage_events_index(store: Path, index: str = "idx_events_kind") -> None:
+    """Reads still work, inserts fail: ``index``'s root page is garbage — ``idx_events_kind`` fails
+    every insert, ``idx_events_turn`` only the first row that carries a turn_id (after the new
+    session's registry row and session_started went in)."""
     con = sqlite3.connect(store / "events.db")
-    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'idx_events_kind'").fetchone()
+    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (index,)).fetchone()
     (size,) = con.execute("PRAGMA page_size").fetchone()
     con.close()
     data = bytearray((store / "events.db").read_bytes())
@@ -81,4 +83,82 @@ def test_sweep_on_a_store_whose_inserts_fail_names_the_damage_per_session(demo_b
     errors = [r["error"] for r in rows if r["error"]]
     assert errors and all("DatabaseError" not in e for e in errors), errors
     assert any("is corrupt or not a SQLite database" in e for e in errors), errors
+    assert _open_under(store) == []
+
+
+def _damage_first_events_leaf(store: Path) -> None:
+    """A page only s_1's rows live on: the events table's leftmost leaf (the lowest rowids)."""
+    con = sqlite3.connect(store / "events.db")
+    (page,) = con.execute("SELECT pageno FROM dbstat WHERE name = 'events' AND pagetype = 'leaf' "
+                          "ORDER BY path LIMIT 1").fetchone()
+    (size,) = con.execute("PRAGMA page_size").fetchone()
+    con.close()
+    data = bytearray((store / "events.db").read_bytes())
+    data[(page - 1) * size: page * size] = bytes((i * 151 + 7) % 256 for i in range(size))
+    (store / "events.db").write_bytes(bytes(data))
+
+
+def _flux(*args: str):
+    res = CliRunner().invoke(main, list(args), catch_exceptions=True)
+    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+    return res
+
+
+def _sessions(store: Path) -> dict[str, list[tuple[int, str]]]:
+    """Every stream's (stream_seq, kind) rows, read with SQLite's own reader — the rows a damaged
+    page holds are left out, the others are what the store keeps."""
+    con = sqlite3.connect(f"file:{store / 'events.db'}?mode=ro", uri=True)
+    try:
+        out: dict[str, list[tuple[int, str]]] = {}
+        for (n,) in con.execute("SELECT n FROM streams ORDER BY n").fetchall():
+            try:
+                rows = con.execute("SELECT stream_seq, kind FROM events WHERE stream = ? ORDER BY stream_seq",
+                                   (f"s_{n}",)).fetchall()
+            except sqlite3.DatabaseError:
+                rows = None
+            out[f"s_{n}"] = rows
+        return out
+    finally:
+        con.close()
+
+
+WHAT_IF = ("what-if", "s_7", "--substitute", 'glob="nothing"')
+
+
+@pytest.mark.parametrize("off_tape", [[], ["--off-tape", "live", "--yes"]], ids=["halt", "live"])
+@pytest.mark.parametrize("store_kind", ["intact", "damaged-elsewhere"])
+def test_what_if_beside_a_page_it_never_touches_writes_its_child_whole(demo_base, tmp_path, off_tape, store_kind):
+    """The what-if reads s_7 and appends a child; a damaged page of s_1 is in neither: exit 0, and
+    the child is whole (session_started … turn_ended, contiguous stream_seq), as on an intact store."""
+    store = Path(shutil.copytree(demo_base, tmp_path / "s"))
+    if store_kind != "intact":
+        _damage_first_events_leaf(store)
+        assert _flux("show", "s_1", "--store", str(store)).exit_code == 1  # the damage is real …
+        assert _flux("show", "s_7", "--store", str(store)).exit_code == 0  # … and s_7 reads past it
+    before = _sessions(store)
+    res = _flux(*WHAT_IF, *off_tape, "--json", "--store", str(store))
+    assert res.exit_code == 0, res.output
+    child = json.loads(res.stdout)["session"]
+    after = _sessions(store)
+    assert set(after) - set(before) == {child}
+    rows = after[child]
+    assert [s for s, _ in rows] == list(range(len(rows)))
+    assert rows[0][1] == "session_started" and rows[-1][1] == "turn_ended", rows
+    assert {k: v for k, v in after.items() if k != child} == before
+
+
+@pytest.mark.parametrize("index", ["idx_events_kind", "idx_events_turn"])
+@pytest.mark.parametrize("off_tape", [[], ["--off-tape", "live", "--yes"]], ids=["halt", "live"])
+def test_what_if_whose_insert_hits_a_damaged_page_writes_nothing(demo_base, tmp_path, off_tape, index):
+    """An index the child's inserts update is damaged: the child fails (at once, or half-way) and
+    none of it is kept — off tape `live` included (it wrote row by row: a child without its
+    turn_ended stayed, exit 1)."""
+    store = Path(shutil.copytree(demo_base, tmp_path / "s"))
+    _damage_events_index(store, index)
+    before = _sessions(store)
+    res = _flux(*WHAT_IF, *off_tape, "--store", str(store))
+    assert res.exit_code == 1, res.output
+    assert [ln for ln in res.stderr.splitlines() if ln.startswith("error:")] == \
+        [ln for ln in res.stderr.splitlines() if "is corrupt" in ln]
+    assert _sessions(store) == before
     assert _open_under(store) == []

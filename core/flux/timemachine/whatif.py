@@ -19,6 +19,10 @@ statement rows, or its cells when it has none — beyond flux, which refuses sta
 
 Sweeps (:func:`what_if_over`) run one spec over many sessions in a process pool; each session's
 result is independent (an error is an ``Err`` row, never the end of the sweep).
+
+A substitution's child is written in one transaction whenever no op can go live (off tape ``halt``,
+or ``live`` with every dispatch predicted on tape): a store that fails the write half-way keeps
+nothing of it.
 """
 
 from __future__ import annotations
@@ -413,7 +417,10 @@ def run_what_if(client: Any, session: str, spec: WhatIfSpec, *, confirm: Callabl
     model = (client.model if spec.model else None) or detail.row.model or client.model
     cf = Counterfactual(sid, "", str(client.store_dir), spec.turn, model=model if spec.replan else None)
     if not spec.replan:
-        with w.transaction() if spec.off_tape == "halt" else _nullcontext():
+        # Whole or not at all: one transaction unless an op may go live (off tape `live` with a miss
+        # predicted) — a live op's effect must not be rolled back unrecorded, nor hold the store's
+        # write lock while it acts; the CLI checks the store whole before such a run.
+        with w.transaction() if spec.off_tape == "halt" or plan.preview.offline else _nullcontext():
             did = w.create_session(detail.row.model or model, context={"correlation_id": sid, "agent_id": f"what_if:{sid}@{at}"})
             tid = w.begin_turn(did, f"<what-if {sid}>", detail.row.model or model)
             rec = _Recorder(w, did, red, client.cap)
