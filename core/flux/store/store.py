@@ -821,7 +821,8 @@ def _bootstrap_flow_schema(c: sqlite3.Connection) -> None:
 def _create_atomically(path: Path, bootstrap) -> None:
     """Create the SQLite file ``path`` whole or not at all: its schema is built in a private file
     beside it (WAL mode, checkpointed and closed), which is then hard-linked into place. A writer
-    killed meanwhile leaves a stray temp file, never a table-less ``path``; two writers creating the
+    killed meanwhile leaves a stray temp file (the next write open removes it:
+    :func:`remove_stale_creating`), never a table-less ``path``; two writers creating the
     same store race on the link, and the loser uses the winner's file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{new_ulid()}.creating")
     try:
@@ -843,6 +844,63 @@ def _create_atomically(path: Path, bootstrap) -> None:
     finally:
         for side in ("", "-wal", "-shm", "-journal"):
             Path(str(tmp) + side).unlink(missing_ok=True)
+
+
+# ``_create_atomically``'s temp files (and their SQLite sidecars): ``.events.db.<pid>.<ulid>.creating``
+_CREATING = re.compile(r"\.(?:events|flow)\.db\.(\d{1,10})\.[0-9A-HJKMNP-TV-Z]{26}\.creating(?:-wal|-shm|-journal)?")
+_CREATING_STALE_S = 600.0  # a bootstrap takes milliseconds: a temp file this old has no live creator
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` is running on this machine (a zombie — killed, not yet reaped — is not)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    except OSError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read(512).rsplit(b")", 1)[-1].split()[:1]
+        return state not in ([b"Z"], [b"X"])
+    except OSError:
+        return True  # no /proc: the signal check is all there is
+
+
+def remove_stale_creating(store_dir: Path) -> list[str]:
+    """Remove the temp files of store bootstraps whose process died before linking them in (a first
+    ``flux run`` killed with ``kill -9``): a name ``_create_atomically`` gives, whose pid is not a
+    live process, or which is older than any bootstrap takes. Returns the names removed. Only a
+    write open calls this; a read open changes nothing."""
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(store_dir))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        m = _CREATING.fullmatch(entry.name)
+        if m is None:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue  # not a file a bootstrap made: leave it alone
+        pid = int(m.group(1))
+        if pid == os.getpid() or (_pid_alive(pid) and now - st.st_mtime < _CREATING_STALE_S):
+            continue  # its creator may still link it in
+        try:
+            os.unlink(entry.path)
+            removed.append(entry.name)
+        except OSError:
+            pass
+    return removed
 
 
 class StoreWriter:
@@ -880,6 +938,7 @@ class StoreWriter:
             self.dir.mkdir(parents=True)
         events_path = self._events_path = self.dir / EVENTS_DB
         flow_path = self.dir / FLOW_DB
+        remove_stale_creating(self.dir)
         # Both files are checked before either is opened: a bad flow.db must not be found only
         # after events.db was opened read-write (which recovers a crashed writer's WAL into it).
         for path in (events_path, flow_path):
