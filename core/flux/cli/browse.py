@@ -165,7 +165,8 @@ def _show_json(detail, reader, prices, turn_filter: int | None) -> dict:
                     "context": detail.row.context},
         "turns": turns,
         "interrupted": None if it is None else {"turn": it.turn_number, "turn_id": it.turn_id, "user_input": it.user_input,
-                                                "flow_key": it.flow_key, "completed": it.completed},
+                                                "flow_key": it.flow_key, "completed": it.completed,
+                                                "position": it.position},
         "open_turn_not_flagged": check.reason,
         "recording_pid": check.recording_pid,
         "lineage": {
@@ -207,7 +208,7 @@ def _show_human(data: dict) -> None:
         click.echo(f"  child {c['id']} ({c['kind'] or c['agent_id']})")
     if data["interrupted"]:
         it = data["interrupted"]
-        click.secho(f"  ⚠ interrupted: turn {it['turn']} after {it['completed']} statement(s) — plan {it['flow_key']}", fg="red")
+        click.secho(f"  ⚠ interrupted: turn {it['turn']} after {it['position']} statement(s) — plan {it['flow_key']}", fg="red")
     elif data["recording_pid"] is not None:
         click.secho(f"  ● recording: {data['open_turn_not_flagged']}", fg="green")
     elif data["open_turn_not_flagged"]:

@@ -24,7 +24,8 @@ __all__ = ["InterruptedTurn", "InterruptCheck", "OpenTurn", "check_interrupted",
 
 
 class InterruptedTurn(FrozenRecord):
-    __slots__ = ("turn_number", "turn_id", "started_at_ms", "user_input", "plan_source", "flow_key", "completed", "draft")
+    __slots__ = ("turn_number", "turn_id", "started_at_ms", "user_input", "plan_source", "flow_key", "completed", "draft",
+                 "position")
     _NOT_COMPARED = _NOT_SHOWN = ("draft",)
     turn_number: int
     turn_id: int
@@ -32,11 +33,15 @@ class InterruptedTurn(FrozenRecord):
     user_input: str
     plan_source: str
     flow_key: str
-    completed: int  # statements the ledger shows completed
+    completed: int  # statements of the last accepted plan the ledger shows completed (flux's K)
     draft: Any  # the parsed plan (resurrect reuses it)
+    # the statements of the turn completed before the crash, its plans laid end to end — the
+    # number fork --turn T --at N, replay's tape end and resurrect's panel give the statement the
+    # turn stopped at (what every note shows; ``completed`` is the same count inside the last plan)
+    position: int
 
     def __init__(self, turn_number: int, turn_id: int, started_at_ms: int, user_input: str, plan_source: str,
-                 flow_key: str, completed: int, draft: Any = None) -> None:
+                 flow_key: str, completed: int, draft: Any = None, position: int | None = None) -> None:
         _set = object.__setattr__
         _set(self, "turn_number", turn_number)
         _set(self, "turn_id", turn_id)
@@ -46,6 +51,7 @@ class InterruptedTurn(FrozenRecord):
         _set(self, "flow_key", flow_key)
         _set(self, "completed", completed)
         _set(self, "draft", draft)
+        _set(self, "position", completed if position is None else position)
 
 
 class InterruptCheck(FrozenRecord):
@@ -145,7 +151,7 @@ def check_open_newest_turn(turn: OpenTurn, trace_bodies: "Callable[[], list[dict
         return InterruptCheck(reason=f"turn {turn.number}'s last accepted plan has no plan_source — not resumable",
                               open_turn=turn.number)
     from ..lang.ledger import ResumeLedger
-    from .stored_plan import parse_stored_plan
+    from .stored_plan import parse_stored_plan, statements_before_last_plan
 
     try:
         draft, key = (parse_plan or parse_stored_plan)(plan_source)
@@ -153,8 +159,11 @@ def check_open_newest_turn(turn: OpenTurn, trace_bodies: "Callable[[], list[dict
         return InterruptCheck(reason=f"turn {turn.number}'s last accepted plan does not parse ({e}) — not resumable",
                               open_turn=turn.number)
     ledger = ResumeLedger.from_interrupted(trace_bodies(), key)
+    completed = len(ledger.completed) if ledger else 0
+    count = None if parse_plan is None else (lambda source: len(parse_plan(source)[0].body))
+    before = statements_before_last_plan([src for src in accepted if src is not None], count)
     return InterruptCheck(
         interrupted=InterruptedTurn(turn.number, turn.turn_id, turn.started_at_ms, turn.user_input,
-                                    plan_source, key, len(ledger.completed) if ledger else 0, draft),
+                                    plan_source, key, completed, draft, before + completed),
         open_turn=turn.number,
     )

@@ -83,6 +83,7 @@ class SessionSummary(Record):
             "interrupted": None if it is None else {
                 "turn": it.turn_number, "turn_id": it.turn_id, "started_at_ms": it.started_at_ms,
                 "user_input": it.user_input, "flow_key": it.flow_key, "completed": it.completed,
+                "position": it.position,
             },
             "open_turn_not_flagged": self.interrupt.reason,
             "recording_pid": self.interrupt.recording_pid,

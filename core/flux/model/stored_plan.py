@@ -10,14 +10,14 @@ failure of the whole store.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..errors import FluxError
 
 if TYPE_CHECKING:
     from ..lang import ast as A
 
-__all__ = ["StoredPlanError", "parse_stored_plan", "stored_plan_key"]
+__all__ = ["StoredPlanError", "parse_stored_plan", "statements_before_last_plan", "stored_plan_key"]
 
 # What parsing, formatting or hashing hostile text can raise besides the language's own errors.
 _HOSTILE = (RecursionError, ValueError, UnicodeError, OverflowError, MemoryError, TypeError, IndexError, KeyError,
@@ -58,3 +58,22 @@ def stored_plan_key(source: str | None) -> str | None:
         return parse_stored_plan(source)[1]
     except StoredPlanError:
         return None
+
+
+def statements_before_last_plan(accepted_sources: "Sequence[str]",
+                                count: "Callable[[str], int] | None" = None) -> int:
+    """How many top-level statements a turn's accepted plans (their sources, in order) hold before
+    the last one: what a statement of the last plan is offset by when the turn's plans are laid end
+    to end — how `flux fork --turn T --at N` counts, and so how every note numbers a statement of a
+    turn (in an adaptive turn every tool call is a one-statement plan, so a plan's own node is 0).
+    ``count``: a source's number of statements (default: its parse's; a faster reader of the same
+    plans may be passed). A plan that does not parse (or is not text) counts none."""
+    total = 0
+    for source in accepted_sources[:-1]:
+        if not isinstance(source, str):
+            continue
+        try:
+            total += count(source) if count is not None else len(parse_stored_plan(source)[0].body)
+        except FluxError:
+            pass
+    return total

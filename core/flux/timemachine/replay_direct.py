@@ -52,7 +52,8 @@ from typing import Any, NamedTuple, Sequence
 
 from ..canonical import canonical_json, json_string, scrub_text, sha256_hex
 from ..cassette.replay import ReplayHost
-from ..model.stored_plan import StoredPlanError, parse_stored_plan
+from ..model.stored_plan import parse_stored_plan
+from ..model.stored_plan import statements_before_last_plan as count_statements_before_last_plan
 from ..lang.interpreter import PlanHalt, ResumeError, _interpolate_json
 from ..lang.parser import _HOST_LINE, _HOST_PLAN, MAX_JSON_DEPTH, RESERVED
 
@@ -260,23 +261,18 @@ def statements_before_last_plan(turn: Any) -> int:
 
 
 def statements_before_last(sources: Sequence[Any]) -> int:
-    """:func:`statements_before_last_plan` over a turn's accepted plan texts, in order. A text that
-    does not parse counts none."""
-    total = 0
-    for source in sources[:-1]:
-        if not isinstance(source, str):
-            continue
-        hc = direct_plan(source)
-        if type(hc) is HostCall:
-            total += 1
-        elif hc is not None:
-            total += len(hc.stmts)
-        else:
-            try:
-                total += len(parse_stored_plan(source)[0].body)
-            except StoredPlanError:
-                pass
-    return total
+    """:func:`flux.model.stored_plan.statements_before_last_plan` (the one counting rule) over a
+    turn's accepted plan texts, in order, each host plan counted without the parser."""
+    return count_statements_before_last_plan(sources, _statement_count)
+
+
+def _statement_count(source: str) -> int:
+    hc = direct_plan(source)
+    if type(hc) is HostCall:
+        return 1
+    if hc is not None:
+        return len(hc.stmts)
+    return len(parse_stored_plan(source)[0].body)
 
 
 _new_tuple = tuple.__new__  # HostCall(*fields) without the named tuple's own __new__ (all it does)

@@ -45,7 +45,7 @@ from ..store.bindings import FlowDbBindings
 from ..store.lease import SessionLease, SessionLeased, lease_holder
 from ..store.store import NotUTF8, SessionRow, StoreReader, StoredEvent, stored_event
 from .engine import BufferedRunSink, HostBody, binder_of, catalog_for, live_effect, plan_ast, predict_calls, simulate_serve
-from .replay_direct import NOT_DIRECT, DirectRunner, direct_plan, statements_before_last_plan
+from .replay_direct import NOT_DIRECT, DirectRunner, direct_plan
 from .gate import LiveOp, LivePreview
 
 __all__ = ["ResurrectPlan", "ResurrectReport", "prepare_resurrect", "plan_resurrect", "resurrect_session",
@@ -90,7 +90,7 @@ class ResurrectPlan:
     turn_id: int
     draft: A.DraftAst
     flow_key: str
-    completed: int  # statements the ledger shows completed (flux's K)
+    completed: int  # statements of the plan the ledger shows completed (flux's K)
     ledger: Optional[ResumeLedger]  # what fast-forwards (values rebuildable)
     values: dict[str, Any]
     tail: list[TapeCell]  # the crash tail served from tape
@@ -98,6 +98,7 @@ class ResurrectPlan:
     in_flight: Optional[str]  # the op dispatched with no result and no cell
     preview: Optional[LivePreview]  # None: prepare_resurrect(preview=False)
     has_boundary: bool = True
+    position: Optional[int] = None  # the turn's statements completed, its plans end to end (fork --turn's count)
 
 
 @dataclass
@@ -130,10 +131,11 @@ class ResurrectReport:
                 f"{self.ops_served_from_cassette} op(s) served from the cassette, {self.ops_run_live} run live{extra}")
 
 
-def resurrect_lines(plan_or_report: Any) -> str:
-    """flux's first stderr line for a resurrect (§4.7)."""
-    p = plan_or_report
-    return (f"resurrect · session {p.session} · turn {p.turn} was interrupted after {p.completed} statement(s) — "
+def resurrect_lines(plan: "ResurrectPlan") -> str:
+    """flux's first stderr line for a resurrect (§4.7), its statements counted over the turn as the
+    panel below it and `flux fork --turn` count them."""
+    done = plan.completed if plan.position is None else plan.position
+    return (f"resurrect · session {plan.session} · turn {plan.turn} was interrupted after {done} statement(s) — "
             "finishing it offline (no model call)")
 
 
@@ -389,14 +391,14 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
             start = max(start, ledger.checkpoint + 1)
     if not preview:
         return ResurrectPlan(detail, sid, turn.number, turn.turn_id, draft, key, it.completed, ledger, values, tail,
-                             unanchored, in_flight, None, has_boundary)
+                             unanchored, in_flight, None, has_boundary, it.position)
     tape = ReplayTape(tail)
     rest = len(draft.body[start:]) if type(draft.body) is not HostBody else max(0, len(draft.body) - start)
     served, misses = _simulate_rest(tape, draft.body, start, catalog)
     ops = tuple(LiveOp(m.op, live_effect(catalog, m.op), m.detail, workspace,
                        "in flight" if m.op == in_flight else "tail") for m in misses)
-    before = statements_before_last_plan(turn)  # the turn's statements counted as fork --turn counts them
-    notes = [f"interrupted at statement {before + it.completed} of {before + len(draft.body)} of the turn"
+    before = it.position - it.completed  # the turn's statements counted as fork --turn counts them
+    notes = [f"interrupted at statement {it.position} of {before + len(draft.body)} of the turn"
              + (" (killed mid-dispatch)" if in_flight else "")]
     if kept:
         notes.append(f"✓ {len(kept)} statement(s) fast-forwarded")
@@ -409,7 +411,7 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
                           tuple(notes), f"resurrect {sid} · turn {turn.number}",
                           {"turn": turn.number, "completed": it.completed, "in_flight": in_flight})
     return ResurrectPlan(detail, sid, turn.number, turn.turn_id, draft, key, it.completed, ledger, values, tail,
-                         unanchored, in_flight, preview, has_boundary)
+                         unanchored, in_flight, preview, has_boundary, it.position)
 
 
 def _simulate_rest(tape: ReplayTape, body: Any, start: int, catalog: OpCatalog | None) -> tuple[int, list]:
