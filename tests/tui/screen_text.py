@@ -29,3 +29,10 @@ async def settle(pilot, rounds: int = 3) -> None:
         except WorkerFailed as e:
             pytest.fail(f"a worker failed: {e.error!r}", pytrace=False)
         await pilot.pause()
+
+
+def widget_text(app, selector: str) -> str:
+    """The plain text a ``Static`` on the current screen shows, its lines joined by single spaces
+    (a dialog's wrapped sentence reads as one line, without the borders around it)."""
+    content = app.screen.query_one(selector).content
+    return " ".join(str(getattr(content, "plain", content)).split())

@@ -15,7 +15,7 @@ import pytest
 from flux.store import StoreWriter
 from flux_tui.screens.diff import DiffScreen
 from flux_tui.screens.session import SessionScreen
-from screen_text import screen_text, settle
+from screen_text import screen_text, settle, widget_text
 from stores import NOW_MS
 from tests.helpers import cell, tree_digest, write_turn
 
@@ -351,14 +351,15 @@ async def test_resurrecting_the_demo_live_runs_its_own_ops(make_app, demo, monke
         await settle(pilot)
         assert isinstance(app.screen, ResurrectScreen)
         text = screen_text(app)
-        assert "↻ publish (write) has no cell → runs again" in text and str(ws) in text
+        assert "publish (write; in flight when the process died)" in widget_text(app, "#resurrect-body") and str(ws) in text
         await pilot.press("y")
         await settle(pilot)
         assert isinstance(app.screen, GateScreen) and "publish" in screen_text(app)
         await pilot.press("y")
         await settle(pilot)
         text = screen_text(app)
-        assert "resurrected · session s_9 · turn 1" in text and "↻ 2 op(s) run live: publish, append" in text
+        assert "resurrected · session s_9 · turn 1" in text
+        assert "and 2 run live (publish, append) — the recording held no result for them" in widget_text(app, "#resurrect-body")
     assert (ws / "index" / "pypi" / "tokenizer-0.4.0.tar.gz").is_file()
     assert (ws / "CHANGELOG.md").read_text().endswith("- published to pypi\n")
 

@@ -12,7 +12,7 @@ from flux_tui.screens.diff import DiffScreen
 from flux_tui.screens.lineage import LineageScreen
 from flux_tui.screens.session import SessionScreen
 from flux_tui.screens.sessions import SessionsScreen
-from screen_text import screen_text, settle
+from screen_text import screen_text, settle, widget_text
 from stores import NOW_MS, build_gallery
 from tests.helpers import cell, tree_digest, write_turn
 
@@ -418,14 +418,17 @@ async def test_resurrect_offline_then_the_report_and_markers(make_app, tmp_path,
         assert isinstance(app.screen, ResurrectScreen)
         text = screen_text(app)
         assert "Resurrect s_1 · turn 1" in text and "interrupted at statement 1 of 3 of the turn" in text
-        assert "offline: no model call, no side effect" in text
+        flat = widget_text(app, "#resurrect-body")
+        assert ("Resurrect finishes it from the turn's own plan, with no model call: 1 statement fast-forwarded, "
+                "2 cells served from tape — nothing runs live, no side effect.") in flat
+        assert "run live" not in flat
         assert _turn_ended(store) == 0  # nothing written before y
         await pilot.press("y")
         await settle(pilot)
         text = screen_text(app)
         assert "Resurrected s_1 · turn 1" in text and "resurrected · session s_1 · turn 1" in text
-        assert "✓ 1 statement(s) fast-forwarded" in text and "✓ 2 op(s) served from the cassette" in text
-        assert "· 0 op(s) run live" in text
+        assert ("1 statement fast-forwarded, 2 ops served from the cassette — nothing ran live; no model call."
+                in widget_text(app, "#resurrect-body"))
         assert _turn_ended(store) == 1 and not (tmp_path / "out.txt").exists()  # the write came from tape
         await pilot.press("escape")
         await settle(pilot)
@@ -448,7 +451,8 @@ async def test_resurrect_that_runs_an_op_again_passes_the_gate(make_app, tmp_pat
         await pilot.press("R")
         await settle(pilot)
         text = screen_text(app)
-        assert "↻ write (write) has no cell → runs again" in text and "runs live: write (write)" in text
+        assert ("with no model call: 1 statement fast-forwarded, 1 cell served from tape, and 1 op run live because the "
+                "recording holds no result for them: write (write; not reached before the kill).") in widget_text(app, "#resurrect-body")
         await pilot.press("y")
         await settle(pilot)
         assert isinstance(app.screen, GateScreen) and "out.txt" in screen_text(app)
@@ -458,7 +462,8 @@ async def test_resurrect_that_runs_an_op_again_passes_the_gate(make_app, tmp_pat
         assert not (tmp_path / "out.txt").exists()
         await pilot.press("y", "y")
         await settle(pilot)
-        assert "↻ 1 op(s) run live: write" in screen_text(app)
+        assert ("and 1 run live (write) — the recording held no result for them; no model call."
+                in widget_text(app, "#resurrect-body"))
         assert (tmp_path / "out.txt").read_text() == "done" and _turn_ended(store) == 1
 
 

@@ -20,7 +20,7 @@ from textual.worker import get_current_worker
 from flux.errors import FluxError, StoreError
 
 from ..messages import ReportsWorkerFailures
-from .gate import GateScreen, live_summary, relabel
+from .gate import EFFECT_STYLES, GateScreen, relabel
 
 __all__ = ["ResurrectScreen", "report_text", "plan_text"]
 
@@ -37,36 +37,55 @@ class _Done(Message):
         self.report, self.error = report, error
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
 def plan_text(plan) -> Text:
-    """What a resurrect will do, from the engine's plan and preview."""
+    """What a resurrect will do, from the engine's plan and preview: where the turn stopped, then
+    one sentence — what is fast-forwarded, what tape serves, what runs live and why."""
     p = plan.preview
     t = Text()
-    for note in p.notes:
-        style = "green" if note.startswith("✓") else ("bold yellow" if note.startswith("↻") else
-                                                      ("dim" if note.startswith("·") else ""))
-        t.append(note + "\n", style=style)
+    if p.notes:
+        t.append(p.notes[0] + "\n", style="bold")  # "interrupted at statement K of N of the turn …"
+    t.append("Resurrect finishes it from the turn's own plan, with no model call: ")
+    t.append(f"{_count(p.prefix_statements, 'statement')} fast-forwarded, ", style="green")
+    t.append(f"{_count(p.tail_served, 'cell')} served from tape", style="green")
+    if not p.ops:
+        t.append(" — nothing runs live, no side effect.\n", style="green")
+    else:
+        t.append(f", and {_count(len(p.ops), 'op')} run live because the recording holds no result for them: ")
+        for i, o in enumerate(p.ops):
+            if i:
+                t.append(" · ", style="dim")
+            t.append(o.op, style="bold yellow")
+            why = "in flight when the process died" if o.why == "in flight" else "not reached before the kill"
+            t.append(f" ({o.effect}; {why})", style=EFFECT_STYLES.get(o.effect, ""))
+        t.append(".\n")
     if plan.unanchored_cells:
         t.append(f"the turn wrote no statement boundary: {plan.unanchored_cells} cell(s) are matched to the resumed "
                  "dispatches by step and input\n", style="dim")
-    t.append_text(live_summary(p))
     return t
 
 
 def report_text(report) -> Text:
-    """The report the resurrect returned (flux's fields, plus the unanchored cells served)."""
+    """The report the resurrect returned (flux's fields, plus the unanchored cells served), as one
+    sentence under its outcome."""
     t = Text()
     ok = report.outcome == "resurrected" and not report.diverged
     t.append(f"{report.outcome}", style="bold green" if ok else "bold red")
     t.append(f" · session {report.session} · turn {report.turn}\n", style="")
-    t.append(f"✓ {report.statements_fast_forwarded} statement(s) fast-forwarded\n", style="green")
-    t.append(f"✓ {report.ops_served_from_cassette} op(s) served from the cassette", style="green")
+    t.append(f"{_count(report.statements_fast_forwarded, 'statement')} fast-forwarded, ", style="green")
+    t.append(f"{_count(report.ops_served_from_cassette, 'op')} served from the cassette", style="green")
     if report.unanchored_served:
         t.append(f" ({report.unanchored_served} unanchored)", style="green")
-    t.append("\n")
     live = report.ops_run_live
-    t.append(f"{'↻' if live else '·'} {live} op(s) run live" + (f": {', '.join(report.live_ops)}" if report.live_ops else "")
-             + "\n", style="bold yellow" if live else "dim")
-    t.append("· no model call\n", style="dim")
+    if live:
+        names = f" ({', '.join(report.live_ops)})" if report.live_ops else ""
+        t.append(f" and {live} run live{names}", style="bold yellow")
+        t.append(" — the recording held no result for them; no model call.\n")
+    else:
+        t.append(" — nothing ran live; no model call.\n", style="green")
     if report.diverged:
         t.append("diverged: ", style="bold red")
         t.append(report.diverged + "\n", style="red")
