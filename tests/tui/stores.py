@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from tests.helpers import copy_fixture, rewrite
+from tests.helpers import cell, copy_fixture, rewrite, write_turn
 from flux.store import (
     CallUsage, Message, Observation, OpRecorded, PlanAttempted, PlanHalted, Run, StatementCompleted, StepFailed,
     StepStarted, StepSucceeded, StoreWriter, TurnEnded, UnknownEvent, UnknownRun, Usage,
@@ -275,4 +275,25 @@ def build_multi_turn(path: Path, turns: int = 3) -> Path:
             ("bash", '{"command":"ls"}', f"listing {t + 1}", {}),
         ], answer=f"answer {t + 1}")
     w.close()
+    return path
+
+
+CHAIN_PLAN = 'flow\n  a = read({"path":"A"})\n  b = read({"path": $a})\n'
+
+
+def build_chain(path: Path) -> Path:
+    """s_1: ``a = read(A)`` returned "B", then ``b = read($a)`` read file B ("bee"): substituting
+    a's result sends b off tape."""
+    from flux.lang import parse
+    from flux.lang.hashes import flow_key, stmt_hash16
+
+    d = parse(CHAIN_PLAN)
+    key = flow_key(d.name, d.body)
+    cells = [cell("read", {"path": "A"}, "B"), cell("read", {"path": "B"}, "bee")]
+    events = []
+    for i, (node, c) in enumerate(zip(d.body, cells)):
+        events += [c, Run(event=StatementCompleted(plan=key, node=i, stmt=stmt_hash16(node)))]
+    with StoreWriter(path) as w:
+        s1 = w.create_session("mock")
+        write_turn(w, s1, "go", plan=CHAIN_PLAN, cells=events)
     return path

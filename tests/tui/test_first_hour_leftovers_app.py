@@ -7,9 +7,11 @@ import sys
 from contextlib import contextmanager
 
 import pytest
+from click.testing import CliRunner
+from hypothesis import assume, given, settings, strategies as st
 
 from screen_text import screen_text, settle
-from stores import NOW_MS, build_interrupted
+from stores import NOW_MS, build_chain, build_interrupted
 
 pytestmark = pytest.mark.anyio
 
@@ -84,3 +86,57 @@ async def test_the_same_session_with_its_writer_gone_is_interrupted(tmp_path):
     assert "⚠ interrupted" in text.splitlines()[0] and "recording" not in text
     assert "⚠ interrupted at statement 1 — R resurrects turn 1" in info
     assert pushed == "ResurrectScreen"
+
+
+# -- the inspector speaks the user's words, not the engine's type names ----------------------------
+
+_ENGINE_NAMES = ("OffTape::Halt", "Frozen scope", "--off-tape")
+
+
+def _halted_what_if(tmp_path):
+    """The chain store and ``flux what-if s_1 --substitute-at 0='"C"'``: b reads C, a call the
+    recording never made, and the what-if halts there (off tape: halt) — recorded as flux words it."""
+    from flux.cli import main
+
+    store = build_chain(tmp_path / "c")
+    result = CliRunner().invoke(main, ["what-if", "s_1", "--store", str(store), "--substitute-at", '0="C"'])
+    assert result.exit_code == 0, result.output
+    assert "this Frozen scope is OffTape::Halt" in result.output  # the CLI keeps flux's text
+    return store
+
+
+async def test_an_off_tape_halt_reads_in_user_words_in_the_inspector_and_the_plan(tmp_path):
+    """Reproduction: the inspector of a what-if that halted off tape said ``… and this Frozen scope
+    is OffTape::Halt — rerun with --off-tape live …`` (the engine's type name and the CLI's flag)."""
+    app = _app(_halted_what_if(tmp_path), session="s_2")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        tv = app.screen.timeline_view
+        shown = {}
+        for kind in ("statement", "cell"):
+            row = next(i for i, r in enumerate(tv.rows) if r.kind == kind and (r.cell or r.statement) is not None
+                       and ("halt" in (r.statement.status if r.statement else "") or (r.cell and r.cell.flagged_error)))
+            tv.move_cursor(row)
+            await settle(pilot)
+            shown[kind] = " ".join(app.screen.query_one("#inspector").plain_text.split())
+        plan = screen_text(app)
+    for text in (*shown.values(), plan):
+        assert not any(name in text for name in _ENGINE_NAMES), text
+    words = ("has no recorded cell left to serve it (the recording never made this call), so the run halted here "
+             "instead of dispatching it live — a what-if (w) with F3 off tape: live runs it for real")
+    assert words in shown["statement"] and words in shown["cell"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(), st.text(), st.booleans())
+def test_user_words_replace_the_engine_names_and_nothing_else(before, after, way_out):
+    """Any text around the recorded halt keeps every character; the engine's names go; a text
+    without the halt comes back as it was."""
+    from flux.cassette.replay import OFF_TAPE_CLI_WAY_OUT, OFF_TAPE_HALT
+    from flux_tui.fmt import in_user_words
+
+    assume("OffTape" not in before + after and "Frozen" not in before + after)
+    assert in_user_words(before + after) == before + after
+    out = in_user_words(before + OFF_TAPE_HALT + (f" — {OFF_TAPE_CLI_WAY_OUT}" if way_out else "") + after)
+    assert out.startswith(before) and out.endswith(after)
+    assert "OffTape" not in out and "Frozen" not in out and ("--off-tape" in out) == ("--off-tape" in before + after)

@@ -12,17 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from flux.store import StoreWriter
 from flux_tui.screens.diff import DiffScreen
 from flux_tui.screens.session import SessionScreen
 from screen_text import screen_text, settle, widget_text
-from stores import NOW_MS
-from tests.helpers import cell, tree_digest, write_turn
+from stores import NOW_MS, build_chain
+from tests.helpers import tree_digest
 
 pytestmark = pytest.mark.anyio
 
 SIZE = (120, 40)
-PLAN = 'flow\n  a = read({"path":"A"})\n  b = read({"path": $a})\n'
 
 
 @pytest.fixture(autouse=True)
@@ -30,25 +28,6 @@ def no_text_area_blink(monkeypatch):
     from textual.widgets import TextArea
 
     monkeypatch.setattr(TextArea, "_toggle_cursor_blink_visible", lambda self: None)
-
-
-def _chain(path: Path) -> Path:
-    """s_1: ``a = read(A)`` returned "B", then ``b = read($a)`` read file B ("bee"): substituting
-    a's result sends b off tape."""
-    from flux.lang import parse
-    from flux.lang.hashes import flow_key, stmt_hash16
-    from flux.store import Run, StatementCompleted
-
-    d = parse(PLAN)
-    key = flow_key(d.name, d.body)
-    cells = [cell("read", {"path": "A"}, "B"), cell("read", {"path": "B"}, "bee")]
-    events = []
-    for i, (node, c) in enumerate(zip(d.body, cells)):
-        events += [c, Run(event=StatementCompleted(plan=key, node=i, stmt=stmt_hash16(node)))]
-    with StoreWriter(path) as w:
-        s1 = w.create_session("mock")
-        write_turn(w, s1, "go", plan=PLAN, cells=events)
-    return path
 
 
 def _registry(store: Path) -> list[tuple]:
@@ -97,7 +76,7 @@ def _value(app, text: str) -> None:
 
 async def test_what_if_this_cell_opens_the_diff_with_the_first_divergence_focused(make_app, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    store = _chain(tmp_path / "c")
+    store = build_chain(tmp_path / "c")
     app = make_app(store)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -143,7 +122,7 @@ async def test_what_if_every_call_halts_off_tape_or_goes_live_through_the_gate(m
     ws.mkdir()
     (ws / "C").write_text("sea")
     monkeypatch.chdir(ws)
-    store = _chain(tmp_path / "c")
+    store = build_chain(tmp_path / "c")
     app = make_app(store)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -194,7 +173,7 @@ async def test_what_if_every_call_halts_off_tape_or_goes_live_through_the_gate(m
 
 async def test_what_if_the_policy_were_different(make_app, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    store = _chain(tmp_path / "c")
+    store = build_chain(tmp_path / "c")
     (tmp_path / "deny.json").write_text(json.dumps({"deny": ["read"], "default": "allow"}))
     app = make_app(store)
     async with app.run_test(size=SIZE) as pilot:
@@ -222,7 +201,7 @@ async def test_what_if_the_policy_were_different(make_app, tmp_path, monkeypatch
 async def test_what_if_on_a_statement_that_dispatched_nothing_asks_only_about_the_policy(make_app, tmp_path):
     from flux_tui.screens.whatif import WhatIfScreen, WhatIfTarget
 
-    app = make_app(_chain(tmp_path / "c"))
+    app = make_app(build_chain(tmp_path / "c"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         app.open_session("s_1")
@@ -251,7 +230,7 @@ async def test_what_if_replan_with_a_model_without_a_key_is_refused_before_anyth
     monkeypatch.chdir(tmp_path)
     for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
-    store = _chain(tmp_path / "c")
+    store = build_chain(tmp_path / "c")
     before = tree_digest(store)
     app = make_app(store)
     async with app.run_test(size=SIZE) as pilot:
@@ -285,7 +264,7 @@ async def test_what_if_replan_of_this_turn_calls_the_model_through_the_gate(make
 
     key = "sk-test-0123456789abcdefghijklmnop"
     monkeypatch.chdir(tmp_path)
-    store = _chain(tmp_path / "c")
+    store = build_chain(tmp_path / "c")
     with FakeAnthropic(api_key=key) as srv:
         srv.script(Answer(text="Re-planned: nothing to read."))
         monkeypatch.setenv("ANTHROPIC_API_KEY", key)
@@ -519,12 +498,12 @@ def _cursor_on_first_cell(app) -> None:
 
 class TestSnapshots:
     def test_what_if_dialog(self, snap_compare, tmp_path, fixed_workspace):
-        app, before = _snap(_chain(tmp_path / "c"), _open_step, _cursor_on_first_cell, "w", "checked",
+        app, before = _snap(build_chain(tmp_path / "c"), _open_step, _cursor_on_first_cell, "w", "checked",
                             lambda a: _value(a, '"C"'), "checked")
         assert snap_compare(app, terminal_size=SIZE, run_before=before)
 
     def test_what_if_result_diff(self, snap_compare, tmp_path, fixed_workspace):
-        app, before = _snap(_chain(tmp_path / "c"), _open_step, _cursor_on_first_cell, "w", "checked",
+        app, before = _snap(build_chain(tmp_path / "c"), _open_step, _cursor_on_first_cell, "w", "checked",
                             lambda a: _value(a, '"C"'), "checked", "ctrl+r")
         assert snap_compare(app, terminal_size=SIZE, run_before=before)
 
@@ -536,17 +515,17 @@ class TestSnapshots:
         assert snap_compare(app, terminal_size=SIZE, run_before=before)
 
     def test_what_if_dialog_80x24(self, snap_compare, tmp_path, fixed_workspace):
-        app, before = _snap(_chain(tmp_path / "c"), _open_step, _cursor_on_first_cell, "w", "checked")
+        app, before = _snap(build_chain(tmp_path / "c"), _open_step, _cursor_on_first_cell, "w", "checked")
         assert snap_compare(app, terminal_size=(80, 24), run_before=before)
 
     def test_what_if_replan_this_turn(self, snap_compare, tmp_path, fixed_workspace):
         """F4 this turn only, F5 re-plan with the session's model (mock): the model and instructions
         fields, the live model call in the preview."""
-        app, before = _snap(_chain(tmp_path / "c"), _open_step, _cursor_on_first_cell, "w", "checked", "f4",
+        app, before = _snap(build_chain(tmp_path / "c"), _open_step, _cursor_on_first_cell, "w", "checked", "f4",
                             "checked", "f5", "checked")
         assert snap_compare(app, terminal_size=SIZE, run_before=before)
 
     def test_what_if_replan_80x24(self, snap_compare, tmp_path, fixed_workspace):
-        app, before = _snap(_chain(tmp_path / "c"), _open_step, _cursor_on_first_cell, "w", "checked", "f5",
+        app, before = _snap(build_chain(tmp_path / "c"), _open_step, _cursor_on_first_cell, "w", "checked", "f5",
                             "checked")
         assert snap_compare(app, terminal_size=(80, 24), run_before=before)

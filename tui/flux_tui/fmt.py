@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flux.cassette.replay import OFF_TAPE_CLI_WAY_OUT, OFF_TAPE_HALT
 from flux.store.events import Usage
 from flux.model.wording import cost_text, tokens_text, usage_text
 from flux.timefmt import age, iso_ms
 
 __all__ = [
     "fmt_cost", "fmt_tokens", "fmt_usage", "fmt_duration", "fmt_age", "iso_ms", "outcome_style",
-    "one_line", "lineage_mark", "display_path",
+    "one_line", "lineage_mark", "display_path", "in_user_words",
 ]
 
 OK_OUTCOMES = frozenset({"ok", "completed", "resumed", "resurrected", "accepted", "answered"})
@@ -90,3 +91,19 @@ def one_line(s: str, limit: int = 200) -> str:
     """First line of ``s``, whitespace-collapsed, at most ``limit`` chars (with …)."""
     s = " ".join(s.split())
     return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+# The engine's recorded halt for a call the tape cannot serve keeps flux's wording (the scope's type
+# and the CLI flag); the app says what happened and its own way out.
+_OFF_TAPE_IN_WORDS = ("has no recorded cell left to serve it (the recording never made this call), so the run "
+                      "halted here instead of dispatching it live")
+_OFF_TAPE_WAY_OUT = "a what-if (w) with F3 off tape: live runs it for real"
+
+
+def in_user_words(text: str) -> str:
+    """A recorded engine message as the app shows it: flux's internal names (a halted off-tape
+    call's scope type, the CLI's flag) replaced by what happened and the app's way out."""
+    if OFF_TAPE_HALT not in text:
+        return text
+    text = text.replace(f"{OFF_TAPE_HALT} — {OFF_TAPE_CLI_WAY_OUT}", f"{_OFF_TAPE_IN_WORDS} — {_OFF_TAPE_WAY_OUT}")
+    return text.replace(OFF_TAPE_HALT, _OFF_TAPE_IN_WORDS)

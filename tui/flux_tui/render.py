@@ -24,7 +24,7 @@ from flux.model.session import Cell, SessionDetail, Turn, turn_index_of
 from flux.model.timeline import Statement, TimelinePlan, TurnTimeline
 from flux.store.events import Compacted, Message, Observation, Run, UnknownEvent, UnknownRun
 
-from .fmt import fmt_cost, fmt_duration, fmt_usage, iso_ms, one_line, outcome_style
+from .fmt import fmt_cost, fmt_duration, fmt_usage, in_user_words, iso_ms, one_line, outcome_style
 from .highlight import highlight_flux
 
 __all__ = [
@@ -136,7 +136,7 @@ def render_cell(cell: Cell, statement: Statement | None = None) -> RenderableTyp
     parts.append(Text.assemble(("input", "bold"), ("  (input_view, truncated)" if r.input_view_truncated else "", "yellow")))
     parts.append(_json_or_text(r.input_view, r.input_view_truncated))
     parts.append(Text(""))
-    content, hidden = capped(r.content)
+    content, hidden = capped(in_user_words(r.content))
     parts.append(Text.assemble(("content", "bold"), ("  (truncated by the recorder)" if r.truncated else "", "yellow")))
     parts.append(Text(content, style="red" if cell.flagged_error else "") if content else Text("(empty)", style="dim"))
     if hidden:
@@ -184,7 +184,7 @@ def render_statement(tp: TimelinePlan, st: Statement, position: int | None = Non
     if errors:
         _kv(meta, "errors", f"{errors} cell(s) with is_error/denied", "bold red")
     if st.status == "halted":
-        _kv(meta, "halt", f"{st.halt_kind or 'runtime'}: {st.halt_error or ''}", "bold red")
+        _kv(meta, "halt", f"{st.halt_kind or 'runtime'}: {in_user_words(st.halt_error or '')}", "bold red")
     if a.fingerprint:
         _kv(meta, "fingerprint", a.fingerprint)
     code = highlight_flux(display_statement_text(st.text))

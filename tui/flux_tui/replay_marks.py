@@ -22,6 +22,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from .fmt import in_user_words
+
 __all__ = ["ReplayMarks", "marks_from_report", "divergence_target", "render_report", "CELL_MARKS", "STMT_MARKS"]
 
 CELL_MARKS: dict[str, tuple[str, str]] = {
@@ -107,7 +109,7 @@ def marks_from_report(session_id: str, report, seconds: float = 0.0) -> ReplayMa
         if _RANK[status] >= _RANK.get(m.stmts.get(key, "ok"), 0):
             m.stmts[key] = status
             if sr.error:
-                m.stmt_errors[key] = sr.error
+                m.stmt_errors[key] = in_user_words(sr.error)
     return m
 
 

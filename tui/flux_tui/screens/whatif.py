@@ -38,9 +38,9 @@ from textual.timer import Timer
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static, TextArea
 from textual.worker import get_current_worker
 
-from flux.cassette.replay import OFF_TAPE_CLI_WAY_OUT, OFF_TAPE_HALT
 from flux.errors import FluxError, StoreError
 
+from ..fmt import in_user_words
 from ..messages import ReportsWorkerFailures
 from ..widgets.editors import JsonTextArea
 from .fork import json_problem, recorded_json
@@ -640,10 +640,7 @@ class WhatIfScreen(ReportsWorkerFailures, ModalScreen[str | None]):
         where = f"first divergence at row {fd.node} ({fd.kind})" if fd else "no divergence: the same run"
         toast = f"what-if {cf.session} ← {cf.source} · {cf.badge} · {where}"
         if cf.latched:
-            # The engine's reason names the CLI flag; here the same switch is the dialog's F3.
-            reason = cf.latched.replace(f"{OFF_TAPE_HALT} — {OFF_TAPE_CLI_WAY_OUT}",
-                                        "has no recorded cell left — ask again (w) with F3 off tape: live to dispatch it for real")
-            toast += f" · {reason}"  # the badge already says it halted off tape
+            toast += f" · {in_user_words(cf.latched)}"  # the badge already says it halted off tape
         self.app.notify(toast, severity="warning" if cf.latched else "information", timeout=8)
 
     def action_cancel(self) -> None:

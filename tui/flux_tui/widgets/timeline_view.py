@@ -14,7 +14,7 @@ from textual.binding import Binding
 from flux.model.session import Cell, Turn
 from flux.model.timeline import Statement, TimelinePlan, TurnTimeline
 
-from ..fmt import one_line
+from ..fmt import in_user_words, one_line
 from ..highlight import highlight_flux
 from ..render import display_statement_text, statement_marker
 from .virtual_list import VirtualList
@@ -106,7 +106,7 @@ def _cell_line(c: Cell, last: bool, width: int) -> Text:
         if on:
             t.append(f" [{label}]", style=style)
     t.append("  ")
-    t.append(one_line(r.view if r.view else r.content, max(width, 20)) or "(empty)",
+    t.append(one_line(r.view if r.view else in_user_words(r.content), max(width, 20)) or "(empty)",
              style="red" if c.flagged_error else "dim")
     return t
 
