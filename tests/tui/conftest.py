@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
+
+from flux.agent.client import Client
+from flux.testkit import Scenario
+from tests.testkit.conftest import change_tool_input
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -40,3 +45,25 @@ def make_app():
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
+
+
+@pytest.fixture
+def scenarios(tmp_path: Path, monkeypatch) -> Path:
+    """``scenarios/`` (relative, under a temp cwd): ``note`` recorded clean, ``broken`` whose model
+    asks another path (the re-drive leaves the recorded world), ``stale-snap`` whose plan snapshot
+    names an old file."""
+    monkeypatch.chdir(tmp_path)
+    for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "FLUX_GOLDEN"):
+        monkeypatch.delenv(k, raising=False)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "README.md").write_text("# x\n")
+    root = Path("scenarios")  # relative: the top bar shows no temp path
+    with Client("mock", workspace=ws, auto_approve=True, env_secrets=False) as c:
+        Scenario.record(c, "write a quick note", root / "note").close()
+    shutil.copytree(root / "note", root / "broken")
+    change_tool_input(root / "broken" / "model.jsonl", 2, path="other.txt")
+    shutil.copytree(root / "note", root / "stale-snap")
+    snap = root / "stale-snap" / "plan.flux.snap"
+    snap.write_text(snap.read_text().replace("flux-mock.txt", "old-name.txt"))
+    return root

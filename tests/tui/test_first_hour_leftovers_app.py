@@ -140,3 +140,54 @@ def test_user_words_replace_the_engine_names_and_nothing_else(before, after, way
     out = in_user_words(before + OFF_TAPE_HALT + (f" — {OFF_TAPE_CLI_WAY_OUT}" if way_out else "") + after)
     assert out.startswith(before) and out.endswith(after)
     assert "OffTape" not in out and "Frozen" not in out and ("--off-tape" in out) == ("--off-tape" in before + after)
+
+
+# -- the Tests list fits its width; the sessions footer shows the keys that work -------------------
+
+
+async def _tests_list(scenarios, size):
+    from flux_tui.app import FluxApp
+
+    app = FluxApp(tests_dir=scenarios, poll_interval=None)
+    async with app.run_test(size=size) as pilot:
+        for _ in range(600):
+            screen = app.screen
+            if len(screen.results) == len(screen.targets) and not screen.running:
+                break
+            await pilot.pause(0.05)
+        await settle(pilot)
+        table = app.screen.query_one("#tests-table")
+        return screen_text(app).splitlines(), table.virtual_size.width - table.size.width
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+async def test_the_tests_list_keeps_plan_snapshot_and_cuts_with_an_ellipsis(scenarios, width):
+    """Reproduction: at 120 columns the Tests list's rows ran past the screen's edge, cutting the
+    failing checks mid-word with nothing to say the text goes on."""
+    lines, overflow = await _tests_list(scenarios, (width, 24))
+    rows = {line.split()[0]: line for line in lines[3:6]}
+    assert set(rows) == {"broken", "note", "stale-snap"}, lines[:8]
+    assert "✓ faithful · ✗ plan snapshot" in rows["stale-snap"]
+    assert overflow <= 0  # no row is wider than the table: nothing is cut by the screen's edge
+    # the failing rows' last column is either whole or ends in "…" inside the screen
+    assert rows["broken"].endswith("…") or width >= 200
+    assert "first divergence" in lines[2]
+
+
+@pytest.mark.parametrize(("row", "shown", "hidden"), [(0, ["D Delete", "y Copy id"], []),
+                                                      (1, ["y Copy id"], ["D Delete"])])
+async def test_the_sessions_footer_shows_copy_id_and_delete_where_they_act(tmp_path, row, shown, hidden):
+    """Reproduction: ``y`` (copy the id) and ``D`` (delete) worked on the sessions list but the
+    footer never showed them. D is offered on a row the time machine made (a what-if here)."""
+    store = _halted_what_if(tmp_path)  # s_2 (newest, first) is a what-if of s_1, a recording
+    app = _app(store)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.screen.table.move_cursor(row)
+        await settle(pilot)
+        assert app.screen.table.current.id == ("s_2", "s_1")[row]
+        footer = screen_text(app).splitlines()[-1]
+    for key in shown:
+        assert key in footer, footer
+    for key in hidden:
+        assert key not in footer, footer

@@ -18,6 +18,7 @@ from textual.widgets import Input, Label, Static
 from textual.worker import get_current_worker
 
 from flux.errors import FluxError, StoreError
+from flux.model.lineage import lineage_of
 from flux.model.listing import list_sessions, summarize_sessions
 from flux.store.store import SessionRow, StoreReader
 
@@ -26,8 +27,15 @@ from ..widgets.sessions_table import SORT_ORDER, SORTS, SUMMARY_SORTS, SessionIt
 from ..widgets.footer import KeyFooter
 from ..widgets.topbar import TopBar
 from ..widgets.virtual_list import VirtualList
+from .delete import DELETABLE, DeleteScreen, deletion_set
 
 __all__ = ["SessionsScreen"]
+
+
+def _deletable(item: SessionItem | None) -> bool:
+    lin = lineage_of(item.row) if item is not None else None
+    return lin is not None and lin.kind in DELETABLE
+
 
 VISIBLE_BATCH = 50
 BACKGROUND_BATCH = 200
@@ -72,12 +80,13 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
         Binding("R", "resurrect", "Resurrect", id="sessions.resurrect",
                 tooltip="Finish the highlighted session's interrupted turn from the crash point (the gate first if "
                         "anything runs live)"),
-        Binding("D", "delete", "Delete", show=False, id="sessions.delete",
+        Binding("escape", "clear_filter", "Clear filter", id="sessions.clear_filter", tooltip="Clear the filter"),
+        # last: where the footer is short of room these two go first
+        Binding("D", "delete", "Delete", id="sessions.delete",
                 tooltip="Delete the highlighted fork, what-if or check (and what was derived from it), after a "
                         "confirmation that lists every session and its events"),
-        Binding("y", "copy_id", "Copy id", show=False, id="sessions.copy_id",
+        Binding("y", "copy_id", "Copy id", id="sessions.copy_id",
                 tooltip="Copy the highlighted session's id (OSC 52), e.g. for flux show / fork / diff"),
-        Binding("escape", "clear_filter", "Clear filter", id="sessions.clear_filter", tooltip="Clear the filter"),
         Binding("ctrl+r", "reload", "Reload", show=False, id="sessions.reload", tooltip="Re-read the store now"),
     ]
 
@@ -279,7 +288,7 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
         if message.generation == self._generation:
             self._interrupted_ids = message.ids
             self._paint_topbar()
-            self._sync_resurrect_key()
+            self._sync_row_keys()
 
     def _interrupted_count(self) -> int | None:
         """Sessions flagged interrupted: a summary's verdict where there is one, else the store-wide
@@ -310,7 +319,7 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
         else:
             self.table.refresh_rows()
         self._paint_topbar()
-        self._sync_resurrect_key()
+        self._sync_row_keys()
 
     @on(VirtualList.WindowChanged, "#sessions")
     def _on_window(self, message: VirtualList.WindowChanged) -> None:
@@ -369,22 +378,22 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
 
     @on(VirtualList.Highlighted, "#sessions")
     def _on_highlight(self, message: VirtualList.Highlighted) -> None:
-        self._sync_resurrect_key()
+        self._sync_row_keys()
 
-    def _sync_resurrect_key(self) -> None:
-        """The footer offers R only on an interrupted row (R still explains itself elsewhere)."""
-        want = self._is_interrupted(self.table.current) if self.is_mounted else False
-        if want != getattr(self, "_resurrect_shown", None):
-            self._resurrect_shown = want
+    def _sync_row_keys(self) -> None:
+        """The footer offers R only on an interrupted row and D only on a row the time machine made
+        (both still explain themselves elsewhere)."""
+        item = self.table.current if self.is_mounted else None
+        want = (self._is_interrupted(item) if item is not None else False, _deletable(item))
+        if want != getattr(self, "_row_keys_shown", None):
+            self._row_keys_shown = want
             self.refresh_bindings()
 
     def footer_hidden(self, action: str) -> bool:
-        return action == "resurrect" and not getattr(self, "_resurrect_shown", False)
+        resurrect, delete = getattr(self, "_row_keys_shown", (False, False))
+        return (action == "resurrect" and not resurrect) or (action == "delete" and not delete)
 
     def action_delete(self) -> None:
-        from flux.model.lineage import lineage_of
-
-        from .delete import DELETABLE, DeleteScreen, deletion_set
 
         item = self.table.current
         if item is None:

@@ -39,6 +39,10 @@ _MARK_STYLE = {"=": "dim", "≠": "yellow", "-": "red", "+": "green", " ": "dim"
 _CHANGE_MARKS = frozenset("≠-+")  # the rows `n` stops at
 
 
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:max(0, width - 1)] + "…"
+
+
 def _cell(text: str, style: str | None = None) -> Text:
     return Text(text, style=style or "", no_wrap=True, overflow="ellipsis")
 
@@ -215,6 +219,31 @@ class TestsScreen(Screen):
                 _cell(res.replay or "-", "green" if res.replay.startswith("✓") else "red"),
                 _cell(res.check or "-", _STATUS_STYLE[res.ok]), _cell(fd, "red" if fd else None)]
 
+    def _fit_divergence(self) -> None:
+        """The scenario and replay columns keep their width (a ``✗ plan snapshot`` is never cut);
+        the check and the first divergence share what is left, each ending in ``…`` beyond its
+        share, so no row runs past the screen's edge (Enter shows the scenario whole)."""
+        table = self.query_one(DataTable)
+        cols = table.ordered_columns
+        if len(cols) < 4 or not self.results:
+            return
+        used = sum(c.get_render_width(table) for c in cols[:2])
+        room = max(24, table.size.width - used - 4 * table.cell_padding - 1)
+        natural = max(len(r.check or "-") for r in self.results.values())
+        check_w = max(min(natural, room - 24), min(natural, 12))
+        fd_w = max(12, room - check_w)
+        for key, res in list(self.results.items()):
+            fd = res.first_divergence or ""
+            try:
+                table.update_cell(key, cols[2].key, _cell(_clip(res.check or "-", check_w), _STATUS_STYLE[res.ok]),
+                                  update_width=True)
+                table.update_cell(key, cols[3].key, _cell(_clip(fd, fd_w), "red" if fd else None), update_width=True)
+            except Exception:  # noqa: BLE001 - the row is filtered out
+                pass
+
+    def on_resize(self, event) -> None:
+        self.call_after_refresh(self._fit_divergence)
+
     @work(thread=True, group="tests", exit_on_error=False, description="Running the scenarios")
     def _run(self, targets: dict[str, Any], update: bool = False) -> None:
         cache = ClientCache()
@@ -243,6 +272,7 @@ class TestsScreen(Screen):
                 table.update_cell(key, col.key, cell, update_width=True)
         except Exception:  # noqa: BLE001 - the row is filtered out, or the table was refilled
             pass
+        self.call_after_refresh(self._fit_divergence)  # after the table took the new cells' widths
         if res.rebaselined:
             self.notify("\n".join(rb.line() for rb in res.rebaselined), title="accepted", timeout=8)
         if not self.running:
