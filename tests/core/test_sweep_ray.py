@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from flux.cli import main
 from flux.errors import FluxError
 from flux.store.store import StoreReader, StoreWriter
-from flux.timemachine.sweep_ray import Executor, parse_executor, run_on_ray
+from flux.timemachine.executors import Executor, parse_executor, run_on_ray
 from flux.timemachine.whatif import WhatIfSpec, what_if_over
 from tests.helpers import cell, tree_digest, write_turn
 
@@ -157,3 +157,17 @@ def test_without_the_ray_extra_the_error_names_it(tmp_path: Path, monkeypatch):
     with pytest.raises(FluxError, match=r"needs the ray extra: pip install 'flux-tui\[ray\]'"):
         run_on_ray(lambda *a: None, str(tmp_path), ["s_1"], None, {}, executor=Executor("ray"), jobs=1,
                    failed=lambda sid, why: why)
+
+
+def test_policy_simulation_on_ray_reports_what_the_pool_reports(ray_cluster, demo: Path, tmp_path: Path):
+    from flux.agent.approver import load_policy
+    from flux.timemachine.policy_sim import simulate_policy
+
+    p = tmp_path / "p.toml"
+    p.write_text('default = "allow"\nask = ["run_tests"]\ndeny = ["effect:write"]\n', encoding="utf-8")
+    policy = load_policy(p)
+    with StoreReader(demo) as r:
+        ids = [s.id for s in sorted(r.list_sessions(), key=lambda s: s.n) if not s.correlation_id]
+    on_ray = simulate_policy(demo, ids, policy, jobs=2, executor="ray")
+    pool = simulate_policy(demo, ids, policy, jobs=2)
+    assert on_ray.to_json() == pool.to_json() and on_ray.affected > 0

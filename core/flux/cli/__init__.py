@@ -20,7 +20,7 @@ from .common import STORE_ENV, OneLineErrors
 _VERBS = {
     "sessions": "browse", "show": "browse", "demo": "browse",
     "replay": "timemachine", "diff": "timemachine", "fork": "timemachine", "resurrect": "timemachine",
-    "what-if": "timemachine", "sweep": "timemachine",
+    "what-if": "timemachine", "sweep": "timemachine", "policy": "policy",
     "run": "agent", "flow": "agent",
     "record": "testkit", "test": "testkit", "export": "testkit", "golden": "testkit",
     "case": "cases", "db": "cases",
@@ -40,6 +40,7 @@ _SHORT_HELP = {
     "import": "Import another agent's log (ATIF, Claude Code, Codex, deepseek) — FILE, or every log under DIR — as "
               "sessions.",
     "golden": "Golden trajectories: compare a session's normalised ATIF trajectory with a committed file.",
+    "policy": "Permission policies: simulate a proposed policy over the store's recorded history.",
     "record": "Record one live turn for PROMPT as the scenario NAME, written to --dir/NAME (commit it).",
     "replay": "Re-execute a recorded session offline (SESSION: s_<n> or last).",
     "resurrect": "Finish SESSION's interrupted turn from the crash point, with no model call: completed statements "

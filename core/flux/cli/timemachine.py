@@ -672,7 +672,7 @@ def sweep_cmd(sessions: str | None, all_: bool, since: str | None, jobs: int, ex
     from ..timefmt import parse_time_arg
     from ..timemachine.whatif import what_if_over
 
-    from ..timemachine.sweep_ray import parse_executor
+    from ..timemachine.executors import parse_executor
 
     ex = parse_executor(executor)
     if (sessions is None) == (not all_):

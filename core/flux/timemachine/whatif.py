@@ -45,7 +45,7 @@ from .engine import (
     simulate_serve,
 )
 from .gate import LiveOp, LivePreview
-from .sweep_ray import Executor, parse_executor, run_on_ray
+from .executors import Executor, parse_executor, run_on_ray
 
 __all__ = ["WhatIfSpec", "WhatIf", "Counterfactual", "FirstDivergence", "SweepOutcome", "SweepReport",
            "plan_what_if", "run_what_if", "what_if_over", "WhatIfCancelled", "WhatIfRefused"]

@@ -1,6 +1,7 @@
-"""Corpus sweeps on Ray: each session of a sweep is one Ray task that opens the store, runs the
-what-if, writes its counterfactual session back and returns the same outcome row the local
-process pool returns. ``ray`` is an optional extra (``flux-tui[ray]``).
+"""Where a corpus job's sessions run: this machine's process pool, or Ray. A job is one function
+``task(store, session, spec, args)`` per session (a what-if sweep's, a policy simulation's); each
+runner returns the results in input order, a task that dies as an error row, with a progress
+callback. ``ray`` is an optional extra (``flux-tui[ray]``).
 
 An executor is named ``pool`` (the default: worker processes on this machine), ``ray`` (a Ray
 cluster started here for the sweep and stopped after it) or ``ray=ADDRESS`` (an existing cluster,
@@ -15,7 +16,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..errors import FluxError
 
-__all__ = ["Executor", "parse_executor", "run_on_ray"]
+__all__ = ["Executor", "parse_executor", "run_on_ray", "run_on_pool"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,35 @@ def run_on_ray(task: Callable[..., Any], store: str, sessions: Sequence[str], sp
     finally:
         if started_here:
             ray.shutdown()
+
+
+def run_on_pool(task: Callable[..., Any], store: str, sessions: Sequence[str], spec: Any, args: dict, *,
+                jobs: int, failed: Callable[[str, str], Any],
+                on_progress: Callable[[int, int, Any], None] | None = None) -> list[Any]:
+    """Run ``task(store, sid, spec, args)`` for every session in ``jobs`` worker processes (in this
+    process when ``jobs`` is 1); results in input order, a worker that died an error row."""
+    results: list[Any] = [None] * len(sessions)
+    if jobs <= 1 or len(sessions) <= 1:
+        for i, sid in enumerate(sessions):
+            results[i] = task(store, sid, spec, args)
+            if on_progress is not None:
+                on_progress(i + 1, len(sessions), results[i])
+        return results
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futs = {pool.submit(task, store, sid, spec, args): i for i, sid in enumerate(sessions)}
+        for done, f in enumerate(as_completed(futs), 1):
+            i = futs[f]
+            try:
+                results[i] = f.result()
+            except Exception as e:  # a worker that died
+                results[i] = failed(sessions[i], f"the worker failed: {type(e).__name__}: {e}")
+            if on_progress is not None:
+                on_progress(done, len(sessions), results[i])
+    return results
 
 
 def _check_reachable(address: str) -> None:
