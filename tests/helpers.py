@@ -127,3 +127,40 @@ def on_cell(fn):
             return fn(body.event)
         return body
     return go
+
+
+def descendants(pid: int) -> list[tuple[int, str]]:
+    """``(pid, command name)`` of every live process under ``pid`` (read from /proc: an op's
+    subprocess runs in a process group of its own, so a group id does not find it)."""
+    parent: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        name, rest = text.split("(", 1)[1].rsplit(")", 1)
+        parent[int(entry)] = int(rest.split()[1])
+        names[int(entry)] = name
+    out: list[tuple[int, str]] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        out += [(c, names[c]) for c in kids]
+        todo += kids
+    return out
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid`` and everything under it (the writer first, so nothing it runs outlives it)."""
+    import signal
+
+    below = descendants(pid)
+    for p in [pid, *(c for c, _ in below)]:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -25,6 +25,7 @@ import click
 from rich.markup import escape
 
 from ..errors import FluxError
+from ..store.lease import SessionLease
 from . import main
 from .common import fail, handle_errors, json_out, resolve_store_dir, store_option
 
@@ -233,9 +234,10 @@ def run_cmd(prompt: tuple[str, ...], model: Optional[str], base_url: Optional[st
     try:
         with _cancellable(client, renderer) as ran:
             sess = ran.session = _open_session(client, session, cont)
-            if not as_json:
-                click.echo(click.style(f"run · {sess.id} · {client.model} · store {store_dir}", dim=True), err=True)
-            out = asyncio.run(sess.send(text))
+            with SessionLease.acquire(client.store_dir, sess.id):  # a live writer's session: refused before any output
+                if not as_json:
+                    click.echo(click.style(f"run · {sess.id} · {client.model} · store {store_dir}", dim=True), err=True)
+                out = asyncio.run(sess.send(text))
         renderer.finish()
     finally:
         client.close()
@@ -348,9 +350,10 @@ def flow_run(file: Path, model: str, workspace: Optional[Path], session: Optiona
     try:
         with _cancellable(client, renderer) as ran:
             sess = ran.session = _open_session(client, session, cont)
-            if not as_json:
-                click.echo(click.style(f"flow run · {sess.id} · {file} · store {store_dir}", dim=True), err=True)
-            out = asyncio.run(sess.run_flow(draft))
+            with SessionLease.acquire(client.store_dir, sess.id):  # a live writer's session: refused before any output
+                if not as_json:
+                    click.echo(click.style(f"flow run · {sess.id} · {file} · store {store_dir}", dim=True), err=True)
+                out = asyncio.run(sess.run_flow(draft))
     finally:
         client.close()
     if not as_json:  # each op was shown as it started and ended

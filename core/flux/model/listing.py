@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Iterable, Sequence
 
-from ..errors import StoreError
+from ..errors import FluxError, StoreError
 from ..records import Record
 from ..store.store import SessionRow, StoreReader
 from ..store.usage import Usage
@@ -22,8 +22,8 @@ from .pricing import PriceTable, Spend
 
 _NOT_INTERRUPTED = InterruptCheck()
 
-__all__ = ["SessionSummary", "summarize_sessions", "list_sessions", "session_matches_query", "path_matches",
-           "sessions_touching"]
+__all__ = ["MAX_QUERY_CHARS", "SessionSummary", "check_query", "summarize_sessions", "list_sessions",
+           "session_matches_query", "path_matches", "sessions_touching"]
 
 _CHUNK = 400
 
@@ -346,11 +346,27 @@ def sessions_touching(reader: StoreReader, path: str) -> set[str]:
     return hits
 
 
+# The longest --query a search takes: SQLite's LIKE refuses a pattern over 50,000 bytes ("LIKE or
+# GLOB pattern too complex"), and this many characters stay under it however they are spelled
+# (4 bytes a character at most, plus the two wildcards).
+MAX_QUERY_CHARS = 10_000
+
+
+def check_query(query: str) -> None:
+    """A search text ``list_sessions`` can run, else a one-line :class:`FluxError`."""
+    if len(query) > MAX_QUERY_CHARS:
+        raise FluxError(f"the search text is {len(query):,} characters long — a query is a substring of the "
+                        f"conversation, at most {MAX_QUERY_CHARS:,} characters; search for a shorter part of it")
+
+
 def list_sessions(reader: StoreReader, *, limit: int | None = 30, query: str | None = None, since_ms: int | None = None,
                   until_ms: int | None = None, prices: PriceTable | None = None,
                   touched: str | None = None) -> list[SessionSummary]:
     """``flux sessions``: newest first, filtered, at most ``limit``, each with its summary
-    (``touched``: only sessions whose tool calls touched that path, :func:`sessions_touching`)."""
+    (``touched``: only sessions whose tool calls touched that path, :func:`sessions_touching`). A
+    query longer than :data:`MAX_QUERY_CHARS` is a :class:`FluxError`, raised before the store is read."""
+    if query:
+        check_query(query)
     filtered = query is not None or since_ms is not None or until_ms is not None or touched is not None
     rows = reader.list_sessions(limit=None if filtered else limit)
     if since_ms is not None:

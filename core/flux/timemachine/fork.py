@@ -55,6 +55,7 @@ from ..lang.parser import formula_tree, parse
 from ..model.history import unanswered_tool_use
 from ..model.session import TRACE_KINDS, SessionDetail, load_session
 from ..store.events import Compacted, PlanAttempted, TurnEnded
+from ..store.lease import SessionLease
 from ..store.store import StoreReader
 from .engine import (
     writes_ledger, Execution, HostBody, MemorySink, NotForkable, Position, catalog_for, executions_of, flush_events,
@@ -487,12 +488,17 @@ def _fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, e
     # child commits whole — its prefix, tail and turn_ended — or, when any write fails (a malformed
     # store, a full disk), not at all; a concurrent writer sees no half child. A tail that goes live
     # is a recorded turn like any other: durable before each effect, resumable if killed.
+    # The child's liveness lease is held from its creation to its turn_ended (released after the
+    # commit), as a recorded turn's is: a live tail's child is "recording" to every other process —
+    # never resurrected beside it — and reads as interrupted only once its writer is dead.
     whole = ExitStack()
+    leased = ExitStack()
     if plan.mode in ("inject", "edit") and plan.preview.offline:
         whole.enter_context(w.transaction())
-    with whole:
+    with leased, whole:
         with w.transaction():
             fid = w.create_session(model, context={"correlation_id": plan.source, "agent_id": f"fork:{plan.source}@{at}"})
+            leased.enter_context(SessionLease.acquire(client.store_dir, fid))
             if conv:
                 w.append(fid, Compacted(messages=conv))
             tid = w.begin_turn(fid, f"<fork {plan.source} @ {at}>", model)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -39,6 +40,7 @@ from ..errors import FluxError
 from ..lang.interpreter import Interpreter, ResumeLedger
 from ..model.session import TRACE_KINDS, SessionDetail, load_session
 from ..store.events import Compacted, OpRecorded, PlanHalted, Run, StatementCompleted, TurnEnded
+from ..store.lease import SessionLease
 from ..store.store import StoreReader, store_error
 from .engine import (
     writes_ledger, MemorySink, NotForkable, catalog_for, conversation_before, executions_of, flush_events, live_effect, predict_calls,
@@ -420,8 +422,10 @@ def run_what_if(client: Any, session: str, spec: WhatIfSpec, *, confirm: Callabl
         # Whole or not at all: one transaction unless an op may go live (off tape `live` with a miss
         # predicted) — a live op's effect must not be rolled back unrecorded, nor hold the store's
         # write lock while it acts; the CLI checks the store whole before such a run.
-        with w.transaction() if spec.off_tape == "halt" or plan.preview.offline else _nullcontext():
+        leased = ExitStack()  # the child's liveness lease until its turn_ended is written (as a fork's)
+        with leased, (w.transaction() if spec.off_tape == "halt" or plan.preview.offline else _nullcontext()):
             did = w.create_session(detail.row.model or model, context={"correlation_id": sid, "agent_id": f"what_if:{sid}@{at}"})
+            leased.enter_context(SessionLease.acquire(client.store_dir, did))
             tid = w.begin_turn(did, f"<what-if {sid}>", detail.row.model or model)
             rec = _Recorder(w, did, red, client.cap)
             events: list[dict] = []
@@ -511,7 +515,8 @@ def _replan(client: Any, plan: _Plan, frozen: FrozenHost, conv: list[dict], mode
         cfg.instructions = plan.spec.instructions
     import asyncio
 
-    out, msgs = asyncio.run(TurnRunner(cfg).run_turn(sess.history, user_input))
+    with SessionLease.acquire(client.store_dir, did):  # the re-planned turn is recorded live, as a turn of flux run is
+        out, msgs = asyncio.run(TurnRunner(cfg).run_turn(sess.history, user_input))
     cf.model_calls = out.model_calls
     cf.usage = out.usage.to_body()
     return did
