@@ -215,7 +215,7 @@ def worker(what: str, work: Path, sid: str, arg: int) -> None:
 
 def _client(work: Path) -> Client:
     return Client(NullProvider(model="offline"), model="offline", store=work / "store", workspace=work / "ws",
-                  env_secrets=False, auto_resurrect=False)
+                  env_secrets=False)
 
 
 def _replay(sid: str, faithful: bool = True) -> Timed:

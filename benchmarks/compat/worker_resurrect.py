@@ -12,7 +12,7 @@ from flux.cli import main
 def sdk(store, ws, sid, approve):
     """Session.resurrect(confirm=…) through the SDK: a client that approves (or not) every live op,
     confirm answering the same; the report's JSON or the one-line error."""
-    from flux.agent.client import Client
+    from flux.sdk import Client
     from flux.errors import FluxError
 
     try:

@@ -27,13 +27,13 @@ Sessions:
   (beside ``s_9``, still interrupted).
 
 The two "killed" sessions are made in process: the op being dispatched raises an exception the
-runtime does not handle (:class:`_Killed`, a ``BaseException``), so recording stops exactly where
-a SIGKILL during that dispatch stops it — the plan and its ``step_started`` row are durable, the
+runtime does not handle (:class:`~flux.agent.demo_ops.DemoKilled`, a ``BaseException``), so
+recording stops exactly where a SIGKILL during that dispatch stops it — the plan and its ``step_started`` row are durable, the
 cell, the step result, ``turn_ended``, the observation flush and the answer are not. (A real
 SIGKILL of a subprocess is exercised by ``tests/agent/test_agent_cli.py``.)
 
 Next to the store, ``workspace/`` holds a fresh copy of the demo project and ``toolbox.json``
-names the demo toolbox (:func:`demo_ops`), so the app and the CLI run live actions on the demo —
+names the demo toolbox (:mod:`flux.agent.demo_ops`), so the app and the CLI run live actions on the demo —
 resurrecting ``s_9`` runs its in-flight ``publish`` for real, into the local index — with the
 ops the sessions were recorded with.
 
@@ -48,7 +48,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .timefmt import now_ms as _now_ms
+from .agent.approver import PolicyApprover
+from .agent.demo_ops import DemoKilled, demo_ops
+from .agent.ops import op
+from .agent.providers.scripted import ScriptedProvider
+from .agent.toolboxes import write_store_toolbox
+from .errors import FluxError
+from .sdk import Client
+from .timefmt import now_ms as wall_clock_ms
+from .timemachine.fork import fork_session
+from .timemachine.resurrect import resurrect_session
+from .timemachine.whatif import WhatIfSpec, run_what_if
 
 __all__ = ["build_demo_store", "demo_ops", "DEMO_WORKSPACE"]
 
@@ -101,10 +111,6 @@ STAGING_ENV = ("DATABASE_URL=postgres://deploy:Zq7-staging-pw-41@db.internal:543
                "API_TOKEN=tok_live_9f8e7d6c5b4a39281706\nREGION=eu-west-1\n")
 
 
-class _Killed(BaseException):
-    """Raised inside an op dispatch to stop recording exactly where a SIGKILL would."""
-
-
 class _Clock:
     """Deterministic wall clock: each reading advances it a little."""
 
@@ -152,129 +158,6 @@ def _project(root: Path) -> None:
         p.write_text(text)
 
 
-def demo_ops(ws: Path, *, secrets: Any = (), kill_publish: bool = False) -> list:
-    """The demo toolbox (``toolbox.json`` names it ``demo``): the coding ops plus two project ops
-    the scripted agents use, bound to a workspace holding the demo project.
-
-    ``run_tests`` runs the project's two tokenizer tests (for real: it imports ``src/tokenizer.py``
-    from the workspace). ``publish`` publishes the package to the demo's package index, which is
-    the local directory ``index/<repository>/`` in the workspace: it writes
-    ``tokenizer-<VERSION>.tar.gz`` (the project's sources) there — nothing leaves the machine.
-    ``kill_publish`` makes ``publish`` stop the recording the way a SIGKILL would (the demo's
-    killed sessions)."""
-    from .agent.builtin_ops import coding_ops
-    from .agent.ops import OpError, op
-
-    @op(effect="exec")
-    def run_tests(path: str = "tests") -> str:
-        """Run the project's test suite and report the result."""
-        return _run_demo_tests(ws, path)
-
-    @op(effect="write")
-    def publish(repository: str) -> str:
-        """Publish the built package to a package index (the demo's index is local: index/<repository>/)."""
-        if kill_publish:
-            raise _Killed()
-        return _publish(ws, repository, OpError)
-
-    return coding_ops(ws, secrets=secrets) + [run_tests, publish]
-
-
-_TEST_SCRIPT = r"""
-import sys
-scope = {}
-src = open("src/tokenizer.py", encoding="utf-8").read()
-try:
-    exec(compile(src, "src/tokenizer.py", "exec"), scope)
-    tokenize = scope["tokenize"]
-except Exception as e:
-    print(f"E   {type(e).__name__}: {e}")
-    print("error collecting tests/test_tokenizer.py")
-    sys.exit(2)
-failed = []
-for name, text, want in (("test_words", "a b", ["a", "b"]), ("test_empty_input", "", [])):
-    try:
-        got = tokenize(text)
-    except Exception as e:
-        failed.append((name, type(e).__name__, str(e)))
-        continue
-    if got != want:
-        failed.append((name, "AssertionError", f"{got!r} != {want!r}"))
-for f in failed:
-    print("\t".join(f))
-sys.exit(1 if failed else 0)
-"""
-
-
-def _run_demo_tests(ws: Path, path: str) -> str:
-    """The demo project's two tests, run for real (a ``python`` subprocess in the workspace, 10 s
-    at most) against the workspace's ``src/tokenizer.py``."""
-    import subprocess
-    import sys
-
-    from .agent.ops import OpError
-
-    if path.strip("/") != "tests":
-        raise OpError(f"no test suite at {path!r} — the demo project's tests are in tests/\n[exit 4]")
-    if not (ws / "src" / "tokenizer.py").is_file():
-        raise OpError("src/tokenizer.py is missing — is this the demo project's workspace?\n[exit 4]")
-    try:
-        proc = subprocess.run([sys.executable, "-I", "-S", "-c", _TEST_SCRIPT], cwd=ws, capture_output=True,
-                              text=True, timeout=10)
-    except subprocess.TimeoutExpired:
-        raise OpError("the tests did not finish within 10 s\n[exit 124]") from None
-    if proc.returncode == 0:
-        return "..\n2 passed in 0.03s\n[exit 0]"
-    if proc.returncode != 1:
-        raise OpError((proc.stdout or proc.stderr).strip()[-2000:] + f"\n[exit {proc.returncode}]")
-    failed = [line.split("\t") for line in proc.stdout.splitlines() if line.count("\t") == 2]
-    if [f[0] for f in failed] == ["test_empty_input"] and failed[0][1] == "IndexError":
-        raise OpError(
-            "F.\n=================================== FAILURES ===================================\n"
-            "___________________________ test_empty_input ___________________________\n"
-            "    def test_empty_input():\n>       assert tokenize(\"\") == []\n"
-            "src/tokenizer.py:7: in tokenize\n    first = text[0]\nE   IndexError: string index out of range\n"
-            "1 failed, 1 passed in 0.04s\n[exit 1]")
-    lines = [f"FAILED tests/test_tokenizer.py::{name} — {kind}: {msg}" for name, kind, msg in failed]
-    raise OpError("\n".join(lines) + f"\n{len(failed)} failed, {2 - len(failed)} passed in 0.04s\n[exit 1]")
-
-
-def _publish(ws: Path, repository: str, error: Any) -> str:
-    """Write the package into the local index ``index/<repository>/`` (deterministic bytes)."""
-    import gzip
-    import io
-    import re
-    import tarfile
-
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", repository or ""):
-        raise error(f"cannot publish to {repository!r}: a repository is a name like pypi or testpypi")
-    try:
-        version = (ws / "VERSION").read_text().strip()
-    except OSError:
-        raise error("cannot publish: the project has no VERSION file") from None
-    if not re.fullmatch(r"[0-9][0-9A-Za-z.+-]{0,31}", version):
-        raise error(f"cannot publish: VERSION holds {version[:40]!r}, not a version")
-    name = f"tokenizer-{version}"
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-        for rel in ("pyproject.toml", "VERSION", "README.md", "src/tokenizer.py", "src/parser.py"):
-            p = ws / rel
-            if not p.is_file():
-                continue
-            data = p.read_bytes()
-            info = tarfile.TarInfo(f"{name}/{rel}")
-            info.size, info.mtime, info.mode = len(data), 0, 0o644
-            tar.addfile(info, io.BytesIO(data))
-    out = ws / "index" / repository / f"{name}.tar.gz"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    try:  # created exclusively: of two publishes of one version racing (two sweep workers), one wins
-        with out.open("xb") as f:
-            f.write(gzip.compress(buf.getvalue(), mtime=0))
-    except FileExistsError:
-        raise error(f"{name} is already published to {repository} (index/{repository}/{name}.tar.gz) — bump VERSION first") from None
-    return f"published {name} to {repository}: index/{repository}/{name}.tar.gz ({out.stat().st_size} bytes)"
-
-
 def _usage(i: int, o: int, cache_read: int = 0, cache_write: int = 0) -> dict:
     return {"input_tokens": i, "output_tokens": o, "cache_read_input_tokens": cache_read,
             "cache_creation_input_tokens": cache_write}
@@ -296,10 +179,8 @@ def build_demo_store(path: str | Path, now_ms: int | None = None, overwrite: boo
         for name in ("events.db", "events.db-wal", "events.db-shm", "flow.db", "flow.db-wal", "flow.db-shm", "model.jsonl"):
             (path / name).unlink(missing_ok=True)
     elif (path / "events.db").exists():
-        from .errors import FluxError
-
         raise FluxError(f"{path} already holds a store — pick an empty directory or pass overwrite=True")
-    now = _now_ms() if now_ms is None else now_ms
+    now = wall_clock_ms() if now_ms is None else now_ms
     ws = Path(tempfile.mkdtemp(prefix="flux-demo-ws-"))
     try:
         _project(ws)
@@ -308,7 +189,6 @@ def build_demo_store(path: str | Path, now_ms: int | None = None, overwrite: boo
         shutil.rmtree(ws, ignore_errors=True)
     # What live actions on this store (a fork's tail, resurrecting s_9, a live what-if) run with:
     # the demo toolbox, acting on a fresh copy of the demo project next to the store.
-    from .agent.toolboxes import write_store_toolbox
 
     project = path / DEMO_WORKSPACE
     if project.exists():
@@ -319,14 +199,6 @@ def build_demo_store(path: str | Path, now_ms: int | None = None, overwrite: boo
 
 
 def _record(store: Path, ws: Path, now: int) -> None:
-    from .agent.approver import PolicyApprover
-    from .agent.client import Client
-    from .agent.ops import op
-    from .agent.providers.scripted import ScriptedProvider
-    from .timemachine.fork import fork_session
-    from .timemachine.resurrect import resurrect_session
-    from .timemachine.whatif import WhatIfSpec, run_what_if
-
     clock = _Clock(now - 3 * DAY)
     timer = _Timer()
     ops = demo_ops(ws, kill_publish=True)
@@ -453,14 +325,14 @@ def _record(store: Path, ws: Path, now: int) -> None:
         ])
         try:
             pub.session().send_sync("bump the version and publish")
-        except _Killed:
+        except DemoKilled:
             pass
 
         # s_9 — an authored flow killed after two completed statements.
         clock.at(now - 12 * MINUTE)
         try:
             flows.session().run_flow_sync(PUBLISH_FLOW)
-        except _Killed:
+        except DemoKilled:
             pass
 
         # s_10 — a what-if of s_1: every run_tests call returned "2 passed" (offline, hermetic).
@@ -472,7 +344,7 @@ def _record(store: Path, ws: Path, now: int) -> None:
         clock.at(now - 4 * MINUTE)
         try:
             flows.session().run_flow_sync(PUBLISH_FLOW)
-        except _Killed:
+        except DemoKilled:
             pass
         clock.at(now - 2 * MINUTE)
         healed = client("mock", None, ops=demo_ops(ws))

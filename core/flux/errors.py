@@ -1,4 +1,7 @@
-"""User-facing errors. Every message is one line: the reason, then what to do."""
+"""User-facing errors. Every message is one line: the reason, then what to do.
+
+:class:`AssertionFailed` is the test kit's failed check (what-if results assert too): its text is the
+whole actionable message, a summary line and the detail under it."""
 
 from __future__ import annotations
 
@@ -21,3 +24,12 @@ class SessionNotFound(FluxError):
 
 class NotReplayable(FluxError):
     """A session has nothing that replay, diff or fork could work from."""
+
+
+class AssertionFailed(AssertionError):
+    """A test-kit assertion failed; ``str()`` is the full, actionable message."""
+
+    def __init__(self, message: str, *, detail: str = ""):
+        super().__init__(message + (("\n\n" + detail) if detail else ""))
+        self.summary = message
+        self.detail = detail

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flux.agent.client import Client
+from flux.sdk import Client
 from flux.store.store import StoreWriter
 
 from tests.helpers import HOST_PLAN, cell, tree_digest, write_turn

@@ -191,7 +191,7 @@ def test_a_prefix_forks_once(demo: Path, ws: Path) -> None:
         plan = prepare_fork(r, "s_1", 2, inject="2 passed", catalog=cat, workspace=str(ws), preview=False)
     prefix = run_fork_prefix(plan, cat)
     assert plan.preview is not None and plan.preview.offline and prefix.served == 2
-    client = _offline_client(demo, ws, "mock", auto_resurrect=False)
+    client = _offline_client(demo, ws, "mock")
     try:
         assert fork_session(client, "s_1", 2, prefix=prefix).session == "s_12"
         with pytest.raises(ValueError, match="forked already"):

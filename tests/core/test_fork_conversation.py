@@ -81,7 +81,7 @@ def test_replan_fork_of_the_real_fixture_sends_the_task_not_the_answer(fixture_s
     with FakeOpenAI(api_key=KEY) as srv:
         srv.script(Answer(text="A different note."))
         c = Client("openai:test-model", base_url=srv.base_url, api_key=KEY, store=fixture_store, workspace=ws,
-                   env_secrets=False, auto_approve=True, auto_resurrect=False)
+                   env_secrets=False, auto_approve=True)
         try:
             res = fork_session(c, "s_1", 0, prompt="write a shorter note")
         finally:
@@ -105,7 +105,7 @@ def test_replan_fork_on_openai_shape_keeps_tool_calls_paired(demo: Path, tmp_pat
     with FakeOpenAI(api_key=KEY) as srv:
         srv.script(Answer(text="ok"))
         c = Client("openai:test-model", base_url=srv.base_url, api_key=KEY, store=demo, workspace=ws,
-                   env_secrets=False, auto_approve=True, auto_resurrect=False)
+                   env_secrets=False, auto_approve=True)
         try:
             fork_session(c, "s_1", 2)
         finally:

@@ -140,7 +140,7 @@ def test_fork_child_at_every_position_equals_the_previous_paths(monkeypatch, tmp
     for side in ("legacy", "new"):
         ws = tmp_path / f"ws-{side}"
         ws.mkdir()
-        clients[side] = Client("mock", store=store, workspace=ws, env_secrets=False, auto_resurrect=False)
+        clients[side] = Client("mock", store=store, workspace=ws, env_secrets=False)
     try:
         for at in range(total):
             children = {}

@@ -47,7 +47,7 @@ else:  # the prefix committed; the tail's first attempt is being recorded
             pause("tail")
         return real_attempt(*a, **k)
     fork_mod._attempt = _attempt
-c = Client("mock", store=Path(store), workspace=Path(ws), env_secrets=False, auto_resurrect=False)
+c = Client("mock", store=Path(store), workspace=Path(ws), env_secrets=False)
 fork_mod.fork_session(c, sid, int(at), inject="injected")
 print("finished", flush=True)
 """

@@ -204,7 +204,7 @@ def _resurrect_all(store: Path, ws: Path, sids: list[str]) -> list[tuple]:
     """Each session resurrected in turn by one client: (report or one-line error, live ops, rows)."""
     log: list = []
     ws.mkdir()
-    c = Client("mock", store=store, workspace=ws, env_secrets=False, auto_resurrect=False, ops=_ops(log),
+    c = Client("mock", store=store, workspace=ws, env_secrets=False, ops=_ops(log),
                approver=_Approver())
     out = []
     try:
@@ -288,7 +288,7 @@ def test_a_served_cell_never_runs_live_on_the_direct_path(tmp_path: Path) -> Non
                 w.append(sid, Run(StepSucceeded(step=f"step_write_{h[:16]}", output=f"v_{k + 1}")))
     log: list = []
     (tmp_path / "ws").mkdir()
-    c = Client("mock", store=store, workspace=tmp_path / "ws", env_secrets=False, auto_resurrect=False, ops=_ops(log),
+    c = Client("mock", store=store, workspace=tmp_path / "ws", env_secrets=False, ops=_ops(log),
                approver=_Approver())
     runs: list = []
     real = replay_direct.DirectRunner.run_resume

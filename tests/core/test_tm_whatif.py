@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from flux.agent.client import Client
+from flux.sdk import Client
 from flux.agent.providers.null import NullProvider
 from flux.cli import main
 from flux.errors import FluxError

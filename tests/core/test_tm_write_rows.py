@@ -224,7 +224,7 @@ def _fork_both_ways(monkeypatch, store: Path, tmp_path: Path, source: str, at: i
                 m.setattr(StoreReader, "events", _stream_order_events)
             ws = tmp_path / f"ws-{legacy}"
             ws.mkdir()
-            c = Client("mock", store=store, workspace=ws, env_secrets=False, auto_resurrect=False)
+            c = Client("mock", store=store, workspace=ws, env_secrets=False)
             try:
                 res = fork_session(c, source, at, **kw)
             finally:
@@ -291,7 +291,7 @@ def test_fork_child_prefix_rows_are_the_sources_rows_rewritten_where_a_fork_must
         sid = _bench().write_ledgered(w, 1, n)
     ws = tmp_path / "ws"
     ws.mkdir()
-    c = Client("mock", store=store, workspace=ws, env_secrets=False, auto_resurrect=False)
+    c = Client("mock", store=store, workspace=ws, env_secrets=False)
     try:
         fid = fork_session(c, sid, at, inject="injected").session
     finally:

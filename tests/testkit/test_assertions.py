@@ -14,7 +14,7 @@ from flux.store.store import StoreReader
 from flux.testkit import Scenario, assert_compensated_with, assert_diverges_at
 from flux.testkit.errors import AssertionFailed
 from flux.testkit.runner import offline_client
-from flux.testkit.surfaces import VOLATILE_KEYS, discover_volatile, event_log
+from flux.model.surfaces import VOLATILE_KEYS, discover_volatile, event_log
 
 from tests.helpers import on_cell, rewrite
 

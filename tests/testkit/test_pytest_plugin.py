@@ -161,7 +161,7 @@ def test_check(flux_scenario, flux_client):
     assert not [ln for ln in out if "flux/testkit/" in ln], "a kit frame is shown"
     snap_block = _failure_block(out, "test_snapshot[note]")
     message = [ln for ln in snap_block if ln.startswith("E ")]
-    assert message[0].startswith("E       flux.testkit.errors.AssertionFailed: openai: plan snapshot mismatch — "
+    assert message[0].startswith("E       flux.errors.AssertionFailed: openai: plan snapshot mismatch — "
                                  "plan.flux.snap line 2 is")
     assert message[0].endswith("re-baseline: flux test --update (pytest --flux-update)")
     # the header, the test's source (decorator, def, the failing line), the message, the location

@@ -86,7 +86,7 @@ def write_client(store_dir, *, workspace: str, live: bool, model: str | None = N
     ops = store_ops(store_dir, workspace)
     approver = AutoApprove() if live else DenyAll()
     return Client(model or "mock", workspace=_workspace_dir(workspace), store=store_dir, approver=approver,
-                  auto_resurrect=False, ops=ops)
+                  ops=ops)
 
 
 def check_writable(app) -> None:

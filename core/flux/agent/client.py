@@ -30,7 +30,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, ClassVar, Iterable, Mapping, Optional
 
 from ..cassette.record import cap_from_env, cassette_enabled
 from ..cassette.redactor import DEFAULT_MARKER, Redactor, secret_name
@@ -45,6 +45,7 @@ from .model_cassette import CassetteProvider, ModelCassetteWriter, TeeProvider, 
 from .ops import Op, Toolbox, load_ops
 from .registry import DEFAULT_MODEL, resolve_model
 from .session import Session
+from .toolboxes import store_toolbox
 
 __all__ = ["Client", "DEFAULT_INSTRUCTIONS", "env_secret_values"]
 
@@ -76,6 +77,11 @@ def env_secret_values(env: Optional[Mapping[str, str]] = None) -> list[str]:
 
 
 class Client:
+    """The runtime's client: a provider, ops, an approver and a store, and the sessions recorded in it.
+    (:class:`flux.sdk.Client` is this client with the time machine on its sessions.)"""
+
+    session_class: ClassVar[type[Session]] = Session  # what session() and open_session() open
+
     def __init__(
         self,
         provider: Any = DEFAULT_MODEL,
@@ -108,8 +114,6 @@ class Client:
         concurrent_ops: bool = True,
         on_event: Optional[Callable[[dict], None]] = None,
         context: Optional[dict[str, str | None]] = None,
-        auto_resurrect: bool = True,
-        on_resurrect: Optional[Callable[[str, Any], None]] = None,
     ):
         own_retries, provider_secrets = self._set_provider(provider, model, base_url, api_key)
         self.redactor = Redactor(marker=redaction_marker)
@@ -150,9 +154,6 @@ class Client:
         self.concurrent_ops = concurrent_ops
         self.on_event = on_event
         self.context = context
-        # An interrupted turn is finished (no model call) before the next turn on its session (§4.7).
-        self.auto_resurrect = auto_resurrect
-        self.on_resurrect = on_resurrect  # ("plan", LivePreview) before, ("report", ResurrectReport) after
 
     # ---------------------------------------------------------------- set-up
     def _set_provider(self, provider: Any, model: Optional[str], base_url: Optional[str],
@@ -202,8 +203,6 @@ class Client:
         client's own when it was given ``ops``, else the toolbox the store was recorded with
         (``toolbox.json``: its ops, bound to its workspace unless it names none), else the client's
         — what ``flux resurrect`` uses. A malformed ``toolbox.json`` is a :class:`FluxError`."""
-        from .toolboxes import store_toolbox
-
         if self._own_ops:
             return self.toolbox, self.workspace
         recorded = store_toolbox(self.store_dir)
@@ -219,7 +218,7 @@ class Client:
     def session(self, *, context: Optional[dict[str, str | None]] = None) -> Session:
         """Start a new session (a ``session_started`` row in the store)."""
         sid = self.writer.create_session(self.model, context=context if context is not None else self.context)
-        return Session(self, sid)
+        return self.session_class(self, sid)
 
     def open_session(self, session_id: str) -> Session:
         """Continue an existing session (``s_<n>`` or ``last``)."""
@@ -230,7 +229,7 @@ class Client:
             session_id = f"s_{row[0]}"
         if session_number(session_id) is None or not self.writer.session_exists(session_id):
             raise SessionNotFound(f"no session {short(session_id)} in {self.store_dir} — list them with `flux sessions --store {self.store_dir}`")
-        return Session(self, session_id)
+        return self.session_class(self, session_id)
 
     def sessions(self) -> list[SessionRow]:
         """The store's sessions, newest activity first (as ``flux sessions`` lists them)."""
@@ -238,26 +237,6 @@ class Client:
             "SELECT n, model, created_at, updated_at, last_seq, msg_count, account, agent_id, agent_version, correlation_id "
             "FROM streams ORDER BY updated_at DESC, n DESC").fetchall()
         return [SessionRow(*r) for r in rows]
-
-    def what_if_over(self, sessions: Iterable[str | Session], spec: Any, *, jobs: int = 1,
-                     on_progress: Optional[Callable[[int, int, Any], None]] = None) -> Any:
-        """A sweep (§4.8): the same what-if over each session, as
-        ``client.what_if_over(["s_1", "s_2"], WhatIfSpec(substitute={"run_tests": "1 failed"}), jobs=2)``.
-
-        ``spec`` is a :class:`~flux.timemachine.whatif.WhatIfSpec` or a ``session.what_if()``
-        builder (its knobs are used). Each counterfactual runs on this client's ops, approver,
-        policy and model — in ``jobs`` forked worker processes, each with its own store
-        connection. Returns a :class:`~flux.timemachine.whatif.SweepReport` (``outcomes`` in the
-        given order, ``changed``, ``total``, ``offline_cost``); a session that fails is an error
-        row, never the end of the sweep."""
-        from ..timemachine.whatif import WhatIf, WhatIfSpec, what_if_over
-
-        if isinstance(spec, WhatIf):
-            spec = spec.spec
-        if not isinstance(spec, WhatIfSpec):
-            raise FluxError("what_if_over needs a WhatIfSpec (or a session.what_if() builder)")
-        ids = [s.id if isinstance(s, Session) else str(s) for s in sessions]
-        return what_if_over(self.store_dir, ids, spec, jobs=jobs, on_progress=on_progress, client=self)
 
     async def run(self, prompt: str, *, session: Optional[Session] = None) -> TurnOutput:
         """One turn on ``session`` (a new one if omitted)."""
@@ -267,7 +246,8 @@ class Client:
         return (session or self.session()).send_sync(prompt)
 
     # ---------------------------------------------------------------- internals
-    def _turn_config(self, sid: str, on_event: Optional[Callable[[dict], None]]) -> TurnConfig:
+    def turn_config(self, sid: str, on_event: Optional[Callable[[dict], None]]) -> TurnConfig:
+        """Everything a turn on session ``sid`` runs with: this client's store, model, ops, approver and limits."""
         return TurnConfig(
             writer=self.writer, session=sid, model_name=self.model, request_model=self.request_model,
             provider=self.provider, provider_name=self.provider_name, toolbox=self.toolbox, approver=self.approver,

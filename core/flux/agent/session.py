@@ -6,8 +6,10 @@
 The conversation (:attr:`Session.history`) is read back from the store on open, so a session
 continues where any earlier process left it.
 
-While a turn runs (a new turn, a flow, a resurrect — the automatic one included) the session's
-liveness lease (:mod:`flux.store.lease`) is held, so no other process or thread takes the live
+This is the runtime's session: it records turns. Travelling in time (fork, resurrect, what-if, and
+finishing an interrupted turn before the next one) is :class:`flux.sdk.Session`, built on it.
+
+While a turn runs the session's liveness lease (:mod:`flux.store.lease`) is held, so no other process or thread takes the live
 turn for an interrupted one; a second writer on the same session is refused in one line
 (:class:`~flux.store.lease.SessionLeased`) before it writes anything.
 """
@@ -16,33 +18,36 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from ..errors import FluxError
 from ..lang import ast as A
 from ..lang.parser import parse
 from ..store.events import Compacted, Message, decode_payload
+from ..model.interrupted import check_session_interrupted
+from ..model.session import load_session
 from ..store.lease import SessionLease
+from ..store.store import StoreReader
 from .approver import ApprovalRequest
 from .loop import TurnOutput, TurnRunner, check_flow, provider_history
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .client import Client
 
 __all__ = ["Session"]
 
 
 class Session:
-    def __init__(self, client: "Client", session_id: str):
+    """One conversation of a :class:`~flux.agent.client.Client` (``client``), recording its turns."""
+
+    def __init__(self, client: Any, session_id: str):
         self.client = client
         self.id = session_id
-        self.history: list[dict] = self._load_history()
+        self.history: list[dict] = self.load_history()
         self._busy = False
 
     def __repr__(self) -> str:
         return f"Session({self.id!r})"
 
-    def _load_history(self) -> list[dict]:
+    def load_history(self) -> list[dict]:
+        """The conversation as the store holds it: every message since the last compaction."""
         rows = self.client.writer.conn.execute(
             "SELECT kind, payload FROM events WHERE stream = ? AND kind IN ('message', 'compacted') ORDER BY stream_seq",
             (self.id,)).fetchall()
@@ -56,7 +61,8 @@ class Session:
         return msgs
 
     @contextmanager
-    def _turn(self) -> Iterator[None]:
+    def turn_lease(self) -> Iterator[None]:
+        """Hold this session for one turn: refused while a turn runs here, or when another process holds its lease."""
         if self._busy:
             raise FluxError(f"session {self.id} is already running a turn — wait for it to finish")
         self._busy = True
@@ -75,16 +81,13 @@ class Session:
                    resurrect: Optional[bool] = None) -> TurnOutput:
         """Run one adaptive turn for ``text``; the turn is recorded whatever its outcome.
 
-        When the session's newest turn was interrupted (a killed process) and the client's
-        ``auto_resurrect`` is on (``resurrect=None``), that turn is finished first from the crash
-        point with no model call (spec §4.7); its report is on ``out.resurrected``."""
+        :meth:`before_turn` runs first, inside the lease (the SDK's session finishes an interrupted
+        turn there, unless ``resurrect=False``); its report is on ``out.resurrected``."""
         if not isinstance(text, str) or not text.strip():
             raise FluxError("the prompt is empty — say what the agent should do")
-        with self._turn():
-            report = None
-            if resurrect if resurrect is not None else self.client.auto_resurrect:
-                report = self._resurrect_on_open()
-            runner = TurnRunner(self.client._turn_config(self.id, on_event))
+        with self.turn_lease():
+            report = self.before_turn(resurrect)
+            runner = TurnRunner(self.client.turn_config(self.id, on_event))
             out, new_msgs = await runner.run_turn(self.history, text)
             self.history.extend(new_msgs)
             out.resurrected = report
@@ -94,84 +97,22 @@ class Session:
                   resurrect: Optional[bool] = None) -> TurnOutput:
         return _run(self.send(text, on_event=on_event, resurrect=resurrect))
 
-    # ---------------------------------------------------------------- time machine
-    def _resurrect_on_open(self) -> Any:
-        """The automatic resurrect before a new turn: exactly what ``flux resurrect`` would do — the
-        store's recorded toolbox and workspace (``toolbox.json``), unless the client was given its own
-        ``ops`` — or a :class:`FluxError` before anything is written when it cannot be done right
-        (an op the toolbox lacks, a live op the approver denies). A session flux would not flag
-        (nothing to finish, or needs manual recovery) is said through the hook and the turn goes on."""
-        w = self.client.writer
-        if w.session_exists(self.id) and w.conn.execute(
-                "SELECT 1 FROM events WHERE stream = ? AND kind = 'turn_started' LIMIT 1", (self.id,)).fetchone() is None:
-            return None  # a session with no turn yet has none to finish (spares opening a reader and the check)
-        from ..store.store import StoreReader
-        from ..timemachine.resurrect import prepare_resurrect, resurrect_session
-
-        hook = self.client.on_resurrect
-        try:
-            toolbox, workspace = self.client.resurrect_toolbox()
-            toolbox_error = None
-        except FluxError as e:  # a bad toolbox.json matters only if there is a turn to finish
-            toolbox, workspace, toolbox_error = self.client.toolbox, self.client.workspace, e
-        try:
-            with StoreReader(self.client.store_dir) as reader:
-                plan = prepare_resurrect(reader, self.id, catalog=toolbox.catalog(), workspace=str(workspace))
-        except FluxError as e:  # e.g. "needs manual recovery": said, and the new turn still runs
-            if hook is not None:
-                hook("error", e)
-            return None
-        if plan is None:
-            return None
-        if toolbox_error is not None:
-            raise toolbox_error
-        _gate_auto_resurrect(plan, toolbox, self.client.approver)
-        report = resurrect_session(self.client, self.id, plan=plan, toolbox=toolbox,
-                                   on_plan=(lambda p: hook("plan", p)) if hook else None)
-        if report is not None:
-            if hook is not None:
-                hook("report", report)
-            self.history = self._load_history()
-        return report
+    def before_turn(self, resurrect: Optional[bool]) -> Any:
+        """What runs inside a new turn's lease before the turn itself, returning its report (here:
+        nothing). The SDK's session (:class:`flux.sdk.Session`) finishes an interrupted turn here."""
+        if resurrect:
+            raise FluxError("finishing an interrupted turn takes the time machine — open the session "
+                            "with flux.sdk.Client, or run `flux resurrect`")
+        return None
 
     def interrupted(self) -> Any:
         """This session's interrupted turn — the newest turn, left open by a killed process after its
         plan was accepted — as an :class:`~flux.model.interrupted.InterruptedTurn` (``turn_id``,
         ``turn_number``, ``user_input``, ``plan_source``, ``completed`` statements), or ``None`` when
         there is nothing to resurrect (every turn closed, or a live process is recording it). Only
-        reads: finishing the turn is :meth:`resurrect`."""
-        from ..model.interrupted import check_session_interrupted
-        from ..model.session import load_session
-        from ..store.store import StoreReader
-
+        reads: finishing the turn is :meth:`flux.sdk.Session.resurrect`."""
         with StoreReader(self.client.store_dir) as reader:
             return check_session_interrupted(reader.dir, load_session(reader, self.id)).interrupted
-
-    def resurrect(self, *, confirm: Optional[Callable[[Any], bool]] = None) -> Any:
-        """Finish this session's interrupted turn from the crash point, no model call (§4.7).
-        Returns the :class:`~flux.timemachine.resurrect.ResurrectReport`, or ``None`` when no turn
-        is interrupted. ``confirm(preview)`` is asked before an op with no cell runs again."""
-        from ..timemachine.resurrect import resurrect_session
-
-        with self._turn():
-            report = resurrect_session(self.client, self.id, confirm=confirm)
-            if report is not None:
-                self.history = self._load_history()
-            return report
-
-    def fork(self, at: int, **kw: Any) -> Any:
-        """Fork this session at position ``at`` (``inject=``, ``edit=``, ``prompt=``, ``turn=``,
-        ``confirm=``); returns a :class:`~flux.timemachine.fork.ForkResult` (``.session`` is the
-        new id — open it with ``client.open_session``)."""
-        from ..timemachine.fork import fork_session
-
-        return fork_session(self.client, self.id, at, **kw)
-
-    def what_if(self) -> Any:
-        """A what-if builder (§4.8): ``session.what_if().substitute("run_tests", "ok").run()``."""
-        from ..timemachine.whatif import WhatIf
-
-        return WhatIf(self.client, self.id)
 
     async def run_flow(self, flow: str | A.DraftAst, *, on_event: Optional[Callable[[dict], None]] = None) -> TurnOutput:
         """Run an authored flow (Flux-Lang text or a parsed DraftAst) as one recorded turn.
@@ -186,9 +127,9 @@ class Session:
             return approver.decide(ApprovalRequest(op="confirm", effect="confirm", input=None, kind="confirm",
                                                    message=message, risk=risk)).allowed
 
-        with self._turn():
-            report = self._resurrect_on_open() if self.client.auto_resurrect else None
-            runner = TurnRunner(self.client._turn_config(self.id, on_event))
+        with self.turn_lease():
+            report = self.before_turn(None)
+            runner = TurnRunner(self.client.turn_config(self.id, on_event))
             out, new_msgs = runner.run_flow(draft, confirm)
             self.history.extend(new_msgs)
             out.resurrected = report
@@ -213,19 +154,3 @@ def _run(coro: Any) -> Any:
         asyncio.run(main())
         return box[0]
     raise FluxError("send_sync/run_flow_sync cannot run inside an event loop — await send()/run_flow() instead")
-
-
-def _gate_auto_resurrect(plan: Any, toolbox: Any, approver: Any) -> None:
-    """Refuse, before anything is written, an automatic resurrect that could not finish the turn
-    right: an op it would run live that the toolbox has no implementation of, or that the approver
-    denies (deny-all without ``--yes``) — either would close the turn ``halted`` for good."""
-    preview = plan.preview
-    refusal = preview.refusal(toolbox.catalog())
-    if refusal is not None:
-        raise FluxError(f"{refusal} (or pass FLUX_AUTO_RESURRECT=0 to leave the turn interrupted)")
-    denied = [o for o in preview.with_policy(approver).ops if o.denied]
-    if denied:
-        names = ", ".join(dict.fromkeys(f"`{o.op}` ({o.effect})" for o in denied))
-        raise FluxError(f"{plan.session}'s interrupted turn {plan.turn} would run {names} live and the approver "
-                        f"denies it — pass --yes or --policy FILE, or run `flux resurrect {plan.session}` first; "
-                        "nothing was written")

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from ..errors import FluxError
+from .builtin_ops import coding_ops
+from .demo_ops import demo_ops
 
 __all__ = ["TOOLBOX_FILE", "StoreToolbox", "toolbox_names", "toolbox_ops", "store_toolbox", "write_store_toolbox"]
 
@@ -29,14 +31,10 @@ MAX_BYTES = 64 * 1024
 
 
 def _coding(workspace: Path, secrets: Iterable[str]) -> list:
-    from .builtin_ops import coding_ops
-
     return coding_ops(workspace, secrets=secrets)
 
 
 def _demo(workspace: Path, secrets: Iterable[str]) -> list:
-    from ..demo import demo_ops
-
     return demo_ops(workspace, secrets=secrets)
 
 

@@ -218,7 +218,7 @@ def run_cmd(prompt: tuple[str, ...], model: Optional[str], base_url: Optional[st
             session: Optional[str], cont: bool, yes: bool, policy: Optional[Path], as_json: bool,
             store: Optional[Path]) -> None:
     """Run one agent turn for PROMPT and record it in the store."""
-    from ..agent.client import DEFAULT_INSTRUCTIONS, Client
+    from ..sdk import DEFAULT_INSTRUCTIONS, Client
 
     text = " ".join(prompt).strip()
     if not text:
@@ -328,9 +328,9 @@ def flow_group() -> None:
 def flow_run(file: Path, model: str, workspace: Optional[Path], session: Optional[str], cont: bool, yes: bool,
              policy: Optional[Path], as_json: bool, store: Optional[Path]) -> None:
     """Run the flow in FILE as one recorded turn (resumable: a statement ledger is written)."""
-    from ..agent.client import Client
     from ..agent.providers.null import NullProvider
     from ..lang.parser import parse
+    from ..sdk import Client
 
     try:
         source = file.read_text(encoding="utf-8")

@@ -413,14 +413,14 @@ def _fork(session: str, at: int, turn: int | None, inject: str | None, edit: Pat
         finish = renderer.finish
         client_factory = lambda: Client(plan.model, store=reader.dir, workspace=ws, on_event=renderer,  # noqa: E731
                                         ops=_ops(ws, reader.dir),
-                                        auto_resurrect=False, **approval)
+                                        **approval)
         from ..agent.registry import resolve_model
 
         resolve_model(plan.model)  # a model without a key fails here, before anything is written
     else:
         finish = lambda: None  # noqa: E731
         client_factory = lambda: _offline_client(reader.dir, ws, plan.detail.model or "mock",  # noqa: E731
-                                                 auto_resurrect=False, **approval)
+                                                 **approval)
     # The prefix runs in memory from tape (nothing written; a divergence is one line) and the gate's
     # preview comes from the tape it left: the same run fork_session writes (prefix=), done once.
     prefix = run_fork_prefix(plan, catalog)
@@ -488,7 +488,7 @@ def resurrect_cmd(session: str, workspace: Path | None, yes: bool, policy: Path 
     if not as_json:
         click.echo(resurrect_lines(plan), err=True)
     _gate(plan.preview, yes, policy, as_json, f"resurrect {row.id}", catalog)
-    client = _writable(lambda: _offline_client(reader.dir, ws, plan.detail.row.model or "mock", auto_resurrect=False,
+    client = _writable(lambda: _offline_client(reader.dir, ws, plan.detail.row.model or "mock",
                                                **_approval_kw(yes, policy)), reader.dir,
                        live=not plan.preview.offline)
     try:
@@ -578,9 +578,9 @@ def _whatif_client(store_dir: Path, ws: Path, spec, yes: bool, policy: Path | No
 
         name = spec.model or session_model or "mock"
         resolve_model(name)  # no key → one line, before anything is written
-        return lambda: Client(name, store=store_dir, workspace=ws, auto_resurrect=False, on_event=on_event,
+        return lambda: Client(name, store=store_dir, workspace=ws, on_event=on_event,
                               ops=_ops(ws, store_dir), **approval)
-    return lambda: _offline_client(store_dir, ws, session_model or "mock", auto_resurrect=False, **approval)
+    return lambda: _offline_client(store_dir, ws, session_model or "mock", **approval)
 
 
 def _refuse_uncalled_substitutions(detail, spec) -> None:

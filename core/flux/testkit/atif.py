@@ -232,7 +232,7 @@ def _normalize_one(traj: Any) -> Any:
 
 def discover_volatile(a: dict, b: dict) -> set[str]:
     """Keys whose values differ between two exports of runs of the same scenario."""
-    from .surfaces import differing_keys
+    from ..model.surfaces import differing_keys
 
     return differing_keys(a, b)
 

@@ -1,8 +1,8 @@
 """The test kit's failures.
 
 :class:`ScenarioError` is a :class:`~flux.errors.FluxError` (bad fixture, refused record: a one-line
-``error:`` on the CLI). :class:`AssertionFailed` is an ``AssertionError`` whose text is meant to be
-acted on: what was expected, what happened, the side-by-side trajectory where it helps, and the
+``error:`` on the CLI). :class:`~flux.errors.AssertionFailed` (defined beside the other errors, so the
+time machine's what-if assertions raise it too) is an ``AssertionError`` whose text is meant to be acted on: what was expected, what happened, the side-by-side trajectory where it helps, and the
 command that re-baselines when the change is intended.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import FluxError
+from ..errors import AssertionFailed, FluxError
 
 __all__ = ["ScenarioError", "MissingFixture", "AssertionFailed", "JudgeMiss", "kit_failure"]
 
@@ -25,15 +25,6 @@ class MissingFixture(ScenarioError):
 
 class JudgeMiss(ScenarioError):
     """A judge request with no recorded verdict in judge.jsonl."""
-
-
-class AssertionFailed(AssertionError):
-    """A test-kit assertion failed; ``str()`` is the full, actionable message."""
-
-    def __init__(self, message: str, *, detail: str = ""):
-        super().__init__(message + (("\n\n" + detail) if detail else ""))
-        self.summary = message
-        self.detail = detail
 
 
 def kit_failure(excinfo: Any) -> bool:

@@ -23,6 +23,7 @@ from typing import Any, Optional
 from ..agent.model_cassette import load_records, redacted_record, request_hash
 from ..agent.providers.base import Chunk, ModelRequest, ProviderError, assemble
 from ..cassette.redactor import Redactor
+from .blocking import run_blocking
 from .errors import AssertionFailed, JudgeMiss, ScenarioError, kit_failure
 from .golden import Rebaseline, update_mode
 
@@ -135,10 +136,8 @@ def judge(scenario: Any, criterion: str, text: str, rubric: Rubric, *, live: Any
         raise JudgeMiss(f"{path} has no verdict for this judge request (hash {h[:16]}…, model {rubric.name}) — the "
                         f"criterion, the text or the judge model changed, or it was never recorded; record it with a "
                         f"live judge: FLUX_GOLDEN=update")
-    from .scenario import _run
-
     try:
-        chunks = _run(_live(rubric, req))
+        chunks = run_blocking(_live(rubric, req))
     except ProviderError as e:
         raise ScenarioError(f"the live judge call failed: {e}") from None
     verdict = parse_verdict(assemble(chunks).text, criterion, False)

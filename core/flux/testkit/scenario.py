@@ -49,19 +49,22 @@ from ..cassette.replay import ReplayTape
 from ..errors import FluxError
 from ..model.pricing import load_price_table, session_spend
 from ..model.session import SessionDetail, load_session
+from ..model.surfaces import (
+    as_the_redrive_sees_it, cell_trajectory, event_log, redacted_cells, side_by_side, surface_diff, transcript,
+)
 from ..store.store import StoreReader, StoreWriter
 from ..timemachine.diff import RunDiff, diff_details
 from ..timemachine.replay import ReplayReport, replay_detail
 from ..timemachine.whatif import Counterfactual
+from .blocking import run_blocking
 from .cassette import OVERRIDE_FILE, StrictCassette, load_overrides
 from .errors import AssertionFailed, MissingFixture, ScenarioError, kit_failure
 from .frozen import frozen_toolbox
 from .golden import Rebaseline, update_mode
+from .judge import judge
 from .linediff import line_diff
 from .manifest import MANIFEST_FILE, RUNTIME_VERSION, Manifest, record_command
 from .vacuous import CountsReads
-from .surfaces import (as_the_redrive_sees_it, cell_trajectory, event_log, redacted_cells, side_by_side, surface_diff,
-                       transcript)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..agent.client import Client
@@ -88,16 +91,6 @@ def snapshot_text(detail: SessionDetail) -> str:
     ``"\\n---\\n"``."""
     return "\n---\n".join(p.plan_source for t in detail.turns for p in t.plan_attempts
                           if p.outcome == "accepted" and p.plan_source is not None)
-
-
-def _run(coro: Any) -> Any:
-    __tracebackhide__ = kit_failure
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    coro.close()
-    raise FluxError("this call cannot run inside an event loop — await the *_async variant instead")
 
 
 def work_root() -> Optional[str]:
@@ -481,7 +474,7 @@ class Scenario:
     def record(cls, client: "Client", input: str, path: str | os.PathLike[str], *,
                name: Optional[str] = None, allow_error: bool = False, ops: Optional[str] = None) -> "Scenario":
         __tracebackhide__ = kit_failure
-        return _run(cls.record_async(client, input, path, name=name, allow_error=allow_error, ops=ops))
+        return run_blocking(cls.record_async(client, input, path, name=name, allow_error=allow_error, ops=ops))
 
     @classmethod
     async def record_async(cls, client: "Client", input: str, path: str | os.PathLike[str], *,
@@ -519,7 +512,7 @@ class Scenario:
             try:
                 sid = writer.create_session(client.model, context=client.context)
                 tee = TeeProvider(client.provider, ModelCassetteWriter(staging / MODEL_FILE, client.redactor))
-                cfg = replace(client._turn_config(sid, None), writer=writer, session=sid, provider=tee)
+                cfg = replace(client.turn_config(sid, None), writer=writer, session=sid, provider=tee)
                 out, _ = await TurnRunner(cfg).run_turn([], input)
                 recorded_at = writer.now()
             finally:
@@ -575,7 +568,7 @@ class Scenario:
     def check(self, client: "Client", *, timeout: float = 60.0, update: Optional[bool] = None,
               on_miss: str = "strict") -> Report:
         __tracebackhide__ = kit_failure
-        return _run(self.check_async(client, timeout=timeout, update=update, on_miss=on_miss))
+        return run_blocking(self.check_async(client, timeout=timeout, update=update, on_miss=on_miss))
 
     async def check_async(self, client: "Client", *, timeout: float = 60.0, update: Optional[bool] = None,
                           on_miss: str = "strict") -> Report:
@@ -626,7 +619,7 @@ class Scenario:
         try:
             sid = writer.create_session(client.model, context={"correlation_id": m.session,
                                                                "agent_id": f"what_if:check@{m.name}"})
-            cfg = replace(client._turn_config(sid, None), writer=writer, session=sid, provider=cassette,
+            cfg = replace(client.turn_config(sid, None), writer=writer, session=sid, provider=cassette,
                           toolbox=frozen_toolbox(client.toolbox, tape), approver=AutoApprove(),
                           # retries as the recording retried: the cassette marks a recorded failure
                           # retryable only when the recording's next call repeated the request
@@ -727,8 +720,6 @@ class Scenario:
 
     def judge(self, client: Any, criterion: str, text: str, rubric: Any) -> Any:
         __tracebackhide__ = kit_failure
-        from .judge import judge
-
         self.assertions += 1
         return judge(self, criterion, text, rubric, live=client)
 

@@ -36,9 +36,10 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..cassette.record import RecordingHost
 from ..cassette.replay import FrozenHost, ReplayHost, ReplayTape
-from ..errors import FluxError
+from ..errors import AssertionFailed, FluxError
 from ..lang.interpreter import Interpreter, ResumeLedger
 from ..model.session import TRACE_KINDS, SessionDetail, load_session
+from ..model.surfaces import cell_trajectory, side_by_side
 from ..store.events import Compacted, OpRecorded, PlanHalted, Run, StatementCompleted, TurnEnded
 from ..store.lease import SessionLease
 from ..store.store import StoreReader, store_error
@@ -154,8 +155,6 @@ class Counterfactual:
 
     def trajectory_diff(self, width: int = 120) -> str:
         """Source and counterfactual side by side, one line per cell (or the transcripts given)."""
-        from ..testkit.surfaces import cell_trajectory, side_by_side
-
         if self.golden_transcript is None or self.actual_transcript is None:
             r = StoreReader(self.store_dir)
             try:
@@ -235,8 +234,6 @@ class Counterfactual:
     def assert_diverges_at(self, node: int) -> "Counterfactual":
         """The first divergence from the source is at diff row ``node`` (nothing before it changed)."""
         __tracebackhide__ = True  # pytest shows the failure, not this frame
-        from ..testkit.errors import AssertionFailed
-
         name = self._asserted()
         d = self.diff()
         fd = self.first
@@ -250,8 +247,6 @@ class Counterfactual:
     def assert_compensated_with(self, op: str) -> "Counterfactual":
         """``op`` was dispatched by the counterfactual run (it is among its recorded cells)."""
         __tracebackhide__ = True  # pytest shows the failure, not this frame
-        from ..testkit.errors import AssertionFailed
-
         name = self._asserted()
         ops = self.actual_ops
         if op in ops:
@@ -509,7 +504,7 @@ def _replan(client: Any, plan: _Plan, frozen: FrozenHost, conv: list[dict], mode
             w.append(did, TurnEnded(outcome="ok", iterations=len(items), answer=""), turn_id=tid)
     user_input = detail.turns[plan.target_turn - 1].user_input
     sess = Session(client, did)
-    cfg = client._turn_config(did, on_event)
+    cfg = client.turn_config(did, on_event)
     cfg.host_wrap = lambda live: _Rebind(frozen, live)
     if plan.spec.instructions is not None:
         cfg.instructions = plan.spec.instructions
@@ -655,8 +650,8 @@ def _make_client(store_dir: str, client_args: dict) -> Any:
         args["ops"] = box.ops(ws)
     model = args.pop("model", None)
     if model:
-        return Client(model, store=store_dir, auto_resurrect=False, **args)
-    return Client(NullProvider(model="offline"), model="offline", store=store_dir, auto_resurrect=False, **args)
+        return Client(model, store=store_dir, **args)
+    return Client(NullProvider(model="offline"), model="offline", store=store_dir, **args)
 
 
 def _sweep_one(store_dir: str, sid: str, spec: WhatIfSpec, client_args: dict) -> SweepOutcome:

@@ -70,7 +70,7 @@ def detail_rows(res: Any) -> tuple[list[tuple[str, str, str]], Optional[int]]:
     trajectory (golden ↔ the re-drive, or the recording alone when nothing was re-driven), then
     each other failure under a ``#`` heading (the plan snapshot's per-line diff, a trajectory golden
     diff, an error). Returns the rows and the first changed one."""
-    from flux.testkit.surfaces import aligned_rows
+    from flux.model.surfaces import aligned_rows
 
     rep = res.report
     rows: list[tuple[str, str, str]] = []

@@ -1,4 +1,4 @@
-"""The two surfaces a check compares (seed 004), and the side-by-side trajectory text.
+"""The two surfaces a check compares — transcript and event log — and the side-by-side trajectory text.
 
 * the **transcript** — what a person sees of the turn: the user input, every model answer (text,
   tool calls with their input) and every tool result, one line each (:func:`transcript`);
@@ -11,7 +11,7 @@ or answered shows in the transcript first, where it reads as a person would read
 
 Volatile values — different between two runs of the same scenario with the same answers — were
 found by recording one scenario twice and diffing the two event logs (:func:`discover_volatile`;
-``tests/testkit/test_surfaces.py`` re-derives the set and checks it against
+``tests/testkit/test_assertions.py`` re-derives the set and checks it against
 :data:`VOLATILE_KEYS`). They are the wall-clock durations and the per-store ids of the
 observation bodies. Their values become ``<key>`` placeholders; keys stay, so a field that appears
 or disappears is still a difference.
