@@ -1,4 +1,4 @@
-"""The fused call's bind check, cached per head (loop._bind_head_ok): a head's verdict is the plain
+"""The fused call's bind check, cached per head (direct_call._bind_head_ok): a head's verdict is the plain
 check's (``not in RESERVED and _IDENT.match``) for the head followed by any non-negative int."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flux.agent import loop
+from flux.agent import direct_call
 from flux.lang.formatter import _IDENT
 
 _heads = st.text(alphabet="ab_Z9-. é\u00b2", max_size=8).map(lambda t: "adaptive_" + t) | st.text(max_size=6)
@@ -15,13 +15,13 @@ _heads = st.text(alphabet="ab_Z9-. é\u00b2", max_size=8).map(lambda t: "adaptiv
 @settings(max_examples=120, deadline=None)
 @given(_heads, st.lists(st.integers(min_value=0, max_value=10**30), min_size=1, max_size=4))
 def test_a_heads_verdict_is_every_binds(head, numbers):
-    ok = loop._bind_head_ok(head)
+    ok = direct_call._bind_head_ok(head)
     for n in numbers:
         bind = f"{head}{n}"
-        assert ok == (bind not in loop.RESERVED and _IDENT.match(bind) is not None), bind
+        assert ok == (bind not in direct_call.RESERVED and _IDENT.match(bind) is not None), bind
 
 
 def test_a_reserved_word_of_head_and_digits_refuses_the_head(monkeypatch):
-    monkeypatch.setattr(loop, "RESERVED", loop.RESERVED | {"adaptive_gather_12"})
-    assert not loop._bind_head_ok("adaptive_gather_")
-    assert loop._bind_head_ok("adaptive_batch_x_action_")
+    monkeypatch.setattr(direct_call, "RESERVED", direct_call.RESERVED | {"adaptive_gather_12"})
+    assert not direct_call._bind_head_ok("adaptive_gather_")
+    assert direct_call._bind_head_ok("adaptive_batch_x_action_")

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flux.agent.client import Client
-from flux.agent.loop import _escape_braces
+from flux.agent.loop import escape_braces
 from flux.agent.ops import OpError, op
 from flux.agent.providers.scripted import ScriptedProvider
 from flux.lang import ast as A
@@ -61,9 +61,9 @@ def _run_both(calls, outcomes):
         it = Interpreter(_CATALOG, host, sink, run_id="s_1")
         for name, op_name, value in calls:
             if direct:
-                it.run_call(name, op_name, _escape_braces(value))
+                it.run_call(name, op_name, escape_braces(value))
             else:
-                it.run(_plan(name, op_name, _escape_braces(value)), resumable=False)
+                it.run(_plan(name, op_name, escape_braces(value)), resumable=False)
         out.append((sink.events, host.log, dict(it.symbols), dict(it.values), it._next_vid, it.steps))
     return out
 
@@ -161,7 +161,7 @@ def glance(path: str) -> OpOutcome:
 
 def _record(tmp_path, way: str, monkeypatch, calls=None, *, approver: str = "callback", ticking: bool = False,
             cap: int | None = None):
-    """Record the turn one of three ways: ``fused`` (the loop's one-pass call, _DirectCall),
+    """Record the turn one of three ways: ``fused`` (the loop's one-pass call, DirectCall),
     ``run_call`` (Interpreter.run_call through the recording and live hosts) or ``run`` (the
     reference: Interpreter.run of each call's host plan). ``approver``: ``callback`` (refuses path
     'no') or ``auto`` (``--yes``); ``ticking``: the store clock and the timer count up (so every read
@@ -172,7 +172,7 @@ def _record(tmp_path, way: str, monkeypatch, calls=None, *, approver: str = "cal
     from flux.agent.approver import CallbackApprover
 
     if way != "fused":
-        monkeypatch.setattr(loop._DirectCall, "of", classmethod(lambda cls, *a: None))
+        monkeypatch.setattr(loop.DirectCall, "of", classmethod(lambda cls, *a: None))
     if way == "run":
         def run_call(self, name, op_name, value):
             self.run(_plan(name, op_name, value), resumable=False)
@@ -271,7 +271,7 @@ def test_random_turns_are_the_same_row_for_row_fused_and_through_run_call(tmp_pa
         mp.undo()
 
 
-# -- the fused tool call (_DirectCall.tool): the whole of _tool in one pass, for plain flat inputs --
+# -- the fused tool call (DirectCall.tool): the whole of _tool in one pass, for plain flat inputs --
 
 # Inputs at and around the fused call's edge: plain scalars (taken), and values it hands to the
 # general path — floats, braces, quotes, backslashes, newlines, controls, surrogates, lists, a
@@ -324,17 +324,17 @@ _FUSED_CALLS = [
 
 
 def _spy_on_the_fused_call(monkeypatch) -> list[bool]:
-    """A list that gets, per tool call, whether the fused call (``_DirectCall.tool``) took it."""
+    """A list that gets, per tool call, whether the fused call (``DirectCall.tool``) took it."""
     from flux.agent import loop
 
     taken: list[bool] = []
-    tool = loop._DirectCall.tool
+    tool = loop.DirectCall.tool
 
     def spy(self, *a):
         r = tool(self, *a)
         taken.append(r is not None)
         return r
-    monkeypatch.setattr(loop._DirectCall, "tool", spy)
+    monkeypatch.setattr(loop.DirectCall, "tool", spy)
     return taken
 
 

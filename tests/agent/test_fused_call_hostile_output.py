@@ -1,4 +1,4 @@
-"""qa5: the fused tool call (_DirectCall.tool, which writes its cell straight to the store writer)
+"""qa5: the fused tool call (DirectCall.tool, which writes its cell straight to the store writer)
 records hostile op *output* — a benign flat input answered with NULs, lone surrogates, line
 separators, a huge text, registered secrets whole, JSON-escaped-looking or split by a surrogate — row
 for row as the general path (Interpreter.run_call) records it, and no registered secret reaches a row."""

@@ -1,4 +1,4 @@
-"""The observation flush's encoder (flux.agent.loop.observation_texts) against the general path it
+"""The observation flush's encoder (flux.agent.observations.observation_texts) against the general path it
 replaces: ``encode_observation(kind, phase, redactor.redact_value(data))`` per observation."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flux.agent.loop import observation_texts
+from flux.agent.observations import observation_texts
 from flux.cassette.redactor import Redactor
 from flux.store.events import Observation, encode_observation
 
@@ -62,7 +62,7 @@ _BLOCKS = st.lists(st.one_of(
 @given(role=st.one_of(st.sampled_from(["user", "assistant", "a\ud83d"]), st.integers()), content=st.one_of(_BLOCKS, _VALUES),
        secrets=st.lists(st.sampled_from(["hunter22", "1234", "echo1", "text"]), max_size=2))
 def test_message_text_equals_the_message_body_encoded(role, content, secrets):
-    from flux.agent.loop import RedactedJson, message_text
+    from flux.agent.observations import RedactedJson, message_text
     from flux.store.events import Message, encode_payload
 
     red = Redactor(secrets)
@@ -78,7 +78,7 @@ def test_message_text_equals_the_message_body_encoded(role, content, secrets):
 def test_a_message_appended_as_text_is_the_row_and_registry_append_writes(tmp_path):
     import sqlite3
 
-    from flux.agent.loop import RedactedJson, message_text
+    from flux.agent.observations import RedactedJson, message_text
     from flux.store.events import Message
     from flux.store.store import StoreWriter
 
@@ -111,7 +111,7 @@ def test_a_message_appended_as_text_is_the_row_and_registry_append_writes(tmp_pa
     assert got[1][1][0][3] == 3 and "hunter22" not in str(got[1][0]) and "\ud83d" not in str(got[1][0])
 
 
-# One adaptive tool call's three observations in one entry (flux.agent.loop.ToolObservations, what
+# One adaptive tool call's three observations in one entry (flux.agent.observations.ToolObservations, what
 # the fused tool call appends): the texts of its three Observation objects, mixed with others.
 _TOOL_NAMES = st.sampled_from(["echo", "hunter22", "sk-abcdefghijklmnopqrstu", "a\ud83db", "tool", "", "local", "%s%%"])
 _NUMBERS = st.one_of(st.integers(0, 3), st.sampled_from([1234, 2 ** 70, -1]), st.floats(allow_nan=False))
@@ -128,7 +128,7 @@ _TOOL_OBS = st.builds(lambda d, name, subjects, ended: (d, name, subjects, ended
        secrets=st.lists(st.sampled_from(["hunter22", "1234", "local", "echo", "tool", "status"]), max_size=2),
        marker=st.sampled_from(["[redacted]", "%s%d%%"]))  # (the texts are %-formats: a marker with "%" in them)
 def test_tool_observations_write_the_texts_of_their_three_observations(entries, secrets, marker):
-    from flux.agent.loop import ToolObservations
+    from flux.agent.observations import ToolObservations
 
     red = Redactor(secrets, marker=marker)
     mixed, general = [], []
@@ -152,7 +152,7 @@ def test_tool_observations_write_the_texts_of_their_three_observations(entries, 
 
 
 # The closing messages' common shape: plain blocks, most of them texts the redactor finds nothing
-# in (flux.agent.loop.verbatim_json writes those in one encode), a few with a secret, a credential's
+# in (flux.agent.observations.verbatim_json writes those in one encode), a few with a secret, a credential's
 # look, a secret-naming key, an escape, a float, a tuple or a non-str key (the writer's path).
 _PLAIN_TEXT = st.sampled_from(["0", "17", "ok", "done", "x y", "é ✓", "hunter22", "sk-abcdefghijklmnopqrstu", "a\nb",
                                'q"q', 'q"q!', "tokens", "", "1234"])
@@ -169,7 +169,7 @@ _PLAIN_BLOCKS = st.lists(st.one_of(
 @settings(max_examples=150, deadline=None)
 @given(content=_PLAIN_BLOCKS, secrets=st.lists(st.sampled_from(["hunter22", "1234", "toolu_2", 'q"q!']), max_size=2))
 def test_plain_messages_are_written_as_the_general_path_writes_them(content, secrets):
-    from flux.agent.loop import RedactedJson, message_text
+    from flux.agent.observations import RedactedJson, message_text
     from flux.store.events import Message, encode_payload
 
     red = Redactor(secrets)
@@ -178,7 +178,7 @@ def test_plain_messages_are_written_as_the_general_path_writes_them(content, sec
 
 
 def test_a_turns_closing_message_is_written_verbatim():
-    from flux.agent.loop import verbatim_json
+    from flux.agent.observations import verbatim_json
 
     blocks = [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": [{"type": "text", "text": str(i)}],
                "is_error": False} for i in range(3)]
@@ -192,7 +192,7 @@ def test_a_turns_closing_message_is_written_verbatim():
     ([{"type": "tool_use", "id": "t", "name": "echo", "input": {"a": [{1.5: 2}]}}, {"type": "text", "text": "x"}], []),
 ])
 def test_messages_the_verbatim_path_must_refuse(content, secrets):
-    from flux.agent.loop import RedactedJson, message_text, verbatim_json
+    from flux.agent.observations import RedactedJson, message_text, verbatim_json
     from flux.store.events import Message, encode_payload
 
     red = Redactor(secrets)

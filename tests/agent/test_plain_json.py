@@ -1,4 +1,4 @@
-"""loop._plain_json: a level-at-a-time check for long lists (the closing messages' blocks) — the
+"""observations._plain_json: a level-at-a-time check for long lists (the closing messages' blocks) — the
 same verdict as the node-by-node walk, on values with every kind of non-plain part."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import enum
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flux.agent.loop import _plain_json, _plain_json_levels
+from flux.agent.observations import _plain_json, _plain_json_levels
 
 
 def _walk(v) -> bool:

@@ -39,14 +39,14 @@ if where == "in-transaction":  # the prefix's rows are inserted; the transaction
         pause("inside")
     fork_mod.flush_events = flush_events
 else:  # the prefix committed; the tail's first attempt is being recorded
-    real_attempt = fork_mod._attempt
+    real_attempt = fork_mod.accepted_attempt
     calls = []
     def _attempt(*a, **k):
         calls.append(1)
         if len(calls) == 2:
             pause("tail")
         return real_attempt(*a, **k)
-    fork_mod._attempt = _attempt
+    fork_mod.accepted_attempt = _attempt
 c = Client("mock", store=Path(store), workspace=Path(ws), env_secrets=False)
 fork_mod.fork_session(c, sid, int(at), inject="injected")
 print("finished", flush=True)

@@ -1,4 +1,4 @@
-"""``Redactor.finds_nothing`` (the fused tool call's check, flux.agent.loop._DirectCall.tool) is a
+"""``Redactor.finds_nothing`` (the fused tool call's check, flux.agent.loop.DirectCall.tool) is a
 promise about :meth:`Redactor.redact` and :meth:`Redactor.redact_value`: when it holds for a text,
 neither changes that text, any part of it, nor the JSON value a flat literal in it spells —
 registered secrets with regex metacharacters, quotes and backslashes, secrets that overlap or

@@ -32,7 +32,7 @@ from ..errors import FluxError
 
 __all__ = [
     "ApprovalRequest", "Decision", "Approver", "DenyAll", "AutoApprove", "PolicyApprover", "CallbackApprover",
-    "load_policy", "PolicyError",
+    "load_policy", "PolicyError", "confirm_with",
 ]
 
 
@@ -58,6 +58,14 @@ class Decision:
 
 class Approver(Protocol):
     def decide(self, request: ApprovalRequest) -> Decision: ...
+
+
+def confirm_with(approver: Approver) -> Callable[[str, str], bool]:
+    """A flow's ``confirm`` gate answered by ``approver`` (a ``kind="confirm"`` request)."""
+    def confirm(message: str, risk: str) -> bool:
+        return approver.decide(ApprovalRequest(op="confirm", effect="confirm", input=None, kind="confirm",
+                                               message=message, risk=risk)).allowed
+    return confirm
 
 
 def _refusal(req: ApprovalRequest, why: str) -> Decision:

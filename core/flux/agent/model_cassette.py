@@ -27,7 +27,6 @@ from typing import Any, AsyncIterator, Iterable, Optional
 from ..canonical import canonical_json, compact_json, scrub_text, scrub_value, sha256_hex
 from ..cassette.redactor import Redactor
 from ..documents import json_document, read_text
-from ..errors import FluxError
 from .providers.base import Chunk, ModelRequest, Provider, ProviderError
 
 __all__ = ["redact_chunks", "redacted_record", "request_hash", "resplit", "ModelRecord", "ModelCassetteWriter",

@@ -28,7 +28,7 @@ from ..model.interrupted import check_session_interrupted
 from ..model.session import load_session
 from ..store.lease import SessionLease
 from ..store.store import StoreReader
-from .approver import ApprovalRequest
+from .approver import confirm_with
 from .loop import TurnOutput, TurnRunner, check_flow, provider_history
 
 __all__ = ["Session"]
@@ -121,12 +121,7 @@ class Session:
         a bad flow leaves the store untouched."""
         draft = parse(flow) if isinstance(flow, str) else flow
         check_flow(draft, self.client.toolbox)
-        approver = self.client.approver
-
-        def confirm(message: str, risk: str) -> bool:
-            return approver.decide(ApprovalRequest(op="confirm", effect="confirm", input=None, kind="confirm",
-                                                   message=message, risk=risk)).allowed
-
+        confirm = confirm_with(self.client.approver)
         with self.turn_lease():
             report = self.before_turn(None)
             runner = TurnRunner(self.client.turn_config(self.id, on_event))

@@ -46,7 +46,7 @@ def _one_line(text: str, width: int = 100) -> str:
 _BEARER_AT_END = re.compile(r"(?i)bearer\s*\Z")
 
 
-class _Renderer:
+class TurnRenderer:
     """Streams a turn as it happens: model text, one line per tool call, retries — redacted as the
     store keeps them (``redactor``: the client's). Model text is shown a line at a time, so a secret
     streamed in two deltas is redacted whole; a line that a secret may continue past (an open
@@ -140,7 +140,9 @@ def _ask_fn(enabled: bool):
     return ask
 
 
-def _approval(yes: bool, policy: Optional[Path], interactive: bool) -> dict:
+def approval_options(yes: bool, policy: Optional[Path], interactive: bool) -> dict:
+    """The Client options ``--yes`` / ``--policy FILE`` choose (neither: none, and the client denies
+    every effectful call); a policy's ``ask`` rules prompt at the terminal when ``interactive``."""
     if yes and policy is not None:
         raise FluxError("pass either --yes or --policy FILE, not both")
     if yes:
@@ -224,9 +226,9 @@ def run_cmd(prompt: tuple[str, ...], model: Optional[str], base_url: Optional[st
     if not text:
         fail("the prompt is empty — say what the agent should do, e.g. flux run \"write a quick note\"")
     interactive = sys.stdin.isatty() and not as_json
-    kw = _approval(yes, policy, interactive)
+    kw = approval_options(yes, policy, interactive)
     store_dir = resolve_store_dir(store)
-    renderer = _Renderer(quiet=as_json)
+    renderer = TurnRenderer(quiet=as_json)
     client = Client(model or "mock", store=store_dir, workspace=workspace or Path.cwd(), base_url=base_url,
                     max_iter=max_iter, instructions=instructions or DEFAULT_INSTRUCTIONS,
                     model_cassette=model_cassette, on_event=renderer, **_resurrect_kw(as_json), **kw)
@@ -249,7 +251,7 @@ class _Ran:
 
 
 @contextmanager
-def _cancellable(client: Any, renderer: "_Renderer") -> Iterator[_Ran]:
+def _cancellable(client: Any, renderer: "TurnRenderer") -> Iterator[_Ran]:
     """Ctrl-C cancels the block (:func:`~flux.agent.cancel.sigint_cancels`); the CLI then says what
     the store holds — read back, not assumed — and exits 130."""
     from ..agent.cancel import sigint_cancels
@@ -341,9 +343,9 @@ def flow_run(file: Path, model: str, workspace: Optional[Path], session: Optiona
     except FluxError as e:
         fail(f"{file} does not parse: {e}")
     interactive = sys.stdin.isatty() and not as_json
-    kw = _approval(yes, policy, interactive)
+    kw = approval_options(yes, policy, interactive)
     store_dir = resolve_store_dir(store)
-    renderer = _Renderer(quiet=as_json)
+    renderer = TurnRenderer(quiet=as_json)
     client = Client(NullProvider(model=model), model=model, store=store_dir, workspace=workspace or Path.cwd(),
                     on_event=renderer, **_resurrect_kw(as_json), **kw)
     renderer.redactor = client.redactor

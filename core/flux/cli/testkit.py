@@ -75,7 +75,7 @@ def record_cmd(name: str, input_text: str, scenarios_dir: Optional[Path], model:
     from ..agent.client import DEFAULT_INSTRUCTIONS, Client
     from ..testkit.golden import ENV
     from ..testkit.scenario import Scenario
-    from .agent import _approval
+    from .agent import approval_options
 
     if not plain_name(name):
         fail(_name_hint(name, input_text))
@@ -88,7 +88,7 @@ def record_cmd(name: str, input_text: str, scenarios_dir: Optional[Path], model:
     directory = (scenarios_dir if scenarios_dir is not None else SCENARIOS_DIR) / name
     if update:
         os.environ[ENV] = "update"
-    kw = _approval(yes, policy, False)
+    kw = approval_options(yes, policy, False)
     scratch = Path(tempfile.mkdtemp(prefix="flux-record-ws-"))
     try:
         ws = scratch / "workspace"

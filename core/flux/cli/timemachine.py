@@ -268,9 +268,9 @@ def _toolbox_catalog(ws: Path, store_dir: Path | None = None):
 
 
 def _approval_kw(yes: bool, policy: Path | None) -> dict:
-    from .agent import _approval
+    from .agent import approval_options
 
-    return _approval(yes, policy, sys.stdin.isatty())
+    return approval_options(yes, policy, sys.stdin.isatty())
 
 
 _REFUSAL_OPS = 6  # live ops a gate refusal names before "… N more" (the table above lists them all)
@@ -407,9 +407,9 @@ def _fork(session: str, at: int, turn: int | None, inject: str | None, edit: Pat
     if mode == "replan":
         from ..agent.client import Client
 
-        from .agent import _Renderer
+        from .agent import TurnRenderer
 
-        renderer = _Renderer(quiet=as_json)
+        renderer = TurnRenderer(quiet=as_json)
         finish = renderer.finish
         client_factory = lambda: Client(plan.model, store=reader.dir, workspace=ws, on_event=renderer,  # noqa: E731
                                         ops=_ops(ws, reader.dir),
@@ -619,9 +619,9 @@ def what_if_cmd(session: str, turn: int | None, substitute: tuple[str, ...], sub
     _refuse_uncalled_substitutions(plan.detail, spec)
     renderer = None
     if spec.replan:
-        from .agent import _Renderer
+        from .agent import TurnRenderer
 
-        renderer = _Renderer(quiet=as_json)
+        renderer = TurnRenderer(quiet=as_json)
     factory = _whatif_client(reader.dir, ws, spec, yes, policy, plan.detail.row.model, renderer)
     _gate(plan.preview, yes, policy, as_json, f"what-if on {row.id}", catalog)
     client = _writable(factory, reader.dir, live=not plan.preview.offline)
@@ -692,8 +692,6 @@ def sweep_cmd(sessions: str | None, all_: bool, since: str | None, jobs: int, ex
     if not ids:
         common.fail("no sessions to sweep" + (" (none match --since)" if since else ""))
     if spec.replan or spec.off_tape == "live":
-        from .agent import _approval  # noqa: F401  (the gate below needs --yes/--policy for live sweeps)
-
         if not (yes or policy is not None):
             common.fail(f"a sweep with {'a re-plan' if spec.replan else '--off-tape live'} runs live on {len(ids)} "
                         "session(s) — pass --yes or --policy FILE to allow it; nothing was written")

@@ -46,7 +46,6 @@ from ..agent.model_cassette import ModelCassetteWriter, TeeProvider, load_record
 from ..agent.ops import Toolbox, load_ops
 from ..cassette.record import cassette_enabled
 from ..cassette.replay import ReplayTape
-from ..errors import FluxError
 from ..model.pricing import load_price_table, session_spend
 from ..model.session import SessionDetail, load_session
 from ..model.surfaces import (

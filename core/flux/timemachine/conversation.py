@@ -120,9 +120,9 @@ def _blocks(m: dict, kind: str) -> list[dict]:
 
 
 def _same_input(a: Any, b: Any) -> bool:
-    from ..agent.loop import _escape_braces
+    from ..agent.loop import escape_braces
 
-    return a == b or _escape_braces(a) == b
+    return a == b or escape_braces(a) == b
 
 
 def turn_prefix(turn: Sequence[dict], calls: Sequence[tuple[Optional[str], Any]], before: int) -> list[dict]:

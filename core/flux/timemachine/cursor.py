@@ -44,7 +44,7 @@ def row_of_cell(detail: SessionDetail, cell_index: int) -> int | None:
     whose first cell is tape cell ``cell_index``; ``None`` when that cell is not the first of its
     statement (``substitute_at`` cannot name it — substitute by op instead). ``detail`` must hold
     the whole session's run trace (``kinds=TRACE_KINDS``)."""
-    from .whatif import _row_cells
+    from .whatif import row_cells
 
-    rows = _row_cells(detail)
+    rows = row_cells(detail)
     return next((r for r, first in enumerate(rows) if first == cell_index), None)

@@ -36,18 +36,19 @@ the same either way (tests/core/test_fork_differential.py).
 
 from __future__ import annotations
 
-import re
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from hashlib import sha256 as _sha256
 from typing import Any, Callable, Optional
 
+from ..agent.approver import confirm_with
+from ..agent.recording import EventTee, LiveHost, Recorder
 from ..cassette.record import RecordingHost
 from ..cassette.redact_plan import redacted_plan_source
 from ..cassette.replay import ReplayHost, ReplayTape, TapeFirstHost
 from ..errors import FluxError
 from ..lang import ast as A
-from ..lang.catalog import OpCatalog, OpSpec
+from ..lang.catalog import OpCatalog
 from ..lang.formatter import format_flow
 from ..lang.hashes import fingerprint, flow_key, stmt_hash16
 from ..lang.interpreter import Interpreter, ResumeLedger, RunResult
@@ -314,9 +315,9 @@ def prepare_fork(reader: StoreReader, session: str, at: int, *, inject: Any = _U
 
 
 def _escape(v: Any) -> Any:
-    from ..agent.loop import _escape_braces
+    from ..agent.loop import escape_braces
 
-    return _escape_braces(v)
+    return escape_braces(v)
 
 
 def _preview(plan: ForkPlan, after_prefix: ReplayTape | None = None) -> LivePreview:
@@ -415,15 +416,6 @@ def _result_text(res: RunResult | None) -> str:
     return v if isinstance(v, str) else __import__("json").dumps(v, ensure_ascii=False)
 
 
-def _confirm_approver(client: Any) -> Callable[[str, str], bool]:
-    from ..agent.approver import ApprovalRequest
-
-    def confirm(message: str, risk: str) -> bool:
-        return client.approver.decide(ApprovalRequest(op="confirm", effect="confirm", input=None, kind="confirm",
-                                                      message=message, risk=risk)).allowed
-    return confirm
-
-
 def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, edit: str | None = None,
                  prompt: str | None = None, turn: int | None = None, mode: str | None = None,
                  confirm: Callable[[LivePreview], bool] | None = None,
@@ -453,8 +445,6 @@ def _fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, e
                  on_progress: Callable[[str, int, int], None] | None = None,
                  on_event: Callable[[dict], None] | None = None, plan: ForkPlan | None = None,
                  prefix: ForkPrefix | None = None) -> ForkResult:
-    from ..agent.loop import _LiveHost, _Recorder
-
     if prefix is not None:
         if plan is not None and plan is not prefix.plan:
             raise ValueError("fork_session: prefix= was run for another plan")
@@ -506,20 +496,20 @@ def _fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, e
             for kind, x in items:
                 if kind == "attempt":
                     step += 1
-                    w.append(fid, _attempt(step, x, red), turn_id=tid)
+                    w.append(fid, accepted_attempt(step, x, red), turn_id=tid)
                 else:
                     flush_events(w, fid, x, red)
 
         result = ForkResult(plan.source, fid, at, plan.mode, plan.preview, prefix_served)
-        rec = _Recorder(w, fid, red, client.cap)
+        rec = Recorder(w, fid, red, client.cap)
         tail_events: list[dict] = []
-        sink = _Tee(rec, tail_events)
-        live = _LiveHost(client.toolbox, client.approver, client._timer,
+        sink = EventTee(rec, tail_events)
+        live = LiveHost(client.toolbox, client.approver, client._timer,
                          concurrent=getattr(client, "concurrent_ops", True))
         tail_host = TapeFirstHost(tape, live)
         interp.host = RecordingHost(tail_host, sink, red, client.cap, enabled=client.cassette)
         interp.sink = sink
-        interp.approver = _confirm_approver(client)
+        interp.approver = confirm_with(client.approver)
         outcome, answer = "ok", ""
         try:
             if plan.mode in ("inject", "edit"):
@@ -528,7 +518,7 @@ def _fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, e
                 if plan.mode == "edit" and trunc_key is not None:
                     ledger = ResumeLedger.from_interrupted(mem.events, trunc_key)
                 step += 1
-                rec.append(_attempt(step, plan.tail_draft, red), turn_id=tid)
+                rec.append(accepted_attempt(step, plan.tail_draft, red), turn_id=tid)
                 res = interp.run(plan.tail_draft, resumable=resumable or ledger is not None, ledger=ledger)
                 if res.halted is not None:
                     result.halted = res.halted.error
@@ -537,7 +527,7 @@ def _fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, e
                 later = plan.executions[pos.execution + 1:]
                 for n, ex in enumerate(later, 1):
                     step += 1
-                    rec.append(_attempt(step, ex.draft, red), turn_id=tid)
+                    rec.append(accepted_attempt(step, ex.draft, red), turn_id=tid)
                     lg = ResumeLedger.fold(mem.events + tail_events) if halted_now else None
                     r = interp.run(plan_ast(ex.draft), resumable=resumable, ledger=lg)
                     halted_now = halted_now or r.halted is not None
@@ -677,17 +667,6 @@ class _PrefixHost(ReplayHost):
         self.sink.emit(body)
 
 
-class _Tee:
-    """The recorder, keeping a copy of the run bodies (to fold the halt latch without a re-read)."""
-
-    def __init__(self, rec: Any, events: list[dict]):
-        self.rec, self.events = rec, events
-
-    def emit(self, ev: dict) -> None:
-        self.events.append(ev)
-        self.rec.emit(ev)
-
-
 def _truncated(draft: A.DraftAst, n: int) -> A.DraftAst:
     """The plan of ``draft``'s first ``n`` statements (unnamed, no return type: spec §4.5). A host
     plan's stays a direct plan: its first ``n`` statements, its text cut after line ``n`` and its
@@ -720,7 +699,8 @@ def _turn_id(plan: ForkPlan) -> int | None:
     return plan.detail.turns[t - 1].turn_id
 
 
-def _attempt(step: int, draft: A.DraftAst, redactor: Any) -> PlanAttempted:
+def accepted_attempt(step: int, draft: A.DraftAst, redactor: Any) -> PlanAttempted:
+    """The accepted ``plan_attempted`` row of ``draft`` at ``step``: its fingerprint and its redacted source."""
     text = _host_text(draft)
     if text is not None:  # a host plan's text is format_flow's (_host_text); its fingerprint from its statements
         texts = _node_texts(draft.body.plan)

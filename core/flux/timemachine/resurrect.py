@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, Callable, NamedTuple, Optional
 
+from ..agent.approver import confirm_with
+from ..agent.recording import EventTee, LiveHost
 from ..cassette.record import RecordingHost
 from ..cassette.replay import ReplayTape, TapeFirstHost
 from ..canonical import scrub_value
@@ -443,18 +445,6 @@ def plan_resurrect(reader: StoreReader, session: str, **kw: Any) -> Optional[Liv
     return p.preview if p is not None else None
 
 
-class _Tee:
-    def __init__(self, rec: Any):
-        self.rec = rec
-        self.skipped: Optional[int] = None
-        self.plan_resumed = False
-
-    def emit(self, ev: dict) -> None:
-        if ev.get("event") == "plan_resumed":
-            self.skipped = int(ev.get("skipped", 0))
-        self.rec.emit(ev)
-
-
 def resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePreview], bool] | None = None,
                       on_plan: Callable[[Any], None] | None = None,
                       plan: Optional[ResurrectPlan] = None, toolbox: Any = None) -> Optional[ResurrectReport]:
@@ -502,8 +492,6 @@ def _check_still_open(writer: Any, plan: ResurrectPlan) -> None:
 
 def _resurrect_leased(client: Any, plan: ResurrectPlan, *, confirm: Callable[[LivePreview], bool] | None,
                       on_plan: Callable[[Any], None] | None, toolbox: Any) -> ResurrectReport:
-    from ..agent.loop import _LiveHost
-    from .fork import _confirm_approver
 
     if on_plan is not None:
         on_plan(plan)
@@ -520,11 +508,11 @@ def _resurrect_leased(client: Any, plan: ResurrectPlan, *, confirm: Callable[[Li
     # the in-flight marker: everything pending (its step_started included) is on disk before it
     # dispatches, and its cell as soon as it is recorded.
     sink = BufferedRunSink(w, plan.session, red, client.cap, durable=lambda ev: ev.get("event") == "op_recorded")
-    tee = _Tee(sink)
-    live = _LiveHost(toolbox, client.approver, client._timer, before_dispatch=lambda op: sink.flush(),
+    tee = EventTee(sink)
+    live = LiveHost(toolbox, client.approver, client._timer, before_dispatch=lambda op: sink.flush(),
                      concurrent=getattr(client, "concurrent_ops", True))
     host = TapeFirstHost(tape, RecordingHost(live, tee, red, client.cap, enabled=client.cassette))
-    interp = Interpreter(catalog_for(toolbox.catalog()), host, tee, approver=_confirm_approver(client),
+    interp = Interpreter(catalog_for(toolbox.catalog()), host, tee, approver=confirm_with(client.approver),
                          values=dict(plan.values), run_id=plan.session,
                          # the same session: a fast-forwarded `parallel` rebinds its branch names here
                          session=FlowDbBindings(client.store_dir, plan.session, now=w.now))
@@ -540,7 +528,7 @@ def _resurrect_leased(client: Any, plan: ResurrectPlan, *, confirm: Callable[[Li
     return report
 
 
-def _resurrect_run(plan: ResurrectPlan, interp: Interpreter, tee: _Tee, host: TapeFirstHost, live: Any,
+def _resurrect_run(plan: ResurrectPlan, interp: Interpreter, tee: EventTee, host: TapeFirstHost, live: Any,
                    tape: ReplayTape) -> ResurrectReport:
     report = ResurrectReport(plan.session, plan.turn, unanchored_cells=plan.unanchored_cells,
                              completed_before=plan.completed)
@@ -567,7 +555,8 @@ def _resurrect_run(plan: ResurrectPlan, interp: Interpreter, tee: _Tee, host: Ta
             answer = (v if isinstance(v, str) else __import__("json").dumps(v, ensure_ascii=False)) if v is not None else ""
     except KeyboardInterrupt:
         raise
-    report.statements_fast_forwarded = tee.skipped or 0
+    report.statements_fast_forwarded = next(
+        (int(ev.get("skipped", 0)) for ev in reversed(tee.events) if ev.get("event") == "plan_resumed"), 0)
     report.ops_served_from_cassette = host.served
     report.ops_run_live = len(host.live_ops)
     report.live_ops = list(host.live_ops)

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from ..agent.recording import EventTee, LiveHost, Recorder
 from ..cassette.record import RecordingHost
 from ..cassette.replay import FrozenHost, ReplayHost, ReplayTape
 from ..errors import AssertionFailed, FluxError
@@ -47,6 +48,7 @@ from .engine import (
     writes_ledger, MemorySink, NotForkable, catalog_for, conversation_before, executions_of, flush_events, live_effect, predict_calls,
     simulate_serve,
 )
+from .fork import accepted_attempt
 from .gate import LiveOp, LivePreview
 from .executors import Executor, parse_executor, run_on_ray
 
@@ -281,7 +283,7 @@ class _Plan:
     target_turn: Optional[int] = None  # re-plan: the turn re-driven
 
 
-def _row_cells(detail: SessionDetail) -> list[Optional[int]]:
+def row_cells(detail: SessionDetail) -> list[Optional[int]]:
     """Per diff row of the session (§3.6 statement rows, else cell rows): its first cell's tape index."""
     out: list[Optional[int]] = []
     first: Optional[int] = None
@@ -310,7 +312,7 @@ def prepare_what_if(reader: StoreReader, session: str, spec: WhatIfSpec, *, cata
                           "FLUX_CASSETTE=0) — the world cannot be frozen")
     by_index: dict[int, Any] = {}
     if spec.substitute_at:
-        rows = _row_cells(detail)
+        rows = row_cells(detail)
         for node, value in spec.substitute_at.items():
             if not 0 <= node < len(rows):
                 raise FluxError(f"--substitute-at {node}: session {sid} has {len(rows)} diff row(s), numbered 0–{len(rows) - 1}")
@@ -385,7 +387,6 @@ def _authorizer(spec: WhatIfSpec, catalog: Any) -> Optional[Callable[[str, Any],
 def run_what_if(client: Any, session: str, spec: WhatIfSpec, *, confirm: Callable[[LivePreview], bool] | None = None,
                 on_event: Callable[[dict], None] | None = None) -> Counterfactual:
     """Run a what-if on ``client``'s store (see the module doc)."""
-    from ..agent.loop import _LiveHost, _Recorder
 
     catalog = client.toolbox.catalog()
     reader = StoreReader(client.store_dir)
@@ -406,7 +407,7 @@ def run_what_if(client: Any, session: str, spec: WhatIfSpec, *, confirm: Callabl
     w, red = client.writer, client.redactor
     cat = catalog_for(catalog)
     tape = ReplayTape(detail.cells)
-    live = _LiveHost(client.toolbox, client.approver, client._timer,
+    live = LiveHost(client.toolbox, client.approver, client._timer,
                      concurrent=getattr(client, "concurrent_ops", True))
     frozen = FrozenHost(tape, by_index=plan.by_index, by_op=spec.substitute, off_tape=spec.off_tape,
                         live=live if spec.off_tape == "live" else None, authorize=_authorizer(spec, catalog))
@@ -422,17 +423,16 @@ def run_what_if(client: Any, session: str, spec: WhatIfSpec, *, confirm: Callabl
             did = w.create_session(detail.row.model or model, context={"correlation_id": sid, "agent_id": f"what_if:{sid}@{at}"})
             leased.enter_context(SessionLease.acquire(client.store_dir, did))
             tid = w.begin_turn(did, f"<what-if {sid}>", detail.row.model or model)
-            rec = _Recorder(w, did, red, client.cap)
+            rec = Recorder(w, did, red, client.cap)
             events: list[dict] = []
-            sink = _Tee(rec, events)
+            sink = EventTee(rec, events)
             interp = Interpreter(cat, RecordingHost(frozen, sink, red, client.cap, enabled=True), sink,
                                  approver=lambda m, r: True, run_id=did)
             halted = False
             resumable = writes_ledger(detail)
             for step, ex in enumerate(plan.executions, 1):
-                from .fork import _attempt
 
-                rec.append(_attempt(step, ex.draft, red), turn_id=tid)
+                rec.append(accepted_attempt(step, ex.draft, red), turn_id=tid)
                 res = interp.run(ex.draft, resumable=resumable, ledger=ResumeLedger.fold(events) if halted else None)
                 halted = halted or res.halted is not None
             rec.append(TurnEnded(outcome="ok", iterations=len(plan.executions), answer=""), turn_id=tid)
@@ -457,20 +457,10 @@ class _nullcontext:
         return None
 
 
-class _Tee:
-    def __init__(self, rec: Any, events: list[dict]):
-        self.rec, self.events = rec, events
-
-    def emit(self, ev: dict) -> None:
-        self.events.append(ev)
-        self.rec.emit(ev)
-
-
 def _replan(client: Any, plan: _Plan, frozen: FrozenHost, conv: list[dict], model: str, at: str,
             on_event: Any, cf: Counterfactual) -> str:
     from ..agent.session import Session
     from ..agent.loop import TurnRunner
-    from .fork import _attempt
 
     detail = plan.detail
     sid = detail.id
@@ -499,7 +489,7 @@ def _replan(client: Any, plan: _Plan, frozen: FrozenHost, conv: list[dict], mode
         if items:
             tid = w.begin_turn(did, f"<what-if prefix {sid}>", model)
             for step, (draft, evs) in enumerate(items, 1):
-                w.append(did, _attempt(step, draft, red), turn_id=tid)
+                w.append(did, accepted_attempt(step, draft, red), turn_id=tid)
                 flush_events(w, did, evs, red)
             w.append(did, TurnEnded(outcome="ok", iterations=len(items), answer=""), turn_id=tid)
     user_input = detail.turns[plan.target_turn - 1].user_input
