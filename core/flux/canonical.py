@@ -1,6 +1,6 @@
 """Canonical JSON as serde_json prints it, and the sha256 helper every hash in the store uses.
 
-Two serializers exist because flux has two key orders (spec §4.1, §9.1):
+Two serializers exist because flux has two key orders:
 
 * :func:`canonical_json` — value maps, keys sorted by byte order (op inputs, model requests);
 * :func:`compact_json` — keys in the order the dict holds them (AST and event structs, which the

@@ -1,11 +1,11 @@
-"""The adaptive agent loop, and authored-flow turns, recorded as flux records them (spec §2.6).
+"""The adaptive agent loop, and authored-flow turns, recorded as flux records them.
 
 One adaptive turn writes, in this order:
 
 1. the user ``message``;
 2. ``turn_started`` (its ``global_seq`` is the turn id);
 3. per tool call the model makes: an accepted ``plan_attempted`` holding the host-derived
-   one-statement plan (§5.2: ``adaptive_gather_<k> = op({...})`` for reading ops, phase
+   one-statement plan (``adaptive_gather_<k> = op({...})`` for reading ops, phase
    ``gather``; ``adaptive_batch_<id>_action_<i> = op({...})`` for mutating ops, phase ``execute``),
    then the interpreter's ``step_started``, the cassette cell ``op_recorded`` and
    ``step_succeeded``/``step_failed``;
@@ -16,7 +16,7 @@ One adaptive turn writes, in this order:
    ``tool.ended``), all stamped with the flush time;
 8. the conversation messages without turn id: every intermediate assistant ``tool_use`` and user
    ``tool_result`` message, then the final assistant message — so the stored conversation stays a
-   valid provider history (§2.4) that ``--continue`` resends.
+   valid provider history that ``--continue`` resends.
 
 Durability by effect (``docs/store-format.md``): the recorder group-commits. Rows are buffered and
 written in one transaction before every dispatch of an op with an effect (write / delete / network /
@@ -77,7 +77,7 @@ def _turn_number(cfg: Any) -> int:
 
 
 def provider_history(messages: list[dict]) -> list[dict]:
-    """A stored conversation made into a valid provider history (§2.4).
+    """A stored conversation made into a valid provider history.
 
     Starts with ``user``; roles alternate (consecutive same-role messages are merged, which is
     what an interrupted turn leaves behind); no empty assistant message; every ``tool_use`` is
@@ -147,7 +147,7 @@ def escape_braces(v: Any) -> Any:
 
 
 def host_plan(bind: str, op: str, input_obj: dict) -> A.DraftAst:
-    """The host-derived one-statement plan of §5.2 for one tool call."""
+    """The host-derived one-statement plan flux writes for one tool call."""
     return A.DraftAst(name=None, params=(), returns=None,
                       body=(A.Bind(name=bind, value=A.Call(op=op, args=(A.Lit(value=escape_braces(input_obj)),))),))
 
@@ -441,7 +441,7 @@ class TurnRunner:
         return msgs
 
     def _observation_flush(self, rec: Recorder, observations: list, turn_id: int) -> None:
-        """The observation flush (§2.4): one batch stamped with the flush time, written in one
+        """The observation flush: one batch stamped with the flush time, written in one
         transaction together with whatever is buffered before it."""
         cfg = self.cfg
         flush = cfg.writer.now()

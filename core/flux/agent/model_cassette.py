@@ -1,4 +1,4 @@
-"""The model cassette (spec §1.3): ``model.jsonl``, one redacted model call per line.
+"""The model cassette: ``model.jsonl``, one redacted model call per line.
 
 * :func:`request_hash` — ``sha256`` of the redacted canonical request: redaction happens on the
   request's decoded values (:meth:`Redactor.redact_json_text`) *before* hashing, so a re-drive that
@@ -306,11 +306,6 @@ class CassetteProvider:
     def __post_init__(self) -> None:
         for r in self.records:
             self._queues.setdefault(r.hash, deque()).append(r)
-
-    @classmethod
-    def from_file(cls, path: str | os.PathLike[str], fallback: Optional[Provider] = None,
-                  redactor: Optional[Redactor] = None) -> "CassetteProvider":
-        return cls(load_records(path), fallback, redactor)
 
     @property
     def unconsumed(self) -> int:

@@ -72,7 +72,7 @@ class Op:
         return OpSpec(self.name, self.required, self.optional, self.effect, self.description)
 
     def tool(self) -> dict:
-        """The tool definition of the canonical model request (§1.3)."""
+        """The tool definition of the canonical model request."""
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
 
     def call(self, input_obj: dict) -> OpOutcome:

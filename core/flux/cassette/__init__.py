@@ -1,4 +1,4 @@
-"""Cassettes: the redactor, the recording op host (spec §4.3) and the replay tape (§4.4)."""
+"""Cassettes: the redactor, the recording op host and the replay tape."""
 
 from __future__ import annotations
 

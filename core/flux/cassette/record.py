@@ -1,4 +1,4 @@
-"""Cassette recording (spec §4.3, ``RecordScope::record``): after every live dispatch, append one
+"""Cassette recording: after every live dispatch, append one
 redacted ``op_recorded`` cell, then hand the **unredacted** outcome back to the run.
 
 ``RecordingHost(inner, sink, redactor, cap=None)`` wraps any op host (``dispatch(op, input,
@@ -74,7 +74,7 @@ def truncate_utf8(text: str, cap: int) -> tuple[str, bool]:
 
 
 def input_view(input_json: str, redactor: Redactor) -> str:
-    """The redacted view of an op input (§4.3 step 3): :meth:`Redactor.redact_json_text` — the input
+    """The redacted view of an op input: :meth:`Redactor.redact_json_text` — the input
     parsed and scrubbed node by node (string leaves, numbers, object keys, and scalars under
     secret-naming keys); unchanged, the text is kept verbatim (after the text passes, which find
     nothing in ordinary input); otherwise the scrubbed value is re-serialized canonically. The
@@ -98,7 +98,7 @@ def _redacted_text(v: Any, text: str, redactor: Redactor) -> str:
 
 def build_cell(seq: int, op: str, input_json: str, outcome: Any, redactor: Redactor, cap: int, *,
                input_hash: str | None = None) -> OpRecorded:
-    """The ``op_recorded`` cell for one dispatch (§4.3 steps 1–6). Text is scrubbed of lone
+    """The ``op_recorded`` cell for one dispatch. Text is scrubbed of lone
     surrogates first (flux.canonical.scrub_text), as every hashed or stored text is.
     ``input_hash``: ``sha256_hex(input_json)`` when the caller has it already (the step's hash)."""
     input_json = scrub_text(input_json)

@@ -1,4 +1,4 @@
-"""The replay tape and the hermetic op host that serves from it (spec §4.4, matcher).
+"""The replay tape and the hermetic op host that serves from it.
 
 ``ReplayTape(cells)`` holds a session's cassette cells (``flux.model.session.Cell`` or bare
 ``OpRecorded``) in stream order. :meth:`ReplayTape.serve` takes the **first unconsumed** cell with
@@ -320,7 +320,7 @@ class ReplayTape:
 class ReplayHost:
     """A hermetic op host: every dispatch is answered by the tape, none reaches a live executor."""
 
-    auto_approve = True  # confirm gates pass without asking the approver (§4.4)
+    auto_approve = True  # confirm gates pass without asking the approver
     hermetic = True  # nothing live: the interpreter reads time-bound decisions from the tape
 
     def __init__(self, tape: ReplayTape):
@@ -341,7 +341,7 @@ class ReplayHost:
 
 
 class TapeFirstHost:
-    """The Resume scope (spec §4.7 step 4) and the fork tail: a dispatch that matches an unconsumed
+    """The Resume scope and the fork tail: a dispatch that matches an unconsumed
     cell is served from tape exactly once; a truncated match is refused and latched; a miss runs
     on ``live`` (an approver-gated live host) — or, with ``live=None``, is latched as a divergence.
 
@@ -389,14 +389,14 @@ class TapeFirstHost:
 
 
 def _sub_content(value: Any) -> str:
-    """A substitution value: a JSON string is raw content, anything else its compact JSON (§4.8)."""
+    """A substitution value: a JSON string is raw content, anything else its compact JSON."""
     from ..canonical import compact_json
 
     return value if isinstance(value, str) else compact_json(value)
 
 
 class FrozenHost:
-    """The what-if scope (spec §4.8 Frozen tape): every dispatch is answered from the whole
+    """The what-if scope: every dispatch is answered from the whole
     session's cells, with substitutions by tape index (wins) or by op name; substituted outcomes
     are ``ok``. A miss under ``off_tape="halt"`` is latched and refused; under ``"live"`` it runs
     on ``live``. With ``authorize`` (policy mode) each dispatch is first checked:

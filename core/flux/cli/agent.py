@@ -155,7 +155,7 @@ def approval_options(yes: bool, policy: Optional[Path], interactive: bool) -> di
 
 
 def _resurrect_kw(quiet: bool) -> dict:
-    """Auto-resurrect on open (§4.7): on unless ``FLUX_AUTO_RESURRECT=0``; the stderr lines are flux's."""
+    """Auto-resurrect on open: on unless ``FLUX_AUTO_RESURRECT=0``; the stderr lines are flux's."""
     import os
 
     def hook(kind: str, x: Any) -> None:

@@ -1,4 +1,4 @@
-"""Time-machine verbs: ``flux replay`` and ``flux diff`` (spec §6, §4.4, §4.6).
+"""Time-machine verbs: ``flux replay`` and ``flux diff``.
 
 ``--json`` prints one compact line with sorted keys, byte for byte what flux's ``serde_json``
 prints. Both JSON shapes carry additions beyond flux, documented on the command.
@@ -75,7 +75,7 @@ def replay(session: str, turn: int | None, sub_agents: bool, as_json: bool, stri
 
         catalog = catalog_for(_toolbox_catalog(Path(tempfile.gettempdir())))
     # stderr notes (the header, sub-agent progress) are held back until the replay is known not
-    # to fail: a failure's stderr is exactly one `error:` line (issue 7 item 10).
+    # to fail: a failure's stderr is exactly one `error:` line.
     notes: list[str] = []
     with common.open_reader(store) as reader:
         row = reader.resolve_session(session)
@@ -218,7 +218,7 @@ def _grouped(d, header: bool = True):
 
 
 # ------------------------------------------------------------------------------------------------
-# The write side: fork, resurrect, what-if, sweep (spec §4.5, §4.7, §4.8)
+# The write side: fork, resurrect, what-if, sweep
 #
 # Exit status: 0 done; 1 a bad argument, a refused gate, a halted tail / resurrect, a diverged
 # prefix (nothing written in the first two cases); 130 cancelled with Ctrl-C.

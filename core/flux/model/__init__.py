@@ -1,1 +1,1 @@
-"""Read models over a session's events (spec §3)."""
+"""Read models over a session's events."""

@@ -118,7 +118,7 @@ def check_interrupted(turns: "Sequence[Turn]", turn_run_trace: "Callable[[Turn],
 
 
 class OpenTurn(FrozenRecord):
-    """The facts of a session's newest turn when it has no ``turn_ended`` — all steps 3-5 of §3.8
+    """The facts of a session's newest turn when it has no ``turn_ended`` — every step of flux's interrupted-turn check past the newest-turn test
     read. The session list gathers them with a few SQL reads, the session model from its turns."""
 
     __slots__ = ("number", "turn_id", "started_at_ms", "user_input", "plans")
@@ -140,7 +140,7 @@ class OpenTurn(FrozenRecord):
 
 def check_open_newest_turn(turn: OpenTurn, trace_bodies: "Callable[[], list[dict]]", *,
                            parse_plan: "Callable[[str], tuple[Any, str]] | None" = None) -> InterruptCheck:
-    """§3.8 steps 3-5 for an open newest turn; ``trace_bodies`` gives the turn's ``run`` event bodies
+    """flux's interrupted-turn check, past the newest-turn test, for an open newest turn; ``trace_bodies`` gives the turn's ``run`` event bodies
     (asked for only when a plan parses); ``parse_plan`` as :func:`check_interrupted`'s."""
     accepted = [src for outcome, src in turn.plans if outcome == "accepted"]
     if not accepted:

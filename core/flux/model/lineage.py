@@ -1,4 +1,4 @@
-"""Lineage (spec §2.5): forks, what-ifs and sub-agents are linked only through the registry's
+"""Lineage: forks, what-ifs and sub-agents are linked only through the registry's
 ``correlation_id`` (the source session) and told apart by ``agent_id``."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from ..records import Record
 from ..store.store import SessionRow, StoreReader
 from ..store.usage import Usage
 from ..store.lease import lease_holder
-from .interrupted import InterruptCheck, recording_check  # cheap: the §3.8 check loads the language only when it runs
+from .interrupted import InterruptCheck, recording_check  # cheap: the interrupted-turn check loads the language only when it runs
 from .lineage import Lineage, lineage_of
 from .pricing import PriceTable, Spend
 
@@ -196,7 +196,7 @@ def _turn_model(reader: StoreReader, turn_id: int | None) -> str:
 
 
 def _older_open_turn(reader: StoreReader, stream: str, ended_ids: set[int]) -> InterruptCheck:
-    """The newest turn closed but an older one never did: flux does not flag it (§3.8 step 2)."""
+    """The newest turn closed but an older one never did: flux does not flag it."""
     starts = [gs for (gs,) in reader.query("SELECT global_seq FROM events WHERE stream = ? AND kind = 'turn_started' ORDER BY global_seq", (stream,))]
     open_numbers = [i + 1 for i, gs in enumerate(starts) if gs not in ended_ids]
     if not open_numbers:
@@ -206,7 +206,7 @@ def _older_open_turn(reader: StoreReader, stream: str, ended_ids: set[int]) -> I
 
 
 def _check_open_newest_turn(reader: StoreReader, stream: str, turn_id: int, number: int) -> InterruptCheck:
-    """§3.8 for a session whose newest turn is open: read only that turn's rows.
+    """The interrupted-turn check for a session whose newest turn is open: read only that turn's rows.
 
     The rows are read as plain JSON; only when one of them is not exactly what a flux writer writes
     (wrong types, a missing field, an escaped surrogate, a payload whose kind disagrees with its
@@ -239,7 +239,7 @@ def _check_open_newest_turn_decoded(reader: StoreReader, stream: str, turn_id: i
     return check_interrupted(turns, lambda _t: run_window)
 
 
-_LEDGER_EVENTS = {  # the run events §3.8's ledger reads, and the fields it reads (with their types)
+_LEDGER_EVENTS = {  # the run events the interrupted-turn check's ledger reads, and the fields it reads (with their types)
     "statement_completed": (("plan", str), ("node", int), ("stmt", str)),
     "plan_resumed": (("prior", str),),
     "checkpoint_reached": (("flow_key", str), ("node", int)),
@@ -390,7 +390,7 @@ def list_sessions(reader: StoreReader, *, limit: int | None = 30, query: str | N
 def interrupted_sessions(reader: StoreReader) -> dict[str, InterruptCheck]:
     """Every session ``flux sessions`` would flag, across the whole store, without summarizing
     every session: one indexed pass over ``turn_started`` rows finds sessions whose newest turn has
-    no ``turn_ended``; only those get the full §3.8 check."""
+    no ``turn_ended``; only those get the full interrupted-turn check."""
     rows = reader.query(
         "WITH last AS (SELECT stream, COUNT(*) AS n, MAX(global_seq) AS tid FROM events WHERE kind = 'turn_started' GROUP BY stream)"
         " SELECT stream, n, tid FROM last WHERE NOT EXISTS ("

@@ -1,9 +1,9 @@
-"""Read models of one session (spec §3): pure folds over its events in ``stream_seq`` order.
+"""Read models of one session: pure folds over its events in ``stream_seq`` order.
 
-* turns (§3.3) — 1-based, outcome ``pending`` until ``turn_ended``, usage and call count;
-* conversation (§3.2) — ``message`` appends, ``compacted`` replaces;
-* accepted plans (§3.4) and cassette cells (§3.5), each placed in its turn by position;
-* statement rows with the cell-row fallback (§3.6) and the execution list (§3.7).
+* turns — 1-based, outcome ``pending`` until ``turn_ended``, usage and call count;
+* conversation — ``message`` appends, ``compacted`` replaces;
+* accepted plans and cassette cells, each placed in its turn by position;
+* statement rows with the cell-row fallback and the execution list.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = [
     "load_session", "MACHINERY_OPS",
 ]
 
-# Outer agent-loop ops: they get step_* rows but are never cassetted, and viewers hide them (§7).
+# Outer agent-loop ops: they get step_* rows but are never cassetted, and viewers hide them.
 MACHINERY_OPS = frozenset({
     "detect_intent", "explore", "approve_batch", "execute_batch", "present_results", "ai_segment",
     "observe", "evidence", "metrics", "grade",
@@ -33,7 +33,7 @@ MACHINERY_OPS = frozenset({
 
 
 class PlanAttempt(NamedTuple):
-    """One ``plan_attempted`` row of a turn (§3.4). A named tuple, not a frozen dataclass: a long
+    """One ``plan_attempted`` row of a turn. A named tuple, not a frozen dataclass: a long
     session folds one per plan, and a tuple is built in a fifth of the time (replay's read)."""
 
     global_seq: int
@@ -50,7 +50,7 @@ class PlanAttempt(NamedTuple):
 
     @property
     def accepted(self) -> bool:
-        """Accepted *and* carrying a source: what replay and the statement cursor work from (§3.4)."""
+        """Accepted *and* carrying a source: what replay and the statement cursor work from."""
         return self.outcome == "accepted" and self.plan_source is not None
 
 
@@ -111,7 +111,7 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class StmtRow:
-    """The diff unit (§3.6): one statement boundary and the cells dispatched since the last."""
+    """The diff unit: one statement boundary and the cells dispatched since the last."""
 
     node: int
     stmt: str
@@ -122,7 +122,7 @@ class StmtRow:
 
 
 def fold_turns(events: Iterable[StoredEvent]) -> list[Turn]:
-    """Turns with their plan attempts, ending and usage attached by ``turn_id`` (§3.3)."""
+    """Turns with their plan attempts, ending and usage attached by ``turn_id``."""
     fold = TurnFold()
     for ev in events:
         fold.add(ev)
@@ -206,7 +206,7 @@ def turn_index_of(turns: Sequence[Turn], global_seq: int) -> int | None:
 
 
 def fold_conversation(events: Iterable[StoredEvent]) -> list[Message]:
-    """``message`` appends, ``compacted`` replaces everything so far (§3.2)."""
+    """``message`` appends, ``compacted`` replaces everything so far."""
     out: list[Message] = []
     for ev in events:
         if isinstance(ev.body, Message):
@@ -248,7 +248,7 @@ def stmt_rows(run_events: Iterable[StoredEvent]) -> list[StmtRow]:
 
 
 def cell_rows(cells: Sequence[Cell]) -> list[StmtRow]:
-    """Fallback rows for statement-less (natively dispatched) runs: one per cell (§3.6)."""
+    """Fallback rows for statement-less (natively dispatched) runs: one per cell."""
     return [StmtRow(c.index, f"call:{c.op}:{c.rec.input_hash[:16]}", False, ((c.op, c.rec.content),), "", c.global_seq)
             for c in cells]
 
@@ -263,7 +263,7 @@ def diff_rows(a_events: Sequence[StoredEvent], a_cells: Sequence[Cell],
 
 
 def execution_keys(run_events: Iterable[StoredEvent]) -> list[str]:
-    """One flow_key per execution, from the ledger rows (§3.7); empty if there are none."""
+    """One flow_key per execution, from the ledger rows; empty if there are none."""
     keys: list[str] = []
     cur: str | None = None
     last_node = -1
@@ -310,7 +310,7 @@ class SessionDetail:
         return [e for e in self.events if isinstance(e.body, Run)]
 
     def turn_window(self, turn: Turn) -> tuple[int, int | None]:
-        """The ``global_seq`` window ``[start, end)`` of a turn's run rows (§3.3)."""
+        """The ``global_seq`` window ``[start, end)`` of a turn's run rows."""
         i = turn.number - 1
         end = self.turns[i + 1].turn_id if i + 1 < len(self.turns) else None
         return turn.turn_id, end
@@ -343,7 +343,7 @@ class SessionDetail:
     @cached_property
     def _message_bounds(self) -> list[int]:
         """Per turn, the global_seq where its messages start: its ``turn_started``, or the user
-        message written right before it (flux opens a turn with the user message, §2.6)."""
+        message written right before it (flux opens a turn with the user message)."""
         pos = {e.global_seq: i for i, e in enumerate(self.events)}
         bounds = []
         for t in self.turns:

@@ -11,7 +11,7 @@ the most recent accepted plan whose calls include the cell's op, in order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import FluxError
 from ..store.events import OpRecorded, PlanAttempted, PlanHalted, Run, StatementCompleted
@@ -53,11 +53,6 @@ class CursorItem:
     plan_index: int
     statement: int  # index into plan.statements (-1: cells outside any plan)
     cell: Cell | None = None
-
-    @property
-    def is_cell(self) -> bool:
-        return self.cell is not None
-
 
 @dataclass
 class TurnTimeline:
@@ -213,15 +208,3 @@ def build_timeline(detail: SessionDetail, turn: Turn) -> TurnTimeline:
             items.extend(CursorItem(tp.index, si, c) for c in st.cells)
     return TurnTimeline(turn, plans, loose, items)
 
-
-def cursor_label(timeline: TurnTimeline, item: CursorItem) -> str:
-    if item.cell is not None:
-        return f"cell {item.cell.index} · {item.cell.op}"
-    st = timeline.statement_of(item)
-    return f"plan {item.plan_index + 1} · statement {item.statement}" if st else ""
-
-
-def timeline_summary(plans: Sequence[TimelinePlan]) -> dict[str, int]:
-    stmts = sum(len(p.statements) for p in plans)
-    cells = sum(len(s.cells) for p in plans for s in p.statements)
-    return {"plans": len(plans), "statements": stmts, "cells": cells}

@@ -52,7 +52,7 @@ def _replay_trace(outcome: Any) -> str:
 
 
 def assert_faithful(outcome: Any) -> None:
-    """Zero divergence from the recording and every recorded cell consumed (§4.4)."""
+    """Zero divergence from the recording and every recorded cell consumed."""
     __tracebackhide__ = kit_failure
     _count(outcome)
     rep = outcome.report

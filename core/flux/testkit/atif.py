@@ -1,4 +1,4 @@
-"""Golden trajectories (seed 001): a session as an ATIF trajectory, normalised, reduced to a Shape,
+"""Golden trajectories: a session as an ATIF trajectory, normalised, reduced to a Shape,
 compared with a committed golden file.
 
 * :func:`export` — the session's conversation as an ATIF document, built with the models of the

@@ -3,7 +3,7 @@
 :func:`frozen_toolbox` keeps every op's name, description, input schema and effect (so the model
 sees the same tool list, and mutating calls get the same host-derived plans) and replaces the
 function with the tape: a dispatch is served by the first unconsumed recorded cell with the same
-op and input hash (§4.4's matcher); a dispatch the recording cannot explain is refused, the
+op and input hash; a dispatch the recording cannot explain is refused, the
 divergence latched on the tape (``OffTape::Halt``), and never reaches the real op.
 """
 

@@ -1,4 +1,4 @@
-"""The judge (spec §1.4): grade free text against a plain-English criterion with an LLM — offline.
+"""The judge: grade free text against a plain-English criterion with an LLM — offline.
 
 The judge's model call is a cassette citizen. Its canonical request (a fixed strict-grader system
 prompt, the criterion and the text under test, ``max_tokens`` 512, the rubric's model) is hashed

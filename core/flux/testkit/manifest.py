@@ -1,4 +1,4 @@
-"""``scenario.toml`` (spec §1.6): the manifest that marks a directory as a scenario fixture.
+"""``scenario.toml``: the manifest that marks a directory as a scenario fixture.
 
 All nine keys are required on read, as flux reads them; a parse failure is fatal (one line).
 Written in ``toml::to_string_pretty``'s shape: ``key = value`` lines in declared order.

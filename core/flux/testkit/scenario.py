@@ -1,4 +1,4 @@
-"""Scenario fixtures (spec §4.9): record a turn once, then test every later change offline.
+"""Scenario fixtures: record a turn once, then test every later change offline.
 
 ::
 
@@ -13,16 +13,16 @@
     report = sc.check(client)          # today's agent loop, model from model.jsonl, world frozen
     report.assert_clean()
 
-A scenario directory is byte-compatible with flux's (§1.3–§1.7): ``events.db``, ``flow.db``,
+A scenario directory is byte-compatible with flux's: ``events.db``, ``flow.db``,
 ``model.jsonl``, ``plan.flux.snap``, ``scenario.toml`` (and ``judge.jsonl``). ``load`` copies the
 stores to a temporary work directory, so nothing a test does touches the fixture.
 
-**replay** (§4.4) re-executes the accepted plans with every op served from the recorded cassette.
+**replay** re-executes the accepted plans with every op served from the recorded cassette.
 **check** re-drives the recorded input through *this* runtime's agent loop: the model is served
 strictly from ``model.jsonl`` (:class:`~flux.testkit.cassette.StrictCassette`: positional, a
 changed request, an extra call or an exhausted cassette fails naming the call), the world is
 pinned by the recorded cells (:func:`~flux.testkit.frozen.frozen_toolbox`), and the run is
-compared with the golden on the run diff (§4.6) and on two surfaces (the transcript and the
+compared with the golden on the run diff and on two surfaces (the transcript and the
 normalised event log, :mod:`flux.testkit.surfaces`). A scenario recorded by another runtime
 (``flux_version`` in scenario.toml) cannot be re-driven by ours: ``check`` says so and reports
 *replay only* — never a pass.
@@ -86,8 +86,8 @@ def is_scenario_dir(path: str | os.PathLike[str]) -> bool:
 
 
 def snapshot_text(detail: SessionDetail) -> str:
-    """§1.5: every accepted ``plan_source`` across the turns in ``turn_id`` order, joined by
-    ``"\\n---\\n"``."""
+    """The plan snapshot (``plan.flux.snap``): every accepted ``plan_source`` across the turns in
+    ``turn_id`` order, joined by ``"\\n---\\n"``."""
     return "\n---\n".join(p.plan_source for t in detail.turns for p in t.plan_attempts
                           if p.outcome == "accepted" and p.plan_source is not None)
 
@@ -162,9 +162,6 @@ class Outcome(CountsReads):
         table = prices if prices is not None else load_price_table(store_dir=self.scenario.path)
         spend = session_spend(table, self.detail.turns, self.detail.row.model)
         return spend.usd, list(spend.unpriced_models)
-
-    def _trace(self) -> str:
-        return "\n".join(self.report.summary_lines())
 
     # -- assertions ------------------------------------------------------------------------------
 
@@ -555,7 +552,7 @@ class Scenario:
     # -- replay ----------------------------------------------------------------------------------
 
     def replay(self, client: "Client | None" = None) -> Outcome:
-        """§4.4 on the work copy's recorded session: no model call, no live op, $0. With a
+        """Hermetic replay of the work copy's recorded session: no model call, no live op, $0. With a
         ``client``, its op catalog is used (a plan naming an op it lacks is refused)."""
         __tracebackhide__ = kit_failure
         catalog = client.toolbox.catalog() if client is not None else None

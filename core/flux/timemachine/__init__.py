@@ -1,5 +1,5 @@
-"""The time machine: hermetic replay (spec §4.4), run diff (§4.6), and the write side — fork (§4.5),
-resurrect (§4.7), what-if and sweeps (§4.8) — on resumable execution (§4.10).
+"""The time machine: hermetic replay, run diff, and the write side — fork,
+resurrect, what-if and sweeps — on resumable execution.
 
 The write-side API (names are stable; the app builds on them)
 ------------------------------------------------------------

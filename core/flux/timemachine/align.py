@@ -1,6 +1,6 @@
 """Sequence alignment of two key lists — how ``run_diff`` pairs rows when positions drift.
 
-flux aligns two runs by position (§4.6 step 2). That breaks as soon as one side gains or loses a
+flux aligns two runs by position. That breaks as soon as one side gains or loses a
 row: an inject fork of an adaptive session dispatches nothing for the injected ``bind``, so the
 child has one cell fewer and every later position compares call *i* with call *i − 1*.
 :func:`align` pairs the rows as a sequence instead:

@@ -1,4 +1,4 @@
-"""Run diff (spec §4.6, ``flux_events::run_diff`` + the ``flux diff`` renderer).
+"""Run diff.
 
 Two recorded runs are aligned statement by statement (or cell by cell when either side has no
 statement rows) — by position as flux does, or, when positions drift (one side gained or lost a
@@ -89,7 +89,7 @@ class DiffRow:
 
 
 def _pair_row(a: StmtRow | None, b: StmtRow | None, index: int, ai: int | None, bi: int | None) -> DiffRow:
-    """§4.6 step 2 for one pair of rows (either may be missing)."""
+    """flux's comparison of one pair of aligned rows (either may be missing)."""
     if a is not None and b is not None and a.stmt == b.stmt:
         for (aop, acontent), (bop, bcontent) in zip(a.cells, b.cells):
             if aop != bop or acontent != bcontent:
@@ -109,7 +109,7 @@ def _pair_row(a: StmtRow | None, b: StmtRow | None, index: int, ai: int | None, 
 
 
 def align_by_position(ra: Sequence[StmtRow], rb: Sequence[StmtRow]) -> list[DiffRow]:
-    """flux's alignment (§4.6 step 2): row ``i`` pairs A's row ``i`` with B's row ``i``."""
+    """flux's alignment: row ``i`` pairs A's row ``i`` with B's row ``i``."""
     la, lb = len(ra), len(rb)
     return [_pair_row(ra[i] if i < la else None, rb[i] if i < lb else None, i, i if i < la else None,
                       i if i < lb else None) for i in range(max(la, lb))]
@@ -127,9 +127,9 @@ def align_by_sequence(ra: Sequence[StmtRow], rb: Sequence[StmtRow],
 
 
 def align_rows(ra: Sequence[StmtRow], rb: Sequence[StmtRow]) -> list[DiffRow]:
-    """The diff's rows (§4.6 step 2, aligned as a sequence when positions drift).
+    """The diff's rows (paired by position as flux pairs them, aligned as a sequence when positions drift).
 
-    flux aligns by position (§4.6). When positions drift — one side gained or lost a row, as an
+    flux aligns by position. When positions drift — one side gained or lost a row, as an
     inject fork of an adaptive session does (its injected ``bind`` dispatches nothing) — every
     later position compares the wrong rows. So: by position whenever position pairs every row it
     can (equal keys at every shared position: flux's result, unchanged); else the sequence
@@ -290,7 +290,7 @@ class RunDiff:
     rows: list[DiffRow]
     texts: dict[str, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
-    cell_rows: bool = False  # True when the §3.6 cell-row fallback was used
+    cell_rows: bool = False  # True when the cell-row fallback (a run with no statement rows) was used
     # Cell-row diffs only: each side's cells (a row's a_index / b_index index them).
     a_cells: list[CellPayload] = field(default_factory=list)
     b_cells: list[CellPayload] = field(default_factory=list)
@@ -328,7 +328,7 @@ class RunDiff:
         return f"{s['same']} same · {s['plan']} plan · {s['output']} world{tail}"
 
     def text(self, stmt: str | None) -> str:
-        """Statement text for a hash or label (§4.6 step 5)."""
+        """Statement text for a hash or label."""
         if stmt is None:
             return MISSING_STMT
         if stmt in self.texts:
@@ -376,7 +376,7 @@ class RunDiff:
         return canonical_json(self.to_json())
 
     def render(self) -> list[tuple[str, str | None]]:
-        """The human output (§4.6 step 6) as ``(line, style)``; style ``"dim"`` for ``=`` rows."""
+        """The human output as ``(line, style)``; style ``"dim"`` for ``=`` rows."""
         out: list[tuple[str, str | None]] = [(f"diff {self.a} ↔ {self.b}", None)]
         for r in self.rows:
             if r.kind == "same":

@@ -1,4 +1,4 @@
-"""A session's whole family as a tree (spec §2.5): the root source, its forks, what-ifs, checks,
+"""A session's whole family as a tree: the root source, its forks, what-ifs, checks,
 sub-agents and their own children, recursively — what the app's lineage tree shows.
 
 Relatedness lives only in the registry (``correlation_id`` names the source, ``agent_id`` tells
@@ -6,7 +6,7 @@ the kind), so the tree is built from one registry read: walk up from the session
 first ancestor whose source is absent, or that has none), then down through every correlated
 child. Cycles (a hostile registry can name each other) and runaway trees are cut, and said so.
 
-:func:`child_difference` is how a child differs from its parent: the run diff (§4.6) reduced to
+:func:`child_difference` is how a child differs from its parent: the run diff reduced to
 counts and the first divergence, which is what a tree row can show.
 """
 
@@ -142,7 +142,7 @@ def child_difference(reader: StoreReader, parent: str, child: str) -> ChildDiffe
 
 @dataclass(frozen=True, slots=True)
 class ResurrectedTurn:
-    """A turn that was killed and then finished by resurrect (§4.7): it lives in its own session."""
+    """A turn that was killed and then finished by resurrect: it lives in its own session."""
 
     session: str
     number: int  # 1-based, as the session screen numbers turns

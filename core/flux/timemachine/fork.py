@@ -1,4 +1,4 @@
-"""Fork (spec §4.5): branch a recorded session at a statement into a new, linked session.
+"""Fork: branch a recorded session at a statement into a new, linked session.
 
 ``F`` gets S's model and the context ``{correlation_id: S, agent_id: "fork:S@N"}``. The prefix —
 every statement before position N — is re-executed from S's cassette (no model call, no side
@@ -639,7 +639,7 @@ def _run_fork_prefix(plan: ForkPlan, toolbox_catalog: OpCatalog | None,
 
 
 class _PrefixHost(ReplayHost):
-    """The prefix's scope: every dispatch is served from S's tape (Replay, §4.5 step 2), and the
+    """The prefix's scope: every dispatch is served from S's tape (flux's Replay scope), and the
     cell that served it is re-recorded on F as S recorded it — same op, hashes, views, content and
     flags; only ``seq`` counts F's cells — so F replays on its own and ``flux diff S F`` pairs the
     prefix's cells. (Rebuilding the cell from the served outcome would redact and cap text that
@@ -668,7 +668,7 @@ class _PrefixHost(ReplayHost):
 
 
 def _truncated(draft: A.DraftAst, n: int) -> A.DraftAst:
-    """The plan of ``draft``'s first ``n`` statements (unnamed, no return type: spec §4.5). A host
+    """The plan of ``draft``'s first ``n`` statements (unnamed, no return type, as flux truncates it). A host
     plan's stays a direct plan: its first ``n`` statements, its text cut after line ``n`` and its
     key :func:`~.replay_direct.statements_key`, as parsing that text keys it."""
     body = draft.body

@@ -1,8 +1,8 @@
-"""Resurrect (spec §4.7): finish a session's interrupted turn from the crash point, on the same
+"""Resurrect: finish a session's interrupted turn from the crash point, on the same
 session, with no model call.
 
-1. ``interrupted`` (§3.8) names the open turn and its last accepted plan (or says why not);
-2. the ledger of completed statements fast-forwards them (§4.10), re-binding their recorded values;
+1. ``interrupted`` names the open turn and its last accepted plan (or says why not);
+2. the ledger of completed statements fast-forwards them, re-binding their recorded values;
 3. the crash tail — the turn's cells after the last boundary — is served from tape exactly once;
 4. a dispatch with no cell runs live through the approver and is recorded (at-least-once);
 5. ``turn_ended`` and the assistant message close the turn.
@@ -62,7 +62,7 @@ class ResurrectCancelled(FluxError):
 class ResurrectInput:
     """What resurrect reads of a session (:func:`read_resurrect_input`): its registry row, its turns
     (headers and plan attempts) and the run rows of its newest turn — the only one flux resurrects
-    (§3.8) — each folded to what resurrect uses of it (:class:`TraceRow`)."""
+    — each folded to what resurrect uses of it (:class:`TraceRow`)."""
 
     row: SessionRow
     turns: list[Turn]
@@ -134,7 +134,7 @@ class ResurrectReport:
 
 
 def resurrect_lines(plan: "ResurrectPlan") -> str:
-    """flux's first stderr line for a resurrect (§4.7), its statements counted over the turn as the
+    """flux's first stderr line for a resurrect, its statements counted over the turn as the
     panel below it and `flux fork --turn` count them."""
     done = plan.completed if plan.position is None else plan.position
     return (f"resurrect · session {plan.session} · turn {plan.turn} was interrupted after {done} statement(s) — "
@@ -317,7 +317,7 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
         return None
     it = check.interrupted
     turn = detail.turns[it.turn_number - 1]
-    assert turn is detail.turns[-1]  # flux resurrects only the newest turn (§3.8): the one read in full
+    assert turn is detail.turns[-1]  # flux resurrects only the newest turn: the one read in full
     draft = it.draft if it.draft is not None else parse(it.plan_source)
     key = it.flow_key
     anchor = turn.accepted_plans[-1].global_seq
@@ -535,7 +535,7 @@ def _resurrect_run(plan: ResurrectPlan, interp: Interpreter, tee: EventTee, host
     outcome, answer = "resurrected", ""
     try:
         # a turn with no statement boundary (an adaptive turn's host plans) stays ledger-less, so the
-        # session still replays by its acceptance order (§3.7)
+        # session still replays by its acceptance order
         resumable = plan.has_boundary or plan.ledger is not None
         halted, v = NOT_DIRECT, None
         body = plan.draft.body

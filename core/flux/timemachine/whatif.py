@@ -1,4 +1,4 @@
-"""What-if (spec §4.8): re-run a recorded session with one thing changed, into a new linked
+"""What-if: re-run a recorded session with one thing changed, into a new linked
 session ``D`` (``{correlation_id: S, agent_id: "what_if:S@<turn|latest>"}``), and compare.
 
 Two paths:
@@ -102,7 +102,7 @@ class FirstDivergence:
 
 @dataclass
 class Counterfactual:
-    """A counterfactual run and how it relates to its source (§4.8): what a what-if produced, or a
+    """A counterfactual run and how it relates to its source: what a what-if produced, or a
     fork of a recording with a value injected (:meth:`flux.testkit.Scenario.inject_at` — then
     ``at`` and ``fork``, the :class:`~flux.timemachine.fork.ForkResult`, are set). The one home of
     the concept: ``diff()``, ``first_divergence()``, ``hermetic``, ``cost()``, the chainable
@@ -168,7 +168,7 @@ class Counterfactual:
 
     # ---------------------------------------------------------------- comparisons
     def diff(self) -> Any:
-        """``run_diff(S, D)`` (§4.6)."""
+        """``run_diff(S, D)``."""
         from .diff import run_diff
 
         r = StoreReader(self.store_dir)
@@ -284,7 +284,7 @@ class _Plan:
 
 
 def row_cells(detail: SessionDetail) -> list[Optional[int]]:
-    """Per diff row of the session (§3.6 statement rows, else cell rows): its first cell's tape index."""
+    """Per diff row of the session (statement rows, else cell rows): its first cell's tape index."""
     out: list[Optional[int]] = []
     first: Optional[int] = None
     n = 0

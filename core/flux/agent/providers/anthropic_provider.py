@@ -1,7 +1,7 @@
 """The ``anthropic`` provider: the Messages API with tools, thinking and streaming, through the official
 ``anthropic`` SDK (``AsyncAnthropic().messages.create(stream=True)``, raw server-sent events).
 
-flux messages are already Anthropic-shaped (spec §2.4); they are sent with each block reduced to the
+flux messages are already Anthropic-shaped; they are sent with each block reduced to the
 fields the API knows. Empty text blocks and ``thinking`` blocks without a signature (the API rejects
 both; an offline provider's thinking has no signature) are left out; ``system``-role messages join
 the system prompt. ``system`` is sent as a string, or — when there are ``system_segments`` — as text
@@ -11,7 +11,7 @@ blocks, a segment with ``cache: true`` getting ``cache_control: {"type": "epheme
 (at least 1,024, at most 32,000, always below ``max_tokens``); ``effort`` goes to
 ``output_config.effort``; ``temperature`` and ``top_p`` travel in the request body when set.
 
-Events → chunks (§1.3): ``message_start`` → ``message_start {model}``; ``text_delta`` →
+Events → chunks: ``message_start`` → ``message_start {model}``; ``text_delta`` →
 ``text_delta``; ``input_json_delta`` → ``tool_input_delta {name, partial_json}``, and at the block's
 ``content_block_stop`` one ``block`` with the complete ``tool_use`` (malformed JSON →
 ``input = {"__malformed_arguments__": raw}``, as in the openai provider); a thinking block is emitted

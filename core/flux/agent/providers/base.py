@@ -1,4 +1,4 @@
-"""The provider interface every model backend implements, and the canonical request of spec §1.3.
+"""The provider interface every model backend implements, and the canonical request a model cassette hashes.
 
 A provider turns a :class:`ModelRequest` into a stream of :class:`Chunk` s — the adjacently tagged
 ``{"t": <tag>, "c": <content>}`` records flux's model cassette stores verbatim:
@@ -37,7 +37,7 @@ class ModelRequest:
     system_segments: list[dict] = field(default_factory=list)  # {"cache": bool, "text": str}
 
     def canonical(self) -> dict:
-        """The hashed request object of §1.3 (callers sort keys when serializing)."""
+        """The hashed request object of a model cassette line (callers sort keys when serializing)."""
         return {
             "effort": self.effort, "max_tokens": self.max_tokens, "messages": self.messages, "model": self.model,
             "stop_sequences": list(self.stop_sequences), "system": self.system,

@@ -3,7 +3,7 @@
 Works against api.openai.com and against any OpenAI-compatible server given ``base_url`` (Ollama,
 vLLM, llama.cpp's server, LM Studio): ``OpenAIProvider("qwen2.5:1.5b", "http://127.0.0.1:11434/v1")``.
 
-Translation, flux → Chat Completions (flux messages are Anthropic-shaped, spec §2.4):
+Translation, flux → Chat Completions (flux messages are Anthropic-shaped):
 
 * ``system`` (then each ``system_segments`` text) → one leading ``{"role": "system"}`` message;
 * assistant ``text`` blocks → ``content``; ``tool_use`` blocks → ``tool_calls`` (arguments are the
@@ -17,7 +17,7 @@ Translation, flux → Chat Completions (flux messages are Anthropic-shaped, spec
   ``max_tokens``), ``max_tokens`` for a ``base_url`` server; ``effort`` → ``reasoning_effort``;
   ``stop_sequences`` → ``stop``; the request's ``model`` wins over the constructor's.
 
-Translation, streamed deltas → chunks (§1.3): ``message_start`` on the first chunk, ``text_delta``
+Translation, streamed deltas → chunks: ``message_start`` on the first chunk, ``text_delta``
 per content fragment (a ``refusal`` fragment too), ``thinking_delta`` for the ``reasoning_content`` /
 ``reasoning`` fragments local reasoning servers send, ``tool_input_delta`` per argument fragment,
 then — once the choice finishes — one ``block`` per tool call (reassembled by ``index``, in index

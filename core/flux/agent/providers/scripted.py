@@ -6,7 +6,7 @@ The file is a JSON list, or one JSON object per line. Each entry is one model re
   "usage": {"input_tokens": 10, ...}, "stop_reason": "optional", "thinking": "optional"}``
   (``tool_use`` is accepted as an alias of ``tool_calls``);
 * ``{"chunks": [{"t": ..., "c": ...}, ...]}`` — a raw chunk stream, so ``model.jsonl`` records
-  (§1.3) can be served as they are (their ``hash`` is ignored: this provider serves in order);
+  can be served as they are (their ``hash`` is ignored: this provider serves in order);
 * ``{"error": "message", "status": 429, "retryable": true}`` — the call fails with that error
   (one entry per failed attempt, so retries can be scripted).
 
@@ -95,10 +95,6 @@ class ScriptedProvider:
         self.source = str(path) if path is not None else "<responses>"
         self.model = model
         self.served = 0
-
-    @property
-    def remaining(self) -> int:
-        return len(self.responses) - self.served
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         if self.served >= len(self.responses):
