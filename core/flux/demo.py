@@ -199,24 +199,51 @@ def build_demo_store(path: str | Path, now_ms: int | None = None, overwrite: boo
 
 
 def _record(store: Path, ws: Path, now: int) -> None:
-    clock = _Clock(now - 3 * DAY)
-    timer = _Timer()
-    ops = demo_ops(ws, kill_publish=True)
-    clients: list[Client] = []
+    """Record every demo session, in the order that numbers them."""
+    demo = _DemoRecording(store, ws, now)
+    try:
+        s1 = demo.bug_fix()
+        demo.read_only_policy()
+        demo.secret_and_truncation()
+        demo.release_flow()
+        demo.fork_of(s1)
+        demo.mock_notes()
+        demo.killed_turns()
+        demo.what_if_and_resurrect(s1)
+    finally:
+        demo.close()
 
-    def client(model: str, responses: list[dict] | None = None, **kw: Any) -> Client:
+
+class _DemoRecording:
+    """The clients that record the demo sessions on one deterministic clock and timer."""
+
+    def __init__(self, store: Path, ws: Path, now: int):
+        self.store, self.ws, self.now = store, ws, now
+        self.clock = _Clock(now - 3 * DAY)
+        self.timer = _Timer()
+        self.ops = demo_ops(ws, kill_publish=True)
+        self.clients: list[Client] = []
+        self.flows: Client | None = None  # the authored flows' client (s_5, s_9, s_11, the what-if)
+
+    def client(self, model: str, responses: list[dict] | None = None, **kw: Any) -> Client:
         provider: Any = ScriptedProvider(responses=responses, model=model) if responses is not None else "mock"
-        c = Client(provider, model=model if responses is not None else None, store=store, workspace=ws,
-                   ops=kw.pop("ops", ops), env_secrets=False, clock=clock, timer=timer, cassette=True,
+        c = Client(provider, model=model if responses is not None else None, store=self.store, workspace=self.ws,
+                   ops=kw.pop("ops", self.ops), env_secrets=False, clock=self.clock, timer=self.timer, cassette=True,
                    concurrent_ops=False,  # a reproducible recording: op completions in dispatch order
                    **({"auto_approve": True} if "approver" not in kw and "policy" not in kw else {}), **kw)
-        clients.append(c)
+        self.clients.append(c)
         return c
 
-    try:
+    def close(self) -> None:
+        for c in self.clients:
+            c.close()
+
+    def bug_fix(self) -> Any:
+        """s_1, the bug fix in two turns, and s_2, the sub-agent its ``task`` call starts."""
+        clock, now = self.clock, self.now
         parent: dict[str, str] = {}
         # s_2 is created by s_1's `task` call: a real sub-agent on its own client and session.
-        explorer = client(HAIKU, [
+        explorer = self.client(HAIKU, [
             _turn(None, [("grep", {"pattern": r"tokenize\(", "path": "."})], _usage(1_200, 30), "e1"),
             _turn("tokenize() is defined in src/tokenizer.py and used by src/parser.py and the tests.", [],
                   _usage(1_400, 70), "e2"),
@@ -229,9 +256,8 @@ def _record(store: Path, ws: Path, now: int) -> None:
             out = await child.send(prompt)
             return f"[{child.id}] {out.answer}"
 
-        # s_1 — the bug fix, two turns.
         clock.at(now - 3 * DAY)
-        fix = client(SONNET, [
+        fix = self.client(SONNET, [
             _turn("Let me have a sub-agent map the tokenizer first.",
                   [("task", {"role": "explorer", "prompt": "map where tokenization happens"})],
                   _usage(2_410, 96, cache_read=11_200, cache_write=2_048), "f1"),
@@ -248,16 +274,19 @@ def _record(store: Path, ws: Path, now: int) -> None:
                                      "content": "- tokenizer: empty input no longer raises IndexError\n"})],
                   _usage(5_300, 120, cache_read=15_000), "f7"),
             _turn("Added the entry under Unreleased in CHANGELOG.md.", [], _usage(5_500, 40, cache_read=15_000), "f8"),
-        ], ops=ops + [task])
+        ], ops=self.ops + [task])
         s1 = fix.session()
         parent["id"] = s1.id
         s1.send_sync("the tokenizer test fails on empty input — fix it")
         clock.at(clock.t + 4 * MINUTE)
         s1.send_sync("add a changelog entry for that")
+        return s1
 
-        # s_3 — a read-only policy: an exec and a write denied, across two turns.
+    def read_only_policy(self) -> None:
+        """s_3: a read-only policy, an exec and a write denied across two turns."""
+        clock, now = self.clock, self.now
         clock.at(now - 2 * DAY)
-        ro = client(GPT, [
+        ro = self.client(GPT, [
             _turn(None, [("glob", {"pattern": "build/**"})], _usage(1_800, 40), "c1"),
             _turn(None, [("bash", {"command": "rm -rf build"})], _usage(2_100, 52), "c2"),
             _turn("I could not delete build/: the policy denied `rm -rf build`. Re-run with --yes, or delete it yourself.",
@@ -271,9 +300,11 @@ def _record(store: Path, ws: Path, now: int) -> None:
         clock.at(clock.t + 2 * MINUTE)
         s3.send_sync("then at least leave a note about it in NOTES.md")
 
-        # s_4 — a secret redacted out of a cell, a big log truncated at the cassette cap.
+    def secret_and_truncation(self) -> None:
+        """s_4: a secret redacted out of a cell, a big log truncated at the cassette cap."""
+        clock, now = self.clock, self.now
         clock.at(now - 30 * HOUR)
-        dbg = client(SONNET, [
+        dbg = self.client(SONNET, [
             _turn(None, [("read", {"path": "deploy/staging.env"})], _usage(2_000, 50, cache_read=9_000), "d1"),
             _turn(None, [("bash", {"command": "cat logs/api.log"})], _usage(2_600, 44, cache_read=9_000), "d2"),
             _turn("The API cannot reach db.internal:5432 — every worker retries the connection. The staging "
@@ -282,15 +313,20 @@ def _record(store: Path, ws: Path, now: int) -> None:
         ], cassette_cap=4096)
         dbg.session().send_sync("why does the staging deploy fail?")
 
-        # s_5 — an authored release flow: parallel branches and a saga, resumable.
+    def release_flow(self) -> None:
+        """s_5: an authored release flow with parallel branches and a saga, run resumably."""
+        clock, now = self.clock, self.now
         clock.at(now - 20 * HOUR)
-        flows = client("mock", None)
-        flows.session().run_flow_sync(RELEASE_FLOW)
+        self.flows = self.client("mock", None)
+        self.flows.session().run_flow_sync(RELEASE_FLOW)
 
+    def fork_of(self, s1: Any) -> None:
+        """s_6: a fork of s_1 at statement 3, re-planned live by ``fork_session``."""
+        clock, now, ws = self.clock, self.now, self.ws
         # s_6 — a fork of s_1 at statement 3 (the edit), re-planned live by fork_session: the prefix
         # (task, read, the failing test run) comes from tape; the tail first tries a wrong fix.
         clock.at(now - 8 * HOUR)
-        forker = client(SONNET, [
+        forker = self.client(SONNET, [
             _turn("Forking: this time I'll try trimming both ends.", [("edit", {
                 "path": "src/tokenizer.py", "old": "    if first.isspace():\n        text = text.lstrip()\n",
                 "new": "    if first.isspace():\n        text = text.strip()\n"})], _usage(3_100, 140, cache_read=13_248), "k1"),
@@ -306,17 +342,22 @@ def _record(store: Path, ws: Path, now: int) -> None:
         (ws / "src" / "tokenizer.py").write_text(TOKENIZER_BUGGY)  # the world as it was at the fork point
         fork_session(forker, s1.id, 3)
 
-        # s_7 — the offline mock agent, the fixture's shape, two turns.
+    def mock_notes(self) -> None:
+        """s_7: the offline mock agent, the fixture's shape, two turns."""
+        clock, now = self.clock, self.now
         clock.at(now - 3 * HOUR)
-        mock = client("mock", None)
+        mock = self.client("mock", None)
         s7 = mock.session()
         s7.send_sync("write a quick note")
         clock.at(clock.t + 90_000)
         s7.send_sync("write another one")
 
+    def killed_turns(self) -> None:
+        """s_8 and s_9: killed while dispatching an accepted plan, and a flow killed after two statements."""
+        clock, now = self.clock, self.now
         # s_8 — killed while dispatching an accepted plan.
         clock.at(now - 25 * MINUTE)
-        pub = client(SONNET, [
+        pub = self.client(SONNET, [
             _turn(None, [("read", {"path": "pyproject.toml"})], _usage(2_200, 60, cache_read=8_000), "p1"),
             _turn(None, [("edit", {"path": "pyproject.toml", "old": 'version = "0.4.0"', "new": 'version = "0.4.1"'})],
                   _usage(2_500, 90, cache_read=8_000), "p2"),
@@ -331,24 +372,24 @@ def _record(store: Path, ws: Path, now: int) -> None:
         # s_9 — an authored flow killed after two completed statements.
         clock.at(now - 12 * MINUTE)
         try:
-            flows.session().run_flow_sync(PUBLISH_FLOW)
+            self.flows.session().run_flow_sync(PUBLISH_FLOW)
         except DemoKilled:
             pass
 
+    def what_if_and_resurrect(self, s1: Any) -> None:
+        """s_10, a what-if of s_1, and s_11, a killed flow finished by ``resurrect_session``."""
+        clock, now, ws = self.clock, self.now, self.ws
         # s_10 — a what-if of s_1: every run_tests call returned "2 passed" (offline, hermetic).
         clock.at(now - 6 * MINUTE)
-        run_what_if(flows, s1.id, WhatIfSpec(substitute={"run_tests": "2 passed in 0.03s"}))
+        run_what_if(self.flows, s1.id, WhatIfSpec(substitute={"run_tests": "2 passed in 0.03s"}))
 
         # s_11 — the same publish flow killed the same way, then resurrected by resurrect_session:
         # two statements fast-forwarded, the in-flight upload run again, the rest live.
         clock.at(now - 4 * MINUTE)
         try:
-            flows.session().run_flow_sync(PUBLISH_FLOW)
+            self.flows.session().run_flow_sync(PUBLISH_FLOW)
         except DemoKilled:
             pass
         clock.at(now - 2 * MINUTE)
-        healed = client("mock", None, ops=demo_ops(ws))
+        healed = self.client("mock", None, ops=demo_ops(ws))
         resurrect_session(healed, healed.open_session("last").id)
-    finally:
-        for c in clients:
-            c.close()

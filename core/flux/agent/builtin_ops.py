@@ -175,9 +175,13 @@ def _read_text(p: Path, shown: str) -> str:
 
 def coding_ops(workspace: str | os.PathLike[str] | Workspace, *, secrets: Iterable[str] = (),
                bash_timeout_s: float = BASH_TIMEOUT_S, output_cap: int = OUTPUT_CAP) -> list[Op]:
-    """The eight coding ops bound to ``workspace``."""
+    """The eight coding ops bound to ``workspace`` (in this order: the catalog the model is shown)."""
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
-    secret_values = list(secrets)
+    return _reading_ops(ws) + _writing_ops(ws) + [_bash_op(ws, list(secrets), bash_timeout_s, output_cap)]
+
+
+def _reading_ops(ws: Workspace) -> list[Op]:
+    """``read``, ``read_many``, ``glob`` and ``grep``: they look, never change."""
 
     @op(effect="read")
     def read(path: str, offset: int = 0, limit: Optional[int] = None) -> str:
@@ -274,6 +278,12 @@ def coding_ops(workspace: str | os.PathLike[str] | Workspace, *, secrets: Iterab
                         return "\n".join(out)
         return "\n".join(out) if out else f"no matches for {pattern}"
 
+    return [read, read_many, glob, grep]
+
+
+def _writing_ops(ws: Workspace) -> list[Op]:
+    """``write``, ``append`` and ``edit``: text files in the workspace, never through a symlink."""
+
     @op(effect="write")
     def write(path: str, content: str) -> str:
         """Create or overwrite a text file in the workspace (parent directories are created).
@@ -326,6 +336,12 @@ def coding_ops(workspace: str | os.PathLike[str] | Workspace, *, secrets: Iterab
         k = n if replace_all else 1
         return f"edited {path} ({k} replacement{'s' if k != 1 else ''})"
 
+    return [write, append, edit]
+
+
+def _bash_op(ws: Workspace, secret_values: list[str], bash_timeout_s: float, output_cap: int) -> Op:
+    """``bash``: a command in the workspace with the secrets scrubbed from its environment."""
+
     @op(effect="exec")
     def bash(command: str, cwd: str = ".", timeout: Optional[int] = None) -> str:
         """Run a shell command in the workspace; prints its output and `[exit N]`.
@@ -369,7 +385,7 @@ def coding_ops(workspace: str | os.PathLike[str] | Workspace, *, secrets: Iterab
             raise OpError(text)
         return text
 
-    return [read, read_many, glob, grep, write, append, edit, bash]
+    return bash
 
 
 def _prepare_write(p: Path, shown: str) -> None:

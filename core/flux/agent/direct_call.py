@@ -94,6 +94,47 @@ def _bind_head_ok(head: str) -> bool:
     return not any(w.startswith(head) and w[len(head):].isdigit() for w in RESERVED)
 
 
+def _plain_literal(inp: dict, facts: _OpFacts) -> Optional[str]:
+    """The tool input's literal (its canonical JSON, the plan's text of it) when it is a JSON object of
+    plain scalars that passes validation for ``facts``'s op; None for anything else."""
+    # Validation and the literal in one pass over the sorted keys (validate_input's verdict for
+    # what passes; anything else goes to the general path, which says what is wrong).
+    types = facts.types
+    parts = []
+    required = 0
+    try:
+        keys = sorted(inp)
+    except TypeError:
+        return None
+    for k in keys:
+        want = types.get(k, _MISSING) if type(k) is str else _MISSING
+        if want is _MISSING or not k.isprintable() or '"' in k or "\\" in k or "{" in k or "}" in k:
+            return None
+        v = inp[k]
+        t = type(v)
+        if t is str:
+            if not v.isprintable() or '"' in v or "\\" in v or "{" in v or "}" in v or (want is not _ANY and want is not str):
+                return None
+            parts.append('"' + k + '":"' + v + '"')
+        elif t is int:
+            if want is not _ANY and want is not int:
+                return None
+            parts.append('"' + k + '":' + int.__repr__(v))
+        elif t is bool:
+            if want is not _ANY and want is not bool:
+                return None
+            parts.append('"' + k + '":' + ("true" if v else "false"))
+        elif v is None:
+            parts.append('"' + k + '":null')
+        else:
+            return None
+        if k in facts.required:
+            required += 1
+    if required != len(facts.required):
+        return None
+    return "{" + ",".join(parts) + "}"
+
+
 class DirectCall:
     """One adaptive tool call recorded in one pass: what ``Interpreter.run_call`` of its host plan
     does through ``RecordingHost`` → ``LiveHost`` with ``Recorder`` as the sink — the same rows in
@@ -170,42 +211,9 @@ class DirectCall:
             facts = self.facts[name] = self._facts_of(name, o)
             if facts is None:
                 return None
-        # Validation and the literal in one pass over the sorted keys (validate_input's verdict for
-        # what passes; anything else goes to the general path, which says what is wrong).
-        types = facts.types
-        parts = []
-        required = 0
-        try:
-            keys = sorted(inp)
-        except TypeError:
+        literal = _plain_literal(inp, facts)
+        if literal is None:
             return None
-        for k in keys:
-            want = types.get(k, _MISSING) if type(k) is str else _MISSING
-            if want is _MISSING or not k.isprintable() or '"' in k or "\\" in k or "{" in k or "}" in k:
-                return None
-            v = inp[k]
-            t = type(v)
-            if t is str:
-                if not v.isprintable() or '"' in v or "\\" in v or "{" in v or "}" in v or (want is not _ANY and want is not str):
-                    return None
-                parts.append('"' + k + '":"' + v + '"')
-            elif t is int:
-                if want is not _ANY and want is not int:
-                    return None
-                parts.append('"' + k + '":' + int.__repr__(v))
-            elif t is bool:
-                if want is not _ANY and want is not bool:
-                    return None
-                parts.append('"' + k + '":' + ("true" if v else "false"))
-            elif v is None:
-                parts.append('"' + k + '":null')
-            else:
-                return None
-            if k in facts.required:
-                required += 1
-        if required != len(facts.required):
-            return None
-        literal = "{" + ",".join(parts) + "}"
         mutating = facts.mutating
         out_step = len(out.plans) + 1
         if mutating:
