@@ -1,44 +1,11 @@
-"""The embedded demo store, recorded by the real agent runtime (mock and scripted providers).
-
-Nothing here writes events by hand: every session is a :class:`~flux.agent.client.Client` turn (or
-an authored-flow turn) against a small throw-away project in a temporary workspace, so the store
-holds exactly what ``flux run`` / ``flux flow run`` would record — host-derived plans, cassette
-cells, usage, observations, messages. Scripted models are given realistic names
-(``anthropic:claude-sonnet-4-5``, ``openai:gpt-4.1-mini``) so the browser can price their usage.
-
-Sessions:
-
-* ``s_1`` — a two-turn bug fix (sonnet): grep, read, a failing test run (tool error), edit, a
-  passing run; then a changelog entry. Turn 1 delegates exploration to a real sub-agent (``task``):
-* ``s_2`` — that sub-agent (``agent_id`` ``subagent:explorer``, correlated to ``s_1``).
-* ``s_3`` — a read-only policy (gpt-4.1-mini, two turns): ``rm -rf build`` and then a note
-  write are denied (denied cells, tool errors back to the model).
-* ``s_4`` — a secret redacted out of a cell (URL password, ``API_TOKEN=``) and a huge log
-  truncated at a 4 KiB cassette cap.
-* ``s_5`` — an authored release flow with ``parallel`` branches and a ``saga``, run resumably.
-* ``s_6`` — a fork of ``s_1`` at statement 3 (``agent_id`` ``fork:s_1@3``) made by ``fork_session``:
-  the prefix (task, read, the failing test run) from tape, then a live re-planned turn that tries a
-  wrong fix first — ``flux diff s_1 s_6`` shows ``=`` prefix rows, ``~`` and ``≠`` rows.
-* ``s_7`` — the offline ``mock`` agent writing a quick note, twice (the real fixture's shape).
-* ``s_8`` — killed mid-turn: an accepted ``publish`` plan dispatched, no cell, no ``turn_ended``.
-* ``s_9`` — an authored flow killed after two completed statements (a ledger to resume from).
-* ``s_10`` — a what-if of ``s_1`` made by ``run_what_if``: every ``run_tests`` returned "2 passed".
-* ``s_11`` — the ``s_9`` flow killed the same way and then resurrected by ``resurrect_session``
-  (beside ``s_9``, still interrupted).
-
-The two "killed" sessions are made in process: the op being dispatched raises an exception the
-runtime does not handle (:class:`~flux.agent.demo_ops.DemoKilled`, a ``BaseException``), so
-recording stops exactly where a SIGKILL during that dispatch stops it — the plan and its ``step_started`` row are durable, the
-cell, the step result, ``turn_ended``, the observation flush and the answer are not. (A real
-SIGKILL of a subprocess is exercised by ``tests/agent/test_agent_cli.py``.)
+"""The demo store: eleven sessions recorded by the real agent runtime (mock and scripted providers)
+against a small throw-away project, so the store holds exactly what ``flux run`` / ``flux flow
+run`` would record. With ``now_ms`` given, every timestamp is a pure function of it.
 
 Next to the store, ``workspace/`` holds a fresh copy of the demo project and ``toolbox.json``
-names the demo toolbox (:mod:`flux.agent.demo_ops`), so the app and the CLI run live actions on the demo —
-resurrecting ``s_9`` runs its in-flight ``publish`` for real, into the local index — with the
-ops the sessions were recorded with.
-
-With ``now_ms`` given, every timestamp (and every duration in the observations) is a pure function
-of it: the client's clock and timer are injected.
+names the demo toolbox (:mod:`flux.agent.demo_ops`), so the app and the CLI run live actions on
+the demo with the ops its sessions were recorded with (resurrecting ``s_9`` runs its in-flight
+``publish`` for real, into the local index).
 """
 
 from __future__ import annotations
@@ -199,7 +166,29 @@ def build_demo_store(path: str | Path, now_ms: int | None = None, overwrite: boo
 
 
 def _record(store: Path, ws: Path, now: int) -> None:
-    """Record every demo session, in the order that numbers them."""
+    """Record every demo session, in the order that numbers them. Scripted models have realistic
+    names (``anthropic:claude-sonnet-4-5``, ``openai:gpt-4.1-mini``) so the browser prices their usage.
+
+    Sessions:
+
+    * ``s_1`` — a two-turn bug fix (sonnet): grep, read, a failing test run (tool error), edit, a
+      passing run; then a changelog entry. Turn 1 delegates exploration to a real sub-agent (``task``).
+    * ``s_2`` — that sub-agent (``agent_id`` ``subagent:explorer``, correlated to ``s_1``).
+    * ``s_3`` — a read-only policy (gpt-4.1-mini, two turns): ``rm -rf build`` and then a note
+      write are denied (denied cells, tool errors back to the model).
+    * ``s_4`` — a secret redacted out of a cell (URL password, ``API_TOKEN=``) and a huge log
+      truncated at a 4 KiB cassette cap.
+    * ``s_5`` — an authored release flow with ``parallel`` branches and a ``saga``, run resumably.
+    * ``s_6`` — a fork of ``s_1`` at statement 3 (``agent_id`` ``fork:s_1@3``) made by ``fork_session``:
+      the prefix (task, read, the failing test run) from tape, then a live re-planned turn that tries a
+      wrong fix first — ``flux diff s_1 s_6`` shows ``=`` prefix rows, ``~`` and ``≠`` rows.
+    * ``s_7`` — the offline ``mock`` agent writing a quick note, twice (the real fixture's shape).
+    * ``s_8`` — killed mid-turn: an accepted ``publish`` plan dispatched, no cell, no ``turn_ended``.
+    * ``s_9`` — an authored flow killed after two completed statements (a ledger to resume from).
+    * ``s_10`` — a what-if of ``s_1`` made by ``run_what_if``: every ``run_tests`` returned "2 passed".
+    * ``s_11`` — the ``s_9`` flow killed the same way and then resurrected by ``resurrect_session``
+      (beside ``s_9``, still interrupted).
+    """
     demo = _DemoRecording(store, ws, now)
     try:
         s1 = demo.bug_fix()
@@ -354,6 +343,10 @@ class _DemoRecording:
 
     def killed_turns(self) -> None:
         """s_8 and s_9: killed while dispatching an accepted plan, and a flow killed after two statements."""
+        # Killed in process: the op being dispatched raises DemoKilled (a BaseException the runtime does
+        # not handle), so recording stops exactly where a SIGKILL during that dispatch stops it — the
+        # plan and its step_started row are durable; the cell, the step result, turn_ended, the
+        # observation flush and the answer are not. (tests/agent/test_agent_cli.py SIGKILLs for real.)
         clock, now = self.clock, self.now
         # s_8 — killed while dispatching an accepted plan.
         clock.at(now - 25 * MINUTE)
