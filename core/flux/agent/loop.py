@@ -1,35 +1,7 @@
 """The adaptive agent loop, and authored-flow turns, recorded as flux records them.
 
-One adaptive turn writes, in this order:
-
-1. the user ``message``;
-2. ``turn_started`` (its ``global_seq`` is the turn id);
-3. per tool call the model makes: an accepted ``plan_attempted`` holding the host-derived
-   one-statement plan (``adaptive_gather_<k> = op({...})`` for reading ops, phase
-   ``gather``; ``adaptive_batch_<id>_action_<i> = op({...})`` for mutating ops, phase ``execute``),
-   then the interpreter's ``step_started``, the cassette cell ``op_recorded`` and
-   ``step_succeeded``/``step_failed``;
-4. ``flow_returned`` (the turn's answer as the loop's return value; not on error/cancel);
-5. one ``call_usage`` per model call that reported usage;
-6. ``turn_ended`` (outcome ``ok`` / ``max_iter`` / ``cancelled`` / ``error``);
-7. the observation flush (``turn.iteration``, ``model.call``, ``tool_call``, ``tool.started``,
-   ``tool.ended``), all stamped with the flush time;
-8. the conversation messages without turn id: every intermediate assistant ``tool_use`` and user
-   ``tool_result`` message, then the final assistant message — so the stored conversation stays a
-   valid provider history that ``--continue`` resends.
-
-Durability by effect (``docs/store-format.md``): the recorder group-commits. Rows are buffered and
-written in one transaction before every dispatch of an op with an effect (write / delete / network /
-exec, or undeclared) — so its plan and ``step_started`` are on disk while it runs; its cell is then
-owed and rides with the next commit, which comes before the next dispatch of any op, an approval
-prompt, a sleep, a model call or the turn's end (one commit per effectful op); before every model
-call; and at the turn's end. Rows of ``pure``/``read`` ops (re-runnable) may sit in the buffer (at
-most 512 rows or 50 ms) and are lost if the process dies first.
-
 Everything written passes the redactor first (cells by the recording host; plan text, messages,
-answers, step errors and observations here). The model itself sees the unredacted tool results.
-A process killed mid-turn leaves 1–3: a turn with an accepted plan and no ``turn_ended``, which
-``flux sessions`` flags as interrupted.
+answers, step errors and observations here); the model itself sees the unredacted tool results.
 """
 
 from __future__ import annotations
@@ -204,7 +176,29 @@ class _LastOutcome:
 
 
 class TurnRunner:
-    """Runs one adaptive turn (:meth:`run_turn`) or one authored flow turn (:meth:`run_flow`)."""
+    """Runs one adaptive turn (:meth:`run_turn`) or one authored flow turn (:meth:`run_flow`).
+
+    One adaptive turn writes, in this order:
+
+    1. the user ``message``;
+    2. ``turn_started`` (its ``global_seq`` is the turn id);
+    3. per tool call the model makes: an accepted ``plan_attempted`` holding the host-derived
+       one-statement plan (``adaptive_gather_<k> = op({...})`` for reading ops, phase
+       ``gather``; ``adaptive_batch_<id>_action_<i> = op({...})`` for mutating ops, phase ``execute``),
+       then the interpreter's ``step_started``, the cassette cell ``op_recorded`` and
+       ``step_succeeded``/``step_failed``;
+    4. ``flow_returned`` (the turn's answer as the loop's return value; not on error/cancel);
+    5. one ``call_usage`` per model call that reported usage;
+    6. ``turn_ended`` (outcome ``ok`` / ``max_iter`` / ``cancelled`` / ``error``);
+    7. the observation flush (``turn.iteration``, ``model.call``, ``tool_call``, ``tool.started``,
+       ``tool.ended``), all stamped with the flush time;
+    8. the conversation messages without turn id: every intermediate assistant ``tool_use`` and user
+       ``tool_result`` message, then the final assistant message — so the stored conversation stays a
+       valid provider history that ``--continue`` resends.
+
+    A process killed mid-turn leaves 1–3: a turn with an accepted plan and no ``turn_ended``, which
+    ``flux sessions`` flags as interrupted. Rows are committed by effect (:class:`~.recording.Recorder`).
+    """
 
     def __init__(self, cfg: TurnConfig):
         self.cfg = cfg

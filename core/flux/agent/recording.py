@@ -27,14 +27,17 @@ RERUNNABLE_EFFECTS = frozenset({"pure", "read"})  # safe to run again: their row
 class Recorder:
     """Appends the turn's events to the store, redacting every free-text field first.
 
-    ``durable(op)`` says whether ``op`` has an effect (or an unknown one): everything buffered
-    (with its plan and ``step_started``) is written before it dispatches, so the store shows it in
-    flight. Its cell is then written right away — or, with ``defer_cells`` (a run that never has
-    two branches at once: the runner checks the plan), *owed*: it rides with the next commit, which
-    :meth:`settle` forces before anything else dispatches (an op of any effect), waits (an approval
-    prompt, a sleep) or calls the model, and the turn's end writes it too — one commit per
-    effectful op. A kill meanwhile finds that op in flight without its cell — the one op resurrect
-    runs at least once, as it would had the kill come while its cell was being written."""
+    Durability by effect (``docs/store-format.md``): rows are buffered and written in one transaction before every dispatch of an op with an effect (write / delete / network /
+    exec, or undeclared) — so its plan and ``step_started`` are on disk while it runs; its cell is then
+    owed and rides with the next commit, which comes before the next dispatch of any op, an approval
+    prompt, a sleep, a model call or the turn's end (one commit per effectful op); before every model
+    call; and at the turn's end. Rows of ``pure``/``read`` ops (re-runnable) may sit in the buffer (at
+    most 512 rows or 50 ms) and are lost if the process dies first.
+
+    ``durable(op)`` says whether ``op`` has an effect (or an unknown one). Its cell is written right
+    away, or with ``defer_cells`` (a run that never has two branches at once) *owed* to the next
+    commit, which :meth:`settle` forces. A kill meanwhile finds that op in flight without its cell —
+    the one op resurrect runs at least once, as it would had the kill come while its cell was written."""
 
     def __init__(self, writer: StoreWriter, sid: str, redactor: Redactor, cap: int,
                  durable: Callable[[str], bool] = lambda op: True, *, defer_cells: bool = False):
