@@ -27,12 +27,13 @@ RERUNNABLE_EFFECTS = frozenset({"pure", "read"})  # safe to run again: their row
 class Recorder:
     """Appends the turn's events to the store, redacting every free-text field first.
 
-    Durability by effect (``docs/store-format.md``): rows are buffered and written in one transaction before every dispatch of an op with an effect (write / delete / network /
-    exec, or undeclared) — so its plan and ``step_started`` are on disk while it runs; its cell is then
-    owed and rides with the next commit, which comes before the next dispatch of any op, an approval
-    prompt, a sleep, a model call or the turn's end (one commit per effectful op); before every model
-    call; and at the turn's end. Rows of ``pure``/``read`` ops (re-runnable) may sit in the buffer (at
-    most 512 rows or 50 ms) and are lost if the process dies first.
+    Durability by effect (``docs/store-format.md``): rows are buffered and written in one
+    transaction before every dispatch of an op with an effect (write / delete / network / exec, or
+    undeclared) — so its plan and ``step_started`` are on disk while it runs; its cell is then owed
+    and rides with the next commit, which comes before the next dispatch of any op, an approval
+    prompt, a sleep, a model call or the turn's end (one commit per effectful op). Rows of
+    ``pure``/``read`` ops (re-runnable) may sit in the buffer (at most 512 rows or 50 ms) and are
+    lost if the process dies first.
 
     ``durable(op)`` says whether ``op`` has an effect (or an unknown one). Its cell is written right
     away, or with ``defer_cells`` (a run that never has two branches at once) *owed* to the next
