@@ -10,7 +10,7 @@ hidden in a function still ties the two modules together. The layers, low to hig
     runtime     flux.agent                                   (the recording agent)
     timemachine flux.timemachine                             (replay, diff, fork, resurrect, what-if)
     sdk         flux.sdk                                     (the runtime's client with the time machine on it)
-    lab         flux.testkit, flux.cases, flux.pages, flux.demo
+    lab         flux.testkit, flux.cases, flux.pages, flux.demo, flux.importers
     front       flux.cli, flux_tui
 
 A module may import its own layer or any lower one. Circles that other work still has to break are listed in
@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runtime", ("flux.agent",)),
     ("timemachine", ("flux.timemachine",)),
     ("sdk", ("flux.sdk",)),
-    ("lab", ("flux.testkit", "flux.cases", "flux.pages", "flux.demo")),
+    ("lab", ("flux.testkit", "flux.cases", "flux.pages", "flux.demo", "flux.importers")),
     ("front", ("flux.cli", "flux_tui")),
 )
 
@@ -105,10 +105,16 @@ def read_imports(modules: dict[str, Path]) -> list[Import]:
 
 
 def layer_of(module: str, layers=LAYERS) -> int:
+    """The rank of the layer naming ``module`` or a package above it (-1: none). A package whose
+    modules other entries place (``flux``) names only its own ``__init__``: each of its modules must
+    be placed by name, so a new one cannot fall silently into the package's layer."""
+    names = [prefix for _, prefixes in layers for prefix in prefixes]
     best, best_len = -1, -1
     for rank, (_, prefixes) in enumerate(layers):
         for prefix in prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_len:
+            split = any(other.startswith(prefix + ".") for other in names)
+            under = not split and module.startswith(prefix + ".")
+            if (module == prefix or under) and len(prefix) > best_len:
                 best, best_len = rank, len(prefix)
     return best
 
@@ -118,7 +124,8 @@ def unplaced(modules, layers=LAYERS) -> list[str]:
 
 
 def upward_imports(edges: list[Import], layers=LAYERS) -> list[Import]:
-    return [e for e in edges if layer_of(e.imported, layers) > layer_of(e.importer, layers)]
+    """Imports of a higher layer (a module in no layer is reported as such, not here)."""
+    return [e for e in edges if layer_of(e.imported, layers) > layer_of(e.importer, layers) >= 0]
 
 
 def circles(edges: list[Import]) -> list[frozenset[str]]:
@@ -235,19 +242,20 @@ def test_a_synthetic_package_with_a_circle_and_an_upward_import_is_reported(tmp_
     })
     layers = (("base", ("toy", "toy.low")), ("top", ("toy.high",)))
     problems = layering_problems({"toy": tmp_path / "toy"}, layers)
-    assert "toy.stray" not in " ".join(problems)  # `toy` itself is a layer prefix, so stray is placed
+    # `toy` names the package's own __init__ only: a module no layer names is reported, not placed
+    assert problems[0] == "toy.stray: in no layer (add it to LAYERS)"
     upward = [p for p in problems if "an import of a higher layer" in p]
     assert upward == ["toy.low.base (layer base) imports toy.high.top (layer top) at line 2: an import of a higher layer"]
     circle_lines = sorted(p for p in problems if p.startswith("import circle"))
     assert len(circle_lines) == 2
     assert "toy.high.a -> toy.high.b (line 1)" in circle_lines[0] and "toy.high.b -> toy.high.a (line 1)" in circle_lines[0]
     assert "toy.high.top -> toy.low.base" in circle_lines[1] and "toy.low.base -> toy.high.top" in circle_lines[1]
-    assert len(problems) == 3
+    assert len(problems) == 4
 
 
 def test_known_entries_that_no_longer_hold_are_reported(tmp_path):
     _write(tmp_path / "toy", {"__init__.py": "", "a.py": "from . import b\n", "b.py": "X = 1\n"})
-    layers = (("all", ("toy",)),)
+    layers = (("all", ("toy", "toy.a", "toy.b")),)
     gone_circle = frozenset({frozenset({"toy.a", "toy.b"})})
     gone_upward = frozenset({("toy.a", "toy.b")})
     problems = layering_problems({"toy": tmp_path / "toy"}, layers, gone_circle, gone_upward)
