@@ -189,7 +189,7 @@ def _record(tmp_path, way: str, monkeypatch, calls=None, *, approver: str = "cal
     clock, timer = (itertools.count(1_000).__next__, itertools.count(7).__next__) if ticking else (lambda: 1_000, lambda: 7)
     # The group commit's 50 ms age rule reads time.monotonic: a slow side (a loaded machine, a 360k-char
     # output) would commit where the other does not. A microsecond a read: it never fires here.
-    from flux.store import store as store_mod
+    from flux.store import writer as store_mod
     tick = itertools.count()
     monkeypatch.setattr(store_mod, "_monotonic", lambda: next(tick) * 1e-6)
     kw = {"auto_approve": True} if approver == "auto" else {"approver": CallbackApprover(_approve)}

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from flux.cli import main
-from flux.store import store as store_mod
+from flux.store import sqlite_writer as store_mod
 from tests.helpers import REPO
 
 

@@ -568,7 +568,7 @@ def test_text_flushes_write_what_the_per_row_loop_writes(tmp_path_factory, ops, 
     lone surrogates."""
     import itertools
 
-    from flux.store import store as store_mod
+    from flux.store import writer as store_mod
     from flux.store import ulid
 
     def write(d, fast):

@@ -127,7 +127,7 @@ def test_a_new_store_appears_whole(tmp_path, monkeypatch):
     link leaves no events.db at all, only a temp file the next writer ignores."""
     d = tmp_path / "s"
     d.mkdir()
-    import flux.store.store as store_mod
+    import flux.store.sqlite_writer as store_mod
 
     real_link = os.link
 

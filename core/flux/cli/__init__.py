@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from .. import __version__
-from .common import STORE_ENV, OneLineErrors
+from .common import STORE_ENV, OneLineErrors, StoreLocation
 
 # verb -> module that registers it on `main`
 _VERBS = {
@@ -88,8 +88,8 @@ class _LazyGroup(OneLineErrors, click.Group):
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="flux")
-@click.option("--store", "store", type=click.Path(file_okay=True, dir_okay=True, path_type=Path), default=None,
-              help="Store directory for every verb (a verb's own --store wins).")
+@click.option("--store", "store", type=StoreLocation(), default=None,
+              help="Store directory or postgres:// URL for every verb (a verb's own --store wins).")
 @click.pass_context
 def main(ctx: click.Context, store: Path | None) -> None:
     """A deterministic agent lab over flux store directories.

@@ -14,24 +14,43 @@ from typing import Any, Callable, NoReturn
 import click
 
 from ..errors import FluxError
-from ..store.store import StoreReader, default_store_dir, set_lock_wait_notice, store_error
+from ..store.store import StoreReader, default_store_dir, is_store_url, set_lock_wait_notice, store_error, store_location
 
 __all__ = [
     "STORE_ENV", "store_option", "open_reader", "fail", "fail_with_output", "json_out", "handle_errors",
-    "resolve_store_dir", "OneLineErrors",
+    "resolve_store_dir", "OneLineErrors", "StoreLocation",
     "redacted_error", "redacted_message", "usage_error_line",
 ]
 
 STORE_ENV = "FLUX_STORE_DIR"
 
+
+
+class StoreLocation(click.ParamType):
+    """A ``--store`` value: a store directory, or a ``postgres://`` URL (kept whole — a path would
+    fold its ``//``), either way the local directory every verb opens (:mod:`flux.store.location`)."""
+
+    name = "DIR|URL"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Path:
+        if isinstance(value, Path):
+            return value
+        if is_store_url(value):
+            try:
+                return store_location(value)
+            except FluxError as e:
+                self.fail(str(e), param, ctx)
+        return Path(value)
+
+
 store_option = click.option(
-    "--store", "store", type=click.Path(file_okay=True, dir_okay=True, path_type=Path), envvar=STORE_ENV,
-    default=None, help="Store directory (default: $FLUX_STORE_DIR, else ~/.flux).",
+    "--store", "store", type=StoreLocation(), envvar=[STORE_ENV, "FLUX_STORE_URL"],
+    default=None, help="Store directory or postgres:// URL (default: $FLUX_STORE_DIR, else $FLUX_STORE_URL, else ~/.flux).",
 )
 
 
-def resolve_store_dir(store: Path | None) -> Path:
-    return Path(store).expanduser() if store else default_store_dir()
+def resolve_store_dir(store: Path | str | None) -> Path:
+    return store_location(store) if store else default_store_dir()
 
 
 # The readers a verb opened (while it runs under handle_errors): closed when it returns or fails, so

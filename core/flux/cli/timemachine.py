@@ -145,7 +145,7 @@ def _child_line(reader: StoreReader, child) -> str:
 @click.argument("a")
 @click.argument("b")
 @common.store_option
-@click.option("--store-b", "store_b", type=click.Path(file_okay=True, dir_okay=True, path_type=Path), default=None,
+@click.option("--store-b", "store_b", type=common.StoreLocation(), default=None,
               help="Store directory of B when it lives in another store (default: the --store of A).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (keys sorted) instead of text.")
 @click.option("--explain", is_flag=True, help="Under each differing row, show what changed (JSON structure or lines).")

@@ -35,7 +35,7 @@ from ..store.events import (
     _SURROGATE_ESCAPE, DECODE_ERRORS, RUN_VARIANTS, OpRecorded, PayloadError, PlanAttempted, PlanHalted, StatementCompleted,
     decode_object, decode_run, field_reader, load_payload,
 )
-from ..store.store import NotUTF8, StoreReader, _as_int, stored_event, valid_event_row
+from ..store.store import NotUTF8, StoreReader, as_int, stored_event, valid_event_row
 from .engine import executions_from_rows, executions_in_trace
 
 __all__ = ["ReplayInput", "read_replay_input"]
@@ -216,7 +216,7 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
             elif k == "plan_attempted" and ("\\u" not in payload or lone_surrogate(payload) is None):
                 v = read_plan(d)
                 if v is not None:  # decoding gives PlanAttempted(**fields): fold its values, build no event
-                    attempt(gs, sseq, ts if type(ts) is int else _as_int(ts), turn_id if type(turn_id) is int else None,
+                    attempt(gs, sseq, ts if type(ts) is int else as_int(ts), turn_id if type(turn_id) is int else None,
                             *v)
                     left -= 1
                     if not left:
@@ -274,7 +274,7 @@ def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, 
         if k == "plan_attempted" and type(d) is dict:
             v = read_plan(d)
             if v is not None:  # decoding gives PlanAttempted(**fields): fold its values, build no event
-                attempt(gs, sseq, ts if type(ts) is int else _as_int(ts), turn_id if type(turn_id) is int else None,
+                attempt(gs, sseq, ts if type(ts) is int else as_int(ts), turn_id if type(turn_id) is int else None,
                         *v)
                 left -= 1
                 if not left:

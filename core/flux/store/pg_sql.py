@@ -1,0 +1,93 @@
+"""The read models' SQL (SQLite's dialect, as every backend is asked it) in Postgres's dialect.
+
+The queries callers send a store are SQLite's: ``?`` placeholders, ``json_extract`` /
+``json_type`` / ``json_valid`` over the ``payload`` text, ``instr``, SQLite's case-insensitive
+``LIKE``, ``IS NOT 'x'`` and the unary ``+`` that keeps SQLite off an index. :func:`to_postgres`
+rewrites exactly those constructs, and nothing else, so that one query means the same thing on
+both backends (the conformance suite runs each caller's queries against both):
+
+* ``json_extract(payload, '$.a.b')`` reads ``payload::jsonb #> '{a,b}'``; psycopg hands the jsonb
+  value back as SQLite hands the SQL value (a string, a number, ``None``). Compared with a string
+  literal it is the text (``#>>``); summed, or taken where the JSON type was tested to be a
+  number, it is ``float8``.
+* ``json_type(payload, P)`` answers SQLite's names (``integer``, ``real``, ``text``, ``true``…).
+* ``json_valid(payload)`` becomes a test against the rows known not to be JSON
+  (:data:`BAD_ROWS`, filled in by the reader; Postgres before 16 has no ``pg_input_is_valid``).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+__all__ = ["to_postgres", "BAD_ROWS", "json_path"]
+
+# Where the reader puts the ARRAY of global_seqs whose payload is not JSON.
+BAD_ROWS = "__flux_bad_rows__"
+
+_LITERAL = re.compile(r"'(?:[^']|'')*'")
+_PATH = r"'(\$[^']*)'"
+_J = "(payload::jsonb)"
+_JSON_TYPE = re.compile(r"json_type\(payload, " + _PATH + r"\)")
+_SUM_EXTRACT = re.compile(r"SUM\(json_extract\(payload, " + _PATH + r"\)\)", re.IGNORECASE)
+_NUMBER_THEN = re.compile(r"(json_type\(payload, '[^']*'\) IN \('integer', 'real'\) THEN )json_extract\(payload, " + _PATH + r"\)")
+_TEXT_COMPARED = re.compile(r"json_extract\(payload, " + _PATH + r"\)(?=\s*(?:=|!=|<>|IN \(|IS NOT |IS )\s*\(?')")
+_EXTRACT = re.compile(r"json_extract\(payload, " + _PATH + r"\)")
+_JSON_VALID = re.compile(r"json_valid\(payload\)")
+_UNARY_PLUS = re.compile(r"(?<=[\s(,])\+(?=[A-Za-z_])")
+_IS_NOT_LITERAL = re.compile(r"\bIS NOT (?=')")
+_IS_LITERAL = re.compile(r"\bIS (?=')")
+_INSTR = re.compile(r"\binstr\(", re.IGNORECASE)
+_LIKE = re.compile(r"(?<![A-Za-z_])LIKE(?= )")
+_TYPEOF_N = re.compile(r"typeof\(n\) = 'integer'")
+
+
+def json_path(path: str) -> str:
+    """SQLite's ``$.a.b`` (or ``$.a[0]``) as Postgres's text-array path literal ``'{a,b}'``."""
+    parts = []
+    for name, index in re.findall(r"\.([^.\[]+)|\[(\d+)\]", path[1:]):
+        parts.append(name if name else index)
+    inner = ",".join('"' + p.replace("\\", "\\\\").replace('"', '\\"') + '"' for p in parts)
+    return "'{" + inner.replace("'", "''") + "}'"
+
+
+def _json_type(m: re.Match) -> str:
+    p = json_path(m.group(1))
+    v = f"({_J} #> {p})"
+    return (f"(CASE jsonb_typeof({v}) WHEN 'number' THEN (CASE WHEN ({_J} #>> {p}) ~ '^-?[0-9]+$' THEN 'integer'"
+            f" ELSE 'real' END) WHEN 'string' THEN 'text' WHEN 'boolean' THEN ({_J} #>> {p})"
+            f" ELSE jsonb_typeof({v}) END)")
+
+
+def _number(path: str) -> str:
+    p = json_path(path)
+    return f"(CASE WHEN jsonb_typeof({_J} #> {p}) = 'number' THEN ({_J} #>> {p})::float8 END)"
+
+
+def _code(part: str) -> str:
+    """One stretch of SQL outside string literals."""
+    part = part.replace("%", "%%").replace("?", "%s")
+    part = _UNARY_PLUS.sub("", part)
+    part = _INSTR.sub("strpos(", part)
+    part = _LIKE.sub("ILIKE", part)  # SQLite's LIKE ignores ASCII case
+    return part.replace("json_valid(payload)", f"(global_seq <> ALL({BAD_ROWS}))")
+
+
+@lru_cache(maxsize=512)
+def to_postgres(sql: str) -> str:
+    """``sql`` (SQLite's dialect, ``?`` placeholders) in Postgres's (psycopg's ``%s``)."""
+    sql = _TYPEOF_N.sub("TRUE", sql)
+    sql = _SUM_EXTRACT.sub(lambda m: "SUM(" + _number(m.group(1)) + ")", sql)
+    sql = _NUMBER_THEN.sub(lambda m: m.group(1) + _number(m.group(2)), sql)
+    sql = _JSON_TYPE.sub(_json_type, sql)
+    sql = _TEXT_COMPARED.sub(lambda m: f"({_J} #>> {json_path(m.group(1))})", sql)
+    sql = _EXTRACT.sub(lambda m: f"({_J} #> {json_path(m.group(1))})", sql)
+    sql = _IS_NOT_LITERAL.sub("IS DISTINCT FROM ", sql)  # (a literal follows: looked for before the split)
+    sql = _IS_LITERAL.sub("IS NOT DISTINCT FROM ", sql)
+    out, pos = [], 0
+    for lit in _LITERAL.finditer(sql):
+        out.append(_code(sql[pos:lit.start()]))
+        out.append(lit.group(0).replace("%", "%%"))
+        pos = lit.end()
+    out.append(_code(sql[pos:]))
+    return "".join(out)
