@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import copy_fixture
+from tests.servers import PostgresServer, ServerUnavailable
 
 
 @pytest.fixture
@@ -54,3 +56,28 @@ def ws(tmp_path: Path) -> Path:
     d = tmp_path / "ws"
     d.mkdir()
     return d
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One throwaway PostgreSQL cluster for the session's store tests; a server that cannot start
+    is handed over as the error, and :func:`pg_url` fails the test with it (never a skip)."""
+    try:
+        server = PostgresServer().start()
+    except ServerUnavailable as e:
+        yield e
+        return
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server, tmp_path: Path, monkeypatch) -> str:
+    """The URL of a fresh, empty Postgres store (a schema of its own on the session's server); the
+    local directories of Postgres stores live under this test's tmp_path."""
+    if isinstance(pg_server, ServerUnavailable):
+        pytest.fail(f"the PostgreSQL test server could not start: {pg_server}")
+    monkeypatch.setenv("FLUX_PG_LOCAL_DIR", str(tmp_path / "pg-local"))
+    return f"{pg_server.dsn}?schema=t_{uuid.uuid4().hex[:16]}"

@@ -23,10 +23,11 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 import flux.lang  # noqa: F401  (the read models import the parser lazily: import it here, on the main thread, before any worker)
 from flux import __version__
-from flux.cli.common import OneLineErrors
+from flux.cli.common import OneLineErrors, StoreLocation
 from flux.errors import FluxError, StoreError
 from flux.model.listing import SessionSummary
 from flux.model.pricing import PriceTable, load_price_table
+from flux.store.location import postgres_url, redacted_url
 from flux.store.store import SessionRow, StoreReader, default_store_dir
 
 from .commands import FluxCommands
@@ -71,7 +72,8 @@ class FluxApp(App):
         self.store_dir = Path(store_dir).expanduser() if store_dir is not None else default_store_dir()
         self.prices_file = prices_file
         self.frozen_now_ms = now_ms
-        self.display_name = display_name or display_path(self.store_dir)
+        url = postgres_url(self.store_dir)  # a Postgres store is named by its URL (no password), not its local dir
+        self.display_name = display_name or (redacted_url(url) if url else display_path(self.store_dir))
         self.poll_interval = poll_interval
         self.initial_session = session
         self.reader: StoreReader | None = None
@@ -306,8 +308,8 @@ class _Command(OneLineErrors, click.Command):
 
 @click.command(cls=_Command, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="flux-tui")
-@click.option("--store", "store", type=click.Path(path_type=Path), default=None,
-              help="Store directory (holds events.db). Default: $FLUX_STORE_DIR or ~/.flux.")
+@click.option("--store", "store", type=StoreLocation(), default=None,
+              help="Store directory (holds events.db) or postgres:// URL. Default: $FLUX_STORE_DIR, $FLUX_STORE_URL or ~/.flux.")
 @click.option("--demo", is_flag=True,
               help="Open the demo store (~/.cache/flux-tui/demo), built on first use and kept — with your forks, "
                    "what-ifs and resurrects — between visits.")

@@ -71,7 +71,7 @@ def sessions(store, as_json, query, since, until, touched, limit, prune, dry_run
                              until_ms=until_ms, prices=prices, touched=touched)
         filtered = bool(query or since or until or touched)
         if as_json:
-            json_out({"store": str(reader.dir), "sessions": [s.to_json() for s in rows],
+            json_out({"store": reader.label, "sessions": [s.to_json() for s in rows],
                       "skipped_rows": reader.skipped_rows})
             return
         if not rows:
@@ -287,7 +287,7 @@ def demo(store, force, as_json):
         from ..model.listing import interrupted_sessions
 
         with open_reader(target) as reader:
-            json_out({"store": str(reader.dir), "sessions": [r.id for r in reader.list_sessions()],
+            json_out({"store": reader.label, "sessions": [r.id for r in reader.list_sessions()],
                       "interrupted": sorted(interrupted_sessions(reader), key=lambda sid: int(sid[2:]))})
         return
     click.echo(f"demo store written to {target}")

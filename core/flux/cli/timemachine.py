@@ -170,12 +170,12 @@ def diff(a: str, b: str, store: Path | None, store_b: Path | None, as_json: bool
     with common.open_reader(store) as reader_a:
         if store_b is None:
             d = run_diff(reader_a, a, reader_a, b)
-            where = (reader_a.dir, reader_a.dir)
+            where = (reader_a.label, reader_a.label)
         else:
             with StoreReader(common.resolve_store_dir(store_b), option="--store-b") as reader_b:
                 d = run_diff(reader_a, a, reader_b, b)
-                stores = (str(reader_a.dir), str(reader_b.dir))
-                where = (reader_a.dir, reader_b.dir)
+                stores = (reader_a.label, reader_b.label)
+                where = (reader_a.label, reader_b.label)
     if output is not None:
         from .pages import write_diff_page
 
