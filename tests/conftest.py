@@ -19,6 +19,12 @@ def fixture_store(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _no_shared_store_from_the_environment(monkeypatch):
+    """A ``$FLUX_STORE_URL`` in the developer's shell never points a test at their team's store."""
+    monkeypatch.delenv("FLUX_STORE_URL", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _golden_mode_stays_in_its_test():
     """``flux test --update`` / ``flux record --update`` invoked in-process (CliRunner) set
     ``FLUX_GOLDEN=update`` for the whole process; without this a later test would re-baseline

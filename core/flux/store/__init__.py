@@ -1,4 +1,5 @@
-"""The flux store: SQLite event log + flow store in a ``Storage::dir`` (spec §1, §2).
+"""The flux store: the event log and session registry — in a ``Storage::dir`` (SQLite, beside its
+flow store) or in a Postgres database a team shares — read and written by flux's rules.
 
 Names load lazily (PEP 562) so a command that only lists sessions does not pay for importing every
 event type.
@@ -12,7 +13,8 @@ from typing import Any
 _STORE_NAMES = ("SessionRow", "StoredEvent", "StoreReader", "StoreWriter", "default_store_dir", "session_number")
 
 
-_SUBMODULES = ("events", "schema", "store", "ulid", "usage")
+_SUBMODULES = ("events", "schema", "store", "ulid", "usage", "rows", "reader", "writer", "location", "pg_sql", "postgres",
+               "sqlite_files", "sqlite_reader", "sqlite_writer", "bindings", "lease")
 
 
 def __getattr__(name: str) -> Any:

@@ -13,7 +13,7 @@ toolbox (``toolbox.json``), prices and agent loops — lives in that local direc
 
 from __future__ import annotations
 
-import hashlib
+import binascii
 import os
 import re
 from pathlib import Path
@@ -77,7 +77,7 @@ def local_dir_for(url: str) -> Path:
     name = f"{unquote(parts.username or '')}@{parts.hostname or 'local'}_{parts.port or 5432}_" \
            f"{unquote(parts.path.strip('/'))}_{schema}"
     name = re.sub(r"[^A-Za-z0-9@._-]", "_", name)[:80]
-    digest = hashlib.sha256(redacted_url(url).encode()).hexdigest()[:10]
+    digest = f"{binascii.crc32(redacted_url(url).encode()):08x}"  # (no hashlib: listing sessions hashes nothing)
     return Path(base).expanduser() / f"{name}-{digest}"
 
 
