@@ -22,7 +22,7 @@ TEMP = re.compile(r"\.(events|flow)\.db\.(\d+)\.[0-9A-Z]{26}\.creating")
 # into place never returns (the test kills it there, or lets it live).
 CHILD = """
 import os, sys, time
-import flux.store.store as store
+import flux.store.sqlite_writer as store
 def never_returns(*_a, **_k):
     print("linking", flush=True)
     time.sleep(600)
