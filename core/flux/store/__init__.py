@@ -8,17 +8,14 @@ event type.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 _STORE_NAMES = ("SessionRow", "StoredEvent", "StoreReader", "StoreWriter", "default_store_dir", "session_number")
 
 
-_SUBMODULES = ("events", "schema", "store", "ulid", "usage", "rows", "reader", "writer", "location", "pg_sql", "postgres",
-               "sqlite_files", "sqlite_reader", "sqlite_writer", "bindings", "lease")
-
-
 def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
+    if Path(__file__).with_name(name + ".py").is_file():  # a submodule (``from . import rawfile``)
         return importlib.import_module("." + name, __name__)
     if name in _STORE_NAMES:
         return getattr(importlib.import_module(".store", __name__), name)
