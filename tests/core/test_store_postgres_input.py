@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flux.errors import StoreError
-from flux.store import StoreReader, StoreWriter
+from flux.store import Message, StoreReader, StoreWriter
 from flux.store.location import URL_FILE, postgres_url, redacted_url, store_location
 from flux.store.pg_sql import json_path, to_postgres
 from flux.store.postgres import connect
@@ -145,7 +145,7 @@ def test_sqlite_constructs_are_rewritten():
     pg = to_postgres("SELECT COUNT(*) FROM events WHERE stream = ? AND +kind = 'run' AND +global_seq < ? "
                      "AND json_extract(payload, '$.data.event') IS NOT 'step_started' ORDER BY +stream_seq")
     assert "+" not in pg and "IS DISTINCT FROM 'step_started'" in pg
-    assert "(payload::jsonb) #>> '{\"data\",\"event\"}'" in pg
+    assert "(__j.v #>> '{\"data\",\"event\"}')" in pg and "CROSS JOIN LATERAL (SELECT events.payload::jsonb" in pg
     assert "strpos(lower(payload), %s)" in to_postgres("SELECT 1 WHERE instr(lower(payload), ?) > 0")
     assert "::float8" in to_postgres("SELECT SUM(json_extract(payload, '$.data.usage.input_tokens')) FROM events")
     assert to_postgres("SELECT n FROM streams WHERE typeof(n) = 'integer'") == "SELECT n FROM streams WHERE TRUE"
@@ -161,4 +161,20 @@ def test_json_paths_quote_any_key(keys):
         return
     lit = json_path("$." + ".".join(keys))
     assert lit.startswith("'{") and lit.endswith("}'") and lit.count("'") - 2 == 2 * lit[1:-1].count("''")
-    assert to_postgres(f"SELECT json_extract(payload, '$.{'.'.join(keys)}') FROM events").count("(payload::jsonb) #>") == 1
+    assert to_postgres(f"SELECT json_extract(payload, '$.{'.'.join(keys)}') FROM events").count("__j.v #>") == 1
+
+
+def test_a_writer_whose_connection_died_fails_in_one_line(pg_url):
+    """The server ends the writer's session (a restart, an admin): the next append is a StoreError
+    naming the store, not a driver traceback; what was committed before stays."""
+    loc = store_location(pg_url)
+    w = StoreWriter(loc)
+    sid = w.create_session("m")
+    admin = connect(pg_url.split("?")[0], read_only=False)
+    pid = w.conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    admin.close()
+    with pytest.raises(StoreError, match="cannot write to postgresql://"):
+        w.append(sid, Message.text("user", "lost"))
+    with StoreReader(loc) as r:
+        assert r.count_events(sid) == 1

@@ -25,6 +25,7 @@ _VERBS = {
     "record": "testkit", "test": "testkit", "export": "testkit", "golden": "testkit",
     "case": "cases", "db": "cases",
     "import": "importing",
+    "store": "storeverbs",
 }
 
 # verb -> its help's first sentence, for `flux --help` without importing the verb
@@ -49,6 +50,7 @@ _SHORT_HELP = {
     "run": "Run one agent turn for PROMPT and record it in the store.",
     "sessions": "List sessions, newest first, with interrupted turns flagged.",
     "show": "Show a session: turns, accepted plans, cassette cells, usage, cost, lineage.",
+    "store": "Verbs on a store as a whole: copy sessions between a directory and a shared postgres:// store.",
     "sweep": "Run one what-if over many sessions, concurrently; one row per session (a session that fails is an "
              "error row, the sweep goes on).",
     "what-if": "Re-run SESSION with one thing changed, into a new linked session, and diff it against the source.",

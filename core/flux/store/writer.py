@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Sequence
 from ..canonical import scrub_text
 from ..errors import SessionNotFound, StoreError
 from . import schema
-from .rows import EVENT_COLUMNS, StoredEvent, session_number
+from .rows import EVENT_COLUMNS, SessionRow, StoredEvent, session_number
 from .ulid import new_ulid, new_ulids
 
 if TYPE_CHECKING:
@@ -582,6 +582,52 @@ class StoreWriter:
                           " msg_count = msg_count + 0 WHERE n = ?", (ts, seq + n - 1, None, num))
         return n
 
+
+    # -- rows copied whole from another store (flux store copy) ----------------------------------
+
+    def insert_registry_row(self, row: SessionRow, *, correlation_id: str | None) -> str:
+        """A new registry row with ``row``'s model, creation time and context (``correlation_id``
+        as given) and no events yet; its session id. Inside :meth:`transaction`."""
+        ctx = {"account": row.account, "agent_id": row.agent_id, "agent_version": row.agent_version,
+               "correlation_id": correlation_id}
+        return f"s_{self._insert_stream_row(row.model, row.created_at, ctx)}"
+
+    def insert_event_row(self, row: tuple) -> int:
+        """One event row exactly as given — ``(stream, stream_seq, id, kind, ts, payload, turn_id)``,
+        the payload's bytes untouched — which must be the stream's next ``stream_seq`` (else a
+        :class:`StoreError`, nothing written); its ``global_seq``. Inside :meth:`transaction`."""
+        stream, seq = row[0], row[1]
+        expected = self._next_seq.get(stream)
+        if expected is None:
+            expected = self._max_seq(stream)
+        if seq != expected:
+            raise StoreError(f"{stream} in {self.label} goes on at stream_seq {expected}, not {seq} — "
+                             "another writer appended to it meanwhile")
+        global_seq = self._insert_event(row)
+        self._next_seq[stream] = seq + 1
+        return global_seq
+
+    def insert_event_rows(self, rows: Sequence[tuple]) -> None:
+        """:meth:`insert_event_row` of consecutive rows of one stream, in multi-row INSERTs."""
+        if not rows:
+            return
+        stream, first = rows[0][0], rows[0][1]
+        expected = self._next_seq.get(stream)
+        if expected is None:
+            expected = self._max_seq(stream)
+        if first != expected or any(r[0] != stream or r[1] != first + i for i, r in enumerate(rows)):
+            raise StoreError(f"{stream} in {self.label} goes on at stream_seq {expected}: rows from {first} are not "
+                             "its next ones — another writer appended to it meanwhile")
+        self._insert_rows([v for r in rows for v in r])
+        self._next_seq[stream] = first + len(rows)
+
+    def set_registry_facts(self, stream: str, *, model: str | None, updated_at: int, last_seq: int,
+                           msg_count: int) -> None:
+        """Set a session's registry row (``model`` None: kept). Inside :meth:`transaction`."""
+        n = session_number(stream)
+        if n is not None:
+            self.conn.execute("UPDATE streams SET model = COALESCE(?, model), updated_at = ?, last_seq = ?, msg_count = ?"
+                              " WHERE n = ?", (model, updated_at, last_seq, msg_count, n))
 
 def _events():
     """flux.store.events, imported once (an import statement in a per-flush path costs more than
