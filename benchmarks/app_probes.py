@@ -63,7 +63,7 @@ async def open_session(app, pilot, session_id: str) -> None:
 
     def ready() -> bool:
         screen = app.screen
-        return isinstance(screen, SessionScreen) and (screen.timeline is not None or screen._error is not None)
+        return isinstance(screen, SessionScreen) and (screen.timeline is not None or screen.load_error is not None)
 
     await wait_until(pilot, ready)
     await paint(app)
@@ -76,7 +76,7 @@ async def wait_turn_read(app, pilot) -> None:
 
     def ready() -> bool:
         d = screen.turn_detail
-        return screen._error is not None or (d is not None and not d.truncated)
+        return screen.load_error is not None or (d is not None and not d.truncated)
 
     await wait_until(pilot, ready)
     await paint(app)

@@ -409,7 +409,7 @@ def test_keys_that_wait_for_the_rows_are_disabled_while_reading_not_hidden():
         assert screen.check_action(action, ()) is None, action
     screen._timeline_pending = False  # e.g. the session turned out to have no turns
     assert screen.check_action("next_error", ()) is False
-    screen._error = "cannot read"
+    screen.load_error = "cannot read"
     assert screen.check_action("replay", ()) is False  # a failed read offers Back / Help / Quit only
 
 

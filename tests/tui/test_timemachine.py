@@ -10,7 +10,7 @@ from textual.widgets import Input
 from flux.timemachine.diff import DiffRow, RunDiff
 from benchmarks import app_probes
 from flux_tui.commands import screen_commands
-from flux_tui.screens import session as session_screen
+from flux_tui.screens import session_load
 from flux_tui.screens.diff import DiffDetailScreen, DiffPrompt, DiffScreen
 from flux_tui.screens.session import SessionScreen
 from flux_tui.screens.sessions import SessionsScreen
@@ -337,7 +337,7 @@ async def test_a_10k_row_diff_scrolls_without_stalling(make_app, tmp_path):
 
 
 async def test_a_big_session_opens_on_its_newest_turn_and_loads_others_on_demand(make_app, tmp_path, monkeypatch):
-    monkeypatch.setattr(session_screen, "PARTIAL_OVER", 0)  # every session counts as big
+    monkeypatch.setattr(session_load, "PARTIAL_OVER", 0)  # every session counts as big
     app = make_app(build_multi_turn(tmp_path / "multi"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)

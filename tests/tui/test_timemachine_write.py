@@ -223,7 +223,8 @@ async def _open_fork(app, pilot, session: str = "s_1"):
 
 
 async def test_fork_inject_offline_opens_the_child_one_key_from_its_diff(make_app, tmp_path, monkeypatch):
-    from flux_tui.screens.fork import ChildSessionScreen, ForkScreen
+    from flux_tui.screens.child_session import ChildSessionScreen
+    from flux_tui.screens.fork import ForkScreen
     from flux_tui.widgets.editors import JsonTextArea
 
     monkeypatch.chdir(tmp_path)
@@ -327,7 +328,8 @@ async def test_fork_replan_with_a_model_without_a_key_is_refused_in_the_dialog(m
 
 
 async def test_fork_that_goes_live_passes_the_gate(make_app, tmp_path, monkeypatch):
-    from flux_tui.screens.fork import ChildSessionScreen, ForkScreen
+    from flux_tui.screens.child_session import ChildSessionScreen
+    from flux_tui.screens.fork import ForkScreen
     from flux_tui.screens.gate import GateScreen
     from flux_tui.widgets.editors import FluxTextArea
 
@@ -485,7 +487,8 @@ async def test_resurrect_key_only_on_an_interrupted_session(make_app, tmp_path):
 def test_every_write_side_binding_has_an_id_and_a_tooltip():
     from textual.binding import Binding
 
-    from flux_tui.screens.fork import ChildSessionScreen, ForkScreen
+    from flux_tui.screens.child_session import ChildSessionScreen
+    from flux_tui.screens.fork import ForkScreen
     from flux_tui.screens.gate import GateScreen
     from flux_tui.screens.lineage import LineageTree
     from flux_tui.screens.resurrect import ResurrectScreen

@@ -242,6 +242,13 @@ class FluxApp(App):
 
         self.push_screen(SessionScreen(session_id, turn))
 
+    def open_child(self, child: str, source: str, toast: str, *, warning: bool = False) -> None:
+        """Open a session the time machine just wrote from ``source``, ``d`` one key from their diff."""
+        from .screens.child_session import ChildSessionScreen
+
+        self.push_screen(ChildSessionScreen(child, source))
+        self.notify(toast, severity="warning" if warning else "information", timeout=8)
+
     def action_tests(self) -> None:
         from .screens.tests import TestsScreen
 

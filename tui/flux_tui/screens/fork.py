@@ -32,9 +32,8 @@ from flux.errors import FluxError, StoreError
 from ..messages import ReportsWorkerFailures
 from ..widgets.editors import FluxTextArea, JsonTextArea
 from .gate import GateScreen, preview_text, relabel
-from .session import SessionScreen
 
-__all__ = ["ForkScreen", "ForkTarget", "ChildSessionScreen", "start_fork", "open_child", "json_problem", "flux_problem"]
+__all__ = ["ForkScreen", "ForkTarget", "start_fork", "json_problem", "flux_problem"]
 
 MODES = ("inject", "edit", "replan")
 MODE_LABELS = {"inject": "Inject", "edit": "Edit plan", "replan": "Re-plan"}
@@ -492,38 +491,13 @@ class ForkScreen(ReportsWorkerFailures, ModalScreen[str | None]):
         r = message.result
         self.dismiss(r.session)
         self.app.check_store_now()
-        open_child(self.app, r.session, r.source,
-                   f"forked {r.session} ← {r.source}@{r.at} · d diffs against the source"
-                   + ("" if r.halted is None else f" · the tail halted: {r.halted}"),
-                   warning=r.halted is not None)
+        self.app.open_child(r.session, r.source,
+                            f"forked {r.session} ← {r.source}@{r.at} · d diffs against the source"
+                            + ("" if r.halted is None else f" · the tail halted: {r.halted}"),
+                            warning=r.halted is not None)
 
     def action_cancel(self) -> None:
         if self.running is not None:
             self.notify("the fork is being written — wait for it to finish", severity="warning", timeout=3)
             return
         self.dismiss(None)
-
-
-def open_child(app, child: str, source: str, toast: str, *, warning: bool = False) -> None:
-    """Open the child session with ``d`` one key from its diff against ``source``."""
-    app.push_screen(ChildSessionScreen(child, source))
-    app.notify(toast, severity="warning" if warning else "information", timeout=8)
-
-
-class ChildSessionScreen(SessionScreen):
-    """A session the time machine just wrote: ``d`` diffs it against its source at once."""
-
-    BINDINGS = [
-        Binding("d", "diff_source", "Diff vs source", id="child.diff_source",
-                tooltip="Diff this session against the session it was made from, side by side"),
-    ]
-
-    def __init__(self, session_id: str, source: str) -> None:
-        super().__init__(session_id)
-        self.source_session = source
-
-    def action_diff_source(self) -> None:
-        from .diff import DiffScreen
-
-        self.app.last_diffed = self.source_session
-        self.app.push_screen(DiffScreen(self.source_session, self.session_id))
