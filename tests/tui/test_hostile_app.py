@@ -155,7 +155,7 @@ async def test_a_screen_worker_that_raises_is_reported_not_left_loading(tmp_path
     def boom(*a, **kw):
         raise RuntimeError("the disk said no")
 
-    monkeypatch.setattr("flux_tui.screens.session.load_session", boom)
+    monkeypatch.setattr("flux_tui.screens.session_load.load_session", boom)
     app = _app(store, session="s_1")
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         for _ in range(20):
