@@ -288,8 +288,10 @@ def phases(what: str, sid: str, at: int, master: Path, tmp: Path, repeat: int) -
     import flux.store.events as events_mod
     import flux.store.store as store_mod
     import flux.timemachine.fork as fork_mod
+    import flux.timemachine.plans as plans_mod
     import flux.timemachine.replay as replay_mod
     import flux.timemachine.resurrect as resurrect_mod
+    import flux.timemachine.serve as serve_mod
 
     spent: dict[str, float] = {}
     nested: list[float] = []  # per open wrapped call: the CPU time of the wrapped calls inside it
@@ -325,8 +327,8 @@ def phases(what: str, sid: str, at: int, master: Path, tmp: Path, repeat: int) -
             spent[f"{what}: · commits"] = spent.get(f"{what}: · commits", 0.0) + time.process_time() - c
 
     patched = [timing(replay_mod, "read_replay_input", "replay: read"),
-               timing(replay_mod, "parse_stored_plan", "replay: parse the plans"),
-               timing(replay_mod, "_run_plan", "replay: run the plans"),
+               timing(plans_mod, "parse_stored_plan", "replay: parse the plans"),
+               timing(serve_mod.PlanServer, "run", "replay (and a prefix): run the plans"),
                timing(events_mod, "encode_run_bodies", f"{what}: · payload texts (encode_run_bodies)")]
     if what == "fork":
         patched += [timing(fork_mod, "read_replay_input", "fork: read (as replay's, with the cell bodies)"),

@@ -1,7 +1,7 @@
 """Hostile rows against this session's read fast paths (qa4): every row of a recorded session
 rewritten with lone surrogates spelled as JSON escapes — in values, in keys, as keys that collide
 once the one rule (flux.canonical.scrub_value) turns both into U+FFFD, next to escaped backslashes
-that only look like an escape — and the streamed replay read (replay_input._scan: step rows
+that only look like an escape — and the streamed replay read (replay_input.scan_rows: step rows
 checked before the surrogate scan, op_recorded / plan_attempted rows read straight through when no
 backslash is present) must read exactly what the full decode (load_session) reads, and replay the
 same."""

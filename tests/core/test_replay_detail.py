@@ -1,5 +1,5 @@
 """The full replay report (``replay_session(..., detail=True)``, the app's ``replay_detail``) takes
-a fused way through its common execution (``replay._fused_host_call``: a one-statement host plan
+a fused way through its common execution (``serve.fused_host_call``: a one-statement host plan
 served a recorded success, no latch open) and keeps its records as named tuples. It must hold
 exactly what the classic detailed replay holds — ``_FUSED = False`` (the direct runner and the
 sink's calls, one event at a time) and ``direct=False`` (the interpreter) — on generated, halted,
@@ -21,7 +21,8 @@ from flux.errors import FluxError
 from flux.model.session import load_session
 from flux.store import StoreReader, StoreWriter
 from flux.testkit.assertions import _replay_trace
-from flux.timemachine.replay import ReplayedPlan, StatementResult, _gc_paused, _replay, replay_detail, replay_session
+from flux.timemachine.replay import ReplayedPlan, StatementResult, _replay, replay_detail, replay_session
+from flux.timemachine.serve import gc_paused
 from flux.timemachine.replay_input import read_replay_input
 from tests.core.test_replay_direct import _BINDERS, _CATALOG, _SCENARIOS, _VALUES, _plan, _write_session
 from tests.core.test_replay_fastpath import _mutate, _outcome
@@ -30,7 +31,7 @@ from tests.core.test_replay_stream import _EXTRAS, _write_resumable
 _FUSED_RUNS: list[int] = []  # executions the fused way took, over the whole differential
 
 
-_REAL_FUSED = R._fused_host_call
+_REAL_FUSED = R.fused_host_call
 
 
 def _counting(runner, sink):
@@ -65,7 +66,7 @@ def _full(reader, sid, *, turn=None, catalog=None, fused=True, direct=True):
     saved = R._FUSED
     R._FUSED = fused
     try:
-        with _gc_paused():
+        with gc_paused():
             rep = _replay(inp, turn=turn, catalog=catalog, on_progress=None, scratch_dir=None, recorded_dir=None,
                           direct=direct)
     except FluxError as e:
@@ -93,7 +94,7 @@ def shared_store(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def _count_fused(monkeypatch):
-    monkeypatch.setattr(R, "_fused_host_call", _counting)
+    monkeypatch.setattr(R, "fused_host_call", _counting)
 
 
 # A plain host call that succeeds (the fused way's case), drawn as often as the general plans.

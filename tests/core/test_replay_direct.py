@@ -26,7 +26,8 @@ from flux.lang.interpreter import interpolate
 from flux.lang.parser import RESERVED, parse
 from flux.model.stored_plan import StoredPlanError, parse_stored_plan
 from flux.store import PlanAttempted, Run, StatementCompleted, StoreReader, StoreWriter, TurnEnded
-from flux.timemachine.replay import _gc_paused, _replay, replay_session
+from flux.timemachine.replay import _replay, replay_session
+from flux.timemachine.serve import gc_paused
 from flux.timemachine.replay_direct import host_call
 from flux.timemachine.replay_input import read_replay_input
 from tests.core.test_replay_fastpath import _brief, _mutate, _outcome
@@ -408,7 +409,7 @@ def _both(reader: StoreReader, sid: str = "s_1", turn=None, catalog=None):
             except FluxError as e:
                 out[direct, keep] = ("error", type(e).__name__, str(e))
                 continue
-            with _gc_paused():
+            with gc_paused():
                 out[direct, keep] = _outcome(lambda: _replay(inp, on_progress=None, scratch_dir=None, recorded_dir=None,
                                                              direct=direct, turn=turn, catalog=catalog, keep=keep),
                                              detail=keep)
@@ -487,11 +488,12 @@ def test_the_differential_sees_the_direct_path(tmp_path):
                        ("adaptive_gather_2", "grep", {"path": "{adaptive_gather_1}"}, "canonical")], ["ok", "error"], False)
     _write_session(store, [([plan, halted, multi, plan], True)], False)
     import flux.timemachine.replay as R
+    import flux.timemachine.serve as serve_mod
 
     calls = []
-    real = R.DirectRunner
+    real = serve_mod.DirectRunner
 
-    real_fused = R._fused_host_call
+    real_fused = R.fused_host_call
 
     class Spy(real):
         def run(self, hc, ledger):
@@ -508,11 +510,11 @@ def test_the_differential_sees_the_direct_path(tmp_path):
             return h
         return spied
     with StoreReader(store) as r:
-        R.DirectRunner, R._fused_host_call = Spy, fused_spy
+        serve_mod.DirectRunner, R.fused_host_call = Spy, fused_spy
         try:
             rep = replay_session(r, "s_1")
         finally:
-            R.DirectRunner, R._fused_host_call = real, real_fused
+            serve_mod.DirectRunner, R.fused_host_call = real, real_fused
         direct, interpreted = _both(r)
     assert direct == interpreted
     # Every plan runs directly (the two-statement one as a HostPlan). The fourth execution repeats the
@@ -537,7 +539,7 @@ def test_a_scratch_store_holds_the_same_run_either_way(tmp_path):
         inp = read_replay_input(r, "s_1")
         for direct in (True, False):
             d = tmp_path / f"scratch-{direct}"
-            with _gc_paused():
+            with gc_paused():
                 rep = _replay(inp, turn=None, catalog=None, on_progress=None, scratch_dir=d, recorded_dir=store,
                               direct=direct)
             con = sqlite3.connect(d / "events.db")
@@ -558,7 +560,7 @@ _THROUGH_VALUES = [{"path": "a"}, {"path": "b"}, {"path": "{adaptive_gather_1}"}
 def _through_state(interp, sink, tape, h):
     halt = None if h is None else (h.kind, h.error, h.node, h.stmt, h.op)
     return (halt, dict(interp.symbols), dict(interp.values), interp._next_vid, interp._last_vid, interp._steps_base,
-            interp.clock.t, {k: v for k, v in sink._completed.items()}, list(sink._open_halts), dict(sink._checkpoints),
+            interp.clock.t, {k: v for k, v in sink.completed_rows.items()}, list(sink.open_halts), dict(sink.checkpoints),
             list(tape.served), list(tape._consumed), tape.diverged, tape.requests, tape.unserved, list(tape.truncated),
             tape.last)
 
@@ -572,8 +574,7 @@ def _through_state(interp, sink, tape, h):
 def test_run_through_leaves_what_running_and_letting_go_leave(steps, keep, checkpointed):
     from flux.cassette.replay import ReplayHost, ReplayTape
     from flux.lang.interpreter import Interpreter
-    from flux.timemachine.replay import _never_asked, _run_plan, _ScratchSink
-    from flux.timemachine.replay_direct import DirectRunner
+    from flux.timemachine.serve import PlanServer, ScratchSink, never_asked
     from tests.helpers import cell as make_cell
 
     texts, cells, bound = [], [], {}
@@ -592,14 +593,14 @@ def test_run_through_leaves_what_running_and_letting_go_leave(steps, keep, check
 
     def setup():
         tape = ReplayTape(cells, lean=not keep)
-        sink = _ScratchSink(tape, None, None, keep=keep)
-        interp = Interpreter(OpCatalog.permissive(), ReplayHost(tape), sink, _never_asked, run_id="replay")
-        return interp, sink, tape, DirectRunner(interp)
+        sink = ScratchSink(tape, None, None, keep=keep)
+        interp = Interpreter(OpCatalog.permissive(), ReplayHost(tape), sink, never_asked, run_id="replay")
+        return interp, sink, tape, PlanServer(interp)
 
     a, b = setup(), setup()
     if checkpointed:  # a checkpoint noted under the first plan's key (no host plan makes one): its rows are kept
         for _i, sink, _t, _r in (a, b):
-            sink._checkpoints[host_call(texts[0]).flow_key] = -1
+            sink.checkpoints[host_call(texts[0]).flow_key] = -1
     for text in texts:
         hc = host_call(text)
         assert hc is not None
@@ -607,8 +608,8 @@ def test_run_through_leaves_what_running_and_letting_go_leave(steps, keep, check
         ledger = sa.ledger()
         assert (ledger is None) == (sb.ledger() is None)
         through = ledger is None and hc.flow_key not in sa.completed_rows
-        ha = _run_plan(ra.run, ia, hc, ledger, hc.flow_key)
+        ha = ra.run(hc, ledger, flow_key=hc.flow_key)
         if ha is None and through:
             sa.let_go_of_direct_row(hc.flow_key, ia.values)
-        hb = rb.run_through(hc) if through else _run_plan(rb.run, ib, hc, sb.ledger(), hc.flow_key)
+        hb = rb.direct.run_through(hc) if through else rb.run(hc, sb.ledger(), flow_key=hc.flow_key)
         assert _through_state(ib, sb, tb, hb) == _through_state(ia, sa, ta, ha)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from flux.cassette.replay import ReplayTape, TapeCell
 from flux.lang.interpreter import ResumeLedger
-from flux.timemachine.replay import _ScratchSink
+from flux.timemachine.serve import ScratchSink
 
 _PLANS = st.sampled_from(["p1", "p2", "p3"])
 _EVENTS = st.one_of(
@@ -30,7 +30,7 @@ def _as_tuple(ledger: ResumeLedger | None):
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_EVENTS, max_size=30))
 def test_the_incremental_halt_latch_is_the_fold_of_the_trace(events):
-    sink = _ScratchSink(ReplayTape([]), None, None)
+    sink = ScratchSink(ReplayTape([]), None, None)
     for ev in events:
         sink.emit(ev)
         assert _as_tuple(sink.ledger()) == _as_tuple(ResumeLedger.fold(sink.events))
@@ -254,7 +254,7 @@ def test_the_base_store_replays_and_the_mutations_reach_both_halves(replay_base)
 
 
 def test_a_plan_text_accepted_twice_is_parsed_once_and_runs_at_both_executions(tmp_path, monkeypatch):
-    import flux.timemachine.replay as replay_mod
+    import flux.timemachine.plans as plans_mod
 
     store = tmp_path / "store"
     host = 'flow\n  adaptive_gather_1 = read({"path": "a.txt"})\n'  # not canonical JSON: parsed, not direct
@@ -263,8 +263,8 @@ def test_a_plan_text_accepted_twice_is_parsed_once_and_runs_at_both_executions(t
         write_turn(w, sid, "one", plan=host, cells=[cell("read", {"path": "a.txt"}, "A")])
         write_turn(w, sid, "two", plan=host, cells=[cell("read", {"path": "a.txt"}, "A")])
     calls: list[str] = []
-    real = replay_mod.parse_stored_plan
-    monkeypatch.setattr(replay_mod, "parse_stored_plan", lambda text: calls.append(text) or real(text))
+    real = plans_mod.parse_stored_plan
+    monkeypatch.setattr(plans_mod, "parse_stored_plan", lambda text: calls.append(text) or real(text))
     with StoreReader(store) as r:
         rep = replay_session(r, "last")
     # one parse for the two acceptances, and the plan runs at both executions
@@ -295,6 +295,7 @@ def test_a_plan_is_let_go_after_its_last_run_and_parsed_no_earlier_than_needed(t
     import gc
     import weakref
 
+    import flux.timemachine.plans as plans_mod
     import flux.timemachine.replay as replay_mod
     from flux.lang.interpreter import Interpreter
 
@@ -310,7 +311,7 @@ def test_a_plan_is_let_go_after_its_last_run_and_parsed_no_earlier_than_needed(t
     else:
         store = _host_store(tmp_path, [("read", f"f{i}", f"F{i}") for i in range(4)])
     refs: list[weakref.ref] = []
-    real_parse = replay_mod.parse_stored_plan
+    real_parse = plans_mod.parse_stored_plan
 
     def parse(text):
         draft, key = real_parse(text)
@@ -325,8 +326,8 @@ def test_a_plan_is_let_go_after_its_last_run_and_parsed_no_earlier_than_needed(t
         alive_at_run.append(sum(r() is not None for r in refs))
         return real_run(self, draft, *a, **k)
 
-    monkeypatch.setattr(replay_mod, "parse_stored_plan", parse)
-    monkeypatch.setattr(replay_mod, "_PARSE_CACHE", 0)  # (the cache would hold the last texts parsed)
+    monkeypatch.setattr(plans_mod, "parse_stored_plan", parse)
+    monkeypatch.setattr(plans_mod, "_PARSE_CACHE", 0)  # (the cache would hold the last texts parsed)
     monkeypatch.setattr(Interpreter, "run", run)
     monkeypatch.setattr(replay_mod, "_STREAMED", streamed)
     import flux.timemachine.replay_stream as stream_mod

@@ -24,7 +24,8 @@ from flux.lang.interpreter import Interpreter, interpolate
 from flux.lang.parser import RESERVED
 from flux.model.stored_plan import StoredPlanError, parse_stored_plan
 from flux.store import StoreReader, StoreWriter
-from flux.timemachine.replay import _gc_paused, _never_asked, _replay, _run_plan, _ScratchSink, replay_session
+from flux.timemachine.replay import _replay, replay_session
+from flux.timemachine.serve import PlanServer, ScratchSink, gc_paused, never_asked
 from flux.timemachine.replay_direct import NOT_DIRECT, DirectRunner, HostCall, HostPlan, direct_plan, host_plan
 from flux.timemachine.replay_input import read_replay_input
 from tests.core.test_replay_direct import (
@@ -178,8 +179,8 @@ _TEXT = 'flow\n  a = read({"p":1})\n  b = grep({"q":"{a}"})\n'
 
 def _setup(cells, *, keep=False, catalog=None, host=None):
     tape = ReplayTape(cells, lean=not keep)
-    sink = _ScratchSink(tape, None, None, keep=keep)
-    interp = Interpreter(catalog or OpCatalog.permissive(), host or ReplayHost(tape), sink, _never_asked,
+    sink = ScratchSink(tape, None, None, keep=keep)
+    interp = Interpreter(catalog or OpCatalog.permissive(), host or ReplayHost(tape), sink, never_asked,
                          run_id="replay")
     return interp, sink, tape, DirectRunner(interp)
 
@@ -191,7 +192,7 @@ def _cells():
 def _state(interp, sink, tape, h):
     halt = None if h is None else (h.kind, h.error, h.node, h.stmt, h.op)
     return (halt, dict(interp.symbols), dict(interp.values), interp._next_vid, interp._last_vid, interp._steps_base,
-            interp.clock.t, dict(sink._completed), list(sink._open_halts), dict(sink._checkpoints), list(sink.events),
+            interp.clock.t, dict(sink.completed_rows), list(sink.open_halts), dict(sink.checkpoints), list(sink.events),
             list(sink.results),
             list(tape.served), list(tape._consumed), tape.diverged, tape.requests, tape.unserved, list(tape.log),
             tape.last)
@@ -212,7 +213,7 @@ def test_the_runner_declines_before_anything_is_done(why):
     assert _state(interp, sink, tape, None) == before
     if why == "an op the catalog lacks":  # and the interpreter's run is what the replay then does
         other = _setup(_cells(), keep=True, catalog=catalog)
-        h = _run_plan(runner.run, interp, hp, None, hp.flow_key)
+        h = PlanServer(interp).run(hp, None, flow_key=hp.flow_key)
         h2 = other[0].run(hp.draft(), resumable=True, ledger=None, flow_key=hp.flow_key).halted
         assert h.kind == "runtime" and "unknown op" in h.error
         assert _state(interp, sink, tape, h) == _state(*other[:3], h2)
@@ -267,7 +268,7 @@ def test_run_plan_runs_as_the_interpreter_and_run_plan_through_as_running_and_le
     a, b, c = _setup(cells, keep=keep), _setup(cells, keep=keep), _setup(cells, keep=keep)
     if checkpointed is not None:  # a checkpoint noted under the first plan's key (no host plan makes one, but a
         for x in (a, b, c):  # halted plan that reached one is a latch whose fast-forward starts after it)
-            x[1]._checkpoints[host_plan(texts[0]).flow_key] = checkpointed
+            x[1].checkpoints[host_plan(texts[0]).flow_key] = checkpointed
     for text in texts:
         hp = host_plan(text)
         assert hp is not None
@@ -298,8 +299,8 @@ def test_a_latch_row_whose_value_is_gone_is_the_interpreter_s_resume_error():
     out = []
     for direct in (True, False):
         interp, sink, tape, runner = _setup(_cells(), keep=True)
-        sink._open_halts.append("h:0000000000000000")
-        sink._completed["h:0000000000000000"] = (0, hp.stmts[0].stmt, "v_99")
+        sink.open_halts.append("h:0000000000000000")
+        sink.completed_rows["h:0000000000000000"] = (0, hp.stmts[0].stmt, "v_99")
         with pytest.raises(ResumeError) as e:
             if direct:
                 runner.run_plan(hp, sink.ledger())
@@ -336,7 +337,7 @@ class _Spy(DirectRunner):
 def _interpreted(reader, sid, catalog, keep):
     def go():
         inp = read_replay_input(reader, sid)
-        with _gc_paused():
+        with gc_paused():
             return _replay(inp, turn=None, catalog=catalog, on_progress=None, scratch_dir=None, recorded_dir=None,
                            direct=False, keep=keep)
     return _outcome(go, detail=keep)
@@ -363,14 +364,13 @@ def _hostplan_examples(shared_store, turns, extras, corrupt, catalog,
                                                                    data, monkeypatch):
     """`flux replay`'s path (streamed, or classic when the stream stands aside) and the full report
     (classic, direct) against the interpreter-only replay: the same report or the same error."""
-    import flux.timemachine.replay_stream as S
+    import flux.timemachine.serve as serve_mod
 
     store, writer = shared_store
     sid = _write_resumable(writer, turns, extras)
     if corrupt:
         _mutate(store, data, stream=sid)
-    monkeypatch.setattr(S, "DirectRunner", _Spy)
-    monkeypatch.setattr(R, "DirectRunner", _Spy)
+    monkeypatch.setattr(serve_mod, "DirectRunner", _Spy)  # (every replay's direct path: PlanServer's)
     with StoreReader(store) as r:
         lean = _outcome(lambda: replay_session(r, sid, catalog=catalog, detail=False), detail=False)
         assert lean == _interpreted(r, sid, catalog, keep=False)
@@ -432,7 +432,7 @@ def test_a_scratch_store_holds_the_same_run_either_way(tmp_path):
         inp = read_replay_input(r, "s_1")
         for direct in (True, False):
             d = tmp_path / f"scratch-{direct}"
-            with _gc_paused():
+            with gc_paused():
                 rep = _replay(inp, turn=None, catalog=None, on_progress=None, scratch_dir=d, recorded_dir=store,
                               direct=direct)
             con = sqlite3.connect(d / "events.db")

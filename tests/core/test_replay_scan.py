@@ -1,7 +1,7 @@
-"""replay_input._scan decodes a payload with the C scanner json.loads itself runs (``_SCANNER``),
+"""replay_input.scan_rows decodes a payload with the C scanner json.loads itself runs (``_SCANNER``),
 handing json.loads every payload whose value does not start at 0 and end at its end: the rows it
 keeps, skips and counts are json.loads's. The reference here is the same scan with the scanner
-answering "no value at 0" for every payload, so each goes through json.loads (what _scan did before).
+answering "no value at 0" for every payload, so each goes through json.loads (what scan_rows did before).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from flux.timemachine.replay_input import _read
 
 
 class _Rows:
-    """A reader that hands _scan these rows (and no schema: every row's global_seq is checked)."""
+    """A reader that hands scan_rows these rows (and no schema: every row's global_seq is checked)."""
 
     def __init__(self, rows):
         self.rows = rows

@@ -15,6 +15,7 @@ import flux.timemachine.replay as R
 import flux.timemachine.replay_stream as S
 from flux.store import PlanAttempted, StoreReader, StoreWriter, TurnEnded
 from flux.timemachine.replay import replay_session
+from flux.timemachine.serve import gc_paused
 from tests.core.test_replay_direct import _CATALOG, _SCENARIOS, _host, _plan, _write_session
 from tests.core.test_replay_fastpath import _mutate, _outcome
 from tests.helpers import cell
@@ -24,7 +25,7 @@ def _streamed_and_classic(reader: StoreReader, sid: str, catalog=None):
     """(the lean report of the streamed path or None when it stood aside, what replay_session gives,
     what the classic path gives) — with the reader's skipped-row count each added."""
     skipped = reader.skipped_rows
-    with R._gc_paused():
+    with gc_paused():
         try:
             direct = S.replay_streamed(reader, sid, catalog)
         except Exception as e:  # SessionNotFound only

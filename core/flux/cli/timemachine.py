@@ -361,11 +361,11 @@ def fork_cmd(session: str, at: int, turn: int | None, inject: str | None, edit: 
              as_json: bool, store: Path | None) -> None:
     """Branch SESSION at statement --at into a new linked session: the prefix from tape (no model
     call, no side effect), then the tail diverges — inject a value, run an edited plan, or re-plan."""
-    from ..timemachine.replay import _gc_paused
+    from ..timemachine.serve import gc_paused
 
     # As fork_session does for the SDK: the session read, the prefix run and the write allocate
     # acyclic rows and values; the cyclic collector, on between them, only re-scans that heap.
-    with _gc_paused():
+    with gc_paused():
         _fork(session, at, turn, inject, edit, replan, prompt, model, workspace, yes, policy, as_json, store)
 
 

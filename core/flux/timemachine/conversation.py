@@ -1,6 +1,6 @@
 """The conversation a counterfactual child starts from.
 
-flux (§4.5 step 1) copies S's *whole* conversation into the fork as one ``compacted`` event, so a
+flux's fork copies S's *whole* conversation into the fork as one ``compacted`` event, so a
 re-planned fork's model reads messages from after the fork point — the very calls and answers the
 fork is meant to redo. Here the child gets the conversation **as it stood at the fork point**:
 
@@ -31,6 +31,7 @@ from typing import Any, Optional, Sequence
 from ..lang import ast as A
 from ..store.events import Compacted, Message, TurnStarted
 from ..store.store import StoreReader
+from .engine import calls_in
 
 __all__ = ["conversation_before", "conversation_at", "turn_prefix", "call_of"]
 
@@ -59,8 +60,6 @@ def conversation_before(reader: StoreReader, sid: str, turn_id: int | None) -> l
 def call_of(draft: A.DraftAst) -> tuple[Optional[str], Any]:
     """The (op, input) a host-derived plan dispatches — ``name = op({…})`` — or (first op, None) for
     any other plan, (None, None) when it calls nothing."""
-    from .engine import calls_in
-
     body = draft.body
     if len(body) == 1 and isinstance(body[0], A.Bind) and isinstance(body[0].value, A.Call):
         call = body[0].value

@@ -2,7 +2,7 @@
 statement positions, op effects for the side-effect gate, static prediction of what a plan will
 dispatch, and writing a re-executed run into a session.
 
-Positions (beyond flux, documented in docs/cli.md): a session's executions (§3.7; the acceptance
+Positions (beyond flux, documented in docs/cli.md): a session's executions (the acceptance
 order when no ledger was written) are laid end to end and every top-level statement of each
 gets one *position*, 0-based. ``flux fork S --at N`` forks at position N. For a session with one
 execution (an authored flow) positions are flux's statement indices; for an adaptive session
@@ -11,26 +11,28 @@ every tool call is its own host-derived one-statement plan, so position N is the
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, Callable, Iterable, Sequence
 
-from ..canonical import canonical_json, compact_json, sha256_hex
+from ..canonical import canonical_json, compact_json, scrub_text, sha256_hex
 from ..cassette.replay import ReplayTape
 from ..errors import FluxError
 from ..lang import ast as A
 from ..lang.catalog import OpArgError, OpCatalog, OpSpec, map_args_to_input
 from ..lang.formatter import format_statement
-from ..lang.hashes import stmt_hash16
+from ..lang.hashes import flow_key as fk, stmt_hash16
 from ..lang.interpreter import _PLACEHOLDER, Interpreter, _interpolate_json
+from ..lang.parser import parse
 from ..model.session import SessionDetail
-from ..store.events import Message, Compacted, Run, decode_run
-from ..store.store import StoreReader, StoreWriter
-from .conversation import conversation_before  # re-exported: its home is .conversation
+from ..store.events import PlanHalted, Run, StatementCompleted, encode_run_bodies
+from ..store.store import StoreWriter
+from .plans import accepted_plans, plans_by_key, redacted_standins
 
 __all__ = [
     "NotForkable", "Execution", "Position", "executions_of", "positions_of", "live_effect", "spec_of",
-    "PredictedCall", "predict_calls", "binder_of", "conversation_before", "MemorySink", "flush_events",
+    "PredictedCall", "predict_calls", "binder_of", "MemorySink", "flush_events",
     "catalog_for", "writes_ledger", "position_at", "position_count", "BufferedRunSink", "run_row",
 ]
 
@@ -79,10 +81,8 @@ class Position:
 
 def writes_ledger(detail: SessionDetail) -> bool:
     """Did the source run its plans in resumable mode (statement rows)? A re-execution into a new
-    session follows the source: an adaptive session's host plans write no ledger (§2.6), and a
-    child that mixed ledger rows with ledger-less plans would replay only the former (§3.7)."""
-    from ..store.events import PlanHalted, StatementCompleted
-
+    session follows the source: an adaptive session's host plans write no ledger, and a
+    child that mixed ledger rows with ledger-less plans would replay only the former."""
     lean = getattr(detail, "executions", None)  # a ReplayInput: it keeps only the ledger's executions
     if lean is not None:
         return bool(lean)  # every ledger row sequence starts at least one execution
@@ -90,13 +90,11 @@ def writes_ledger(detail: SessionDetail) -> bool:
 
 
 def executions_in_trace(run_events: Iterable[Any]) -> list[tuple[str, int]]:
-    """(flow_key, global_seq of its first row) per execution (§3.7), with one addition: a resumption
+    """(flow_key, global_seq of its first row) per execution (a new one where the plan changes or its node does not grow), with one addition: a resumption
     that fast-forwards (its first row is ``skipped``) a run of the same plan that was *killed* —
     it ended with neither ``plan_halted`` nor its last statement — continues that execution
     instead of starting a new one. A resurrected turn then replays as the one run it became
     (flux would re-run the plan from the top, and diverge on the ops the first run already used)."""
-    from ..store.events import PlanHalted, StatementCompleted
-
     def rows():
         for ev in run_events:
             r = ev.body.event if isinstance(ev.body, Run) else None
@@ -151,14 +149,8 @@ class ExecutionFold:
 
 
 def _keyed_executions(detail: SessionDetail, executions: Sequence[tuple[str, int]]) -> list[tuple[str, int | None]]:
-    """(flow_key, turn number) per execution: from the ledger rows (§3.7), each placed in its turn
+    """(flow_key, turn number) per execution: from the ledger rows, each placed in its turn
     by position; else the acceptance order with each acceptance's own turn."""
-    from bisect import bisect_right
-
-    from ..lang.hashes import flow_key as fk
-    from ..lang.parser import parse
-    from ..store.events import PlanHalted, StatementCompleted
-
     ids = [t.turn_id for t in detail.turns]
     out: list[tuple[str, int | None]] = []
     for key, seq in executions:
@@ -227,12 +219,10 @@ def plan_ast(draft: A.DraftAst) -> A.DraftAst:
 
 def executions_of(detail: SessionDetail, *, turn: int | None = None, verb: str = "forkable",
                   direct: bool = False) -> list[Execution]:
-    """The session's executions with their parsed plans (§3.7, §3.4), optionally one turn's only.
+    """The session's executions with their parsed plans (the last acceptance of a key wins), optionally one turn's only.
     ``direct``: a host plan that replay's direct path runs
     (:func:`~flux.timemachine.replay_direct.direct_plan`) is not parsed — its draft is unnamed, with
     no params, and its body a :class:`HostBody` over the direct plan (the same key and statements)."""
-    from .replay import _redacted_standins, accepted_plans, plans_by_key
-
     sid = detail.id
     if direct:
         plans: dict[str, A.DraftAst] = {}
@@ -253,7 +243,7 @@ def executions_of(detail: SessionDetail, *, turn: int | None = None, verb: str =
         where = f"turn {turn} of session {sid}" if turn is not None else f"session {sid}"
         raise NotForkable(f"{where} is not {verb}: no executed statements and no accepted plan_source recorded")
     keys = [k for k, _ in pairs]
-    standins = _redacted_standins(detail, keys, plans) if any(k not in plans for k in keys) else {}
+    standins = redacted_standins(detail, keys, plans) if any(k not in plans for k in keys) else {}
     out = []
     for i, (k, t) in enumerate(pairs):
         d = plans.get(k) or standins.get(k)
@@ -479,8 +469,6 @@ def run_row(ev: dict, redactor: Any = None, cap: int | None = None) -> dict:
     """A run body as it is stored: a ``step_failed``/``plan_halted`` error is scrubbed, redacted
     and capped like every recorded free text (the live recorder's rule)."""
     if ev.get("event") in _FREE_TEXT_ERRORS and isinstance(ev.get("error"), str):
-        from ..canonical import scrub_text
-
         ev = dict(ev)
         err = scrub_text(ev["error"])
         if redactor is not None:
@@ -497,8 +485,6 @@ def flush_events(writer: StoreWriter, sid: str, bodies: Sequence[dict], redactor
     rows :meth:`StoreWriter.append_runs` writes, through its bulk twin
     :meth:`StoreWriter.append_run_texts` (multi-row inserts, ids minted in one go), the payloads
     written by :func:`~flux.store.events.encode_run_bodies` (the same texts as ``encode_run_body``)."""
-    from ..store.events import encode_run_bodies
-
     writer.append_run_texts(sid, encode_run_bodies(_stored_rows(bodies, redactor, cap)))
 
 

@@ -64,8 +64,9 @@ from .engine import (
 )
 from .conversation import call_of, conversation_at, conversation_before
 from .gate import LiveOp, LivePreview
-from .replay_direct import NOT_DIRECT, DirectRunner, HostPlan, statements_key
+from .replay_direct import HostPlan, statements_key
 from .replay_input import ReplayInput, read_replay_input
+from .serve import PlanServer, gc_paused
 
 __all__ = [
     "ForkPlan", "ForkPrefix", "ForkResult", "ForkCancelled", "prepare_fork", "plan_fork", "fork_session",
@@ -431,9 +432,7 @@ def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, ed
     prefix and showed its gate already), so the prefix is not run twice. Without one, the prefix
     runs in memory first and the gate's preview (when the plan has none) counts the cells it
     really consumed — before anything is written."""
-    from .replay import _gc_paused
-
-    with _gc_paused():  # a fork allocates acyclic rows and values: the cyclic collector only slows it (as replay)
+    with gc_paused():  # a fork allocates acyclic rows and values: the cyclic collector only slows it (as replay)
         return _fork_session(client, session, at, inject=inject, edit=edit, prompt=prompt, turn=turn, mode=mode,
                              confirm=confirm, on_progress=on_progress, on_event=on_event, plan=plan,
                              prefix=prefix)
@@ -579,9 +578,7 @@ def run_fork_prefix(plan: ForkPlan, toolbox_catalog: OpCatalog | None, *,
     prefix that diverges from the recording raises :class:`NotForkable`. The CLI runs this, shows
     the gate, then hands the result to :func:`fork_session` (``prefix=``), so the session is read,
     run and predicted once."""
-    from .replay import _gc_paused
-
-    with _gc_paused():
+    with gc_paused():
         return _run_fork_prefix(plan, toolbox_catalog, on_progress)
 
 
@@ -596,10 +593,9 @@ def _run_fork_prefix(plan: ForkPlan, toolbox_catalog: OpCatalog | None,
     interp = Interpreter(cat, host, mem, approver=lambda m, r: True, run_id=f"fork:{plan.source}@{at}")
     prefix_execs = plan.executions[:pos.execution]
     resumable = writes_ledger(detail)
-    # A host plan runs as replay runs it (replay_direct: the interpreter's rows, values and symbols,
-    # without an AST or the interpreter's walk), each served cell re-recorded by the host; the
-    # direct path runs plans resumably only, so a session without a ledger runs on the interpreter.
-    direct = DirectRunner(interp, on_served=host.rerecord) if resumable else None
+    # A plan runs as replay runs it (a host plan on the direct path when the run is resumable),
+    # each served cell re-recorded by the host.
+    server = PlanServer(interp, on_served=host.rerecord)
     total = len(prefix_execs) + (1 if pos.node else 0)
     halted_open = False
 
@@ -607,11 +603,7 @@ def _run_fork_prefix(plan: ForkPlan, toolbox_catalog: OpCatalog | None,
         nonlocal halted_open
         mark = len(mem.events)
         ledger = ResumeLedger.fold(mem.events) if halted_open else None
-        h = NOT_DIRECT
-        if direct is not None and type(draft.body) is HostBody:
-            h = direct.run(draft.body.plan, ledger)
-        if h is NOT_DIRECT:
-            h = interp.run(plan_ast(draft), resumable=resumable, ledger=ledger).halted
+        h = server.run(draft, ledger, resumable=resumable)
         halted_open = halted_open or h is not None
         items.append(("attempt", draft))
         items.append(("run", mem.events[mark:]))

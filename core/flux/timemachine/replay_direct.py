@@ -1,7 +1,7 @@
-"""Replay's direct path for host plans (issue 10 item 2): the one-statement plan the runtime
+"""Replay's direct path for host plans: the one-statement plan the runtime
 records for every tool call, served from the tape without the parser's AST or the interpreter.
 
-Nearly every accepted plan in a store is host-derived (spec §5.2)::
+Nearly every accepted plan in a store is host-derived (one per tool call)::
 
     flow
       adaptive_gather_1 = read({"path":"src/a.py"})
@@ -20,7 +20,7 @@ tape request. This module does the same work straight from the text:
   the plan in full as before.
 * :func:`run_host_call` executes it against the interpreter's state (symbols, value store, value
   ids, op count) and the scratch sink exactly as :meth:`Interpreter.run` executes
-  ``Bind(name, Call(op, (Lit(value),)))`` in resumable mode with a ledger: the §4.10
+  ``Bind(name, Call(op, (Lit(value),)))`` in resumable mode with a ledger: the resume
   fast-forward, ``plan_resumed``, ``step_started``, the tape request, ``step_succeeded`` /
   ``step_failed``, ``statement_completed`` / ``plan_halted``, in that order with the same bodies.
   When anything is not the plain case (a non-replay host, an op the catalog lacks, a plan run in
@@ -30,7 +30,7 @@ tape request. This module does the same work straight from the text:
   resumable turn's plans are stored: ``flow\n  a = op({…})\n  b = op({…})\n``), each line read
   as :func:`host_call` reads its one (no triple-quoted string); :func:`direct_plan` is either.
   :meth:`DirectRunner.run_plan` runs it as the interpreter runs those ``Bind`` statements
-  resumably: the §4.10 fast-forward over the latch's rows (:func:`walk`), then each statement's
+  resumably: the resume fast-forward over the latch's rows (:func:`walk`), then each statement's
   request and its ``statement_completed`` or ``plan_halted`` row — a statement's hash computed
   only for a row it writes or a latch row it is compared with. :meth:`DirectRunner.run_plan_through`
   is the let-go case (no latch, no row yet: nothing is kept of a plan that completes, and no
@@ -51,7 +51,8 @@ from hashlib import sha256 as _sha256
 from typing import Any, NamedTuple, Sequence
 
 from ..canonical import canonical_json, json_string, scrub_text, sha256_hex
-from ..cassette.replay import ReplayHost
+from ..cassette.replay import ReplayHost, TapeFirstHost
+from ..lang.catalog import map_args_to_input
 from ..model.stored_plan import parse_stored_plan
 from ..model.stored_plan import statements_before_last_plan as count_statements_before_last_plan
 from ..lang.interpreter import PlanHalt, ResumeError, _interpolate_json
@@ -92,8 +93,6 @@ class HostCall(NamedTuple):
 
     def draft(self) -> Any:
         """The parsed plan (what the interpreter runs when the direct path does not apply)."""
-        from ..model.stored_plan import parse_stored_plan
-
         return parse_stored_plan(self.source)[0]
 
 
@@ -180,8 +179,6 @@ class HostPlan(NamedTuple):
 
     def draft(self) -> Any:
         """The parsed plan (what the interpreter runs when the direct path does not apply)."""
-        from ..model.stored_plan import parse_stored_plan
-
         return parse_stored_plan(self.source)[0]
 
     @property
@@ -363,7 +360,6 @@ def _live_input(st: Any, symbols: dict[str, Any], catalog: Any) -> tuple[Any, st
     """``(input, input JSON)`` of a host statement's dispatch as the interpreter builds them
     (``_dispatch_start``): its AST's literal (the parser's own ``_host_bind``) interpolated, mapped
     to the op's input by the catalog, and serialized canonically."""
-    from ..lang.catalog import map_args_to_input
     from ..lang.parser import _host_bind
 
     node = _host_bind("", st.name, st.op, st.arg)
@@ -403,8 +399,8 @@ class DirectRunner:
         self.tape = host.tape if direct_host else None
         self.sink = interp.sink
         self.emit = interp.sink.emit
-        self.quiet = getattr(self.sink, "quiet", False) is True  # replay._ScratchSink, nothing kept or written
-        self.fused = not self.quiet and hasattr(self.sink, "host_succeeded")  # replay._ScratchSink, keeping
+        self.quiet = getattr(self.sink, "quiet", False) is True  # serve.ScratchSink, nothing kept or written
+        self.fused = not self.quiet and hasattr(self.sink, "host_succeeded")  # serve.ScratchSink, keeping
         self.catalog = interp.catalog
         self.every_op = getattr(interp.catalog, "is_permissive", False) is True
 
@@ -419,7 +415,7 @@ class DirectRunner:
 
     def run_plan(self, hp: HostPlan, ledger: Any) -> Any:
         """:meth:`run` for a :class:`HostPlan`: ``interp.run(hp.draft(), resumable=True,
-        ledger=ledger, flow_key=hp.flow_key)`` statement by statement — the §4.10 fast-forward over
+        ledger=ledger, flow_key=hp.flow_key)`` statement by statement — the resume fast-forward over
         the latch's rows (:func:`walk`, as :func:`~flux.lang.interpreter.ledger_walk` walks), then
         each statement's tape request, ``statement_completed`` or ``plan_halted`` — with the same
         events, values, symbols and step count. A statement's hash is computed only for a row it
@@ -479,7 +475,7 @@ class DirectRunner:
         return outcome
 
     def _fast_forward(self, stmts: Any, key: str, ledger: Any) -> int:
-        """§4.10 steps 1–3 over host statements, as ``Interpreter._fast_forward`` does them resumably:
+        """The resume fast-forward over host statements, as ``Interpreter._fast_forward`` does them resumably:
         re-bind the values of the statements the latch proves done (:func:`walk`), write their
         skipped ``statement_completed`` rows and ``plan_resumed``; the index to run from."""
         interp = self.interp
@@ -506,20 +502,18 @@ class DirectRunner:
         return max(end, cp + 1 if cp is not None else 0)
 
     def run_resume(self, plan: "HostCall | HostPlan", ledger: Any, resumable: bool) -> Any:
-        """Resurrect's mode (spec §4.7): ``interp.run(<plan's AST>, resumable=resumable, ledger=ledger,
+        """Resurrect's mode: ``interp.run(<plan's AST>, resumable=resumable, ledger=ledger,
         flow_key=plan.flow_key).halted`` statement by statement, on an interpreter whose host is a
         :class:`~flux.cassette.replay.TapeFirstHost` — each dispatch served from the crash tail exactly
         once when a cell matches (:meth:`~flux.cassette.replay.TapeFirstHost.from_tape`), else run live
         through the same host (:meth:`~flux.cassette.replay.TapeFirstHost.go_live`: its approver, its
         recording), with the input the interpreter would build (the statement's AST, built only then).
         Non-resumable: ``step_started`` then ``step_succeeded`` / ``step_failed`` per statement, no
-        statement row, nothing after a halt; resumable: the §4.10 fast-forward over ``ledger``
+        statement row, nothing after a halt; resumable: the resume fast-forward over ``ledger``
         (:meth:`_fast_forward`), ``statement_completed`` / ``plan_halted`` as :meth:`run_plan`.
         The same events, values, symbols and step count as the interpreter's run; its
         :class:`PlanHalt` or None. :data:`NOT_DIRECT` (decided before anything is done) for another
         host, an op the catalog lacks, a plan run inside another, or a latch on a non-resumable run."""
-        from ..cassette.replay import TapeFirstHost
-
         interp = self.interp
         host = interp.host
         stmts = plan.stmts if type(plan) is HostPlan else (plan,)
@@ -588,7 +582,7 @@ class DirectRunner:
         interp = self.interp
         sink = self.sink
         key = hp.flow_key
-        if not self.quiet or self._declines(hp) or key in sink._completed or key in sink._checkpoints:
+        if not self.quiet or self._declines(hp) or key in sink.completed_rows or key in sink.checkpoints:
             return self._run_and_let_go(hp, sink.let_go_of_rows)
         tape = self.tape
         symbols = interp.symbols
@@ -628,7 +622,7 @@ class DirectRunner:
         """Run ``hc`` with no halt latch open when its plan has no statement row yet, and keep no
         row and no value of it: exactly what ``run(hc, None)`` (or the interpreter, when that says
         :data:`NOT_DIRECT`) followed, if it completed, by the sink's ``let_go_of_direct_row`` leaves
-        behind — for a replay's scratch sink (:class:`~flux.timemachine.replay._ScratchSink`).
+        behind — for a replay's scratch sink (:class:`~flux.timemachine.serve.ScratchSink`).
         Its :class:`PlanHalt` or None. On a quiet sink the completed run builds no row, mints its
         value id without storing the value, and never hashes the statement (``hc.stmt``)."""
         interp = self.interp
@@ -636,7 +630,7 @@ class DirectRunner:
         sink = self.sink
         key = hc.flow_key
         if not self.quiet or tape is None or interp._sched is not None \
-                or not (self.every_op or hc.op in self.catalog) or key in sink._completed or key in sink._checkpoints:
+                or not (self.every_op or hc.op in self.catalog) or key in sink.completed_rows or key in sink.checkpoints:
             return self._run_and_let_go(hc, sink.let_go_of_direct_row)
         op = hc.op
         interp._last_vid = None
@@ -669,7 +663,7 @@ class DirectRunner:
             return NOT_DIRECT
         emit = self.emit
         key, stmt, name, op = hc.flow_key, hc.stmt, hc.name, hc.op
-        if ledger is not None:  # §4.10 fast-forward over the one statement
+        if ledger is not None:  # the resume fast-forward over the one statement
             entry = ledger.entry(0)
             matched = entry is not None and entry.stmt == stmt
             if matched:

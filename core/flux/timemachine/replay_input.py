@@ -1,4 +1,4 @@
-"""What hermetic replay reads of a session, folded straight from its rows (issue 10 item 2).
+"""What hermetic replay reads of a session, folded straight from its rows.
 
 Replay needs four things: the turns with their plan attempts, the cassette cells (the tape), the
 ledger rows that order the executions (``statement_completed`` / ``plan_halted``) and whether the
@@ -35,10 +35,10 @@ from ..store.events import (
     _SURROGATE_ESCAPE, DECODE_ERRORS, RUN_VARIANTS, OpRecorded, PayloadError, PlanAttempted, PlanHalted, StatementCompleted,
     decode_object, decode_run, field_reader, load_payload,
 )
-from ..store.store import NotUTF8, StoreReader, as_int, stored_event, valid_event_row
+from ..store.store import NotUTF8, StoreReader, as_int, stored_event
 from .engine import executions_from_rows, executions_in_trace
 
-__all__ = ["ReplayInput", "read_replay_input"]
+__all__ = ["ReplayInput", "read_replay_input", "scan_rows"]
 
 _SQL = ("SELECT global_seq, stream, stream_seq, id, kind, ts, turn_id, payload FROM events"
         " WHERE stream = ? AND kind IN (" + ",".join("?" * len(TRACE_KINDS)) + ") ORDER BY stream_seq")
@@ -51,7 +51,7 @@ class ReplayInput:
     id: str
     turns: list[Turn]
     cells: list[Any]  # the tape: TapeCells (or model Cells), in stream order
-    executions: list[tuple[str, int]]  # (flow_key, global_seq) per execution (§3.7)
+    executions: list[tuple[str, int]]  # (flow_key, global_seq) per execution
     has_trace: bool  # any run row decoded
     model: str | None = None  # the session row's model
     # read_replay_input(full_cells=True): each cell's body as recorded, aligned with ``cells`` (fork
@@ -87,7 +87,7 @@ _KEPT_RUN_ROWS = frozenset({"op_recorded", "statement_completed", "plan_halted"}
 
 # json.loads(payload) is ``JSONDecoder().decode``: the C scanner's ``scan_once(payload, 0)`` after
 # skipping leading whitespace, then "Extra data" unless only whitespace follows — two Python frames
-# and two regex matches around one C call, per row. _scan calls the same C scanner (a decoder with
+# and two regex matches around one C call, per row. scan_rows calls the same C scanner (a decoder with
 # json.loads's defaults) itself and hands every payload that does not end where the value ends, or
 # has no value at 0, to json.loads — so the verdict (decoded or skipped) and the value are
 # json.loads's. One difference is left, the stack: the scanner's nesting counts against the
@@ -108,7 +108,7 @@ def _read(reader: StoreReader, sid: str, *, tolerant: bool, full_cells: bool = F
     ledger: list[tuple[str, int, bool, bool, int]] = []
     fold = TurnFold()
     seen: dict[str, Any] = {}
-    deque(_scan(reader, sid, tolerant, fold, cells, bodies, ledger, seen), maxlen=0)  # run it through
+    deque(scan_rows(reader, sid, tolerant, fold, cells, bodies, ledger, seen), maxlen=0)  # run it through
     if seen["skipped"]:
         reader.skipped_rows += seen["skipped"]
     return ReplayInput(sid, fold.turns_in_order(), cells, executions_from_rows(ledger), seen["trace"],
@@ -130,7 +130,7 @@ def _global_seq_is_rowid(reader: StoreReader) -> bool:
         return False
 
 
-def _scan(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, bodies: list[dict] | None,
+def scan_rows(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, bodies: list[dict] | None,
           ledger: Any, seen: dict[str, Any], pause: int = 1):
     """One pass over the session's turn, plan and run rows, each validated as every reader
     validates it (:func:`~flux.store.store.valid_event_row`, :func:`~flux.store.events.load_payload`,

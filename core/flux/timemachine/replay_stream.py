@@ -1,4 +1,4 @@
-"""Hermetic replay in memory that stays flat with the session's length (issue 10 item 2).
+"""Hermetic replay in memory that stays flat with the session's length.
 
 :func:`~flux.timemachine.replay.replay_session` with ``detail=False`` (what `flux replay` asks
 for) first tries :func:`replay_streamed`: the session's rows are pulled through the read's cursor
@@ -45,12 +45,12 @@ from ..lang.hashes import stmt_hash16
 from ..lang.interpreter import Interpreter, ledger_walk
 from ..store.events import PlanAttempted, TurnEnded, TurnStarted
 from ..store.store import StoreReader
-from .replay import (
-    PlanLog, ReplayedPlan, ReplayReport, TapeEnd, _check_ops, _never_asked, _parse_cached, _run_plan, _ScratchSink, _settle,
-)
 from .engine import ExecutionFold
-from .replay_direct import DirectRunner, HostCall, HostPlan, host_call, host_plan, statements_before_last, walk
-from .replay_input import _scan
+from .plans import check_ops, parse_cached
+from .replay_direct import HostCall, HostPlan, host_call, host_plan, statements_before_last, walk
+from .replay_input import scan_rows
+from .replay_report import PlanLog, ReplayedPlan, ReplayReport, TapeEnd, settle
+from .serve import PlanServer, ScratchSink, never_asked
 
 __all__ = ["replay_streamed", "StreamTape", "ServedLog"]
 
@@ -140,7 +140,7 @@ class _KeySieve:
 
 
 _HELD_PLANS = 256  # distinct accepted plans a ledger-ordered stream keeps at hand (the newest)
-# Turn and plan rows the read scans per pull (``_scan``'s ``pause``): each pull then folds that many
+# Turn and plan rows the read scans per pull (``scan_rows``'s ``pause``): each pull then folds that many
 # plans' rows at once instead of one generator resume, fold and keying call per plan. The stream
 # reads that far ahead of the plan it runs — more of the session than the one row it needs, which
 # only ever brings its answers closer to the classic replay's (which reads the whole session first:
@@ -152,14 +152,14 @@ _PAUSE = 16
 class _Source:
     """The executions, in the order the classic replay runs them, pulled from the read as it goes.
 
-    It is the read's turn fold (``_scan`` hands it each turn and plan row, as to a
-    :class:`~flux.model.session.TurnFold`) and its ledger sink (``_scan`` appends each
+    It is the read's turn fold (``scan_rows`` hands it each turn and plan row, as to a
+    :class:`~flux.model.session.TurnFold`) and its ledger sink (``scan_rows`` appends each
     ``statement_completed`` / ``plan_halted`` row's tuple), and keeps only what replay runs:
 
     * **acceptance order** (no ledger row in the session: flux's batch path, every generated
       store): the accepted texts, queued, with one text of lookahead so the cells recorded after a
       plan are on the tape before it runs;
-    * **ledger order** (§3.7; a plan run resumably — flux's own recordings): the first ledger row
+    * **ledger order** (a plan run resumably — flux's own recordings): the first ledger row
       switches to it (before any plan ran; after, the session mixes both and the stream stands
       aside). The executions are folded from the rows as they are scanned (``executions_from_rows``
       one row at a time) and queued by key; each accepted plan is parsed and keyed when scanned and
@@ -438,11 +438,11 @@ def replay_streamed(reader: StoreReader, session_ref: str | None, catalog: OpCat
                 hc = host_plan(text)
         if hc is not None:
             return hc.flow_key, hc
-        draft, key = _parse_cached(text, parsed)  # a damaged plan raises: the classic replay names it
+        draft, key = parse_cached(text, parsed)  # a damaged plan raises: the classic replay names it
         return key, draft
 
     source = _Source(keyed)
-    events = source.events = _scan(reader, row.id, False, source, tape, None, source.rows, seen, _PAUSE)
+    events = source.events = scan_rows(reader, row.id, False, source, tape, None, source.rows, seen, _PAUSE)
     try:
         report = _run(row.id, source, tape, seen, catalog)
     except SessionNotFound:
@@ -476,11 +476,12 @@ def _number_tape_end(reader: StoreReader, sid: str, turn_id: Any, report: Any) -
 
 def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], catalog: OpCatalog | None) -> Any:
     tape.pump = source.pump
-    sink = _ScratchSink(tape, None, None, keep=False)
+    sink = ScratchSink(tape, None, None, keep=False)
     interp = Interpreter(catalog if catalog is not None else OpCatalog.permissive(), ReplayHost(tape), sink,
-                         _never_asked, run_id="replay")
-    runner = DirectRunner(interp)
-    run_direct, run_through, run_plan_through = runner.run, runner.run_through, runner.run_plan_through
+                         never_asked, run_id="replay")
+    server = PlanServer(interp)
+    serve = server.run
+    run_through, run_plan_through = server.direct.run_through, server.direct.run_plan_through
     report = ReplayReport(session=sid, plans=PlanLog(), cells_total=0, cells_consumed=0, diverged=None,
                           missing_sources=0, detail=False)
     keyed = source.keyed
@@ -526,7 +527,7 @@ def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], cata
             known = key
         item = None
         if catalog is not None:
-            _check_ops(sid, key, draft, catalog)
+            check_ops(sid, key, draft, catalog)
         ledger = sink.ledger()
         if halted is not None:
             if ledger is not None and _reads_let_go(draft, halted[0], ledger) and ran_before(halted[1], halted[2]):
@@ -544,12 +545,12 @@ def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], cata
                 if h is None:
                     ran_host(key)
             else:
-                h = _run_plan(run_direct, interp, draft, None, known)
+                h = serve(draft, None, flow_key=known)
                 if h is None:
                     sink.let_go_of_rows(known, interp.values)
                     report.plans.ran(key)
         else:
-            h = _run_plan(run_direct, interp, draft, ledger, known)
+            h = serve(draft, ledger, flow_key=known)
             if h is None:
                 report.plans.ran(key)
         if h is not None:
@@ -572,11 +573,11 @@ def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], cata
             if key == last_key:
                 key_turns.add(source.last_turn)
         if catalog is not None and draft is not None:
-            _check_ops(sid, key, draft, catalog)
+            check_ops(sid, key, draft, catalog)
     source.settled()
     if source.abandoned or not seen["trace"] or tape.total == 0 or (source.accepted == 0 and not source.ledgered):
         raise _Abandon("nothing to replay: the classic replay says why")
-    # replay._tape_end: the one failed request is the last one, a miss after every recorded cell was
+    # as the classic replay finds the tape's end: the one failed request is the last one, a miss after every recorded cell was
     # served, in a plan of the newest turn (accepted in it), which never ended
     last = tape.last
     end = None
@@ -591,7 +592,7 @@ def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], cata
                 in_newest = (last_turn is not None and last_turn == newest) or newest in key_turns
             if in_newest:
                 end = TapeEnd(source.turns, plan.flow_key, plan.node, last.op)
-    _settle(report, tape)
+    settle(report, tape)
     if end is not None:
         report.tape_end = end
         report.diverged = None

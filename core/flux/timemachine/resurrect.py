@@ -46,8 +46,9 @@ from ..store.events import (
 from ..store.bindings import FlowDbBindings
 from ..store.lease import SessionLease, SessionLeased, lease_holder
 from ..store.store import NotUTF8, SessionRow, StoreReader, StoredEvent, stored_event
-from .engine import BufferedRunSink, HostBody, binder_of, catalog_for, live_effect, plan_ast, predict_calls, simulate_serve
-from .replay_direct import NOT_DIRECT, DirectRunner, direct_plan
+from .engine import BufferedRunSink, HostBody, binder_of, catalog_for, live_effect, predict_calls, simulate_serve
+from .replay_direct import direct_plan
+from .serve import PlanServer, gc_paused
 from .gate import LiveOp, LivePreview
 
 __all__ = ["ResurrectPlan", "ResurrectReport", "prepare_resurrect", "plan_resurrect", "resurrect_session",
@@ -452,9 +453,7 @@ def resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePrevi
     ``plan``: a :func:`prepare_resurrect` result for it (the CLI showed its gate already), so the
     session is not loaded and checked twice. ``toolbox``: the live ops to run with instead of the
     client's (the automatic resurrect passes the store's recorded toolbox)."""
-    from .replay import _gc_paused
-
-    with _gc_paused():  # a resurrect allocates acyclic rows and values: the cyclic collector only slows it (as replay)
+    with gc_paused():  # a resurrect allocates acyclic rows and values: the cyclic collector only slows it (as replay)
         return _resurrect_session(client, session, confirm=confirm, on_plan=on_plan, plan=plan,
                                   toolbox=toolbox if toolbox is not None else client.toolbox)
 
@@ -537,13 +536,9 @@ def _resurrect_run(plan: ResurrectPlan, interp: Interpreter, tee: EventTee, host
         # a turn with no statement boundary (an adaptive turn's host plans) stays ledger-less, so the
         # session still replays by its acceptance order
         resumable = plan.has_boundary or plan.ledger is not None
-        halted, v = NOT_DIRECT, None
-        body = plan.draft.body
-        if type(body) is HostBody:  # a host plan: replay's direct path, unless it declines before running anything
-            halted = DirectRunner(interp).run_resume(body.plan, plan.ledger, resumable)
-        if halted is NOT_DIRECT:
-            res = interp.run(plan_ast(plan.draft), resumable=resumable, ledger=plan.ledger, flow_key=plan.flow_key)
-            halted, v = res.halted, res.value
+        server = PlanServer(interp)
+        halted = server.run(plan.draft, plan.ledger, resumable=resumable, flow_key=plan.flow_key)
+        v = server.value
         if halted is not None and halted.kind == "awaiting":
             outcome, answer = "suspended", halted.error
         elif halted is not None:

@@ -45,12 +45,14 @@ from ..store.events import Compacted, OpRecorded, PlanHalted, Run, StatementComp
 from ..store.lease import SessionLease
 from ..store.store import StoreReader, store_error
 from .engine import (
-    writes_ledger, MemorySink, NotForkable, catalog_for, conversation_before, executions_of, flush_events, live_effect, predict_calls,
+    writes_ledger, MemorySink, NotForkable, catalog_for, executions_of, flush_events, live_effect, predict_calls,
     simulate_serve,
 )
+from .conversation import conversation_before
 from .fork import accepted_attempt
 from .gate import LiveOp, LivePreview
 from .executors import Executor, parse_executor, run_on_ray
+from .serve import PlanServer
 
 __all__ = ["WhatIfSpec", "WhatIf", "Counterfactual", "FirstDivergence", "SweepOutcome", "SweepReport",
            "plan_what_if", "run_what_if", "what_if_over", "WhatIfCancelled", "WhatIfRefused"]
@@ -428,13 +430,13 @@ def run_what_if(client: Any, session: str, spec: WhatIfSpec, *, confirm: Callabl
             sink = EventTee(rec, events)
             interp = Interpreter(cat, RecordingHost(frozen, sink, red, client.cap, enabled=True), sink,
                                  approver=lambda m, r: True, run_id=did)
+            server = PlanServer(interp)
             halted = False
             resumable = writes_ledger(detail)
             for step, ex in enumerate(plan.executions, 1):
-
                 rec.append(accepted_attempt(step, ex.draft, red), turn_id=tid)
-                res = interp.run(ex.draft, resumable=resumable, ledger=ResumeLedger.fold(events) if halted else None)
-                halted = halted or res.halted is not None
+                h = server.run(ex.draft, ResumeLedger.fold(events) if halted else None, resumable=resumable)
+                halted = halted or h is not None
             rec.append(TurnEnded(outcome="ok", iterations=len(plan.executions), answer=""), turn_id=tid)
         cf.session = did
     else:
@@ -471,11 +473,12 @@ def _replan(client: Any, plan: _Plan, frozen: FrozenHost, conv: list[dict], mode
     interp = Interpreter(catalog_for(client.toolbox.catalog()),
                          RecordingHost(ReplayHost(prefix_tape), mem, red, client.cap, enabled=True), mem,
                          approver=lambda m, r: True, run_id=f"what_if:{sid}")
+    server = PlanServer(interp)
     items = []
     resumable = writes_ledger(detail)
     for ex in plan.executions:
         mark = len(mem.events)
-        interp.run(ex.draft, resumable=resumable, ledger=ResumeLedger.fold(mem.events) if resumable else None)
+        server.run(ex.draft, ResumeLedger.fold(mem.events) if resumable else None, resumable=resumable)
         items.append((ex.draft, mem.events[mark:]))
         if prefix_tape.diverged is not None:
             raise FluxError(f"the what-if prefix of {sid} diverged from the recording: {prefix_tape.diverged}")

@@ -1,0 +1,302 @@
+"""Serving a recorded plan from tape: the one place where replay, fork's prefix, resurrect and
+what-if re-execute an execution's plan (:class:`PlanServer`). A host plan goes the direct path
+(:mod:`.replay_direct`: served straight from its text, no AST); any other plan, or one the direct
+path declines, runs on the interpreter. Beside it, the replay's scratch sink (the replayed run in
+memory, its halt latch folded as the rows arrive) and the detailed replay's one-call way through
+its common execution."""
+
+from __future__ import annotations
+
+import gc
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable
+
+from ..cassette.replay import ReplayTape, TapeFirstHost
+from ..lang.interpreter import Interpreter, PlanHalt, ResumeLedger
+from ..lang.ledger import LedgerEntry
+from ..store.events import Run, decode_run
+from ..store.store import StoreWriter
+from .engine import HostBody, plan_ast
+from .replay_direct import NOT_DIRECT, DirectRunner, HostCall, HostPlan
+from .replay_report import StatementResult
+
+__all__ = ["PlanServer", "ScratchSink", "never_asked", "fused_host_call", "gc_paused"]
+
+
+class ScratchSink:
+    """The interpreter's event sink: keeps the replayed run in memory (and optionally in a store),
+    and cuts the tape's request log at every statement boundary."""
+
+    def __init__(self, tape: ReplayTape, writer: StoreWriter | None, session: str | None, *, keep: bool = True):
+        self.tape = tape
+        self.keep = keep  # keep the events and the per-statement results (else only the halt latch)
+        # Nothing reads a step_* event (nothing kept, nothing written): the direct path then builds
+        # none, and hands a completed statement to `completed` (replay_direct.DirectRunner).
+        self.quiet = not keep and writer is None
+        self.events: list[dict] = []
+        self.writer = writer
+        self.session = session
+        self.results: list[StatementResult] = []
+        self.execution = 0
+        self._log_mark = 0
+        # The halt latch of ResumeLedger.fold, kept as the events arrive instead of re-folded over
+        # the whole scratch trace before every plan (that made a replay with many halted plans
+        # quadratic): the halted plans not yet named `prior` by a later plan_resumed, in order
+        # (the latch is the last), and per plan its statement_completed entries and its last
+        # checkpoint — exactly what fold reads. A plan's rows are one (node, stmt, value) tuple, as
+        # LedgerEntry holds them, or a list of them from its second row on (most plans have one).
+        self.open_halts: list[Any] = []  # (read by the replay loop and the direct path: no latch open)
+        self.completed_rows: dict[Any, Any] = {}  # per plan its statement rows (read-only outside this class)
+        self.checkpoints: dict[Any, int] = {}  # per plan its last checkpoint
+        self._ledger: ResumeLedger | None = None  # the last one handed out, reused while unchanged
+
+    def ledger(self) -> ResumeLedger | None:
+        """The scratch session's open halt latch (what ``ResumeLedger.fold`` gives of its trace)."""
+        if not self.open_halts:
+            return None
+        plan = self.open_halts[-1]
+        rows = self.completed_rows.get(plan, [])
+        if type(rows) is tuple:
+            rows = [rows]
+        cp = self.checkpoints.get(plan)
+        last = self._ledger
+        if last is not None and last.plan == plan and len(last.completed) == len(rows) and last.checkpoint == cp:
+            return last
+        self._ledger = ResumeLedger(plan, [LedgerEntry(*r) for r in rows], cp)
+        return self._ledger
+
+    def emit(self, ev: dict) -> None:
+        if self.keep:
+            self.events.append(ev)
+        if self.writer is not None:
+            self.writer.append(self.session, Run(decode_run(ev)))
+        kind = ev.get("event")
+        if kind == "statement_completed":
+            self.completed(ev.get("plan"), int(ev.get("node", 0)), str(ev.get("stmt", "")), ev.get("value"))
+        elif kind == "checkpoint_reached":
+            self.checkpoints[ev.get("flow_key")] = int(ev.get("node", 0))
+        elif kind == "plan_halted":
+            self.open_halts.append(ev.get("plan"))
+        elif kind == "plan_resumed":
+            prior = ev.get("prior")
+            if prior in self.open_halts:
+                self.open_halts[:] = [p for p in self.open_halts if p != prior]  # (in place: the replay loop holds the list)
+        if self.keep and kind in ("statement_completed", "plan_halted"):
+            reqs = tuple(self.tape.log[self._log_mark:])
+            self._log_mark = len(self.tape.log)
+            if kind == "statement_completed":
+                status = "skipped" if ev.get("skipped") else "completed"
+                self.results.append(StatementResult(ev.get("plan", ""), self.execution, int(ev.get("node", 0)),
+                                                    ev.get("stmt", ""), status, requests=reqs))
+            else:
+                self.results.append(StatementResult(ev.get("plan", ""), self.execution, int(ev.get("node", 0)),
+                                                    ev.get("stmt", ""), "halted", ev.get("kind"), ev.get("error"),
+                                                    requests=reqs))
+
+
+    def host_succeeded(self, plan: str, stmt: str, step: str, op: str, input_hash: str, vid: str) -> None:
+        """What emitting a host plan's ``step_started``, ``step_succeeded`` and ``statement_completed``
+        (node 0, not skipped) does, in one call (the direct path's, when nothing is written)."""
+        if self.writer is not None:
+            self.emit({"event": "step_started", "step": step, "op": op, "input_hash": input_hash})
+            self.emit({"event": "step_succeeded", "step": step, "output": vid})
+            self.emit({"event": "statement_completed", "plan": plan, "node": 0, "stmt": stmt, "value": vid,
+                       "skipped": False})
+            return
+        self.completed(plan, 0, stmt, vid)
+        if self.keep:
+            self.events += ({"event": "step_started", "step": step, "op": op, "input_hash": input_hash},
+                            {"event": "step_succeeded", "step": step, "output": vid},
+                            {"event": "statement_completed", "plan": plan, "node": 0, "stmt": stmt, "value": vid,
+                             "skipped": False})
+            log = self.tape.log
+            reqs = tuple(log[self._log_mark:])
+            self._log_mark = len(log)
+            self.results.append(StatementResult(plan, self.execution, 0, stmt, "completed", requests=reqs))
+
+    def completed(self, plan: Any, node: int, stmt: str, value: Any) -> None:
+        """A ``statement_completed`` row into the halt latch's rows (what :meth:`emit` does with
+        one, less the event itself: a quiet sink's direct path calls it instead)."""
+        row = (node, stmt, value)
+        had = self.completed_rows.get(plan)
+        if had is None:
+            self.completed_rows[plan] = row
+        elif type(had) is list:
+            had.append(row)
+        else:
+            self.completed_rows[plan] = [had, row]
+
+    def let_go_of_direct_row(self, plan: Any, values: dict[str, Any]) -> bool:
+        """``plan`` (a one-statement host plan) just completed with no latch open and had no row
+        before: let go of its one row and of the value it names (the interpreter's ``values``).
+        Only a fast-forward over this plan's rows reads them, and that needs the plan to be the
+        latch — the caller takes care that it never becomes one (replay_stream). False (nothing
+        let go) when the plan holds more than that one row."""
+        row = self.completed_rows.get(plan)
+        if type(row) is not tuple or plan in self.checkpoints:
+            return False
+        del self.completed_rows[plan]
+        if row[2] is not None:
+            values.pop(row[2], None)
+        return True
+
+    def let_go_of_rows(self, plan: Any, values: dict[str, Any]) -> bool:
+        """:meth:`let_go_of_direct_row` for a plan of any length: ``plan`` just ran through with no
+        latch open and had no row before, so every row it holds is this run's — let go of them and
+        of the values they name (a run with no latch fast-forwards nothing, so no other row names
+        them). Not when it reached a checkpoint (the latch reads that too). False when nothing was
+        let go."""
+        rows = self.completed_rows.get(plan)
+        if rows is None or plan in self.checkpoints:
+            return False
+        del self.completed_rows[plan]
+        for row in (rows,) if type(rows) is tuple else rows:
+            if row[2] is not None:
+                values.pop(row[2], None)
+        return True
+
+    def forget(self, plan: Any) -> None:
+        """``plan`` will not run again: unless it stands halted, nothing can make it the latch, so
+        its rows are let go (a plan becomes the latch only by halting, which takes a run)."""
+        if plan not in self.open_halts:
+            self.completed_rows.pop(plan, None)
+            self.checkpoints.pop(plan, None)
+
+
+def never_asked(message: str, risk: str) -> bool:
+    # Under a Replay scope confirm gates auto-allow; the caller's approver is never consulted.
+    return True
+
+
+_gc_lock = threading.Lock()
+_gc_holds = 0  # replays running with the cyclic collector paused
+_gc_resume = False  # whether the collector was on when the first of them paused it
+
+
+@contextmanager
+def gc_paused():
+    """Pause Python's cyclic garbage collector for one replay. Replay allocates a few containers
+    per cell (events, values, serve records) and keeps most of them, so the collector ran over an
+    ever larger heap at every threshold — the part of a long replay that grew faster than its
+    length. What replay builds is reference-counted and acyclic; anything cyclic it leaves is
+    collected once the collector is back on (when the last concurrent replay ends)."""
+    global _gc_holds, _gc_resume
+    with _gc_lock:
+        if _gc_holds == 0:
+            _gc_resume = gc.isenabled()
+            gc.disable()
+        _gc_holds += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holds -= 1
+            if _gc_holds == 0 and _gc_resume:
+                gc.enable()
+
+
+_new_tuple = tuple.__new__  # a named tuple of its fields, without its own __new__ (all that does)
+
+
+def fused_host_call(runner: DirectRunner, sink: ScratchSink) -> Callable[[HostCall, int], Any] | None:
+    """The detailed replay's common execution, a one-statement host plan
+    (:class:`~flux.timemachine.replay_direct.HostCall`) with no halt latch open whose request the
+    tape answers with a recorded success, in one call ``run(hc, execution)``: what
+    :meth:`~flux.timemachine.replay_direct.DirectRunner.run` then does with a keeping
+    :class:`ScratchSink` (no scratch store) — the serve and its :class:`ServeRecord`
+    (:meth:`ReplayTape.hit`), the value and its id, the binding, the step count, the halt latch's
+    row, the three run events, the :class:`StatementResult` (``execution``: its index in the
+    report's plans) — without the calls between them. Anything else (a miss, a truncated, failed
+    or denied cell, an op the catalog lacks, a plan inside another, an input that needs the
+    symbols) is :data:`NOT_DIRECT` with nothing done, and goes the general way. None when the
+    runner has no tape to serve from. (A closure: what does not change between plans is bound
+    once.)"""
+    interp = runner.interp
+    tape = runner.tape
+    if tape is None:
+        return None
+    catalog, every_op = runner.catalog, runner.every_op
+    hit, log = tape.hit, tape.log
+    dispatched = interp.clock.dispatched
+    values, symbols = interp.values, interp.symbols
+    events, add_result, completed = sink.events, sink.results.append, sink.completed
+    add_events = events.extend
+    new = _new_tuple
+
+    def run(hc: HostCall, execution: int) -> Any:
+        op = hc.op
+        ih = hc.input_hash
+        if ih is None or interp._sched is not None or not (every_op or op in catalog):
+            return NOT_DIRECT
+        cell = hit(op, ih)
+        if cell is None:
+            return NOT_DIRECT
+        dispatched()
+        interp._steps_base += 1
+        content = cell.content
+        n = interp._next_vid  # interp._mint(content)
+        interp._next_vid = n + 1
+        vid = interp._last_vid = f"v_{n}"
+        values[vid] = content
+        symbols[hc.name] = content
+        key = hc.flow_key
+        stmt = hc.stmt
+        completed(key, 0, stmt, vid)
+        step = "step_" + op + "_" + ih[:16]
+        add_events(({"event": "step_started", "step": step, "op": op, "input_hash": ih},
+                    {"event": "step_succeeded", "step": step, "output": vid},
+                    {"event": "statement_completed", "plan": key, "node": 0, "stmt": stmt, "value": vid,
+                     "skipped": False}))
+        mark = sink._log_mark
+        end = len(log)
+        reqs = (log[mark],) if mark == end - 1 else tuple(log[mark:])
+        sink._log_mark = end
+        add_result(new(StatementResult, (key, execution, 0, stmt, "completed", None, None, reqs)))
+        return None
+
+    return run
+
+
+class PlanServer:
+    """Re-executes recorded plans on one interpreter, each served from its host's tape: the one
+    entry through which replay, fork's prefix, resurrect and what-if run an execution.
+
+    A plan is a host plan keyed from its text (:class:`~flux.timemachine.replay_direct.HostCall`,
+    :class:`~flux.timemachine.replay_direct.HostPlan`) or a :class:`~flux.lang.ast.DraftAst` whose
+    body is parsed statements or a :class:`~flux.timemachine.engine.HostBody` over a host plan.
+    A host plan goes the direct path (:class:`~flux.timemachine.replay_direct.DirectRunner`) when
+    the host is one it serves from — a ``ReplayHost`` and a resumable run (replay, fork's prefix),
+    or a ``TapeFirstHost`` (resurrect: the crash tail first, live on a miss) — and the plan is one
+    it takes; anything else runs on the interpreter. Both leave the same events, values, symbols
+    and step count. ``on_served(i)``: see :class:`DirectRunner` (fork's prefix re-records the cells
+    it serves)."""
+
+    __slots__ = ("interp", "direct", "resume", "value")
+
+    def __init__(self, interp: Interpreter, *, on_served: Callable[[int], Any] | None = None):
+        self.interp = interp
+        self.direct = DirectRunner(interp, on_served=on_served)
+        self.resume = type(interp.host) is TapeFirstHost
+        self.value: Any = None  # the last plan's return value (None when the direct path ran it)
+
+    def run(self, plan: Any, ledger: ResumeLedger | None = None, *, resumable: bool = True,
+            flow_key: str | None = None) -> PlanHalt | None:
+        """Run one execution's ``plan`` against the halt latch ``ledger`` (None: no latch open),
+        resumably unless ``resumable`` is False, under ``flow_key`` (None: the plan's own); its
+        :class:`PlanHalt`, or None when it ran through (its value in :attr:`value`)."""
+        t = type(plan)
+        host_plan = plan if t is HostCall or t is HostPlan else \
+            plan.body.plan if type(plan.body) is HostBody else None
+        if host_plan is not None:
+            if self.resume:
+                h = self.direct.run_resume(host_plan, ledger, resumable)
+            else:
+                h = self.direct.run(host_plan, ledger) if resumable else NOT_DIRECT
+            if h is not NOT_DIRECT:
+                self.value = None
+                return h
+            plan = host_plan.draft() if host_plan is plan else plan_ast(plan)
+        result = self.interp.run(plan, resumable=resumable, ledger=ledger, flow_key=flow_key)
+        self.value = result.value
+        return result.halted
