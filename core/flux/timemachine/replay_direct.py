@@ -18,23 +18,19 @@ tape request. This module does the same work straight from the text:
   input JSON is the argument itself. Anything else — whitespace, unsorted keys, ``\"\"\"`` strings, a
   ``$`` the parser treats specially, a 19-digit number, a surrogate — is ``None``, and replay parses
   the plan in full as before.
-* :func:`run_host_call` executes it against the interpreter's state (symbols, value store, value
-  ids, op count) and the scratch sink exactly as :meth:`Interpreter.run` executes
+* :class:`DirectRunner` executes it against the interpreter's state (symbols, value store, value
+  ids, op count) and the sink exactly as :meth:`Interpreter.run` executes
   ``Bind(name, Call(op, (Lit(value),)))`` in resumable mode with a ledger: the resume
   fast-forward, ``plan_resumed``, ``step_started``, the tape request, ``step_succeeded`` /
   ``step_failed``, ``statement_completed`` / ``plan_halted``, in that order with the same bodies.
   When anything is not the plain case (a non-replay host, an op the catalog lacks, a plan run in
   the middle of another) it answers :data:`NOT_DIRECT` and the interpreter runs the plan.
-
 * :func:`host_plan` does the same for a plan of two or more such statements, one a line (how a
   resumable turn's plans are stored: ``flow\n  a = op({…})\n  b = op({…})\n``), each line read
-  as :func:`host_call` reads its one (no triple-quoted string); :func:`direct_plan` is either.
-  :meth:`DirectRunner.run_plan` runs it as the interpreter runs those ``Bind`` statements
-  resumably: the resume fast-forward over the latch's rows (:func:`walk`), then each statement's
-  request and its ``statement_completed`` or ``plan_halted`` row — a statement's hash computed
-  only for a row it writes or a latch row it is compared with. :meth:`DirectRunner.run_plan_through`
-  is the let-go case (no latch, no row yet: nothing is kept of a plan that completes, and no
-  statement is hashed).
+  as :func:`host_call` reads its one (no triple-quoted string); :func:`direct_plan` is either. The
+  runner takes both through one loop over the statements; :meth:`DirectRunner.run_through` is the
+  let-go case (no latch, no row yet: nothing is kept of a plan that completes, and no statement
+  is hashed).
 
 A differential test (``tests/core/test_replay_direct.py``) replays generated and corrupted stores
 both ways and requires identical reports; a property test proves :func:`host_call`'s keys equal
@@ -58,9 +54,9 @@ from ..model.stored_plan import statements_before_last_plan as count_statements_
 from ..lang.interpreter import PlanHalt, ResumeError, _interpolate_json
 from ..lang.parser import _HOST_LINE, _HOST_PLAN, MAX_JSON_DEPTH, RESERVED
 
-__all__ = ["HostCall", "HostPlan", "HostStatement", "host_call", "host_plan", "direct_plan", "run_host_call", "DirectRunner", "NOT_DIRECT"]
+__all__ = ["HostCall", "HostPlan", "HostStatement", "host_call", "host_plan", "direct_plan", "DirectRunner", "NOT_DIRECT"]
 
-#: ``run_host_call``'s answer when the plan must go through the interpreter instead.
+#: A :class:`DirectRunner`'s answer when the plan must go through the interpreter instead.
 NOT_DIRECT: Any = object()
 
 # A run of 19 digits may be an integer serde (and the parser) read as an f64, not an i64/u64.
@@ -349,13 +345,6 @@ def _without_triple_quotes(arg: str) -> str | None:
             i = m.end()
 
 
-def run_host_call(interp: Any, hc: HostCall, ledger: Any) -> Any:
-    """Run ``hc`` as ``interp.run(hc.draft(), resumable=True, ledger=ledger, flow_key=hc.flow_key)``
-    would, and return its :class:`PlanHalt` or None; :data:`NOT_DIRECT` when it cannot (nothing
-    has happened then). A replay running many plans takes :class:`DirectRunner` once instead."""
-    return DirectRunner(interp).run(hc, ledger)
-
-
 def _live_input(st: Any, symbols: dict[str, Any], catalog: Any) -> tuple[Any, str]:
     """``(input, input JSON)`` of a host statement's dispatch as the interpreter builds them
     (``_dispatch_start``): its AST's literal (the parser's own ``_host_bind``) interpolated, mapped
@@ -381,11 +370,16 @@ def walk(hashes: Any, ledger: Any) -> int:
 
 
 class DirectRunner:
-    """:func:`run_host_call` for one interpreter, what does not change between its plans looked up
-    once: the host and its tape, the sink (and whether it is quiet: nothing reads a ``step_*``
-    event, so none is built), whether the catalog has every op."""
+    """Runs host plans (:class:`HostCall`, :class:`HostPlan`) on one interpreter as
+    ``interp.run(<plan's AST>, resumable=True, ledger=ledger, flow_key=plan.flow_key)`` would —
+    the same events, values, symbols and step count — without the AST or the interpreter's walk:
+    one loop over the plan's statements (:meth:`_statements`), fed by the request that serves a
+    statement (the tape; resurrect's crash tail, then live). What does not change between plans
+    is looked up once: the host and its tape, the sink (and whether it is quiet: nothing reads a
+    ``step_*`` event, so none is built), whether the catalog has every op. Any method answers
+    :data:`NOT_DIRECT`, before anything is done, when the plan must go to the interpreter."""
 
-    __slots__ = ("interp", "tape", "sink", "emit", "quiet", "fused", "catalog", "every_op", "on_served")
+    __slots__ = ("interp", "tape", "sink", "emit", "quiet", "catalog", "every_op", "on_served")
 
     def __init__(self, interp: Any, on_served: Any = None):
         """``on_served(i)``: called with the tape index of every cell a request consumes (a hit, an
@@ -400,36 +394,57 @@ class DirectRunner:
         self.sink = interp.sink
         self.emit = interp.sink.emit
         self.quiet = getattr(self.sink, "quiet", False) is True  # serve.ScratchSink, nothing kept or written
-        self.fused = not self.quiet and hasattr(self.sink, "host_succeeded")  # serve.ScratchSink, keeping
         self.catalog = interp.catalog
         self.every_op = getattr(interp.catalog, "is_permissive", False) is True
 
-    def _declines(self, hp: HostPlan) -> bool:
-        """Whether :meth:`run_plan` must leave ``hp`` to the interpreter (decided before anything is done)."""
-        if self.tape is None or self.interp._sched is not None:
-            return True
-        if self.every_op:
+    def _takes(self, stmts: Any) -> bool:
+        """Whether the catalog has every op of ``stmts`` and no plan is running (the interpreter's
+        scheduler is idle): what every direct run needs."""
+        if self.interp._sched is not None:
             return False
+        if self.every_op:
+            return True
         catalog = self.catalog
-        return not all(s.op in catalog for s in hp.stmts)
+        return all(s.op in catalog for s in stmts)
 
-    def run_plan(self, hp: HostPlan, ledger: Any) -> Any:
-        """:meth:`run` for a :class:`HostPlan`: ``interp.run(hp.draft(), resumable=True,
-        ledger=ledger, flow_key=hp.flow_key)`` statement by statement — the resume fast-forward over
-        the latch's rows (:func:`walk`, as :func:`~flux.lang.interpreter.ledger_walk` walks), then
-        each statement's tape request, ``statement_completed`` or ``plan_halted`` — with the same
-        events, values, symbols and step count. A statement's hash is computed only for a row it
-        writes or a latch row it is compared with. :data:`NOT_DIRECT` when it cannot."""
-        if self._declines(hp):
+    def run(self, plan: "HostCall | HostPlan", ledger: Any) -> Any:
+        """Run ``plan`` resumably against the halt latch ``ledger`` (None: none open), its cells
+        served from the tape: the resume fast-forward over the latch's rows (:func:`walk`), then
+        each statement's request and its ``statement_completed`` or ``plan_halted`` row. Its
+        :class:`PlanHalt` or None."""
+        stmts = plan.stmts if type(plan) is HostPlan else (plan,)
+        tape = self.tape
+        if tape is None or not self._takes(stmts):
             return NOT_DIRECT
+        key = plan.flow_key
+        start = 0 if ledger is None else self._fast_forward(stmts, key, ledger)
+        serve = tape.serve_cell if self.on_served is None else self._serve_and_report
+        return self._statements(stmts, key, start, serve, True)
+
+    def run_resume(self, plan: "HostCall | HostPlan", ledger: Any, resumable: bool) -> Any:
+        """Resurrect's mode: :meth:`run` on an interpreter whose host is a
+        :class:`~flux.cassette.replay.TapeFirstHost` — each request served from the crash tail
+        exactly once when a cell matches (``from_tape``), else run live through the same host
+        (``go_live``: its approver, its recording) with the input the interpreter would build.
+        Non-resumable (``resumable`` False, no latch): ``step_started`` then ``step_succeeded`` /
+        ``step_failed`` per statement, no statement row, nothing after a halt."""
+        stmts = plan.stmts if type(plan) is HostPlan else (plan,)
+        host = self.interp.host
+        if type(host) is not TapeFirstHost or (ledger is not None and not resumable) or not self._takes(stmts):
+            return NOT_DIRECT
+        key = plan.flow_key
+        start = 0 if ledger is None else self._fast_forward(stmts, key, ledger)
+        return self._statements(stmts, key, start, host.from_tape, resumable)
+
+    def _statements(self, stmts: Any, key: str, start: int, serve: Any, resumable: bool) -> Any:
+        """The one loop: statements ``start..`` of a plan keyed ``key``, each request answered by
+        ``serve(op, input_hash)`` (None: no recorded answer, so it runs live on the host), its rows
+        emitted as the interpreter emits them (``resumable``: the statement rows too); a quiet sink
+        gets a completed statement's row straight (``completed``), and no ``step_*`` event. A
+        statement's hash is computed only for a row it writes. Its :class:`PlanHalt` or None."""
         interp = self.interp
         emit = self.emit
-        key = hp.flow_key
-        stmts = hp.stmts
-        start = 0 if ledger is None else self._fast_forward(stmts, key, ledger)
-        tape = self.tape
         quiet = self.quiet
-        on_served = self.on_served
         symbols = interp.symbols
         for i in range(start, len(stmts)):
             st = stmts[i]
@@ -441,7 +456,10 @@ class DirectRunner:
             sid = "" if quiet else "step_" + op + "_" + ih[:16]
             if not quiet:
                 emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
-            outcome = tape.serve_cell(op, ih) if on_served is None else self._serve_and_report(op, ih)
+            outcome = serve(op, ih)
+            if outcome is None:  # a miss on resurrect's tail: live, with the input exactly as the interpreter builds it
+                input_obj, input_json = _live_input(st, symbols, self.catalog)
+                outcome = interp.host.go_live(op, ih, input_obj, input_json)
             interp.clock.dispatched()
             interp._steps_base += 1
             content = outcome.content
@@ -450,8 +468,9 @@ class DirectRunner:
                     emit({"event": "step_failed", "step": sid, "error": content})
                 stmt = st.stmt
                 kind = "denied" if outcome.denied else "runtime"
-                emit({"event": "plan_halted", "plan": key, "node": i, "stmt": stmt, "op": op, "kind": kind,
-                      "error": content})
+                if resumable:
+                    emit({"event": "plan_halted", "plan": key, "node": i, "stmt": stmt, "op": op, "kind": kind,
+                          "error": content})
                 return PlanHalt(kind, content, i, stmt, op)
             vid = interp._mint(content)
             interp._last_vid = vid
@@ -460,8 +479,9 @@ class DirectRunner:
                 self.sink.completed(key, i, st.stmt, vid)
             else:
                 emit({"event": "step_succeeded", "step": sid, "output": vid})
-                emit({"event": "statement_completed", "plan": key, "node": i, "stmt": st.stmt, "value": vid,
-                      "skipped": False})
+                if resumable:
+                    emit({"event": "statement_completed", "plan": key, "node": i, "stmt": st.stmt, "value": vid,
+                          "skipped": False})
         return None
 
     def _serve_and_report(self, op: str, ih: str) -> Any:
@@ -475,13 +495,12 @@ class DirectRunner:
         return outcome
 
     def _fast_forward(self, stmts: Any, key: str, ledger: Any) -> int:
-        """The resume fast-forward over host statements, as ``Interpreter._fast_forward`` does them resumably:
-        re-bind the values of the statements the latch proves done (:func:`walk`), write their
-        skipped ``statement_completed`` rows and ``plan_resumed``; the index to run from."""
+        """The resume fast-forward over host statements, as ``Interpreter._fast_forward`` does it
+        resumably: re-bind the values of the statements the latch proves done (:func:`walk`), write
+        their skipped ``statement_completed`` rows and ``plan_resumed``; the index to run from."""
         interp = self.interp
         emit = self.emit
-        hashes = [s.stmt for s in stmts]
-        end = walk(hashes, ledger)
+        end = walk([s.stmt for s in stmts], ledger)
         values, symbols = interp.values, interp.symbols
         entries = [ledger.entry(i) for i in range(end)]
         for i, entry in enumerate(entries):
@@ -501,92 +520,25 @@ class DirectRunner:
         cp = ledger.checkpoint
         return max(end, cp + 1 if cp is not None else 0)
 
-    def run_resume(self, plan: "HostCall | HostPlan", ledger: Any, resumable: bool) -> Any:
-        """Resurrect's mode: ``interp.run(<plan's AST>, resumable=resumable, ledger=ledger,
-        flow_key=plan.flow_key).halted`` statement by statement, on an interpreter whose host is a
-        :class:`~flux.cassette.replay.TapeFirstHost` — each dispatch served from the crash tail exactly
-        once when a cell matches (:meth:`~flux.cassette.replay.TapeFirstHost.from_tape`), else run live
-        through the same host (:meth:`~flux.cassette.replay.TapeFirstHost.go_live`: its approver, its
-        recording), with the input the interpreter would build (the statement's AST, built only then).
-        Non-resumable: ``step_started`` then ``step_succeeded`` / ``step_failed`` per statement, no
-        statement row, nothing after a halt; resumable: the resume fast-forward over ``ledger``
-        (:meth:`_fast_forward`), ``statement_completed`` / ``plan_halted`` as :meth:`run_plan`.
-        The same events, values, symbols and step count as the interpreter's run; its
-        :class:`PlanHalt` or None. :data:`NOT_DIRECT` (decided before anything is done) for another
-        host, an op the catalog lacks, a plan run inside another, or a latch on a non-resumable run."""
-        interp = self.interp
-        host = interp.host
-        stmts = plan.stmts if type(plan) is HostPlan else (plan,)
-        if type(host) is not TapeFirstHost or interp._sched is not None or (ledger is not None and not resumable):
-            return NOT_DIRECT
-        catalog = self.catalog
-        if not self.every_op and not all(s.op in catalog for s in stmts):
-            return NOT_DIRECT
-        emit = self.emit
-        key = plan.flow_key
-        start = 0 if ledger is None else self._fast_forward(stmts, key, ledger)
-        from_tape = host.from_tape
-        symbols = interp.symbols
-        clock = interp.clock
-        for i in range(start, len(stmts)):
-            st = stmts[i]
-            op = st.op
-            interp._last_vid = None
-            ih = st.input_hash
-            if ih is None:
-                ih = sha256_hex(canonical_json(_interpolate_json(st.value, symbols)))
-            sid = "step_" + op + "_" + ih[:16]
-            emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
-            outcome = from_tape(op, ih)
-            if outcome is None:  # a miss: live, with the input exactly as the interpreter builds it
-                input_obj, input_json = _live_input(st, symbols, catalog)
-                outcome = host.go_live(op, ih, input_obj, input_json)
-            clock.dispatched()
-            interp._steps_base += 1
-            content = outcome.content
-            if outcome.denied or outcome.is_error:
-                emit({"event": "step_failed", "step": sid, "error": content})
-                stmt = st.stmt
-                kind = "denied" if outcome.denied else "runtime"
-                if resumable:
-                    emit({"event": "plan_halted", "plan": key, "node": i, "stmt": stmt, "op": op, "kind": kind,
-                          "error": content})
-                return PlanHalt(kind, content, i, stmt, op)
-            vid = interp._mint(content)
-            interp._last_vid = vid
-            symbols[st.name] = content
-            emit({"event": "step_succeeded", "step": sid, "output": vid})
-            if resumable:
-                emit({"event": "statement_completed", "plan": key, "node": i, "stmt": st.stmt, "value": vid,
-                      "skipped": False})
-        return None
-
-    def _run_and_let_go(self, plan: "HostCall | HostPlan", let_go: Any) -> Any:
-        """The general way through (``run_through`` / ``run_plan_through`` when their quiet path does
-        not apply): ``run(plan, None)`` — or the interpreter's run when that says
-        :data:`NOT_DIRECT` — then, if it completed, ``let_go(flow_key, values)``. Its halt or None."""
-        interp = self.interp
-        h = self.run(plan, None)
-        if h is NOT_DIRECT:
-            h = interp.run(plan.draft(), resumable=True, ledger=None, flow_key=plan.flow_key).halted
-        if h is None:
-            let_go(plan.flow_key, interp.values)
-        return h
-
-    def run_plan_through(self, hp: HostPlan) -> Any:
-        """:meth:`run_through` for a :class:`HostPlan`: exactly ``run_plan(hp, None)`` (or the
-        interpreter's run) followed, if it completed, by the sink's ``let_go_of_rows``. On a quiet
-        sink a run that completes builds no row, stores no value and hashes no statement; one that
-        halts at statement ``i`` leaves the rows (and values) of statements ``0..i-1`` as the
-        general run leaves them — the plan is the latch now, and a retry's fast-forward reads them."""
+    def run_through(self, plan: "HostCall | HostPlan") -> Any:
+        """The let-go case of a quiet sink (the streamed replay): ``plan`` runs with no halt latch
+        open and its key holds no row yet, and nothing is kept of it once it completes — exactly
+        what :meth:`run` followed by the sink's ``let_go_of_rows`` leaves behind: no row, each
+        value id minted without storing the value, no statement hashed. One that halts at
+        statement ``i`` leaves the rows (and values) of statements ``0..i-1`` as :meth:`run`
+        leaves them — the plan is the latch now, and a retry's fast-forward reads them. Its
+        :class:`PlanHalt` or None; :data:`NOT_DIRECT` when the sink is not quiet, the key holds
+        rows or :meth:`run` would decline."""
         interp = self.interp
         sink = self.sink
-        key = hp.flow_key
-        if not self.quiet or self._declines(hp) or key in sink.completed_rows or key in sink.checkpoints:
-            return self._run_and_let_go(hp, sink.let_go_of_rows)
+        key = plan.flow_key
+        stmts = plan.stmts if type(plan) is HostPlan else (plan,)
         tape = self.tape
+        if not self.quiet or tape is None or key in sink.completed_rows or key in sink.checkpoints \
+                or not self._takes(stmts):
+            return NOT_DIRECT
         symbols = interp.symbols
-        stmts = hp.stmts
+        serve = tape.serve_cell
         first = interp._next_vid  # statement j's value id, once it completes: f"v_{first + j}" (interp._mint's)
         done: list[Any] = []  # the values of the statements completed so far, kept aside until the plan completes
         for i in range(len(stmts)):
@@ -596,7 +548,7 @@ class DirectRunner:
             ih = st.input_hash
             if ih is None:
                 ih = sha256_hex(canonical_json(_interpolate_json(st.value, symbols)))
-            outcome = tape.serve_cell(op, ih)
+            outcome = serve(op, ih)
             interp.clock.dispatched()
             interp._steps_base += 1
             content = outcome.content
@@ -614,106 +566,5 @@ class DirectRunner:
             interp._next_vid += 1  # interp._mint(content): its id made only for the last (below) or a halt's rows
             symbols[st.name] = content
             done.append(content)
-        if done:
-            interp._last_vid = f"v_{interp._next_vid - 1}"
-        return None
-
-    def run_through(self, hc: HostCall) -> Any:
-        """Run ``hc`` with no halt latch open when its plan has no statement row yet, and keep no
-        row and no value of it: exactly what ``run(hc, None)`` (or the interpreter, when that says
-        :data:`NOT_DIRECT`) followed, if it completed, by the sink's ``let_go_of_direct_row`` leaves
-        behind — for a replay's scratch sink (:class:`~flux.timemachine.serve.ScratchSink`).
-        Its :class:`PlanHalt` or None. On a quiet sink the completed run builds no row, mints its
-        value id without storing the value, and never hashes the statement (``hc.stmt``)."""
-        interp = self.interp
-        tape = self.tape
-        sink = self.sink
-        key = hc.flow_key
-        if not self.quiet or tape is None or interp._sched is not None \
-                or not (self.every_op or hc.op in self.catalog) or key in sink.completed_rows or key in sink.checkpoints:
-            return self._run_and_let_go(hc, sink.let_go_of_direct_row)
-        op = hc.op
-        interp._last_vid = None
-        ih = hc.input_hash
-        if ih is None:
-            ih = sha256_hex(canonical_json(_interpolate_json(hc.value, interp.symbols)))
-        outcome = tape.serve_cell(op, ih)
-        interp.clock.dispatched()
-        interp._steps_base += 1
-        content = outcome.content
-        if outcome.denied or outcome.is_error:
-            stmt = hc.stmt
-            kind = "denied" if outcome.denied else "runtime"
-            self.emit({"event": "plan_halted", "plan": key, "node": 0, "stmt": stmt, "op": op, "kind": kind,
-                       "error": content})
-            return PlanHalt(kind, content, 0, stmt, op)
-        n = interp._next_vid  # interp._mint(content), its value let go at once (let_go_of_direct_row)
-        interp._next_vid = n + 1
-        interp._last_vid = f"v_{n}"
-        interp.symbols[hc.name] = content
-        return None
-
-    def run(self, hc: HostCall, ledger: Any) -> Any:
-        """See :func:`run_host_call` (a :class:`HostPlan` too)."""
-        if type(hc) is HostPlan:
-            return self.run_plan(hc, ledger)
-        interp = self.interp
-        tape = self.tape
-        if tape is None or interp._sched is not None or not (self.every_op or hc.op in self.catalog):
-            return NOT_DIRECT
-        emit = self.emit
-        key, stmt, name, op = hc.flow_key, hc.stmt, hc.name, hc.op
-        if ledger is not None:  # the resume fast-forward over the one statement
-            entry = ledger.entry(0)
-            matched = entry is not None and entry.stmt == stmt
-            if matched:
-                vid = entry.value
-                if vid is not None:
-                    if vid not in interp.values:
-                        raise ResumeError(f"recorded value {vid} of statement 0 is missing from the value store; "
-                                          "resume from a store that holds it")
-                    interp.symbols[name] = interp.values[vid]
-                ev: dict[str, Any] = {"event": "statement_completed", "plan": key, "node": 0, "stmt": entry.stmt}
-                if vid is not None:
-                    ev["value"] = vid
-                ev["skipped"] = True
-                emit(ev)
-            emit({"event": "plan_resumed", "plan": key, "prior": ledger.plan, "skipped": 1 if matched else 0})
-            cp = ledger.checkpoint
-            if matched or (cp is not None and cp >= 0):
-                return None  # nothing left to run
-        interp._last_vid = None
-        ih = hc.input_hash
-        if ih is None:
-            input_json = canonical_json(_interpolate_json(hc.value, interp.symbols))
-            ih = sha256_hex(input_json)
-        quiet = self.quiet
-        fused = self.fused  # the sink takes the three events of a success in one call, after the serve
-        sid = "" if quiet else "step_" + op + "_" + ih[:16]
-        if not (quiet or fused):
-            emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
-        outcome = tape.serve_cell(op, ih) if self.on_served is None else self._serve_and_report(op, ih)
-        interp.clock.dispatched()
-        interp._steps_base += 1
-        content = outcome.content
-        if outcome.denied or outcome.is_error:
-            if fused:
-                emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
-            if not quiet:
-                emit({"event": "step_failed", "step": sid, "error": content})
-            kind = "denied" if outcome.denied else "runtime"
-            emit({"event": "plan_halted", "plan": key, "node": 0, "stmt": stmt, "op": op, "kind": kind,
-                  "error": content})
-            return PlanHalt(kind, content, 0, stmt, op)
-        vid = interp._mint(content)
-        interp._last_vid = vid
-        interp.symbols[name] = content
-        if quiet:
-            self.sink.completed(key, 0, stmt, vid)
-            return None
-        if fused:
-            self.sink.host_succeeded(key, stmt, sid, op, ih, vid)
-            return None
-        emit({"event": "step_succeeded", "step": sid, "output": vid})
-        emit({"event": "statement_completed", "plan": key, "node": 0, "stmt": stmt, "value": vid, "skipped": False})
+        interp._last_vid = f"v_{interp._next_vid - 1}"
         return None

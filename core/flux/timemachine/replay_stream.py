@@ -47,7 +47,7 @@ from ..store.events import PlanAttempted, TurnEnded, TurnStarted
 from ..store.store import StoreReader
 from .engine import ExecutionFold
 from .plans import check_ops, parse_cached
-from .replay_direct import HostCall, HostPlan, host_call, host_plan, statements_before_last, walk
+from .replay_direct import NOT_DIRECT, HostCall, HostPlan, host_call, host_plan, statements_before_last, walk
 from .replay_input import scan_rows
 from .replay_report import PlanLog, ReplayedPlan, ReplayReport, TapeEnd, settle
 from .serve import PlanServer, ScratchSink, never_asked
@@ -481,7 +481,7 @@ def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], cata
                          never_asked, run_id="replay")
     server = PlanServer(interp)
     serve = server.run
-    run_through, run_plan_through = server.direct.run_through, server.direct.run_plan_through
+    run_through = server.direct.run_through
     report = ReplayReport(session=sid, plans=PlanLog(), cells_total=0, cells_consumed=0, diverged=None,
                           missing_sources=0, detail=False)
     keyed = source.keyed
@@ -536,19 +536,14 @@ def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], cata
         maybe_ran = executed.add(key) if executed is not None else None
         sink.execution = len(report.plans)
         if ledger is None and known is not None and known not in completed:
-            if type(draft) is HostCall:
-                h = run_through(draft)  # its row and value let go as it completes (let_go_of_direct_row)
-                if h is None:
-                    ran_host(key)
-            elif type(draft) is HostPlan:
-                h = run_plan_through(draft)  # its rows and values let go as it completes (let_go_of_rows)
-                if h is None:
-                    ran_host(key)
-            else:
+            direct = type(draft) is HostCall or type(draft) is HostPlan
+            h = run_through(draft) if direct else NOT_DIRECT  # nothing of it kept once it completes
+            if h is NOT_DIRECT:
                 h = serve(draft, None, flow_key=known)
                 if h is None:
                     sink.let_go_of_rows(known, interp.values)
-                    report.plans.ran(key)
+            if h is None:
+                (ran_host if direct else report.plans.ran)(key)
         else:
             h = serve(draft, ledger, flow_key=known)
             if h is None:

@@ -94,27 +94,6 @@ class ScratchSink:
                                                     ev.get("stmt", ""), "halted", ev.get("kind"), ev.get("error"),
                                                     requests=reqs))
 
-
-    def host_succeeded(self, plan: str, stmt: str, step: str, op: str, input_hash: str, vid: str) -> None:
-        """What emitting a host plan's ``step_started``, ``step_succeeded`` and ``statement_completed``
-        (node 0, not skipped) does, in one call (the direct path's, when nothing is written)."""
-        if self.writer is not None:
-            self.emit({"event": "step_started", "step": step, "op": op, "input_hash": input_hash})
-            self.emit({"event": "step_succeeded", "step": step, "output": vid})
-            self.emit({"event": "statement_completed", "plan": plan, "node": 0, "stmt": stmt, "value": vid,
-                       "skipped": False})
-            return
-        self.completed(plan, 0, stmt, vid)
-        if self.keep:
-            self.events += ({"event": "step_started", "step": step, "op": op, "input_hash": input_hash},
-                            {"event": "step_succeeded", "step": step, "output": vid},
-                            {"event": "statement_completed", "plan": plan, "node": 0, "stmt": stmt, "value": vid,
-                             "skipped": False})
-            log = self.tape.log
-            reqs = tuple(log[self._log_mark:])
-            self._log_mark = len(log)
-            self.results.append(StatementResult(plan, self.execution, 0, stmt, "completed", requests=reqs))
-
     def completed(self, plan: Any, node: int, stmt: str, value: Any) -> None:
         """A ``statement_completed`` row into the halt latch's rows (what :meth:`emit` does with
         one, less the event itself: a quiet sink's direct path calls it instead)."""
@@ -127,23 +106,8 @@ class ScratchSink:
         else:
             self.completed_rows[plan] = [had, row]
 
-    def let_go_of_direct_row(self, plan: Any, values: dict[str, Any]) -> bool:
-        """``plan`` (a one-statement host plan) just completed with no latch open and had no row
-        before: let go of its one row and of the value it names (the interpreter's ``values``).
-        Only a fast-forward over this plan's rows reads them, and that needs the plan to be the
-        latch — the caller takes care that it never becomes one (replay_stream). False (nothing
-        let go) when the plan holds more than that one row."""
-        row = self.completed_rows.get(plan)
-        if type(row) is not tuple or plan in self.checkpoints:
-            return False
-        del self.completed_rows[plan]
-        if row[2] is not None:
-            values.pop(row[2], None)
-        return True
-
     def let_go_of_rows(self, plan: Any, values: dict[str, Any]) -> bool:
-        """:meth:`let_go_of_direct_row` for a plan of any length: ``plan`` just ran through with no
-        latch open and had no row before, so every row it holds is this run's — let go of them and
+        """``plan`` just ran through with no latch open and had no row before, so every row it holds is this run's — let go of them and
         of the values they name (a run with no latch fast-forwards nothing, so no other row names
         them). Not when it reached a checkpoint (the latch reads that too). False when nothing was
         let go."""
