@@ -1,10 +1,8 @@
-"""The full replay report (``replay_session(..., detail=True)``, the app's ``replay_detail``) takes
-a fused way through its common execution (``serve.fused_host_call``: a one-statement host plan
-served a recorded success, no latch open) and keeps its records as named tuples. It must hold
-exactly what the classic detailed replay holds — ``_FUSED = False`` (the direct runner and the
-sink's calls, one event at a time) and ``direct=False`` (the interpreter) — on generated, halted,
-diverged, interrupted, redacted and corrupted sessions; and every consumer of the detail (the Test
-Kit's replay trace, the app's replay marks and divergence target) must read the same from it."""
+"""The full replay report (``replay_session(..., detail=True)``, the app's ``replay_detail``) keeps
+its records as named tuples and must hold exactly what the interpreter-only replay holds
+(``direct=False``) on generated, halted, diverged, interrupted, redacted and corrupted sessions;
+and every consumer of the detail (the Test Kit's replay trace, the app's replay marks and
+divergence target) must read the same from it."""
 
 from __future__ import annotations
 
@@ -15,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import flux.timemachine.replay as R
+import flux.timemachine.serve as serve_mod
 from flux.cassette.replay import ServeRecord
 from flux.errors import FluxError
 from flux.model.session import load_session
@@ -23,26 +21,21 @@ from flux.store import StoreReader, StoreWriter
 from flux.testkit.assertions import _replay_trace
 from flux.timemachine.replay import ReplayedPlan, StatementResult, _replay, replay_detail, replay_session
 from flux.timemachine.serve import gc_paused
-from flux.timemachine.replay_input import read_replay_input
+from flux.timemachine.replay_direct import NOT_DIRECT, DirectRunner
+from flux.timemachine.replay_input import ReplayInput, read_replay_input
 from tests.core.test_replay_direct import _BINDERS, _CATALOG, _SCENARIOS, _VALUES, _plan, _write_session
 from tests.core.test_replay_fastpath import _mutate, _outcome
 from tests.core.test_replay_stream import _EXTRAS, _write_resumable
 
-_FUSED_RUNS: list[int] = []  # executions the fused way took, over the whole differential
+_DIRECT_RUNS: list[int] = []  # executions the direct path ran, over the whole differential
 
 
-_REAL_FUSED = R.fused_host_call
-
-
-def _counting(runner, sink):
-    run = _REAL_FUSED(runner, sink)
-
-    def counted(hc, execution):
-        h = run(hc, execution)
-        if h is None:
-            _FUSED_RUNS.append(1)
+class _Counting(DirectRunner):
+    def run(self, plan, ledger):
+        h = DirectRunner.run(self, plan, ledger)
+        if h is not NOT_DIRECT:
+            _DIRECT_RUNS.append(1)
         return h
-    return counted
 
 
 def _consumers(rep, detail) -> tuple:
@@ -56,33 +49,27 @@ def _consumers(rep, detail) -> tuple:
             [r.ok for r in rep.statement_results], [r.cells for r in rep.statement_results], rep.unconsumed)
 
 
-def _full(reader, sid, *, turn=None, catalog=None, fused=True, direct=True):
+def _full(reader, sid, *, turn=None, catalog=None, direct=True):
     """The full report of ``sid`` (as replay_session reads it) and what its consumers make of it."""
     try:
         inp = read_replay_input(reader, sid)
         detail = load_session(reader, sid)
     except FluxError as e:
         return ("error", type(e).__name__, str(e))
-    saved = R._FUSED
-    R._FUSED = fused
     try:
         with gc_paused():
             rep = _replay(inp, turn=turn, catalog=catalog, on_progress=None, scratch_dir=None, recorded_dir=None,
                           direct=direct)
     except FluxError as e:
         return ("error", type(e).__name__, str(e))
-    finally:
-        R._FUSED = saved
     return _outcome(lambda: rep) + _consumers(rep, detail)
 
 
-def _three_ways(reader, sid, turn=None, catalog=None):
-    fused = _full(reader, sid, turn=turn, catalog=catalog)
-    classic = _full(reader, sid, turn=turn, catalog=catalog, fused=False)
+def _both_ways(reader, sid, turn=None, catalog=None):
+    direct = _full(reader, sid, turn=turn, catalog=catalog)
     interpreted = _full(reader, sid, turn=turn, catalog=catalog, direct=False)
-    assert fused == classic
-    assert fused == interpreted
-    return fused
+    assert direct == interpreted
+    return direct
 
 
 @pytest.fixture(scope="module")
@@ -93,11 +80,11 @@ def shared_store(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _count_fused(monkeypatch):
-    monkeypatch.setattr(R, "fused_host_call", _counting)
+def _count_direct(monkeypatch):
+    monkeypatch.setattr(serve_mod, "DirectRunner", _Counting)
 
 
-# A plain host call that succeeds (the fused way's case), drawn as often as the general plans.
+# A plain host call that succeeds (the commonest execution), drawn as often as the general plans.
 _PLAIN = st.builds(lambda name, value, ledgered: ("host", [(name, "read", value, "canonical")], ["ok"], ledgered),
                    st.sampled_from(_BINDERS), st.sampled_from(_VALUES), st.booleans())
 
@@ -112,29 +99,29 @@ def _full_report_examples(shared_store, turns, orphan, resumable, extras, corrup
                                             data):
     """Batch-shaped sessions (acceptance order) and resumably recorded ones (statement rows, halts,
     retries, redacted plans, plans with no source, stray rows), a turn ended or not, some
-    corrupted: the fused full report, the classic one and the interpreter's are the same report
+    corrupted: the full report and the interpreter's are the same report
     (or the same error), and read the same to every consumer."""
     store, writer = shared_store
     sid = _write_resumable(writer, turns, extras) if resumable else _write_session(writer, turns, orphan)
     if corrupt:
         _mutate(store, data, stream=sid)
     with StoreReader(store) as r:
-        out = _three_ways(r, sid, turn=turn, catalog=catalog)
+        _both_ways(r, sid, turn=turn, catalog=catalog)
 
 
-def test_the_full_report_is_the_classic_one(shared_store):
-    """The differential above, then its coverage: its examples took the fused way at least 20 times
+def test_the_full_report_is_the_interpreter_s(shared_store):
+    """The differential above, then its coverage: its examples ran the direct path at least 20 times
     (one test, so it holds whatever else runs or in what order)."""
-    before = len(_FUSED_RUNS)
+    before = len(_DIRECT_RUNS)
     _full_report_examples(shared_store=shared_store)
-    assert len(_FUSED_RUNS) - before >= 20
+    assert len(_DIRECT_RUNS) - before >= 20
 
 
 # An interrupted turn (the tape ends at a request the recording never served), a divergence, a
 # redacted plan, halts of every kind, placeholders, fast-forwards: fixed, so each is always there.
 _P = ("host", [("adaptive_gather_1", "read", {"path": "a"}, "canonical")], ["ok"], False)
 _FIXED = {**_SCENARIOS, "interrupted": None, "redacted": None,
-          # a canonical host call whose cell failed, or was denied: it halts (the fused way declines it)
+          # a canonical host call whose cell failed, or was denied: it halts
           "error-denied": [_P, ("host", [("adaptive_gather_2", "read", {"path": "b"}, "canonical")], ["error"], False),
                            ("host", [("adaptive_gather_2", "read", {"path": "c"}, "canonical")], ["denied"], False)],
           # the same plan twice, then halting: the latch holds both runs' rows, and the next plan's
@@ -143,13 +130,13 @@ _FIXED = {**_SCENARIOS, "interrupted": None, "redacted": None,
                                ("multi", [("adaptive_gather_1", "read", {"path": "a"}, "canonical"),
                                           ("adaptive_gather_2", "read", {"path": "b"}, "canonical")], ["ok", "ok"], False)],
           # recorded resumably, a halt and then another host call: it runs with the latch open
-          # (plan_resumed first, the general way), not the fused way
+          # (plan_resumed first)
           "halt-then-host": [_P, ("host", [("adaptive_gather_2", "read", {"path": "b"}, "canonical")], ["error"], False),
                              ("host", [("adaptive_gather_2", "read", {"path": "c"}, "canonical")], ["ok"], False)]}
 
 
 @pytest.mark.parametrize("name", sorted(_FIXED))
-def test_fixed_sessions_report_the_same_three_ways(shared_store, name):
+def test_fixed_sessions_report_the_same_both_ways(shared_store, name):
     store, writer = shared_store
     a = {"path": "a"}
     if name == "interrupted":  # the newest turn never ended and its last request has no cell: tape_end
@@ -164,7 +151,7 @@ def test_fixed_sessions_report_the_same_three_ways(shared_store, name):
     else:
         sid = _write_session(writer, [(_FIXED[name], True)], False)
     with StoreReader(store) as r:
-        out = _three_ways(r, sid)
+        out = _both_ways(r, sid)
     assert out[0] == "report"
     if name == "interrupted":
         assert out[10] is not None  # tape_end
@@ -179,33 +166,34 @@ def test_fixed_sessions_report_the_same_three_ways(shared_store, name):
         assert any(e.get("skipped") is True for e in out[7])  # the fast-forward over the latch's rows
 
 
-def test_a_turn_s_replay_is_the_classic_one(shared_store):
-    """``turn=N`` keeps only the plans that turn accepted (acceptance order: the fused loop then
-    still takes every execution of that turn alone)."""
+def test_a_turn_s_replay_is_the_interpreter_s(shared_store):
+    """``turn=N`` keeps only the plans that turn accepted."""
     store, writer = shared_store
     turns = [([("host", [(f"adaptive_gather_{i}", "read", {"path": f"{t}{i}"}, "canonical")], ["ok"], False)
                for i in range(3)], True) for t in range(2)]
     sid = _write_session(writer, turns, False)
     with StoreReader(store) as r:
         for turn in (1, 2):
-            out = _three_ways(r, sid, turn=turn)
+            out = _both_ways(r, sid, turn=turn)
             assert out[0] == "report" and len(out[8]) == 3  # the turn's plans only
 
 
-def test_the_app_s_replay_of_a_loaded_session_is_the_classic_one(shared_store, monkeypatch):
-    """``replay_detail`` (the app: the tape holds the session's model cells, not the read's) the
-    fused way and the classic way."""
+def test_the_app_s_replay_of_a_loaded_session_is_the_interpreter_s(shared_store):
+    """``replay_detail`` (the app: the tape holds the session's model cells, not the read's) and the
+    interpreter-only replay of the same loaded session."""
     store, writer = shared_store
     plans = [("host", [(f"adaptive_gather_{i}", "read", {"path": str(i)}, "canonical")], ["ok"], False)
              for i in range(6)] + [_SCENARIOS["halts"][0], _SCENARIOS["miss"][1]]
     sid = _write_session(writer, [(plans, True)], False)
     with StoreReader(store) as r:
         detail = load_session(r, sid)
-        fused = replay_detail(detail)
-        monkeypatch.setattr(R, "_FUSED", False)
-        classic = replay_detail(load_session(r, sid))
-    assert _outcome(lambda: fused) + _consumers(fused, detail) == _outcome(lambda: classic) + _consumers(classic, detail)
-    assert fused.statement_results[0].requests == (fused.requests[0],) and fused.requests[0].status == "served"
+        direct = replay_detail(detail)
+        with gc_paused():
+            interpreted = _replay(ReplayInput.of_detail(load_session(r, sid)), turn=None, catalog=None, on_progress=None,
+                                  scratch_dir=None, recorded_dir=None, direct=False)
+    assert _outcome(lambda: direct) + _consumers(direct, detail) == \
+        _outcome(lambda: interpreted) + _consumers(interpreted, detail)
+    assert direct.statement_results[0].requests == (direct.requests[0],) and direct.requests[0].status == "served"
 
 
 def test_the_records_read_as_they_always_read():
@@ -224,9 +212,9 @@ def test_the_records_read_as_they_always_read():
             setattr(obj, field, "x")
 
 
-def test_the_benchmark_s_replay_is_the_classic_one(tmp_path):
+def test_the_benchmark_s_replay_is_the_interpreter_s(tmp_path):
     """bench_peers' run (1 turn, one host plan per tool call, acceptance order): the full report of
-    its replay, fused and classic, on a smaller run of the same shape."""
+    its replay, direct and interpreted, on a smaller run of the same shape."""
     import sys
 
     from tests.helpers import REPO
@@ -238,9 +226,9 @@ def test_the_benchmark_s_replay_is_the_classic_one(tmp_path):
         sys.path.remove(str(REPO / "benchmarks"))
     bench_peers.flux_record(tmp_path, 40, [bench_peers.echo])
     with StoreReader(tmp_path / "store") as r:
-        before = len(_FUSED_RUNS)
-        out = _three_ways(r, "last")
-        assert len(_FUSED_RUNS) - before == 40  # every call the fused way (only the first of the three ways)
+        before = len(_DIRECT_RUNS)
+        out = _both_ways(r, "last")
+        assert len(_DIRECT_RUNS) - before == 40  # every call on the direct path (the first of the two ways)
         full = replay_session(r, "last")
     assert out[0] == "report" and full.faithful and len(full.statement_results) == len(full.requests) == 40
     assert len(full.scratch_events) == 120

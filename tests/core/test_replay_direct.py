@@ -487,34 +487,22 @@ def test_the_differential_sees_the_direct_path(tmp_path):
     multi = ("multi", [("adaptive_gather_1", "read", {"path": "a"}, "canonical"),
                        ("adaptive_gather_2", "grep", {"path": "{adaptive_gather_1}"}, "canonical")], ["ok", "error"], False)
     _write_session(store, [([plan, halted, multi, plan], True)], False)
-    import flux.timemachine.replay as R
     import flux.timemachine.serve as serve_mod
 
     calls = []
     real = serve_mod.DirectRunner
-
-    real_fused = R.fused_host_call
 
     class Spy(real):
         def run(self, hc, ledger):
             calls.append(hc.flow_key)
             return real.run(self, hc, ledger)
 
-    def fused_spy(runner, sink):  # the detailed replay's one-call way for a plain host call is direct too
-        run = real_fused(runner, sink)
-
-        def spied(hc, execution):
-            h = run(hc, execution)
-            if h is None:
-                calls.append(hc.flow_key)
-            return h
-        return spied
     with StoreReader(store) as r:
-        serve_mod.DirectRunner, R.fused_host_call = Spy, fused_spy
+        serve_mod.DirectRunner = Spy
         try:
             rep = replay_session(r, "s_1")
         finally:
-            serve_mod.DirectRunner, R.fused_host_call = real, real_fused
+            serve_mod.DirectRunner = real
         direct, interpreted = _both(r)
     assert direct == interpreted
     # Every plan runs directly (the two-statement one as a HostPlan). The fourth execution repeats the

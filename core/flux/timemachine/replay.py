@@ -28,7 +28,7 @@ from .replay_direct import HostCall, statements_before_last_plan
 from .replay_input import ReplayInput, read_replay_input
 from .replay_report import PlanLog, ReplayedPlan, ReplayReport, StatementResult, TapeEnd, settle
 from .replay_stream import replay_streamed
-from .serve import PlanServer, ScratchSink, fused_host_call, gc_paused, never_asked
+from .serve import PlanServer, ScratchSink, gc_paused, never_asked
 
 __all__ = [
     "ReplayReport", "ReplayedPlan", "PlanLog", "StatementResult", "TapeEnd", "ChildReplay", "ReplayTree", "replay_session",
@@ -264,24 +264,16 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
     interp = Interpreter(cat, host, sink, never_asked, run_id=scratch_sid or "replay")
     server = PlanServer(interp)
     serve = server.run
-    # the detailed replay's common execution in one call (see fused_host_call), when it applies
-    fused = fused_host_call(server.direct, sink) if keep and writer is None and direct and _FUSED else None
     plans: list[ReplayedPlan] = []
-    open_halts = sink.open_halts  # (sink.ledger() is None while it is empty; the sink keeps this list)
     report = ReplayReport(session=sid, plans=plans, cells_total=tape.total, cells_consumed=0, diverged=None,
                           missing_sources=0, turn=turn, scratch_session=scratch_sid, detail=keep)
     total = source.total if eager else 0
-    plain = fused is not None and not eager and source.plain
+    plain = not eager and source.plain
     executions = source.acceptances() if plain else iter(source)
 
     def execute(key: str, draft: Any, known_key: str | None) -> None:
-        """Run one execution's plan and add its :class:`ReplayedPlan`: the fused way when it applies
-        (a one-statement host plan, no latch open: a halt goes the general way), else the general."""
-        n = len(plans)
-        if fused is not None and not open_halts and type(draft) is HostCall and fused(draft, n) is None:
-            plans.append(_new_tuple(ReplayedPlan, (key, None, None, None)))
-            return
-        sink.execution = n
+        """Run one execution's plan and add its :class:`ReplayedPlan`."""
+        sink.execution = len(plans)
         h = serve(draft, sink.ledger(), flow_key=known_key)
         plans.append(_new_tuple(ReplayedPlan, (key, None, None, None) if h is None
                                  else (key, h.error, h.kind, h.node)))
@@ -322,11 +314,6 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
     report.statement_results = sink.results
     report.scratch_events = sink.events
     return report
-
-
-# Whether the detailed replay takes fused_host_call's way where it applies; the differential tests
-# switch it off to get the same replay through DirectRunner.run and the sink's calls.
-_FUSED = True
 
 
 def _tape_end(detail: ReplayInput, tape: ReplayTape, report: ReplayReport) -> TapeEnd | None:

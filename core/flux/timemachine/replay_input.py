@@ -143,18 +143,14 @@ def scan_rows(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: A
     every reader does, and a turn row goes to ``fold.add`` (a row that cannot be decoded is skipped
     and counted). A generator: it yields after every ``pause``-th row it hands to ``fold`` (so a
     caller can pull the session as it goes, ``pause`` turn and plan rows at a time); at the end
-    ``seen`` gets whether any run row decoded (``trace``) and how many rows were ``skipped``."""
+    ``seen`` gets whether any run row decoded (``trace``) and how many rows were ``skipped``. (The
+    fast path is inline here; every other row goes to :meth:`_FullRead.row`.)"""
+    full = _FullRead(fold, cells, bodies, ledger)
     attempt = fold.plan_attempted
-    add = fold.add
     add_cell = cells.append
     add_row = ledger.append
-    read_cell = field_reader(OpRecorded, _CELL_KEYS, TapeCell)
-    read_plan = field_reader(PlanAttempted, _PLAN_KEYS)
-    read_stmt = field_reader(StatementCompleted, ("plan", "node", "skipped"))
-    read_halt = field_reader(PlanHalted, ("plan", "node"))
-    valid = {tag: field_reader(cls, ()) for tag, cls in RUN_VARIANTS.items()}  # a step row: only whether it decodes
-    # the run rows replay only counts (every variant but the three it keeps): checked first, as they come most
-    unread = {tag: check for tag, check in valid.items() if tag not in _KEPT_RUN_ROWS}
+    read_cell, read_plan, read_stmt = full.read_cell, full.read_plan, full.read_stmt
+    unread = full.unread
     loads = json.loads
     scan_json = _SCANNER
     shallow = _SHALLOW
@@ -223,73 +219,103 @@ def scan_rows(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: A
                         left = pause
                         yield
                     continue
-        if "\\u" in payload and lone_surrogate(payload) is not None:
+        verdict = full.row(gs, stream, sseq, eid, kind, ts, turn_id, payload, obj, k, d)
+        if verdict is _RUN_ROW:
+            has_trace = True
+        elif verdict is _SKIPPED:
+            skipped += 1
+        else:  # a turn or plan row, handed to the fold
+            left -= 1
+            if not left:
+                left = pause
+                yield
+    seen["trace"] = has_trace
+    seen["skipped"] = skipped
+
+
+_RUN_ROW, _SKIPPED, _FOLDED = "run row", "skipped", "folded"  # what _FullRead.row did with a row
+
+
+class _FullRead:
+    """The readers :func:`scan_rows` turns rows into replay's values with, and its full path: a row
+    its fast path does not take (a turn row, a halt, a payload whose values the surrogate rule
+    changes, a row of the wrong shape) decoded exactly as every reader decodes it."""
+
+    __slots__ = ("fold", "add_cell", "bodies", "add_row", "read_cell", "read_plan", "read_stmt", "read_halt",
+                 "valid", "unread")
+
+    def __init__(self, fold: Any, cells: Any, bodies: list[dict] | None, ledger: Any):
+        self.fold = fold
+        self.add_cell = cells.append
+        self.bodies = bodies
+        self.add_row = ledger.append
+        self.read_cell = field_reader(OpRecorded, _CELL_KEYS, TapeCell)
+        self.read_plan = field_reader(PlanAttempted, _PLAN_KEYS)
+        self.read_stmt = field_reader(StatementCompleted, ("plan", "node", "skipped"))
+        self.read_halt = field_reader(PlanHalted, ("plan", "node"))
+        self.valid = {tag: field_reader(cls, ()) for tag, cls in RUN_VARIANTS.items()}  # a step row: only whether it decodes
+        # the run rows replay only counts (every variant but the three it keeps): checked first, as they come most
+        self.unread = {tag: check for tag, check in self.valid.items() if tag not in _KEPT_RUN_ROWS}
+
+    def row(self, gs: Any, stream: Any, sseq: int, eid: Any, kind: str, ts: Any, turn_id: Any, payload: str,
+            obj: dict, k: str, d: Any) -> str:
+        """One row (its payload decoded as ``obj``, of kind ``k`` with data ``d``) the full way:
+        :data:`_RUN_ROW` (a run row that decodes: a cell and a ledger row kept), :data:`_SKIPPED`
+        (it does not decode) or :data:`_FOLDED` (a turn or plan row handed to the fold)."""
+        if "\\u" in payload and _SURROGATE_ESCAPE.search(payload) is not None:
             obj = load_payload(payload)  # the one rule: what every reader decodes (the row's values change)
             k = obj.get("kind", kind)
             if type(k) is not str:
                 k = kind
             d = obj.get("data")
         if k == "run":
-            tag = d.get("event") if type(d) is dict else None
-            if tag == "op_recorded":
-                c = read_cell(d)
-                if c is not None:
-                    has_trace = True
-                    add_cell(c)
-                    if bodies is not None:
-                        bodies.append(d)
-                    continue
-            elif tag == "statement_completed":
-                v = read_stmt(d)
-                if v is not None:
-                    has_trace = True
-                    add_row((v[0], v[1], v[2], False, gs))
-                    continue
-            elif tag == "plan_halted":
-                v = read_halt(d)
-                if v is not None:
-                    has_trace = True
-                    add_row((v[0], v[1], False, True, gs))
-                    continue
-            elif type(tag) is str:
-                check = valid.get(tag)
-                if check is not None and check(d):
-                    has_trace = True
-                    continue
-            try:  # an odd row: decode it in full, exactly as every reader does
-                ev = decode_run(d)
-            except DECODE_ERRORS:
-                skipped += 1
-                continue
-            has_trace = True
-            if isinstance(ev, OpRecorded):
-                if bodies is not None:
-                    bodies.append(ev.to_body())
-                add_cell(TapeCell.of(ev))
-            elif isinstance(ev, StatementCompleted):
-                add_row((ev.plan, ev.node, bool(ev.skipped), False, gs))
-            elif isinstance(ev, PlanHalted):
-                add_row((ev.plan, ev.node, False, True, gs))
-            continue
+            return self._run_row(d, gs)
         if k == "plan_attempted" and type(d) is dict:
-            v = read_plan(d)
+            v = self.read_plan(d)
             if v is not None:  # decoding gives PlanAttempted(**fields): fold its values, build no event
-                attempt(gs, sseq, ts if type(ts) is int else as_int(ts), turn_id if type(turn_id) is int else None,
-                        *v)
-                left -= 1
-                if not left:
-                    left = pause
-                    yield
-                continue
+                self.fold.plan_attempted(gs, sseq, ts if type(ts) is int else as_int(ts),
+                                         turn_id if type(turn_id) is int else None, *v)
+                return _FOLDED
         try:
             body = decode_object(kind, obj)
         except PayloadError:
-            skipped += 1
-            continue
-        add(stored_event(gs, stream, sseq, eid, kind, ts, turn_id, body))
-        left -= 1
-        if not left:
-            left = pause
-            yield
-    seen["trace"] = has_trace
-    seen["skipped"] = skipped
+            return _SKIPPED
+        self.fold.add(stored_event(gs, stream, sseq, eid, kind, ts, turn_id, body))
+        return _FOLDED
+
+    def _run_row(self, d: Any, gs: Any) -> str:
+        tag = d.get("event") if type(d) is dict else None
+        if tag == "op_recorded":
+            c = self.read_cell(d)
+            if c is not None:
+                self.add_cell(c)
+                if self.bodies is not None:
+                    self.bodies.append(d)
+                return _RUN_ROW
+        elif tag == "statement_completed":
+            v = self.read_stmt(d)
+            if v is not None:
+                self.add_row((v[0], v[1], v[2], False, gs))
+                return _RUN_ROW
+        elif tag == "plan_halted":
+            v = self.read_halt(d)
+            if v is not None:
+                self.add_row((v[0], v[1], False, True, gs))
+                return _RUN_ROW
+        elif type(tag) is str:
+            check = self.valid.get(tag)
+            if check is not None and check(d):
+                return _RUN_ROW
+        try:  # an odd row: decode it in full, exactly as every reader does
+            ev = decode_run(d)
+        except DECODE_ERRORS:
+            return _SKIPPED
+        if isinstance(ev, OpRecorded):
+            if self.bodies is not None:
+                self.bodies.append(ev.to_body())
+            self.add_cell(TapeCell.of(ev))
+        elif isinstance(ev, StatementCompleted):
+            self.add_row((ev.plan, ev.node, bool(ev.skipped), False, gs))
+        elif isinstance(ev, PlanHalted):
+            self.add_row((ev.plan, ev.node, False, True, gs))
+        return _RUN_ROW

@@ -572,24 +572,32 @@ def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], cata
     source.settled()
     if source.abandoned or not seen["trace"] or tape.total == 0 or (source.accepted == 0 and not source.ledgered):
         raise _Abandon("nothing to replay: the classic replay says why")
-    # as the classic replay finds the tape's end: the one failed request is the last one, a miss after every recorded cell was
-    # served, in a plan of the newest turn (accepted in it), which never ended
-    last = tape.last
-    end = None
-    if tape.diverged is not None and last is not None and last_key is not None and source.turns \
-            and last.status == "miss" and tape.unserved == 1 and tape.consumed == tape.total:
-        plan = report.plans[-1]
-        if not source.newest_ended and plan.halted is not None and plan.node is not None:
-            newest = source.newest
-            if source.ledgered:
-                in_newest = source.accepted_in_newest_turn(plan.flow_key)
-            else:
-                in_newest = (last_turn is not None and last_turn == newest) or newest in key_turns
-            if in_newest:
-                end = TapeEnd(source.turns, plan.flow_key, plan.node, last.op)
+    end = _tape_end(source, tape, report, last_key is not None, last_turn, key_turns)
     settle(report, tape)
     if end is not None:
         report.tape_end = end
         report.diverged = None
-        report.plans[-1] = ReplayedPlan(plan.flow_key, end.message(), "tape_end", plan.node)
+        report.plans[-1] = ReplayedPlan(end.flow_key, end.message(), "tape_end", end.node)
     return report
+
+
+def _tape_end(source: _Source, tape: StreamTape, report: ReplayReport, ran: bool, last_turn: Any,
+              key_turns: set[Any]) -> TapeEnd | None:
+    """Where an interrupted recording stops, as the classic replay finds it: the one failed request
+    is the last one, a miss after every recorded cell was served, in a plan of the newest turn
+    (accepted in it), which never ended. ``ran``: some plan ran; ``last_turn`` and ``key_turns``
+    (acceptance order): the turn of the last plan run, and the turns of the acceptances not
+    reached with its key."""
+    last = tape.last
+    if tape.diverged is None or last is None or not ran or not source.turns or last.status != "miss" \
+            or tape.unserved != 1 or tape.consumed != tape.total:
+        return None
+    plan = report.plans[-1]
+    if source.newest_ended or plan.halted is None or plan.node is None:
+        return None
+    newest = source.newest
+    if source.ledgered:
+        in_newest = source.accepted_in_newest_turn(plan.flow_key)
+    else:
+        in_newest = (last_turn is not None and last_turn == newest) or newest in key_turns
+    return TapeEnd(source.turns, plan.flow_key, plan.node, last.op) if in_newest else None

@@ -2,8 +2,7 @@
 what-if re-execute an execution's plan (:class:`PlanServer`). A host plan goes the direct path
 (:mod:`.replay_direct`: served straight from its text, no AST); any other plan, or one the direct
 path declines, runs on the interpreter. Beside it, the replay's scratch sink (the replayed run in
-memory, its halt latch folded as the rows arrive) and the detailed replay's one-call way through
-its common execution."""
+memory, its halt latch folded as the rows arrive)."""
 
 from __future__ import annotations
 
@@ -21,7 +20,10 @@ from .engine import HostBody, plan_ast
 from .replay_direct import NOT_DIRECT, DirectRunner, HostCall, HostPlan
 from .replay_report import StatementResult
 
-__all__ = ["PlanServer", "ScratchSink", "never_asked", "fused_host_call", "gc_paused"]
+__all__ = ["PlanServer", "ScratchSink", "never_asked", "gc_paused"]
+
+
+_new_tuple = tuple.__new__  # a named tuple of its fields, without its own __new__ (all that does)
 
 
 class ScratchSink:
@@ -67,32 +69,41 @@ class ScratchSink:
         return self._ledger
 
     def emit(self, ev: dict) -> None:
-        if self.keep:
+        keep = self.keep
+        if keep:
             self.events.append(ev)
         if self.writer is not None:
             self.writer.append(self.session, Run(decode_run(ev)))
         kind = ev.get("event")
+        if kind == "step_started" or kind == "step_succeeded":  # (most events: nothing more to fold)
+            return
         if kind == "statement_completed":
-            self.completed(ev.get("plan"), int(ev.get("node", 0)), str(ev.get("stmt", "")), ev.get("value"))
+            node = int(ev.get("node", 0))
+            self.completed(ev.get("plan"), node, str(ev.get("stmt", "")), ev.get("value"))
+            if keep:
+                self.results.append(_new_tuple(StatementResult, (
+                    ev.get("plan", ""), self.execution, node, ev.get("stmt", ""),
+                    "skipped" if ev.get("skipped") else "completed", None, None, self._requests())))
         elif kind == "checkpoint_reached":
             self.checkpoints[ev.get("flow_key")] = int(ev.get("node", 0))
         elif kind == "plan_halted":
             self.open_halts.append(ev.get("plan"))
+            if keep:
+                self.results.append(_new_tuple(StatementResult, (
+                    ev.get("plan", ""), self.execution, int(ev.get("node", 0)), ev.get("stmt", ""), "halted",
+                    ev.get("kind"), ev.get("error"), self._requests())))
         elif kind == "plan_resumed":
             prior = ev.get("prior")
             if prior in self.open_halts:
                 self.open_halts[:] = [p for p in self.open_halts if p != prior]  # (in place: the replay loop holds the list)
-        if self.keep and kind in ("statement_completed", "plan_halted"):
-            reqs = tuple(self.tape.log[self._log_mark:])
-            self._log_mark = len(self.tape.log)
-            if kind == "statement_completed":
-                status = "skipped" if ev.get("skipped") else "completed"
-                self.results.append(StatementResult(ev.get("plan", ""), self.execution, int(ev.get("node", 0)),
-                                                    ev.get("stmt", ""), status, requests=reqs))
-            else:
-                self.results.append(StatementResult(ev.get("plan", ""), self.execution, int(ev.get("node", 0)),
-                                                    ev.get("stmt", ""), "halted", ev.get("kind"), ev.get("error"),
-                                                    requests=reqs))
+
+    def _requests(self) -> tuple:
+        """The tape requests since the last statement boundary (what the statement just ended asked)."""
+        log = self.tape.log
+        mark = self._log_mark
+        end = len(log)
+        self._log_mark = end
+        return (log[mark],) if mark == end - 1 else tuple(log[mark:end])
 
     def completed(self, plan: Any, node: int, stmt: str, value: Any) -> None:
         """A ``statement_completed`` row into the halt latch's rows (what :meth:`emit` does with
@@ -158,68 +169,6 @@ def gc_paused():
             _gc_holds -= 1
             if _gc_holds == 0 and _gc_resume:
                 gc.enable()
-
-
-_new_tuple = tuple.__new__  # a named tuple of its fields, without its own __new__ (all that does)
-
-
-def fused_host_call(runner: DirectRunner, sink: ScratchSink) -> Callable[[HostCall, int], Any] | None:
-    """The detailed replay's common execution, a one-statement host plan
-    (:class:`~flux.timemachine.replay_direct.HostCall`) with no halt latch open whose request the
-    tape answers with a recorded success, in one call ``run(hc, execution)``: what
-    :meth:`~flux.timemachine.replay_direct.DirectRunner.run` then does with a keeping
-    :class:`ScratchSink` (no scratch store) — the serve and its :class:`ServeRecord`
-    (:meth:`ReplayTape.hit`), the value and its id, the binding, the step count, the halt latch's
-    row, the three run events, the :class:`StatementResult` (``execution``: its index in the
-    report's plans) — without the calls between them. Anything else (a miss, a truncated, failed
-    or denied cell, an op the catalog lacks, a plan inside another, an input that needs the
-    symbols) is :data:`NOT_DIRECT` with nothing done, and goes the general way. None when the
-    runner has no tape to serve from. (A closure: what does not change between plans is bound
-    once.)"""
-    interp = runner.interp
-    tape = runner.tape
-    if tape is None:
-        return None
-    catalog, every_op = runner.catalog, runner.every_op
-    hit, log = tape.hit, tape.log
-    dispatched = interp.clock.dispatched
-    values, symbols = interp.values, interp.symbols
-    events, add_result, completed = sink.events, sink.results.append, sink.completed
-    add_events = events.extend
-    new = _new_tuple
-
-    def run(hc: HostCall, execution: int) -> Any:
-        op = hc.op
-        ih = hc.input_hash
-        if ih is None or interp._sched is not None or not (every_op or op in catalog):
-            return NOT_DIRECT
-        cell = hit(op, ih)
-        if cell is None:
-            return NOT_DIRECT
-        dispatched()
-        interp._steps_base += 1
-        content = cell.content
-        n = interp._next_vid  # interp._mint(content)
-        interp._next_vid = n + 1
-        vid = interp._last_vid = f"v_{n}"
-        values[vid] = content
-        symbols[hc.name] = content
-        key = hc.flow_key
-        stmt = hc.stmt
-        completed(key, 0, stmt, vid)
-        step = "step_" + op + "_" + ih[:16]
-        add_events(({"event": "step_started", "step": step, "op": op, "input_hash": ih},
-                    {"event": "step_succeeded", "step": step, "output": vid},
-                    {"event": "statement_completed", "plan": key, "node": 0, "stmt": stmt, "value": vid,
-                     "skipped": False}))
-        mark = sink._log_mark
-        end = len(log)
-        reqs = (log[mark],) if mark == end - 1 else tuple(log[mark:])
-        sink._log_mark = end
-        add_result(new(StatementResult, (key, execution, 0, stmt, "completed", None, None, reqs)))
-        return None
-
-    return run
 
 
 class PlanServer:
