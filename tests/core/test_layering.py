@@ -41,10 +41,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 # Circles still to break, each owned by other work. Delete an entry when its circle is gone.
 KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset({
-    frozenset({
-        "flux.timemachine.conversation", "flux.timemachine.engine", "flux.timemachine.replay",
-        "flux.timemachine.replay_input", "flux.timemachine.replay_stream",
-    }),
     frozenset({"flux_tui.screens.fork", "flux_tui.screens.session", "flux_tui.screens.whatif"}),
 })
 
