@@ -41,7 +41,7 @@ USAGE_ERRORS = [
     (["diff", "s_1"], "missing argument 'B'"),
     (["run"], "missing argument 'PROMPT...'"),
     (["run", "hi", "--max-iter", "0"], "invalid value for '--max-iter'"),
-    (["flow", "run"], "missing argument 'FILE'"),
+    (["flow", "run"], "missing argument 'TARGET'"),
     (["flow", "nosuch"], "no such command 'nosuch'"),
     (["demo", "--bogus"], "no such option '--bogus'"),
 ]

@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 from ..canonical import scrub_text, scrub_value, sha256_hex
 from ..cassette.record import CassetteWriteError, RecordingHost
 from ..cassette.redact_plan import redacted_plan_source
+from ..cassette.replay import ReplayTape, TapeFirstHost
 from ..errors import FluxError
 from ..lang import ast as A
 from ..lang.astjson import bind_call_json_text
@@ -467,12 +468,16 @@ class TurnRunner:
             rec.message(m["role"], m["content"], writer=writer)
 
     # ------------------------------------------------------------------ authored flows
-    def run_flow(self, draft: A.DraftAst, confirm: Callable[[str, str], bool]) -> tuple[TurnOutput, list[dict]]:
-        """``flux flow run``: the flow as one turn, in resumable mode (statement ledger), recorded."""
+    def run_flow(self, draft: A.DraftAst, confirm: Callable[[str, str], bool],
+                 resume: Any = None) -> tuple[TurnOutput, list[dict]]:
+        """``flux flow run``: the flow as one turn, in resumable mode (statement ledger), recorded.
+        ``resume`` (a :class:`flux.agent.flow_resume.FlowResume`): the session's halted plan — its
+        ledger fast-forwards, its values re-bind, and a dispatch its cells answer is served from them."""
         with self.cfg.writer.grouped():
-            return self._run_flow(draft, confirm)
+            return self._run_flow(draft, confirm, resume)
 
-    def _run_flow(self, draft: A.DraftAst, confirm: Callable[[str, str], bool]) -> tuple[TurnOutput, list[dict]]:
+    def _run_flow(self, draft: A.DraftAst, confirm: Callable[[str, str], bool],
+                  resume: Any = None) -> tuple[TurnOutput, list[dict]]:
         cfg = self.cfg
         rec, live = self._recorder(defer_cells=runs_one_branch(draft), keep_log=True)
         if cfg.on_event is not None:
@@ -487,13 +492,15 @@ class TurnRunner:
         fp = fingerprint(draft)
         rec.append(PlanAttempted(step=1, outcome="accepted", fingerprint=fp, plan_source=src), turn_id=turn_id)
         out.plans.append(PlanRecord(1, None, fp, flow_key(draft.name, draft.body), src))
-        host = RecordingHost(live, rec, cfg.redactor, cfg.cap, enabled=cfg.cassette)
+        inner = live if resume is None else TapeFirstHost(ReplayTape(resume.cells), live)
+        host = RecordingHost(inner, rec, cfg.redactor, cfg.cap, enabled=cfg.cassette)
         interp = Interpreter(cfg.toolbox.catalog(), host, rec, approver=rec.confirming(confirm), run_id=cfg.session,
-                             sleep=rec.sleep, session=_bindings(cfg))
+                             sleep=rec.sleep, session=_bindings(cfg),
+                             values=dict(resume.values) if resume is not None else None)
         cancelled = False
         cassette_error: CassetteWriteError | None = None
         try:
-            res = interp.run(draft, resumable=True)
+            res = interp.run(draft, resumable=True, ledger=resume.ledger if resume is not None else None)
         except KeyboardInterrupt:
             res, cancelled = None, True
         except CassetteWriteError as e:  # the op ran, its cell did not reach the store: stop, loudly

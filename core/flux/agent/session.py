@@ -114,18 +114,20 @@ class Session:
         with StoreReader(self.client.store_dir) as reader:
             return check_session_interrupted(reader.dir, load_session(reader, self.id)).interrupted
 
-    async def run_flow(self, flow: str | A.DraftAst, *, on_event: Optional[Callable[[dict], None]] = None) -> TurnOutput:
+    async def run_flow(self, flow: str | A.DraftAst, *, on_event: Optional[Callable[[dict], None]] = None,
+                       resume: Any = None) -> TurnOutput:
         """Run an authored flow (Flux-Lang text or a parsed DraftAst) as one recorded turn.
 
         The text is parsed and its ops checked against the catalog before anything is written, so
-        a bad flow leaves the store untouched."""
+        a bad flow leaves the store untouched. ``resume``: this session's halted plan
+        (:func:`flux.agent.flow_resume.prepare_resume`) — the turn continues it."""
         draft = parse(flow) if isinstance(flow, str) else flow
         check_flow(draft, self.client.toolbox)
         confirm = confirm_with(self.client.approver)
         with self.turn_lease():
             report = self.before_turn(None)
             runner = TurnRunner(self.client.turn_config(self.id, on_event))
-            out, new_msgs = runner.run_flow(draft, confirm)
+            out, new_msgs = runner.run_flow(draft, confirm, resume)
             self.history.extend(new_msgs)
             out.resurrected = report
             return out

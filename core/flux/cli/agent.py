@@ -213,15 +213,35 @@ def _agent_options(fn):
 @click.option("--system", "instructions", default=None, help="Instructions (system prompt) for the model.")
 @click.option("--model-cassette", "model_cassette", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also tee every model call (redacted) to this model.jsonl.")
+@click.option("--entry", default=None, metavar="FLOW",
+              help="Run the flow named FLOW of the .flux program PROMPT names (no model call), as `flux flow run` does.")
+@click.option("--inputs", default=None, metavar="JSON", help="With --entry: the flow's parameters as one JSON object.")
+@click.option("--arg", "args", multiple=True, metavar="NAME=VALUE",
+              help="With --entry: one parameter (repeatable; the last value of a name wins).")
 @_agent_options
 @handle_errors
 def run_cmd(prompt: tuple[str, ...], model: Optional[str], base_url: Optional[str], max_iter: int,
-            instructions: Optional[str], model_cassette: Optional[Path], workspace: Optional[Path],
-            session: Optional[str], cont: bool, yes: bool, policy: Optional[Path], as_json: bool,
-            store: Optional[Path]) -> None:
-    """Run one agent turn for PROMPT and record it in the store."""
+            instructions: Optional[str], model_cassette: Optional[Path], entry: Optional[str], inputs: Optional[str],
+            args: tuple[str, ...], workspace: Optional[Path], session: Optional[str], cont: bool, yes: bool,
+            policy: Optional[Path], as_json: bool, store: Optional[Path]) -> None:
+    """Run one agent turn for PROMPT and record it in the store.
+
+    With --entry FLOW, PROMPT is a .flux program and its flow FLOW runs instead (no model call)."""
     from ..sdk import DEFAULT_INSTRUCTIONS, Client
 
+    if entry is None and (inputs is not None or args):
+        fail("--inputs/--arg need --entry FLOW: `flux run PROGRAM.flux --entry FLOW --arg NAME=VALUE` "
+             "(or `flux flow run FILE --arg …`)")
+    if entry is not None:
+        from ..agent.flows import load_flow_entry
+
+        if len(prompt) != 1:
+            fail("`flux run <file.flux> --entry <flow>` accepts exactly one program path; pass flow values with "
+                 "--inputs or --arg")
+        _run_authored(load_flow_entry(prompt[0], entry), prompt[0], inputs, args, model=model or "mock",
+                      workspace=workspace, session=session, cont=cont, yes=yes, policy=policy, as_json=as_json,
+                      store=store)
+        return
     text = " ".join(prompt).strip()
     if not text:
         fail("the prompt is empty — say what the agent should do, e.g. flux run \"write a quick note\"")
@@ -321,30 +341,84 @@ def flow_group() -> None:
     """Authored Flux-Lang flows."""
 
 
+@flow_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: every entry with its kind, parameters and file.")
+@handle_errors
+def flow_list(as_json: bool) -> None:
+    """List the saved flows and composite ops: .flux/flows (here), ~/.flux/flows, then the legacy
+    .flux/ops and ~/.flux/ops (alias: ls)."""
+    from ..agent.flows import FlowCatalog
+
+    catalog = FlowCatalog.load()
+    if as_json:
+        json_out({"flows": [{"name": e.name, "kind": e.kind, "description": e.description,
+                             "params": [{"name": p.name, "type": p.ty.label() if p.ty is not None else "Any"}
+                                        for p in e.params], "path": e.path} for e in catalog.entries]})
+        return
+    click.echo(catalog.render())
+
+
+flow_group.add_command(flow_list, "ls")
+
+
 @flow_group.command("run")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("target")
+@click.option("--inputs", default=None, metavar="JSON", help="The flow's declared parameters as one JSON object.")
+@click.option("--arg", "args", multiple=True, metavar="NAME=VALUE",
+              help="One declared parameter (repeatable; the last value of a name wins; over --inputs).")
+@click.option("--resumable", is_flag=True,
+              help="On a halt, print the halt report (the statements marked ✓/✗/·, the failure as JSON, the session "
+                   "to resume) and exit 1.")
+@click.option("--resume", "resume", default=None, metavar="SESSION|last",
+              help="Continue a halted run of this flow on its session: the unchanged statements fast-forward, "
+                   "the rest runs (implies --resumable; last: this flow's newest halted session).")
+@click.option("--resume-value", "resume_value", default=None, metavar="JSON",
+              help="With --resume: the value a halted `$x = await …` binds (a bare word is a string).")
 @click.option("-m", "--model", default="mock", show_default=True,
               help="Model name recorded on a new session (a flow run never calls a model).")
 @_agent_options
 @handle_errors
-def flow_run(file: Path, model: str, workspace: Optional[Path], session: Optional[str], cont: bool, yes: bool,
-             policy: Optional[Path], as_json: bool, store: Optional[Path]) -> None:
-    """Run the flow in FILE as one recorded turn (resumable: a statement ledger is written)."""
-    from ..agent.providers.null import NullProvider
-    from ..lang.parser import parse
-    from ..sdk import Client
+def flow_run(target: str, inputs: Optional[str], args: tuple[str, ...], resumable: bool, resume: Optional[str],
+             resume_value: Optional[str], model: str, workspace: Optional[Path], session: Optional[str], cont: bool,
+             yes: bool, policy: Optional[Path], as_json: bool, store: Optional[Path]) -> None:
+    """Run TARGET — a .flux file, or a saved flow's name (flux flow list) — as one recorded turn
+    (resumable: a statement ledger is written)."""
+    from ..agent.flows import load_flow_target
 
-    try:
-        source = file.read_text(encoding="utf-8")
-    except OSError as e:
-        fail(f"cannot read {file}: {e.strerror or e}")
-    try:
-        draft = parse(source)
-    except FluxError as e:
-        fail(f"{file} does not parse: {e}")
+    if resume_value is not None and resume is None:
+        fail("--resume-value needs --resume SESSION|last (a fresh run has no halted `await` to bind)")
+    if resume is not None and (session or cont):
+        fail("--resume names the session to continue — drop --session/--continue")
+    loaded = load_flow_target(target)
+    _run_authored(loaded, target, inputs, args, model=model, workspace=workspace, session=session, cont=cont,
+                  yes=yes, policy=policy, as_json=as_json, store=store, resumable=resumable or resume is not None,
+                  resume=resume, resume_value=resume_value)
+
+
+def _run_authored(loaded: Any, label: str, inputs: Optional[str], args: tuple[str, ...], *, model: str,
+                  workspace: Optional[Path], session: Optional[str], cont: bool, yes: bool, policy: Optional[Path],
+                  as_json: bool, store: Optional[Path], resumable: bool = False, resume: Optional[str] = None,
+                  resume_value: Optional[str] = None) -> None:
+    """An authored flow as one recorded turn: its inputs checked and bound, an optional resume of
+    its halted session prepared — all before anything is written — then run."""
+    from ..agent.flow_resume import halt_report, prepare_resume, resolve_resume_session, session_halt
+    from ..agent.flows import apply_flow_inputs, refuse_composite_calls
+    from ..agent.loop import flow_ops
+    from ..agent.providers.null import NullProvider
+    from ..sdk import Client
+    from ..store.store import StoreReader
+
+    refuse_composite_calls(loaded, flow_ops(loaded.draft))
+    draft = apply_flow_inputs(loaded.draft, inputs, args)
+    store_dir = resolve_store_dir(store)
+    plan = None
+    if resume is not None:
+        with StoreReader(store_dir) as reader:
+            sid = resolve_resume_session(reader, draft, resume)
+            plan = prepare_resume(reader, sid, draft, resume_value)
+        draft, session = plan.draft, sid
     interactive = sys.stdin.isatty() and not as_json
     kw = approval_options(yes, policy, interactive)
-    store_dir = resolve_store_dir(store)
     renderer = TurnRenderer(quiet=as_json)
     client = Client(NullProvider(model=model), model=model, store=store_dir, workspace=workspace or Path.cwd(),
                     on_event=renderer, **_resurrect_kw(as_json), **kw)
@@ -354,10 +428,22 @@ def flow_run(file: Path, model: str, workspace: Optional[Path], session: Optiona
             sess = ran.session = _open_session(client, session, cont)
             with SessionLease.acquire(client.store_dir, sess.id):  # a live writer's session: refused before any output
                 if not as_json:
-                    click.echo(click.style(f"flow run · {sess.id} · {file} · store {store_dir}", dim=True), err=True)
-                out = asyncio.run(sess.run_flow(draft))
+                    click.echo(click.style(f"flow run · {sess.id} · {label} · store {store_dir}", dim=True), err=True)
+                    if plan is not None:
+                        ff = len(plan.ledger.completed) if plan.ledger is not None else 0
+                        bound = f" · bound ${plan.bound} = {resume_value}" if plan.bound else ""
+                        click.echo(click.style(f"resume · {sess.id} · {ff} statement(s) fast-forwarded · "
+                                               f"{len(plan.cells)} recorded cell(s) to serve{bound}", dim=True),
+                                   err=True)
+                out = asyncio.run(sess.run_flow(draft, resume=plan))
     finally:
         client.close()
+    if resumable and out.outcome == "halted" and not as_json:
+        with StoreReader(store_dir) as reader:
+            halt = session_halt(reader, out.session)  # read back: the report says what the store holds
+        if halt is not None:
+            click.echo(client.redactor.redact(halt_report(draft, halt, out.session, label)), err=True)
+            sys.exit(1)
     if not as_json:  # each op was shown as it started and ended
         click.echo(client.redactor.redact(out.answer))
     _report(out, as_json, store_dir, client.redactor)
