@@ -39,6 +39,7 @@ from ..lang.hashes import stmt_hash16
 from ..lang.interpreter import Interpreter, LedgerEntry, ResumeLedger
 from ..store.events import OpRecorded, PlanHalted, PlanResumed, Run, StatementCompleted, StepSucceeded
 from ..store.store import StoreReader
+from .loop import escape_braces
 
 __all__ = ["FlowResume", "OpenHalt", "open_halt", "session_halt", "resolve_resume_session", "prepare_resume", "halt_report",
            "statement_line"]
@@ -142,8 +143,6 @@ def prepare_resume(reader: StoreReader, sid: str, draft: A.DraftAst, resume_valu
             value = json.loads(resume_value.strip())
         except ValueError:
             value = resume_value
-        from .loop import escape_braces
-
         body = body[:halt.node] + (A.Bind(name=awaited.binding, value=A.Lit(value=escape_braces(value)),
                                           ty=awaited.as_type),) + body[halt.node + 1:]
         bound = awaited.binding

@@ -49,7 +49,9 @@ def _fmt_cost(c: float | None) -> str:
 @prices_option
 @handle_errors
 def sessions(store, as_json, query, since, until, touched, limit, prune, dry_run, prices_file):
-    """List sessions, newest first, with interrupted turns flagged (--prune: delete the empty ones)."""
+    """List sessions, newest first, with interrupted turns flagged.
+
+    --prune deletes the sessions that recorded nothing (--dry-run: name them only)."""
     if dry_run and not prune:
         fail("--dry-run only goes with --prune (see `flux sessions --help`)")
     if prune:
