@@ -93,6 +93,10 @@ def test_flow_list_is_fluxs_catalog(here: Path, tmp_path: Path) -> None:
         "solo [flow]",  # an unnamed flow takes its file's stem
     ]
     assert flux("flow", "ls").stdout == res.stdout
+    j = json.loads(flux("flow", "list", "--json").stdout)["flows"]
+    assert [(e["name"], e["kind"]) for e in j] == [("broken", "error"), ("release-note", "flow"), ("repo-state", "op"),
+                                                   ("solo", "flow")]
+    assert j[1]["params"] == [{"name": "version", "type": "String"}, {"name": "count", "type": "Number"}]
 
 
 # -- flux flow run TARGET --inputs/--arg ----------------------------------------------------------------

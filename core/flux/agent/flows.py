@@ -281,8 +281,13 @@ def _coerce_arg(key: str, raw: str, ty: Optional[A.TypeRef]) -> Any:
     try:
         value = json.loads(raw)
     except ValueError:
-        raise FluxError(f"--arg {key} expects {_label(ty)} JSON, got `{raw}`") from None
+        raise FluxError(f"--arg {_shown(key)} expects {_label(ty)} JSON, got `{_shown(raw)}`") from None
     return _check(key, value, ty)
+
+
+def _shown(text: str) -> str:
+    """User text echoed in an error: as typed, or JSON-quoted when it holds a control character."""
+    return json.dumps(text) if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in text) else text
 
 
 def apply_flow_inputs(draft: A.DraftAst, inputs: Optional[str], args: Sequence[str]) -> A.DraftAst:
@@ -300,15 +305,15 @@ def apply_flow_inputs(draft: A.DraftAst, inputs: Optional[str], args: Sequence[s
     for a in args:
         key, eq, value = a.partition("=")
         if not eq:
-            raise FluxError(f"--arg expects NAME=VALUE (got `{a}`)")
+            raise FluxError(f"--arg expects NAME=VALUE (got `{_shown(a)}`)")
         if not key:
-            raise FluxError(f"--arg expects a non-empty NAME in NAME=VALUE (got `{a}`)")
+            raise FluxError(f"--arg expects a non-empty NAME in NAME=VALUE (got `{_shown(a)}`)")
         raw[key] = value
     declared = {p.name: p for p in draft.params}
     unknown = sorted(k for k in {*values, *raw} if k not in declared)
     if unknown:
         have = ", ".join(declared) or "none"
-        raise FluxError(f"unknown flow input parameter(s): {', '.join(unknown)} — declared parameters: {have}")
+        raise FluxError(f"unknown flow input parameter(s): {', '.join(map(_shown, unknown))} — declared parameters: {have}")
     for key, text in raw.items():
         values[key] = _coerce_arg(key, text, declared[key].ty)
     for p in draft.params:
