@@ -162,3 +162,33 @@ def test_what_if_whose_insert_hits_a_damaged_page_writes_nothing(demo_base, tmp_
         [ln for ln in res.stderr.splitlines() if "is corrupt" in ln]
     assert _sessions(store) == before
     assert _open_under(store) == []
+
+
+def _scramble_s7_rows(store: Path) -> None:
+    """Two of s_7's event rows become bytes no reader decodes: the reader skips and counts them."""
+    con = sqlite3.connect(store / "events.db")
+    rows = [r for (r,) in con.execute("SELECT global_seq FROM events WHERE stream = 's_7' AND kind = 'run' "
+                                       "ORDER BY global_seq LIMIT 2")]
+    for gs in rows:
+        con.execute("UPDATE events SET payload = ? WHERE global_seq = ?", (b"\\xff\\xfe not json", gs))
+    con.commit()
+    con.close()
+    for side in ("events.db-wal", "events.db-shm"):
+        (store / side).unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("verb", [list(WHAT_IF), ["fork", "s_7", "--at", "1", "--inject", '"x"']], ids=["what-if", "fork"])
+def test_a_source_with_unreadable_rows_is_refused_before_anything_is_written(demo_base, tmp_path, verb):
+    """A what-if on a session whose rows the reader had to skip re-ran the fragment it could read and
+    exited 0 with a child of a run that never happened: now one line, nothing written."""
+    store = Path(shutil.copytree(demo_base, tmp_path / "s"))
+    _scramble_s7_rows(store)
+    before = _sessions(store)
+    res = _flux(*verb, "--store", str(store))
+    assert res.exit_code == 1, res.output
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert errors == ["error: session s_7 has 2 corrupt event row(s) that cannot be read — a "
+                      f"{verb[0]} would re-run only part of it; restore the store from a copy (nothing was written)"], res.stderr
+    assert _sessions(store) == before
+    intact = Path(shutil.copytree(demo_base, tmp_path / "intact"))
+    assert _flux(*verb, "--store", str(intact)).exit_code == 0

@@ -249,8 +249,10 @@ def prepare_fork(reader: StoreReader, session: str, at: int, *, inject: Any = _U
     # The lean read replay uses (turns, ledger executions, cells), with each cell's body as recorded:
     # the prefix re-records them on F. Fork needs nothing else of S (the re-plan turn's
     # conversation is read on its own, by _conversation).
+    skipped_before = reader.skipped_rows
     detail = read_replay_input(reader, session, full_cells=True)
     sid = detail.id
+    refuse_partly_read(sid, reader.skipped_rows - skipped_before, "fork")
     refuse_unforkable_history(reader, sid)
     if not detail.cells:
         raise NotForkable(f"session {sid} is not forkable: no cassette cells recorded (pre-C-43 run, or "
@@ -415,6 +417,15 @@ def _result_text(res: RunResult | None) -> str:
     if v is None:
         return ""
     return v if isinstance(v, str) else __import__("json").dumps(v, ensure_ascii=False)
+
+
+def refuse_partly_read(sid: str, skipped: int, verb: str) -> None:
+    """A session whose rows could not all be read (corrupt rows the reader skipped) is no source for
+    a ``verb`` — it would re-run a fragment of the recording as if it were whole: one line, before
+    anything is written."""
+    if skipped:
+        raise NotForkable(f"session {sid} has {skipped} corrupt event row(s) that cannot be read — a {verb} would "
+                          "re-run only part of it; restore the store from a copy (nothing was written)")
 
 
 def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, edit: str | None = None,

@@ -49,7 +49,7 @@ from .engine import (
     simulate_serve,
 )
 from .conversation import conversation_before
-from .fork import accepted_attempt
+from .fork import accepted_attempt, refuse_partly_read
 from .gate import LiveOp, LivePreview
 from .executors import Executor, parse_executor, run_on_ray
 from .serve import PlanServer
@@ -309,6 +309,7 @@ def prepare_what_if(reader: StoreReader, session: str, spec: WhatIfSpec, *, cata
     spec.validate()
     detail = load_session(reader, session, kinds=TRACE_KINDS)
     sid = detail.id
+    refuse_partly_read(sid, detail.skipped_rows, "what-if")
     if not detail.cells:
         raise NotForkable(f"session {sid} cannot be asked a what-if: no cassette cells recorded (pre-C-43 run, or "
                           "FLUX_CASSETTE=0) — the world cannot be frozen")
