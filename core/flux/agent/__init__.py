@@ -1,7 +1,5 @@
-"""The recording agent runtime: client/session SDK, ops, approver, adaptive loop, providers.
-
-    from flux.agent import Client, op
-"""
+"""The recording agent runtime: client and sessions, ops, approver, adaptive loop, providers.
+A user's import is the SDK's client (:mod:`flux.sdk`), this client with the time machine on it."""
 
 from __future__ import annotations
 

@@ -1,25 +1,13 @@
-"""The agent SDK's front door.
-
-::
-
-    from flux.agent import Client
-
-    client = Client("mock", store="./state", workspace=".", auto_approve=True)
-    session = client.session()
-    out = session.send_sync("write a quick note")      # or: await session.send(...)
-    print(out.outcome, out.answer, out.usage, out.cost)
-    client.close()
+"""The runtime's client: it records turns into a store (:class:`flux.sdk.Client` adds the time machine).
 
 A client holds the provider (a ``provider:model`` name resolved by :mod:`flux.agent.registry`, or
 any object implementing the Provider protocol), the op catalog (default: the built-in coding ops
-confined to ``workspace``; ``ops=`` a list, or ``"module:attr"`` naming one), the storage (a store directory, or ``None`` for an ephemeral store in
-a temporary directory removed on :meth:`Client.close`), the approver (deny-all unless
-``auto_approve=True``, ``policy=FILE`` or ``approver=``), instructions (the system prompt), the
-secret values to redact, and the cassette cap.
-
-Secrets: besides ``secrets=``, the values of environment variables that name a secret
-(``*_API_KEY``, ``*_TOKEN``, ``*PASSWORD*``, …) and the provider's API key are registered with the
-redactor, so they never reach the store (``env_secrets=False`` turns the environment scan off).
+confined to ``workspace``; ``ops=`` a list, or ``"module:attr"`` naming one), the storage (a store
+directory, or ``None`` for an ephemeral store removed on :meth:`Client.close`), the approver
+(deny-all unless ``auto_approve=True``, ``policy=FILE`` or ``approver=``), instructions, the secret
+values to redact, and the cassette cap. Besides ``secrets=``, the values of environment variables
+that name a secret and the provider's API key are registered with the redactor
+(``env_secrets=False`` turns the environment scan off).
 """
 
 from __future__ import annotations
