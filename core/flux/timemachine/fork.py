@@ -1,37 +1,16 @@
-"""Fork: branch a recorded session at a statement into a new, linked session.
+"""Fork: branch a recorded session S at a statement into a new, linked session F.
 
-``F`` gets S's model and the context ``{correlation_id: S, agent_id: "fork:S@N"}``. The prefix —
-every statement before position N — is re-executed from S's cassette (no model call, no side
-effect), then the boundary swaps to live recording and the tail diverges in one of three modes:
+F gets S's model and the context ``{correlation_id: S, agent_id: "fork:S@N"}``. The prefix (every
+statement before position N) is re-executed from S's tape, then the tail diverges in one of three
+modes: **inject** (position N, a top-level ``bind``, becomes ``name = <value>``), **edit** (a
+Flux-Lang plan, analysed before anything is written, replaces the execution holding N; statements
+that repeat the prefix fast-forward), or **replan** (a live agent turn with a prompt; the default).
 
-* **inject** (A): position N must be a top-level ``bind``; it becomes ``name = <value>`` and the
-  rest of the session runs after it;
-* **edit** (C): a Flux-Lang plan replaces the execution holding position N. It is parsed and
-  statically analysed (ops known to the catalog or the recording, every symbol bound) before
-  anything is written. Its leading statements that equal the prefix (same ``stmt_hash16`` at the
-  same index) fast-forward from the prefix ledger; a text that does not repeat the prefix is taken
-  as the plan *from position N on*;
-* **replan** (B, default): a live agent turn on F with a prompt (default flux's
-  ``"Continue from the current forked state. The original task was: <task>"``).
-
-Where this goes beyond flux (each documented in docs/cli.md):
-
-* positions run across every execution of the session (:mod:`.engine`), so an adaptive session
-  forks at its N-th tool call — flux only forks inside the last execution;
-* the prefix's served cells are re-recorded on F, so F replays on its own and ``flux diff S F``
-  aligns the shared prefix (``=`` rows up to the fork point);
-* the inject/edit tail is *tape-first*: a dispatch whose (op, input) matches an unconsumed cell of
-  S is served from it; only a miss runs live, through the approver — an all-tape tail is offline;
-* the prefix is computed in memory and written in one transaction, so a prefix that diverges
-  from the recording leaves no session behind; the ``<fork S @ N>`` turn is closed. An offline
-  fork (inject/edit, an all-tape tail) is one transaction from ``session_started`` to
-  ``turn_ended``: a failed write, a kill or a concurrent writer never sees a half child.
-
-A host plan (the runtime's ``name = op({…})`` lines) is read and run as replay runs it
-(:mod:`.replay_direct`: keyed from its text, no AST, ``DirectRunner``), the fork host re-recording
-each served cell; its truncated prefix keeps the source's text where that is provably the
-formatter's (:func:`_host_text`). Every other plan is parsed and interpreted; the child's rows are
-the same either way (tests/core/test_fork_differential.py).
+Where this goes beyond flux (docs/cli.md, ``flux fork``): positions run across every execution, the
+prefix's served cells are re-recorded on F (so F replays on its own and diffs against S), the
+inject/edit tail is served from S's tape first, and an offline fork is one transaction — a
+divergence, a kill or a failed write leaves no half child. A host plan is run as replay runs it
+(:mod:`.replay_direct`); tests/core/test_fork_differential.py holds both paths to the same rows.
 """
 
 from __future__ import annotations
