@@ -9,11 +9,11 @@ row is sorted into:
 * ``plan``   — the statement differs or exists on one side only ("the agent did something else");
 * ``output`` — same statement, different recorded output ("same statement, different world").
 
-:func:`run_diff` returns a :class:`RunDiff`. Its ``to_json()`` is the spec's ``--json`` object
+:func:`run_diff` returns a :class:`RunDiff`. Its ``to_json()`` is flux's ``flux diff --json`` object
 (keys sorted) plus two **additions** that flux does not print: ``summary`` (row counts per kind)
 and ``first_divergence`` (index of the first non-``same`` row, or ``null``); a sequence-aligned
 diff's rows also carry ``a_index`` / ``b_index``. ``render()`` is the
-spec's human output line for line. Beyond flux, :func:`payload_diff` explains one row: a
+flux's human output line for line. Beyond flux, :func:`payload_diff` explains one row: a
 structural diff (deepdiff) when both payloads are JSON, a line diff (difflib) otherwise.
 
 Statement text: flux's CLI prints ``call:<op>:<hash16>`` cell-row labels as ``<call:…>`` and the
