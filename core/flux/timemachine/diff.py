@@ -12,7 +12,7 @@ row is sorted into:
 :func:`run_diff` returns a :class:`RunDiff`. Its ``to_json()`` is flux's ``flux diff --json`` object
 (keys sorted) plus two **additions** that flux does not print: ``summary`` (row counts per kind)
 and ``first_divergence`` (index of the first non-``same`` row, or ``null``); a sequence-aligned
-diff's rows also carry ``a_index`` / ``b_index``. ``render()`` is the
+diff's rows also carry ``a_index`` / ``b_index``. ``render()`` is
 flux's human output line for line. Beyond flux, :func:`payload_diff` explains one row: a
 structural diff (deepdiff) when both payloads are JSON, a line diff (difflib) otherwise.
 
