@@ -1,41 +1,13 @@
 """Strict model-cassette replay for the test kit: the Nth model call is served by the Nth recorded
 record of ``model.jsonl`` — positional, one stream in flight at a time.
 
-By default the test kit never goes live: every departure from the recording fails loudly, naming
-the call and what differed. With a ``fallback`` provider (``check(…, on_miss="live")``, ``flux test
---live-misses``) a miss is what flux's ``Scenario::check`` makes of it: the call goes to that live
-provider (it spends) and is counted in ``model_live`` — every miss, not only the first — and the
-next call is compared with the next record again.
-
-* **changed request** — call N's canonical request hashes differently from record N:
-  :class:`CassetteMismatch` with the call index and the first differing fields
-  (``messages[2].content[0].content[0].text: 'a' → 'b'``);
-* **extra call / exhaustion** — call N > the number of records: :class:`CassetteExhausted`;
-* **concurrent streams** — a second stream started while one is still open: :class:`CassetteError`
-  (positional replay is only deterministic with one stream in flight).
-
-The errors are :class:`~flux.agent.providers.base.ProviderError` s (not retryable), so the agent
-loop ends the turn with outcome ``error`` and the message, like any provider failure.
-
-A **recorded failure** (a record with an ``error``: the provider answered 401, the endpoint was
-dead) is not a departure: it is served as recorded — its partial chunks, then a
-:class:`~flux.agent.model_cassette.RecordedProviderError` with exactly the recorded message, status
-and code — so the re-drive fails the way the recording did, and the check compares the outcomes.
-A ``throw`` override is served the same way, with exactly its ``message`` (no ``model call N:``
-prefix: the agent must see what the provider said, or its recorded error could never match).
-
-``replay.override.json`` (optional, beside ``model.jsonl``) covers what a log cannot express —
-a failure before any chunk (a 401), a mid-stream failure, a hang. Two forms:
-
-* a JSON **list** of entries: replaces the recorded script wholesale (call N → entry N; requests
-  are then not compared, there is nothing recorded to compare with);
-* ``{"calls": {"N": entry, ...}}`` (N 1-based): patches single calls; where model.jsonl has a
-  record N its request is still checked.
-
-An entry is ``{"kind": "chunks", "chunks": [...]}`` (serve these chunks),
-``{"kind": "throw", "chunks": [...], "message": "...", "status": 401, "code": "..."}`` (serve the
-prefix chunks, then fail with that status), or ``{"kind": "hang"}`` (never answer; the caller's
-timeout or cancel decides — :meth:`Scenario.check` has ``timeout=``).
+Every departure fails loudly as a (not retryable) provider error, so the turn ends ``error`` with
+the message: a changed request (:class:`CassetteMismatch`, naming the first differing fields), an
+extra call (:class:`CassetteExhausted`), a second stream while one is open (:class:`CassetteError`).
+With a ``fallback`` provider (``check(…, on_miss="live")``, ``flux test --live-misses``) a miss goes
+live instead, as flux's ``Scenario::check`` does, and is counted in ``model_live``. A recorded
+failure is served as recorded, and ``replay.override.json`` (docs/testing.md) scripts what a log
+cannot hold: a failure before any chunk, a mid-stream failure, a hang.
 """
 
 from __future__ import annotations
