@@ -255,7 +255,8 @@ class StrictCassette:
             self.served += 1
             for c in entry.chunks:
                 yield Chunk.from_json(c)
-            if entry.kind == "throw":
+            if entry.kind == "throw":  # exactly its message, no "model call N:" prefix: the agent must
+                # see what the provider said, or a recorded error could never match the re-drive's
                 raise RecordedProviderError(entry.message or "provider error (replay.override.json throw)",
                                             status=entry.status, code=entry.code, call=n)
             if entry.kind == "hang":
