@@ -297,3 +297,14 @@ def build_chain(path: Path) -> Path:
         s1 = w.create_session("mock")
         write_turn(w, s1, "go", plan=CHAIN_PLAN, cells=events)
     return path
+
+
+def stream_registry(store: Path) -> list[tuple]:
+    """The store's session registry, ``(n, agent_id, correlation_id)`` in order: what a write added."""
+    import sqlite3
+
+    con = sqlite3.connect(store / "events.db")
+    try:
+        return con.execute("SELECT n, agent_id, correlation_id FROM streams ORDER BY n").fetchall()
+    finally:
+        con.close()

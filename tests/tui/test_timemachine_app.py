@@ -7,7 +7,6 @@ lineage tree; the sessions list grouped by source (``t``) and ``R`` on an interr
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from flux_tui.screens.diff import DiffScreen
 from flux_tui.screens.session import SessionScreen
 from screen_text import screen_text, settle, widget_text
-from stores import NOW_MS, build_chain
+from stores import NOW_MS, build_chain, stream_registry
 from tests.helpers import tree_digest
 
 pytestmark = pytest.mark.anyio
@@ -28,14 +27,6 @@ def no_text_area_blink(monkeypatch):
     from textual.widgets import TextArea
 
     monkeypatch.setattr(TextArea, "_toggle_cursor_blink_visible", lambda self: None)
-
-
-def _registry(store: Path) -> list[tuple]:
-    con = sqlite3.connect(store / "events.db")
-    try:
-        return con.execute("SELECT n, agent_id, correlation_id FROM streams ORDER BY n").fetchall()
-    finally:
-        con.close()
 
 
 async def checked(pilot, timeout: float = 10.0) -> None:
@@ -90,7 +81,7 @@ async def test_what_if_this_cell_opens_the_diff_with_the_first_divergence_focuse
         assert "JSON ✗" in screen_text(app) and dialog.query_one("#whatif-run").disabled
         await pilot.press("ctrl+r")
         await settle(pilot)
-        assert app.screen is dialog and len(_registry(store)) == 1  # nothing written
+        assert app.screen is dialog and len(stream_registry(store)) == 1  # nothing written
         _value(app, '"a different bee"')
         await checked(pilot)
         assert "substitute row 1 := 'a different bee'" in screen_text(app)
@@ -102,7 +93,7 @@ async def test_what_if_this_cell_opens_the_diff_with_the_first_divergence_focuse
         assert app.screen.rows_view.cursor == 1  # the first divergence is focused
         top = screen_text(app).splitlines()[0]
         assert "WHAT-IF ✓ hermetic" in top and "1 world" in top
-        assert _registry(store)[-1] == (2, "what_if:s_1@latest", "s_1")  # where flux what-if puts it
+        assert stream_registry(store)[-1] == (2, "what_if:s_1@latest", "s_1")  # where flux what-if puts it
         toasts = [n.message for n in app._notifications]
         assert any(t.startswith("what-if s_2 ← s_1 · hermetic · first divergence at row 1") for t in toasts)
         await pilot.press("escape")
@@ -155,13 +146,13 @@ async def test_what_if_every_call_halts_off_tape_or_goes_live_through_the_gate(m
         await checked(pilot)
         text = screen_text(app)
         assert "runs live: read (none)" in text and "you confirm at the gate first" in text
-        n = len(_registry(store))
+        n = len(stream_registry(store))
         await pilot.press("ctrl+r")
         await settle(pilot)
         assert isinstance(app.screen, GateScreen)
         await pilot.press("n")
         await settle(pilot)
-        assert isinstance(app.screen, WhatIfScreen) and len(_registry(store)) == n
+        assert isinstance(app.screen, WhatIfScreen) and len(stream_registry(store)) == n
         await pilot.press("ctrl+r")
         await settle(pilot)
         await pilot.press("y")
@@ -291,7 +282,7 @@ async def test_what_if_replan_of_this_turn_calls_the_model_through_the_gate(make
             assert "model   network   anthropic:test-model" in " ".join(screen_text(app).split("\n"))
             await pilot.press("n")
             await settle(pilot)
-            assert isinstance(app.screen, WhatIfScreen) and len(_registry(store)) == 1 and not srv.requests
+            assert isinstance(app.screen, WhatIfScreen) and len(stream_registry(store)) == 1 and not srv.requests
             await pilot.press("ctrl+r")
             await settle(pilot)
             await pilot.press("y")
@@ -307,7 +298,7 @@ async def test_what_if_replan_of_this_turn_calls_the_model_through_the_gate(make
     assert "Answer in one short sentence." in json.dumps(sent[0]["system"])
     assert [m["role"] for m in sent[0]["messages"]] == ["user"]
     assert json.dumps(sent[0]["messages"][0]["content"]).count('"go"') == 1
-    assert _registry(store)[-1] == (2, "what_if:s_1@1", "s_1")
+    assert stream_registry(store)[-1] == (2, "what_if:s_1@1", "s_1")
 
 
 # -- the toolbox a store was recorded with --------------------------------------------------------

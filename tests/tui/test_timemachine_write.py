@@ -13,7 +13,7 @@ from flux_tui.screens.lineage import LineageScreen
 from flux_tui.screens.session import SessionScreen
 from flux_tui.screens.sessions import SessionsScreen
 from screen_text import screen_text, settle, widget_text
-from stores import NOW_MS, build_gallery
+from stores import NOW_MS, build_gallery, stream_registry
 from tests.helpers import cell, tree_digest, write_turn
 
 pytestmark = pytest.mark.anyio
@@ -200,16 +200,6 @@ async def checked(pilot, timeout: float = 10.0) -> None:
     raise AssertionError("the fork dialog never finished checking")
 
 
-def _registry(store: Path) -> list[tuple]:
-    import sqlite3
-
-    con = sqlite3.connect(store / "events.db")
-    try:
-        return con.execute("SELECT n, agent_id, correlation_id FROM streams ORDER BY n").fetchall()
-    finally:
-        con.close()
-
-
 async def _open_fork(app, pilot, session: str = "s_1"):
     from flux_tui.screens.fork import ForkScreen
 
@@ -247,7 +237,7 @@ async def test_fork_inject_offline_opens_the_child_one_key_from_its_diff(make_ap
         assert dialog.query_one("#fork-run").disabled
         await pilot.press("ctrl+r")
         await settle(pilot)
-        assert isinstance(app.screen, ForkScreen) and len(_registry(store)) == 4  # nothing written
+        assert isinstance(app.screen, ForkScreen) and len(stream_registry(store)) == 4  # nothing written
         editor.load_text('"A, injected"')
         await settle(pilot)
         await checked(pilot)
@@ -255,7 +245,7 @@ async def test_fork_inject_offline_opens_the_child_one_key_from_its_diff(make_ap
         await pilot.press("ctrl+r")
         await settle(pilot)
         assert isinstance(app.screen, ChildSessionScreen) and app.screen.session_id == "s_5"
-        assert _registry(store)[-1] == (5, "fork:s_1@0", "s_1")
+        assert stream_registry(store)[-1] == (5, "fork:s_1@0", "s_1")
         toasts = [n.message for n in app._notifications]
         assert "forked s_5 ← s_1@0 · d diffs against the source" in toasts
         await pilot.press("d")  # one key: the diff against the source
@@ -295,7 +285,7 @@ async def test_fork_edit_is_validated_as_you_type(make_app, tmp_path, monkeypatc
         out = await typed('flow\n  a = read({"path":"A"})\n  b = read({"path":"B"})\n')
         assert "✓ parses and passes analysis" in out and "offline: no model call, no side effect" in out
         assert not dialog.query_one("#fork-run").disabled
-    assert len(_registry(store)) == 4  # validating never writes
+    assert len(stream_registry(store)) == 4  # validating never writes
 
 
 async def test_fork_replan_with_a_model_without_a_key_is_refused_in_the_dialog(make_app, tmp_path, monkeypatch):
@@ -324,7 +314,7 @@ async def test_fork_replan_with_a_model_without_a_key_is_refused_in_the_dialog(m
         await pilot.press("ctrl+r")
         await settle(pilot)
         assert isinstance(app.screen, ForkScreen)
-    assert len(_registry(store)) == 4
+    assert len(stream_registry(store)) == 4
 
 
 async def test_fork_that_goes_live_passes_the_gate(make_app, tmp_path, monkeypatch):
@@ -367,8 +357,7 @@ async def test_fork_that_goes_live_passes_the_gate(make_app, tmp_path, monkeypat
         await settle(pilot)
         assert isinstance(app.screen, ChildSessionScreen)
         assert (ws / "note.txt").read_text() == "forked"
-        assert _registry(store)[-1] == (5, "fork:s_1@0", "s_1")
-
+        assert stream_registry(store)[-1] == (5, "fork:s_1@0", "s_1")
 
 
 # -- resurrect -------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The session screen's "Loop" tab: which agent-loop program the selected turn ran
-(``agent-loops/<sha>.flux``, spec §1.7), highlighted."""
+(``agent-loops/<sha>.flux``, the program flux stores by its hash), highlighted."""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ class DeleteScreen(ReportsWorkerFailures, ModalScreen[dict | None]):
     """Name what goes, ask, delete in one transaction, dismiss with ``{id: events deleted}``."""
 
     HELP_TOPIC = "delete"
-    CSS_PATH = "timemachine.tcss"
+    CSS_PATH = "dialog.tcss"
 
     BINDINGS = [
         Binding("y", "confirm", "Delete", id="delete.confirm",

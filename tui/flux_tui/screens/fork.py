@@ -1,7 +1,7 @@
 """Fork at the statement under the plan cursor (``f``): choose → see what will happen → confirm →
 watch progress → land on the child, one key (``d``) from its diff against the source.
 
-Three modes (spec §4.5): **inject** a JSON value at a ``bind`` (prefilled with the recorded
+Three modes, as flux forks: **inject** a JSON value at a ``bind`` (prefilled with the recorded
 result), **edit** the plan from this statement on (a Flux-Lang editor, parsed and statically
 analysed as you type; the fork button stays disabled while it fails), **re-plan** with a prompt
 (flux's default) and a model. Every change re-plans the fork in a worker
@@ -22,16 +22,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Button, Input, Label, Static, TabbedContent, TabPane, TextArea
 from textual.worker import get_current_worker
 
 from flux.errors import FluxError, StoreError
 
-from ..messages import ReportsWorkerFailures
 from ..widgets.editors import FluxTextArea, JsonTextArea
-from .gate import GateScreen, preview_text, relabel
+from .gate import preview_text, relabel
+from .write_dialog import WriteDialog, WriteDone
 
 __all__ = ["ForkScreen", "ForkTarget", "start_fork", "json_problem", "flux_problem"]
 
@@ -118,17 +117,12 @@ class _Progress(Message):
         self.stage, self.done, self.total = stage, done, total
 
 
-class _Done(Message):
-    def __init__(self, result=None, error: str | None = None) -> None:
-        super().__init__()
-        self.result, self.error = result, error
-
-
-class ForkScreen(ReportsWorkerFailures, ModalScreen[str | None]):
+class ForkScreen(WriteDialog):
     """The fork dialog; dismisses with the child's id once the fork has been written."""
 
     HELP_TOPIC = "fork"
-    CSS_PATH = "timemachine.tcss"
+    BUSY, REFUSED, RECORDED_IN = "the fork is being written", "not forked", "the new fork session"
+    CSS_PATH = ["dialog.tcss", "fork.tcss"]
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="fork.cancel", tooltip="Close the dialog: nothing is written"),
@@ -426,19 +420,8 @@ class ForkScreen(ReportsWorkerFailures, ModalScreen[str | None]):
     def action_run(self) -> None:
         if not self.check_action("run", ()):
             return
-        preview = self.preview
-        request = self._request()
-        if preview.offline:
-            self._start(preview, request, live=False)
-            return
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._start(preview, request, live=True)
-            else:
-                self.notify("not forked: nothing ran, nothing was written", timeout=3)
-
-        self.app.push_screen(GateScreen(preview, recorded_in="the new fork session"), answered)
+        preview, request = self.preview, self._request()
+        self.through_the_gate(preview, lambda live: self._start(preview, request, live=live))
 
     def _start(self, preview, request, *, live: bool) -> None:
         self.running = ("prefix", 0, 0)
@@ -452,7 +435,7 @@ class ForkScreen(ReportsWorkerFailures, ModalScreen[str | None]):
     def _run(self, confirmed, request, live: bool) -> None:
         from flux.timemachine import fork_session
 
-        from ..writes import run_write, within_gate
+        from ..writes import within_gate
 
         mode, payload, workspace, model = request
         kw = {"inject": payload} if mode == "inject" else ({"edit": payload} if mode == "edit" else {"prompt": payload})
@@ -465,13 +448,7 @@ class ForkScreen(ReportsWorkerFailures, ModalScreen[str | None]):
             return fork_session(client, self.target.session, self.position.index, mode=mode,
                                 confirm=within_gate(confirmed, live), on_progress=progress, **kw)
 
-        try:
-            result = run_write(self.app, fork, workspace=workspace, live=live,
-                               model=model if mode == "replan" else None)
-        except (StoreError, FluxError) as e:
-            self.post_message(_Done(error=self.app.mask_path(str(e))))
-            return
-        self.post_message(_Done(result))
+        self.write(fork, workspace=workspace, live=live, model=model if mode == "replan" else None)
 
     @on(_Progress)
     def _on_progress(self, message: _Progress) -> None:
@@ -479,8 +456,8 @@ class ForkScreen(ReportsWorkerFailures, ModalScreen[str | None]):
         what = "replaying prefix" if message.stage == "prefix" else "running tail"
         self.query_one("#fork-progress", Static).update(Text(f"{what} {message.done}/{message.total}…", style="bold cyan"))
 
-    @on(_Done)
-    def _on_done(self, message: _Done) -> None:
+    @on(WriteDone)
+    def _on_done(self, message: WriteDone) -> None:
         self.running = None
         if message.error is not None:
             self.problem = None
@@ -495,9 +472,3 @@ class ForkScreen(ReportsWorkerFailures, ModalScreen[str | None]):
                             f"forked {r.session} ← {r.source}@{r.at} · d diffs against the source"
                             + ("" if r.halted is None else f" · the tail halted: {r.halted}"),
                             warning=r.halted is not None)
-
-    def action_cancel(self) -> None:
-        if self.running is not None:
-            self.notify("the fork is being written — wait for it to finish", severity="warning", timeout=3)
-            return
-        self.dismiss(None)

@@ -98,7 +98,7 @@ class GateScreen(ModalScreen[bool]):
     """``y`` runs live, ``n`` / Esc cancels (nothing is written)."""
 
     HELP_TOPIC = "gate"
-    CSS_PATH = "timemachine.tcss"
+    CSS_PATH = ["dialog.tcss", "gate.tcss"]
 
     BINDINGS = [
         Binding("y", "confirm", "Run live", id="gate.confirm", tooltip="Run it live: dispatch these ops for real"),

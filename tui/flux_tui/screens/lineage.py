@@ -215,7 +215,7 @@ class _DifferenceReady(Message):
 
 class LineageScreen(ReportsWorkerFailures, ModalScreen[str | None]):
     HELP_TOPIC = "lineage"
-    CSS_PATH = "timemachine.tcss"
+    CSS_PATH = "lineage.tcss"
 
     BINDINGS = [
         Binding("escape,l", "close", "Close", id="lineage.close", tooltip="Close the lineage tree"),

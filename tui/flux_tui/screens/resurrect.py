@@ -1,8 +1,9 @@
-"""Resurrect the interrupted turn (``R``), spec §4.7: the plan first — where the turn stopped, what
-fast-forwards, which cells the crash tail serves, which op (if any) has no cell and runs again —
-then ``y`` (through the side-effect gate when something would run live), then the same panel
-becomes the report (outcome, fast-forwarded / served / live counts, divergence) and the session's
-markers update in place. Resurrect writes to the same session; nothing is written before ``y``.
+"""Resurrect the interrupted turn (``R``) from the crash point, as flux does: the plan first — where
+the turn stopped, what fast-forwards, which cells the crash tail serves, which op (if any) has no
+cell and runs again — then ``y`` (through the side-effect gate when something would run live), then
+the same panel becomes the report (outcome, fast-forwarded / served / live counts, divergence) and
+the session's markers update in place. Resurrect writes to the same session; nothing is written
+before ``y``.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 from textual.worker import get_current_worker
 
 from flux.errors import FluxError, StoreError
 
-from ..messages import ReportsWorkerFailures
-from .gate import EFFECT_STYLES, GateScreen, relabel
+from .gate import EFFECT_STYLES, relabel
+from .write_dialog import WriteDialog, WriteDone
 
 __all__ = ["ResurrectScreen", "report_text", "plan_text"]
 
@@ -29,12 +29,6 @@ class _Planned(Message):
     def __init__(self, plan=None, error: str | None = None, nothing: bool = False) -> None:
         super().__init__()
         self.plan, self.error, self.nothing = plan, error, nothing
-
-
-class _Done(Message):
-    def __init__(self, report=None, error: str | None = None) -> None:
-        super().__init__()
-        self.report, self.error = report, error
 
 
 def _count(n: int, what: str) -> str:
@@ -97,16 +91,17 @@ def report_text(report) -> Text:
     return t
 
 
-class ResurrectScreen(ReportsWorkerFailures, ModalScreen[object]):
+class ResurrectScreen(WriteDialog):
     """The resurrect plan, then (after ``y``) its report."""
 
     HELP_TOPIC = "resurrect"
-    CSS_PATH = "timemachine.tcss"
+    BUSY, REFUSED, RECORDED_IN = "the turn is being resurrected", "not resurrected", "the same session"
+    CSS_PATH = "dialog.tcss"
 
     BINDINGS = [
         Binding("y", "confirm", "Resurrect", id="resurrect.confirm",
                 tooltip="Finish the interrupted turn now (through the side-effect gate if anything runs live)"),
-        Binding("n,escape", "close", "Close", id="resurrect.close", tooltip="Close: before y nothing is written"),
+        Binding("n,escape", "cancel", "Close", id="resurrect.close", tooltip="Close: before y nothing is written"),
         Binding("f1", "app.help", "Help", id="resurrect.help", tooltip="Explain this dialog and list its keys"),
     ]
 
@@ -203,22 +198,14 @@ class ResurrectScreen(ReportsWorkerFailures, ModalScreen[object]):
     @on(Button.Pressed, "#resurrect-no")
     def _no(self, event: Button.Pressed) -> None:
         event.stop()
-        self.action_close()
+        self.action_cancel()
 
     def action_confirm(self) -> None:
         if not self.check_action("confirm", ()):
             return
         preview = self.plan.preview
         workspace = self.query_one("#resurrect-workspace", Input).value
-        if preview.offline:
-            self._start(preview, workspace, live=False)
-            return
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._start(preview, workspace, live=True)
-
-        self.app.push_screen(GateScreen(preview, recorded_in=self.session_id), answered)
+        self.through_the_gate(preview, lambda live: self._start(preview, workspace, live=live))
 
     def _start(self, preview, workspace: str, *, live: bool) -> None:
         self.running = True
@@ -231,20 +218,15 @@ class ResurrectScreen(ReportsWorkerFailures, ModalScreen[object]):
     def _run(self, confirmed, workspace: str, live: bool) -> None:
         from flux.timemachine import resurrect_session
 
-        from ..writes import run_write, within_gate
+        from ..writes import within_gate
 
         def resurrect(client):
             return resurrect_session(client, self.session_id, confirm=within_gate(confirmed, live))
 
-        try:
-            report = run_write(self.app, resurrect, workspace=workspace, live=live)
-        except (StoreError, FluxError) as e:
-            self.post_message(_Done(error=self.app.mask_path(str(e))))
-            return
-        self.post_message(_Done(report))
+        self.write(resurrect, workspace=workspace, live=live)
 
-    @on(_Done)
-    def _on_done(self, message: _Done) -> None:
+    @on(WriteDone)
+    def _on_done(self, message: WriteDone) -> None:
         self.running = False
         body = self.query_one("#resurrect-body", Static)
         self.query_one("#resurrect-ws-row").display = False
@@ -256,17 +238,14 @@ class ResurrectScreen(ReportsWorkerFailures, ModalScreen[object]):
         self.query_one("#resurrect-box").border_subtitle = "Esc closes"
         if message.error is not None:
             body.update(Text.assemble(("✗ not resurrected: ", "bold red"), (message.error, "red")))
-        elif message.report is None:
+        elif message.result is None:
             body.update(Text("nothing was interrupted any more (another process finished the turn)", style="dim"))
         else:
-            self.report = message.report
-            self.query_one("#resurrect-box").border_title = f"Resurrected {message.report.session} · turn {message.report.turn}"
-            body.update(report_text(message.report))
+            self.report = message.result
+            self.query_one("#resurrect-box").border_title = f"Resurrected {message.result.session} · turn {message.result.turn}"
+            body.update(report_text(message.result))
             self.app.check_store_now()  # the session screen re-reads: the turn's markers update
         self.refresh_bindings()
 
-    def action_close(self) -> None:
-        if self.running:
-            self.notify("the turn is being resurrected — wait for it to finish", severity="warning", timeout=3)
-            return
-        self.dismiss(self.report)
+    def closing_value(self):
+        return self.report

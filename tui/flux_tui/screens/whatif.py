@@ -1,4 +1,4 @@
-"""What-if from the plan cursor (``w``), spec §4.8: re-run the session with one thing changed into a
+"""What-if from the plan cursor (``w``): re-run the session with one thing changed into a
 new linked session (``?``), then land on the side-by-side diff against the source with the first
 divergence focused.
 
@@ -33,7 +33,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static, TextArea
 from textual.worker import get_current_worker
@@ -41,10 +40,10 @@ from textual.worker import get_current_worker
 from flux.errors import FluxError, StoreError
 
 from ..fmt import in_user_words
-from ..messages import ReportsWorkerFailures
 from ..widgets.editors import JsonTextArea
 from .fork import json_problem, recorded_json
-from .gate import GateScreen, preview_text, relabel
+from .gate import preview_text, relabel
+from .write_dialog import WriteDialog, WriteDone
 
 __all__ = ["WhatIfScreen", "WhatIfTarget", "start_what_if", "result_badge"]
 
@@ -122,12 +121,6 @@ class _Stage(Message):
         self.text = text
 
 
-class _Done(Message):
-    def __init__(self, result=None, diff=None, error: str | None = None) -> None:
-        super().__init__()
-        self.result, self.diff, self.error = result, diff, error
-
-
 class Choice(RadioButton):
     """A radio button whose mark is its shape, not only its colour: ``●`` chosen, ``○`` not — under
     NO_COLOR (monochrome) the stock one drew the same ``▐●▌`` for both."""
@@ -147,11 +140,12 @@ def _highlight(button: RadioButton) -> None:
             group._selected = buttons.index(button)
 
 
-class WhatIfScreen(ReportsWorkerFailures, ModalScreen[str | None]):
+class WhatIfScreen(WriteDialog):
     """The what-if dialog; dismisses with the counterfactual session's id once written."""
 
     HELP_TOPIC = "what-if"
-    CSS_PATH = "timemachine.tcss"
+    BUSY, REFUSED, RECORDED_IN = "the what-if is being written", "no what-if", "the new what-if session"
+    CSS_PATH = ["dialog.tcss", "whatif.tcss"]
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="whatif.cancel", tooltip="Close the dialog: nothing is written"),
@@ -575,17 +569,7 @@ class WhatIfScreen(ReportsWorkerFailures, ModalScreen[str | None]):
         if not self.check_action("run", ()):
             return
         preview, spec, workspace = self.preview, self.spec(), self._workspace()
-        if preview.offline:
-            self._start(preview, spec, workspace, live=False)
-            return
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._start(preview, spec, workspace, live=True)
-            else:
-                self.notify("no what-if: nothing ran, nothing was written", timeout=3)
-
-        self.app.push_screen(GateScreen(preview, recorded_in="the new what-if session"), answered)
+        self.through_the_gate(preview, lambda live: self._start(preview, spec, workspace, live=live))
 
     def _start(self, preview, spec, workspace: str, *, live: bool) -> None:
         self.running = True
@@ -601,28 +585,24 @@ class WhatIfScreen(ReportsWorkerFailures, ModalScreen[str | None]):
     def _run(self, confirmed, spec, workspace: str, live: bool) -> None:
         from flux.timemachine import run_what_if
 
-        from ..writes import run_write, within_gate
+        from ..writes import within_gate
 
         def what_if(client):
             # The run re-plans the what-if; it may only go live within what the user confirmed.
             return run_what_if(client, self.target.session, spec, confirm=within_gate(confirmed, live))
 
-        try:
-            cf = run_write(self.app, what_if, workspace=workspace, live=live,
-                           model=spec.model if spec.replan else None)
+        def diff(cf):
             self.post_message(_Stage(f"written {cf.session} · diffing it against {cf.source}…"))
-            diff = cf.diff()
-        except (StoreError, FluxError) as e:
-            self.post_message(_Done(error=self.app.mask_path(str(e))))
-            return
-        self.post_message(_Done(cf, diff))
+            return cf.diff()
+
+        self.write(what_if, workspace=workspace, live=live, model=spec.model if spec.replan else None, then=diff)
 
     @on(_Stage)
     def _on_stage(self, message: _Stage) -> None:
         self.query_one("#whatif-progress", Static).update(Text(message.text, style="bold cyan"))
 
-    @on(_Done)
-    def _on_done(self, message: _Done) -> None:
+    @on(WriteDone)
+    def _on_done(self, message: WriteDone) -> None:
         self.running = False
         if message.error is not None:
             self.query_one("#whatif-progress", Static).update(
@@ -631,7 +611,7 @@ class WhatIfScreen(ReportsWorkerFailures, ModalScreen[str | None]):
             return
         from .diff import DiffScreen
 
-        cf, diff = message.result, message.diff
+        cf, diff = message.result, message.extra
         self.dismiss(cf.session)
         self.app.check_store_now()
         self.app.last_diffed = cf.source
@@ -642,9 +622,3 @@ class WhatIfScreen(ReportsWorkerFailures, ModalScreen[str | None]):
         if cf.latched:
             toast += f" · {in_user_words(cf.latched)}"  # the badge already says it halted off tape
         self.app.notify(toast, severity="warning" if cf.latched else "information", timeout=8)
-
-    def action_cancel(self) -> None:
-        if self.running:
-            self.notify("the what-if is being written — wait for it to finish", severity="warning", timeout=3)
-            return
-        self.dismiss(None)
