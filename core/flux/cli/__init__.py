@@ -26,6 +26,7 @@ _VERBS = {
     "case": "cases", "db": "cases",
     "import": "importing",
     "store": "storeverbs",
+    "fmt": "fmt",
 }
 
 # verb -> its help's first sentence, for `flux --help` without importing the verb
@@ -36,6 +37,7 @@ _SHORT_HELP = {
     "diff": "Align two recorded runs statement by statement (A, B: s_<n> or last).",
     "export": "Export SESSION (s_<n>, last, or a scenario directory) as an ATIF trajectory or an HTML page.",
     "flow": "Authored Flux-Lang flows.",
+    "fmt": "Format Flux-Lang FILEs: canonical spellings, every comment and the order of named arguments kept.",
     "fork": "Branch SESSION at statement --at into a new linked session: the prefix from tape (no model call, no side "
             "effect), then the tail diverges — inject a value, run an edited plan, or re-plan.",
     "import": "Import another agent's log (ATIF, Claude Code, Codex, deepseek) — FILE, or every log under DIR — as "

@@ -13,7 +13,9 @@ output and falls back to ``@json`` when the round trip would not be exact.
 
 from __future__ import annotations
 
+import contextlib
 import re
+from contextvars import ContextVar
 from json.encoder import encode_basestring as _json_str  # C: json_string's text (tested equal)
 from typing import Any, Optional
 
@@ -22,10 +24,11 @@ from flux.errors import FluxError
 
 from . import ast as A
 from .astjson import node_json_text
-from .parser import ParseError, RESERVED, parse_expression
+from .parser import RESERVED, STATEMENT_KEYWORDS, VALUE_WORDS, ParseError, parse_expression
 
 __all__ = ["FormatError", "format_flow", "format_statement", "format_node_lines", "format_duration",
-           "compact_value", "is_identifier", "format_bind_call"]
+           "compact_value", "is_identifier", "format_bind_call", "format_header", "write_statement", "LineWriter",
+           "author_spelling"]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _OPNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
@@ -54,6 +57,40 @@ def is_symbol(name: Any) -> bool:
 def _sym(name: str) -> str:
     """A symbol as written: bare, or ``$name`` for reserved words and digit-led names."""
     return "$" + name if name in RESERVED or not is_identifier(name) else name
+
+
+#: Set while the lossless formatter writes (:func:`author_spelling`): a symbol in expression position
+#: is bare unless it is a value word, and an op that is a reserved word but starts no statement is
+#: called as ``op(…)`` — the spellings an author's canonical file keeps (``branch: branch``,
+#: ``step()``), which read back the same.
+_AUTHOR_SPELLING: ContextVar[bool] = ContextVar("author_spelling", default=False)
+#: ops no call spelling can name (the parser reads `fmt(`, `parse(`, `expr("…"` as their own forms)
+_CALL_FORMS = frozenset({"fmt", "parse", "expr"})
+
+
+@contextlib.contextmanager
+def author_spelling():
+    """Write with the lossless formatter's spellings (see :data:`_AUTHOR_SPELLING`) inside the block."""
+    token = _AUTHOR_SPELLING.set(True)
+    try:
+        yield
+    finally:
+        _AUTHOR_SPELLING.reset(token)
+
+
+def _expr_sym(name: str) -> str:
+    """A symbol in expression position: as :func:`_sym` writes it, or bare when the author's spelling
+    is asked for and a bare word reads back as the symbol."""
+    if _AUTHOR_SPELLING.get() and is_identifier(name) and name not in VALUE_WORDS:
+        return name
+    return _sym(name)
+
+
+def _do_form(op: str) -> bool:
+    """Whether a call statement to ``op`` is written ``do op …`` (flux: for a reserved op name)."""
+    if _AUTHOR_SPELLING.get():
+        return op in STATEMENT_KEYWORDS or op in _CALL_FORMS or op in ("until", "goal")
+    return op in RESERVED
 
 
 def _syms_ok(*names: Optional[str]) -> bool:
@@ -136,13 +173,25 @@ def _is_dynamic(node: A.Node) -> bool:
 
 
 def _op_inline_ok(op: str) -> bool:
-    return bool(_OPNAME.match(op)) and op not in RESERVED
+    if not _OPNAME.match(op):
+        return False
+    return op not in RESERVED or (_AUTHOR_SPELLING.get() and op not in _CALL_FORMS)
 
 
 def _pun(key: str, value: A.Node) -> bool:
     """``{ key }`` for ``{ key: key }``: the value is the symbol of the same, bare-spellable name."""
     return isinstance(value, A.Var) and value.name == key and is_identifier(key) and \
         key not in RESERVED
+
+
+def _punned(obj: A.Obj, key: str, value: A.Node, default: bool) -> bool:
+    """Whether field ``key`` is written alone: as the author wrote it when the author's spelling is
+    asked for and known (an object from the lossless formatter's parse), else ``default``."""
+    if _AUTHOR_SPELLING.get():
+        puns = getattr(obj, "author_puns", None)
+        if puns is not None:
+            return key in puns and _pun(key, value)
+    return default
 
 
 def _call_args(args: tuple) -> Optional[str]:
@@ -152,7 +201,8 @@ def _call_args(args: tuple) -> Optional[str]:
         fields = args[0].fields
         if not all(is_identifier(k) for k, _ in fields):  # flux's is_ident_key
             return None
-        return ", ".join(k if len(fields) >= 2 and _pun(k, v) else f"{k}: {expr(v)}"
+        obj = args[0]
+        return ", ".join(k if _punned(obj, k, v, len(fields) >= 2 and _pun(k, v)) else f"{k}: {expr(v)}"
                          for k, v in fields)
     if len(args) >= 2 and all(isinstance(a, A.Var) and is_symbol(a.name) for a in args):
         return ", ".join("$" + a.name for a in args)
@@ -196,7 +246,7 @@ def _formula_with_sigils(formula: str, names: set[str]) -> str:
 def expr(node: A.Node) -> str:
     """A node in inline (expression) position; ``@json`` when it has no native spelling."""
     if isinstance(node, A.Var):
-        return _sym(node.name) if is_symbol(node.name) else _json_escape(node)
+        return _expr_sym(node.name) if is_symbol(node.name) else _json_escape(node)
     if isinstance(node, A.Lit):
         return compact_value(node.value)
     if isinstance(node, A.Call):
@@ -207,10 +257,10 @@ def expr(node: A.Node) -> str:
     if isinstance(node, A.Jq):
         native = native_path(node.path)
         if isinstance(node.input, A.Var) and is_symbol(node.input.name) and native:
-            return _sym(node.input.name) + native + ("?" if node.optional else "")
+            return _expr_sym(node.input.name) + native + ("?" if node.optional else "")
         return _json_escape(node)
     if isinstance(node, A.Obj) and _is_dynamic(node):
-        parts = [k if _pun(k, v) else f"{k if is_identifier(k) else json_string(k)}: {expr(v)}"
+        parts = [k if _punned(node, k, v, _pun(k, v)) else f"{k if is_identifier(k) else json_string(k)}: {expr(v)}"
                  for k, v in node.fields]
         return "{ " + ", ".join(parts) + " }"
     if isinstance(node, A.ListExpr) and _is_dynamic(node):
@@ -277,7 +327,10 @@ def _arrow(bind: Optional[str]) -> str:
     return f" -> {_sym(bind)}" if bind is not None else ""
 
 
-class _Out:
+class LineWriter:
+    """The lines of a formatted flow; :meth:`body` writes a block of statements (a subclass may
+    put more around them: the lossless formatter's comments)."""
+
     def __init__(self) -> None:
         self.lines: list[str] = []
 
@@ -288,11 +341,11 @@ class _Out:
         pad = _INDENT * level
         add = self.lines.append
         for n in nodes:
-            line = _bind_call_stmt(n)  # the commonest statement, without _stmt's dispatch
+            line = _bind_call_stmt(n)  # the commonest statement, without write_statement's dispatch
             if line is not None:
                 add(pad + line + "\n")
             else:
-                _stmt(n, level, self)
+                write_statement(n, level, self)
 
 
 def _call_like(node: A.Node) -> bool:
@@ -300,7 +353,7 @@ def _call_like(node: A.Node) -> bool:
     return not isinstance(node, A.Expr) and not expr(node).startswith("@json ")
 
 
-def _stmt(node: A.Node, level: int, out: _Out) -> None:
+def write_statement(node: A.Node, level: int, out: LineWriter) -> None:
     """Write one statement (and its nested blocks) at ``level``: its kind's writer, or ``@json`` when the
     kind has no native spelling or the writer finds a part that cannot be spelled natively."""
     line = _bind_call_stmt(node)
@@ -317,7 +370,7 @@ def _stmt(node: A.Node, level: int, out: _Out) -> None:
 # Each writer below writes one statement kind and returns True, or returns False having written
 # nothing when a part of the node has no native spelling (the statement is then `@json`).
 
-def _w_bind(node: A.Node, level: int, out: _Out) -> bool:
+def _w_bind(node: A.Node, level: int, out: LineWriter) -> bool:
     if not (is_symbol(node.name) and _type_ok(node.ty)):
         return False
     if node.effect is not None:
@@ -328,7 +381,7 @@ def _w_bind(node: A.Node, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_ctx_append(node: A.CtxAppend, level: int, out: _Out) -> bool:
+def _w_ctx_append(node: A.CtxAppend, level: int, out: LineWriter) -> bool:
     if not _syms_ok(node.ctx, *node.add):
         return False
     tail = (" " + ", ".join(_sym(s) for s in node.add)) if node.add else ""
@@ -336,10 +389,10 @@ def _w_ctx_append(node: A.CtxAppend, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_call(node: A.Call, level: int, out: _Out) -> bool:
+def _w_call(node: A.Call, level: int, out: LineWriter) -> bool:
     if not _OPNAME.match(node.op):
         return False
-    if node.op in RESERVED:  # flux's fmt_legacy_call_args: `$` on symbols, no `@json` arg
+    if _do_form(node.op):  # flux's fmt_legacy_call_args: `$` on symbols, no `@json` arg
         parts = ["$" + a.name if isinstance(a, A.Var) and is_identifier(a.name) else expr(a)
                  for a in node.args]
         if any(p.startswith("@json ") for p in parts):
@@ -353,24 +406,24 @@ def _w_call(node: A.Call, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_return(node: A.Return, level: int, out: _Out) -> bool:
+def _w_return(node: A.Return, level: int, out: LineWriter) -> bool:
     out.line(level, "return " + expr(node.value))
     return True
 
 
-def _w_var(node: A.Var, level: int, out: _Out) -> bool:
+def _w_var(node: A.Var, level: int, out: LineWriter) -> bool:
     if not is_symbol(node.name):
         return False
     out.line(level, _sym(node.name))
     return True
 
 
-def _w_lit(node: A.Lit, level: int, out: _Out) -> bool:
+def _w_lit(node: A.Lit, level: int, out: LineWriter) -> bool:
     out.line(level, compact_value(node.value))
     return True
 
 
-def _w_when(node: A.When, level: int, out: _Out) -> bool:
+def _w_when(node: A.When, level: int, out: LineWriter) -> bool:
     out.line(level, "when " + expr(node.cond))
     out.body(node.then, level + 1)
     if node.otherwise:
@@ -379,13 +432,13 @@ def _w_when(node: A.When, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_unless(node: A.Unless, level: int, out: _Out) -> bool:
+def _w_unless(node: A.Unless, level: int, out: LineWriter) -> bool:
     out.line(level, "unless " + expr(node.cond))
     out.body(node.body, level + 1)
     return True
 
 
-def _w_each(node: A.Each, level: int, out: _Out) -> bool:
+def _w_each(node: A.Each, level: int, out: LineWriter) -> bool:
     if not _syms_ok(node.item, node.collect) or (node.flat and node.collect is None):
         return False
     tail = ""
@@ -396,7 +449,7 @@ def _w_each(node: A.Each, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_repeat(node: A.Repeat, level: int, out: _Out) -> bool:
+def _w_repeat(node: A.Repeat, level: int, out: LineWriter) -> bool:
     if not _syms_ok(node.collect):
         return False
     until = f", until: {expr(node.until)}" if node.until is not None else ""
@@ -405,7 +458,7 @@ def _w_repeat(node: A.Repeat, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_seq_pipe(node: A.Node, level: int, out: _Out) -> bool:
+def _w_seq_pipe(node: A.Node, level: int, out: LineWriter) -> bool:
     if not _syms_ok(node.bind):
         return False
     is_seq = isinstance(node, A.Seq)
@@ -414,7 +467,7 @@ def _w_seq_pipe(node: A.Node, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_ctx(node: A.Ctx, level: int, out: _Out) -> bool:
+def _w_ctx(node: A.Ctx, level: int, out: LineWriter) -> bool:
     if not _syms_ok(node.name, *node.include, *node.exclude):
         return False
     out.line(level, "ctx " + _sym(node.name))
@@ -429,7 +482,7 @@ def _w_ctx(node: A.Ctx, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_match(node: A.Match, level: int, out: _Out) -> bool:
+def _w_match(node: A.Match, level: int, out: LineWriter) -> bool:
     out.line(level, "match " + expr(node.subject))
     for c in node.cases:
         out.line(level + 1, "case " + expr(c.value))
@@ -440,7 +493,7 @@ def _w_match(node: A.Match, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_route(node: A.Route, level: int, out: _Out) -> bool:
+def _w_route(node: A.Route, level: int, out: LineWriter) -> bool:
     out.line(level, "route " + expr(node.selector))
     for c in node.cases:
         out.line(level + 1, "case " + _str(c.label))
@@ -451,7 +504,7 @@ def _w_route(node: A.Route, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_fallback(node: A.Fallback, level: int, out: _Out) -> bool:
+def _w_fallback(node: A.Fallback, level: int, out: LineWriter) -> bool:
     if not _syms_ok(node.bind):
         return False
     out.line(level, "fallback" + _arrow(node.bind))
@@ -461,7 +514,7 @@ def _w_fallback(node: A.Fallback, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_loop(node: A.Loop, level: int, out: _Out) -> bool:
+def _w_loop(node: A.Loop, level: int, out: LineWriter) -> bool:
     if not _syms_ok(node.bind):
         return False
     until = f", until: {expr(node.until)}" if node.until is not None else ""
@@ -471,7 +524,7 @@ def _w_loop(node: A.Loop, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_timeout(node: A.Timeout, level: int, out: _Out) -> bool:
+def _w_timeout(node: A.Timeout, level: int, out: LineWriter) -> bool:
     if not _syms_ok(node.bind):
         return False
     out.line(level, f"timeout {format_duration(node.ms)}{_arrow(node.bind)}")
@@ -479,7 +532,7 @@ def _w_timeout(node: A.Timeout, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_budget(node: A.Budget, level: int, out: _Out) -> bool:
+def _w_budget(node: A.Budget, level: int, out: LineWriter) -> bool:
     if not _syms_ok(node.bind):
         return False
     out.line(level, f"budget {node.limit}{_arrow(node.bind)}")
@@ -487,7 +540,7 @@ def _w_budget(node: A.Budget, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_cap_scope(node: A.CapScope, level: int, out: _Out) -> bool:
+def _w_cap_scope(node: A.CapScope, level: int, out: LineWriter) -> bool:
     if not _syms_ok(node.bind):
         return False
     out.line(level, f"with_tools {compact_json(list(node.tools))}{_arrow(node.bind)}")
@@ -495,13 +548,13 @@ def _w_cap_scope(node: A.CapScope, level: int, out: _Out) -> bool:
     return True
 
 
-def _named_branches(branches: tuple, level: int, out: _Out) -> None:
+def _named_branches(branches: tuple, level: int, out: LineWriter) -> None:
     for b in branches:
         out.line(level + 1, "branch " + _sym(b.name))
         out.body(b.body, level + 2)
 
 
-def _w_parallel(node: A.Parallel, level: int, out: _Out) -> bool:
+def _w_parallel(node: A.Parallel, level: int, out: LineWriter) -> bool:
     if not _syms_ok(*(b.name for b in node.branches)):
         return False
     out.line(level, "parallel")
@@ -509,7 +562,7 @@ def _w_parallel(node: A.Parallel, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_race(node: A.Race, level: int, out: _Out) -> bool:
+def _w_race(node: A.Race, level: int, out: LineWriter) -> bool:
     if not _syms_ok(node.bind, *(b.name for b in node.branches)):
         return False
     out.line(level, f"race {format_duration(node.timeout_ms)}{_arrow(node.bind)}")
@@ -522,7 +575,7 @@ def _plain_word(value: Optional[str]) -> bool:
     return value is None or (bool(_WORD.match(value)) and value not in RESERVED)
 
 
-def _w_retry(node: A.Retry, level: int, out: _Out) -> bool:
+def _w_retry(node: A.Retry, level: int, out: LineWriter) -> bool:
     if not (_syms_ok(node.bind) and _plain_word(node.backoff)):
         return False
     opts = ""
@@ -535,13 +588,13 @@ def _w_retry(node: A.Retry, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_assert(node: A.Assert, level: int, out: _Out) -> bool:
+def _w_assert(node: A.Assert, level: int, out: LineWriter) -> bool:
     msg = f", {_str(node.message)}" if node.message is not None else ""
     out.line(level, f"assert {expr(node.cond)}{msg}")
     return True
 
 
-def _w_try(node: A.Try, level: int, out: _Out) -> bool:
+def _w_try(node: A.Try, level: int, out: LineWriter) -> bool:
     if not _syms_ok(node.catch):
         return False
     out.line(level, "try")
@@ -551,7 +604,7 @@ def _w_try(node: A.Try, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_scope(node: A.Scope, level: int, out: _Out) -> bool:
+def _w_scope(node: A.Scope, level: int, out: LineWriter) -> bool:
     if not _syms_ok(node.bind) or (node.bind is None) != (node.acquire is None):
         return False
     head = "scope"
@@ -568,7 +621,7 @@ def _w_scope(node: A.Scope, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_saga(node: A.Saga, level: int, out: _Out) -> bool:
+def _w_saga(node: A.Saga, level: int, out: LineWriter) -> bool:
     out.line(level, "saga")
     for s in node.steps:
         out.line(level + 1, "step")
@@ -579,7 +632,7 @@ def _w_saga(node: A.Saga, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_confirm(node: A.Confirm, level: int, out: _Out) -> bool:
+def _w_confirm(node: A.Confirm, level: int, out: LineWriter) -> bool:
     if not _plain_word(node.risk):
         return False
     risk = f", risk: {node.risk}" if node.risk is not None else ""
@@ -588,20 +641,20 @@ def _w_confirm(node: A.Confirm, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_throttle(node: A.Throttle, level: int, out: _Out) -> bool:
+def _w_throttle(node: A.Throttle, level: int, out: LineWriter) -> bool:
     out.line(level, f"throttle {_str(node.name)}, max: {node.max}, "
                     f"per: {format_duration(node.window_ms)}")
     out.body(node.body, level + 1)
     return True
 
 
-def _w_debounce(node: A.Debounce, level: int, out: _Out) -> bool:
+def _w_debounce(node: A.Debounce, level: int, out: LineWriter) -> bool:
     out.line(level, f"debounce {_str(node.name)}, wait: {format_duration(node.wait_ms)}")
     out.body(node.body, level + 1)
     return True
 
 
-def _w_verify(node: A.Verify, level: int, out: _Out) -> bool:
+def _w_verify(node: A.Verify, level: int, out: LineWriter) -> bool:
     if not (_call_like(node.cmd) and _call_like(node.expect)):
         return False
     msg = f": {_str(node.message)}" if node.message is not None else ""
@@ -609,7 +662,7 @@ def _w_verify(node: A.Verify, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_once(node: A.Once, level: int, out: _Out) -> bool:
+def _w_once(node: A.Once, level: int, out: LineWriter) -> bool:
     if not _syms_ok(node.bind):
         return False
     out.line(level, f"once {_str(node.label)}{_arrow(node.bind)}")
@@ -617,12 +670,12 @@ def _w_once(node: A.Once, level: int, out: _Out) -> bool:
     return True
 
 
-def _w_checkpoint(node: A.Checkpoint, level: int, out: _Out) -> bool:
+def _w_checkpoint(node: A.Checkpoint, level: int, out: LineWriter) -> bool:
     out.line(level, f"checkpoint {_str(node.label)}")
     return True
 
 
-def _w_await(node: A.Await, level: int, out: _Out) -> bool:
+def _w_await(node: A.Await, level: int, out: LineWriter) -> bool:
     if not (_syms_ok(node.binding) and _type_ok(node.as_type)) or \
             (node.as_type is not None and node.binding is None):
         return False
@@ -650,7 +703,7 @@ _STATEMENT_WRITERS = {
 }
 
 
-def _header(draft: A.DraftAst) -> str:
+def format_header(draft: A.DraftAst) -> str:
     head = "flow"
     if draft.name is not None:
         head += " " + draft.name
@@ -668,18 +721,18 @@ def format_flow(draft: A.DraftAst) -> str:
     produces one (:data:`~flux.lang.parser.MAX_NESTING`). Unpaired surrogates in strings built in
     code are written as U+FFFD, the one rule of :func:`flux.canonical.scrub_text`.
     """
-    out = _Out()
+    out = LineWriter()
     try:
         out.body(draft.body, 1)
     except RecursionError:
         raise FormatError("the plan nests too deeply to format; bind inner values to names "
                           "first") from None
-    return scrub_text(_header(draft) + "".join(out.lines))
+    return scrub_text(format_header(draft) + "".join(out.lines))
 
 
 def _bind_call_stmt(node: A.Node) -> Optional[str]:
     """The statement ``name = op(<literal>)`` written by :func:`_bind_call_line` — what the general
-    arms of :func:`_stmt` write for it, without their dispatch; None for any other statement."""
+    arms of :func:`write_statement` write for it, without their dispatch; None for any other statement."""
     if type(node) is A.Bind and node.ty is None and node.effect is None:
         call = node.value
         if type(call) is A.Call and len(call.args) == 1 and type(call.args[0]) is A.Lit:
@@ -689,7 +742,7 @@ def _bind_call_stmt(node: A.Node) -> Optional[str]:
 
 def _bind_call_line(name: Any, op: Any, value: Any) -> Optional[str]:
     """``name = op(<compact value>)`` for a plain name and op; None when either needs ``$`` or
-    ``@json`` (the general arms of :func:`_stmt` then write the statement). A plain name: an ASCII
+    ``@json`` (the general arms of :func:`write_statement` then write the statement). A plain name: an ASCII
     identifier (``_IDENT``'s language, tested equal), not reserved."""
     if type(name) is not str or type(op) is not str or name in RESERVED or not name.isascii() \
             or not name.isidentifier() or op in RESERVED or not _OPNAME.match(op):
@@ -714,9 +767,9 @@ def format_statement(node: A.Node) -> str:
 
 def format_node_lines(node: A.Node, level: int = 0) -> list[str]:
     """The lines (each ending in ``\\n``) one statement occupies, indented ``level`` steps."""
-    out = _Out()
+    out = LineWriter()
     try:
-        _stmt(node, level, out)
+        write_statement(node, level, out)
     except RecursionError:
         raise FormatError("the statement nests too deeply to format") from None
     return [scrub_text(line) for line in out.lines]

@@ -5,7 +5,7 @@ templates, ``fmt``/``parse``/``thing``/``expr`` forms, and operator formulas (ke
 from __future__ import annotations
 
 import re
-from typing import Any, Optional, Union
+from typing import Any, Iterable, Optional, Union
 
 from flux.canonical import json_string
 
@@ -66,6 +66,11 @@ def formula_text(raw: str) -> str:
 
 class ExpressionRules(TextCursor):
     """The expression rules of the parser (mixed into it)."""
+
+    def make_obj(self, fields: dict, puns: Iterable[str] = ()) -> A.Node:
+        """The object template (or named arguments) ``fields``, in the AST's key order; ``puns`` are
+        the keys the author wrote alone (``{ ticket }``), which the AST does not keep."""
+        return A.Obj(fields)
 
     # ---------------------------------------------------------------- expressions
     def expression(self) -> A.Node:
@@ -355,6 +360,7 @@ class ExpressionRules(TextCursor):
             self.depth -= 1
             return A.ListExpr(tuple(items))
         fields: dict[str, A.Node] = {}
+        puns: list[str] = []
         while not self.accept(close):
             self.sp()
             kpos = self.pos
@@ -367,6 +373,7 @@ class ExpressionRules(TextCursor):
                 if key in RESERVED:
                     raise self.error(f"`{key}` is a reserved word; write `{key}: ${key}`", kpos)
                 fields[key] = A.Var(key)
+                puns.append(key)
             else:
                 self.expect(":")
                 fields[key] = self.expression()
@@ -374,7 +381,7 @@ class ExpressionRules(TextCursor):
                 self.expect(close, "',' or '}'")
                 break
         self.depth -= 1
-        return A.Obj(fields)
+        return self.make_obj(fields, puns)
 
     def _call_args(self) -> tuple:
         """``op(…)`` arguments: positional, or ``key: v`` / pun fields forming one object."""
@@ -412,5 +419,5 @@ class ExpressionRules(TextCursor):
                 if key in fields:
                     raise self.error(f"duplicate named argument `{key}`")
                 fields[key] = node
-            return (A.Obj(fields),)
+            return (self.make_obj(fields, [key for kind, key, _ in items if kind == "bare"]),)
         return tuple(node for _, _, node in items)

@@ -34,6 +34,8 @@ class StatementRules(ExpressionRules):
                 return None
             if src[i] == "\n" or src[i] == "#":
                 end = src.find("\n", i)
+                if src[i] == "#" and self.comments is not None:
+                    self.comments[i] = src[i:self.n if end < 0 else end]
                 self.pos = self.n if end < 0 else end + 1
                 continue
             lead = src[self.pos:i]

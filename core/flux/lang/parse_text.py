@@ -106,6 +106,8 @@ class TextCursor:
         self.no_puns = False
         #: reading a stored formula for evaluation: single-quoted strings are plain literals
         self.formula_leaves = False
+        #: position -> text of every comment passed over, when the caller asks (the lossless formatter)
+        self.comments: Optional[dict] = None
 
     # ---------------------------------------------------------------- errors and positions
     def error(self, what: str, pos: Optional[int] = None) -> ParseError:
@@ -140,6 +142,8 @@ class TextCursor:
                 self.pos += 1
             elif ch == "#":
                 end = src.find("\n", self.pos)
+                if self.comments is not None:
+                    self.comments[self.pos] = src[self.pos:n if end < 0 else end]
                 self.pos = n if end < 0 else end
             else:
                 break

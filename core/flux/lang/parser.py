@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Iterable
 
 from flux.canonical import scrub_text, scrub_value
 
@@ -25,13 +25,53 @@ from .parse_modules import ModuleRules
 from .parse_text import (CLAUSE_WORDS, FORMULA_FUNCTIONS, MAX_JSON_DEPTH, MAX_NESTING, RESERVED,
                          STATEMENT_KEYWORDS, VALUE_WORDS, ParseError, json_number)
 
-__all__ = ["ParseError", "parse", "parse_program", "parse_expression", "formula_text", "RESERVED",
+__all__ = ["ParseError", "parse", "parse_program", "parse_expression", "formula_text", "new_parser", "RESERVED",
            "STATEMENT_KEYWORDS", "CLAUSE_WORDS", "VALUE_WORDS", "FORMULA_FUNCTIONS", "MAX_NESTING",
            "MAX_JSON_DEPTH"]
 
 
 class _Parser(ModuleRules):
     """One parse of one text: the cursor and every construct family's rules."""
+
+
+class _RecordingParser(_Parser):
+    """A parse that also keeps what the lossless formatter needs: every comment, where each
+    statement starts and ends, the span of each top-level flow, and object templates with their
+    fields in the author's order (such an AST is for writing text only; it does not compare equal)."""
+
+    def __init__(self, src: str):
+        super().__init__(src)
+        self.comments = {}
+        self.statement_starts: dict[int, int] = {}
+        self.statement_ends: dict[int, int] = {}
+        self.top_level_flows: list[tuple[int, int, A.DraftAst]] = []
+
+    def statement(self, indent: int) -> "A.Node | None":
+        start = self.pos
+        node = super().statement(indent)
+        if node is not None:
+            self.statement_starts[id(node)] = start
+            self.statement_ends[id(node)] = self.pos
+        return node
+
+    def _flow_decl(self, header_indent: int) -> A.DraftAst:
+        start = self.pos
+        draft = super()._flow_decl(header_indent)
+        if header_indent == 0:
+            self.top_level_flows.append((start, self.pos, draft))
+        return draft
+
+    def make_obj(self, fields: dict, puns: Iterable[str] = ()) -> A.Node:
+        obj = A.Obj(fields)
+        object.__setattr__(obj, "fields", tuple(fields.items()))
+        object.__setattr__(obj, "author_puns", frozenset(puns))
+        return obj
+
+
+def new_parser(text: str, record: bool = False) -> _Parser:
+    """A parser over ``text``; ``record=True`` also keeps comments, statement spans and author order
+    (:class:`_RecordingParser`)."""
+    return (_RecordingParser if record else _Parser)(text)
 
 
 # The shape of nearly every stored plan: a host-derived one-statement flow,
