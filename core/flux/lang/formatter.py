@@ -14,6 +14,7 @@ output and falls back to ``@json`` when the round trip would not be exact.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from contextvars import ContextVar
 from json.encoder import encode_basestring as _json_str  # C: json_string's text (tested equal)
@@ -294,7 +295,6 @@ def expr(node: A.Node) -> str:
 def native_path(path: str) -> Optional[str]:
     """The source spelling of a canonical jq path (flux's ``native_field_path``): ``.a.0["k"]``
     is written ``.a[0]["k"]``; None for a path that would not read back to the same string."""
-    import json as _json
     out, pos, first = [], 0, True
     while pos < len(path):
         m = _PATH_SEGMENT.match(path, pos)
@@ -312,7 +312,7 @@ def native_path(path: str) -> Optional[str]:
             if path[m.start()] == "." if not first else path[m.start()] != ".":
                 return None
             try:
-                key = _json.loads(m.group(3))
+                key = json.loads(m.group(3))
             except ValueError:
                 return None
             if json_string(key) != m.group(3):

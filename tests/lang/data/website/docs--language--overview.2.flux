@@ -1,0 +1,3 @@
+flow check-readme
+  $src = read("README.md")
+  return $src
