@@ -335,7 +335,7 @@ class _Command(OneLineErrors, click.Command):
               help="Browse only: fork, what-if, resurrect, delete and accepting goldens are refused.")
 @click.option("--serve", is_flag=True,
               help="Serve the app to a web browser (textual-serve; the `serve` extra) instead of this terminal. "
-                   "Read-only unless --allow-write.")
+                   "It only browses unless --allow-write.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="With --serve: the address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
               help="With --serve: the port to listen on.")
