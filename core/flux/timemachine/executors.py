@@ -51,13 +51,31 @@ def _ray():
     return ray
 
 
+class _Runner:
+    """One Ray worker of a job (an actor: its own process for the job's lifetime), running the
+    job's task session after session — so a task may keep what it opened (a what-if's client) for
+    the next one, as a pool worker does — and ``close``-ing it before the actor is removed."""
+
+    def __init__(self, task: Callable[..., Any], close: Callable[[], None] | None) -> None:
+        self.task, self.closer = task, close
+
+    def run(self, store: str, sid: str, spec: Any, args: dict) -> Any:
+        return self.task(store, sid, spec, args)
+
+    def close(self) -> None:
+        if self.closer is not None:
+            self.closer()
+
+
 def run_on_ray(task: Callable[..., Any], store: str, sessions: Sequence[str], spec: Any, client_args: dict, *,
                executor: Executor, jobs: int, failed: Callable[[str, str], Any],
-               on_progress: Callable[[int, int, Any], None] | None = None) -> list[Any]:
-    """Run ``task(store, sid, spec, client_args)`` for every session as a Ray task; results in
-    input order. A task that dies (its worker killed, an exception Ray could not carry back) is
-    ``failed(sid, why)`` — an error row, the sweep goes on. A cluster this call started (no
-    address) has ``jobs`` CPUs and is shut down at the end, however the sweep ends."""
+               on_progress: Callable[[int, int, Any], None] | None = None,
+               close: Callable[[], None] | None = None) -> list[Any]:
+    """Run ``task(store, sid, spec, client_args)`` for every session on ``jobs`` Ray workers, one
+    session at a time each; results in input order. A worker that dies (killed, out of memory)
+    turns its session into ``failed(sid, why)`` — an error row — and is replaced: the job goes on.
+    ``close()`` runs in each worker when the job ends. A cluster this call started (no address)
+    has ``jobs`` CPUs and is shut down at the end, however the job ends."""
     ray = _ray()
     if executor.address is not None:
         _check_reachable(executor.address)
@@ -72,27 +90,51 @@ def run_on_ray(task: Callable[..., Any], store: str, sessions: Sequence[str], sp
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise FluxError(f"cannot reach {executor.describe()}: {e}") from None
         started_here = True
+    worker = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(_Runner)
+    workers: list[Any] = []
     try:
-        remote = ray.remote(max_retries=0, num_cpus=1)(task)
-        refs = [remote.remote(store, sid, spec, client_args) for sid in sessions]
-        index = {ref: i for i, ref in enumerate(refs)}
-        results: list[Any] = [None] * len(refs)
-        pending, done = list(refs), 0
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            for ref in ready:
-                i = index[ref]
-                try:
-                    results[i] = ray.get(ref)
-                except Exception as e:  # a task whose worker died, or whose error could not be carried back
-                    results[i] = failed(sessions[i], f"the Ray task failed: {type(e).__name__}: {_first_line(e)}")
-                done += 1
-                if on_progress is not None:
-                    on_progress(done, len(refs), results[i])
+        results: list[Any] = [None] * len(sessions)
+        todo = list(range(len(sessions)))[::-1]  # popped from the end: input order
+        running: dict[Any, tuple[Any, int]] = {}  # ref -> (its worker, session index)
+
+        def give(w: Any) -> None:
+            if todo:
+                i = todo.pop()
+                running[w.run.remote(store, sessions[i], spec, client_args)] = (w, i)
+
+        for _ in range(min(max(1, jobs), len(sessions))):
+            workers.append(worker.remote(task, close))
+            give(workers[-1])
+        done = 0
+        while running:
+            [ref], _ = ray.wait(list(running), num_returns=1)
+            w, i = running.pop(ref)
+            try:
+                results[i] = ray.get(ref)
+            except Exception as e:  # its worker died, or its error could not be carried back
+                results[i] = failed(sessions[i], f"the Ray task failed: {type(e).__name__}: {_first_line(e)}")
+                if isinstance(e, ray.exceptions.RayActorError):
+                    workers.remove(w)
+                    w = worker.remote(task, close)
+                    workers.append(w)
+            done += 1
+            if on_progress is not None:
+                on_progress(done, len(sessions), results[i])
+            give(w)
         return results
     finally:
+        _stop(ray, workers)
         if started_here:
             ray.shutdown()
+
+
+def _stop(ray: Any, workers: list[Any]) -> None:
+    """Let each worker close what its tasks kept open (within 30 s), then remove it."""
+    closing = [w.close.remote() for w in workers]
+    if closing:
+        ray.wait(closing, num_returns=len(closing), timeout=30)
+    for w in workers:
+        ray.kill(w)
 
 
 def run_on_pool(task: Callable[..., Any], store: str, sessions: Sequence[str], spec: Any, args: dict, *,

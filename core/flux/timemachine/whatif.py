@@ -648,6 +648,13 @@ def _make_client(store_dir: str, client_args: dict) -> Any:
     return Client(NullProvider(model="offline"), model="offline", store=store_dir, **args)
 
 
+def close_worker_clients() -> None:
+    """Close the clients this process's sweep tasks kept (a pool worker's, a Ray worker's)."""
+    for c in list(_WORKER_CLIENT.values()):
+        c.close()
+    _WORKER_CLIENT.clear()
+
+
 def _sweep_one(store_dir: str, sid: str, spec: WhatIfSpec, client_args: dict) -> SweepOutcome:
     try:
         client = _worker_client(store_dir, client_args)
@@ -656,21 +663,6 @@ def _sweep_one(store_dir: str, sid: str, spec: WhatIfSpec, client_args: dict) ->
     except Exception as e:
         return SweepOutcome(sid, error=f"{type(e).__name__}: {e}")
     return _sweep_with(client, sid, spec)
-
-
-def sweep_task(store_dir: str, sid: str, spec: WhatIfSpec, client_args: dict) -> SweepOutcome:
-    """One session of a sweep as a self-contained task (a Ray task): its own client on the store,
-    closed when the session is done — a cluster's long-lived workers keep no store connection."""
-    try:
-        client = _make_client(store_dir, client_args)
-    except FluxError as e:
-        return SweepOutcome(sid, error=str(e))
-    except Exception as e:
-        return SweepOutcome(sid, error=f"{type(e).__name__}: {e}")
-    try:
-        return _sweep_with(client, sid, spec)
-    finally:
-        client.close()
 
 
 def _sweep_with(client: Any, sid: str, spec: WhatIfSpec) -> SweepOutcome:
@@ -735,8 +727,9 @@ def what_if_over(store_dir: str | os.PathLike[str], sessions: Sequence[str], spe
         args.setdefault("workspace", str(client.workspace))
         client = None
     if ex.kind == "ray":
-        results = run_on_ray(sweep_task, store, list(sessions), spec, args, executor=ex, jobs=jobs,
-                             failed=lambda sid, why: SweepOutcome(sid, error=why), on_progress=on_progress)
+        results = run_on_ray(_sweep_one, store, list(sessions), spec, args, executor=ex, jobs=jobs,
+                             failed=lambda sid, why: SweepOutcome(sid, error=why), on_progress=on_progress,
+                             close=close_worker_clients)
     elif jobs <= 1 or total <= 1:
         try:
             for i, sid in enumerate(sessions):
@@ -744,9 +737,7 @@ def what_if_over(store_dir: str | os.PathLike[str], sessions: Sequence[str], spe
                 if on_progress is not None:
                     on_progress(i + 1, total, results[i])  # type: ignore[arg-type]
         finally:  # the per-sweep clients are closed however the loop ends (no connection left for GC)
-            for c in list(_WORKER_CLIENT.values()):
-                c.close()
-            _WORKER_CLIENT.clear()
+            close_worker_clients()
     else:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
