@@ -91,7 +91,9 @@ def test_killed_after_the_cell_the_op_is_served_not_repeated(tmp_path: Path, ws:
     assert _effects(ws) == ["one", "two"]
     res = _resurrect(store, ws)
     assert res.exit_code == 0, res.output
-    assert "interrupted after 0 statement(s)" in res.stderr
+    # one statement of the turn is complete (op 1's one-statement plan); op 2's plan recorded its cell
+    # but no statement boundary — the turn is counted as fork --turn 1 --at 1 counts it (op 2 is 1)
+    assert "interrupted after 1 statement(s)" in res.stderr
     assert "1 op(s) served from the cassette, 0 run live, 1 unanchored cell(s) served" in res.stderr
     assert _effects(ws) == ["one", "two"]  # nothing ran twice; no gate was needed (offline)
     again = CliRunner().invoke(main, ["sessions", "--store", str(store)])

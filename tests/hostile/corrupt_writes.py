@@ -87,6 +87,15 @@ def _deep(n: int, rng: random.Random) -> str:
     return rng.choice(["[" * n, "[" * n + "]" * n, '{"a":' * n + "1" + "}" * n])
 
 
+def _read(p: Path) -> str:
+    """A scenario file's text — as its bytes are, when an earlier mutation left it invalid UTF-8."""
+    return p.read_bytes().decode("utf-8", "surrogateescape")
+
+
+def _write(p: Path, text: str) -> None:
+    p.write_bytes(text.encode("utf-8", "surrogateescape"))
+
+
 def s_model_utf8(sc: Path, rng: random.Random) -> str:
     p = sc / "model.jsonl"
     data = bytearray(p.read_bytes())
@@ -100,7 +109,7 @@ def s_model_utf8(sc: Path, rng: random.Random) -> str:
 
 def s_model_shape(sc: Path, rng: random.Random) -> str:
     p = sc / "model.jsonl"
-    lines = p.read_text(encoding="utf-8").splitlines()
+    lines = _read(p).splitlines()
     c = rng.randrange(6)
     line = [_deep(rng.choice([600, 5_000]), rng), "5", '{"request": 5, "chunks": "x"}', '{"chunks": [5, null]}',
             '{"request": {"model": []}, "request_hash": 7, "chunks": [{"t": 5}]}', "x" * 200_000][c]
@@ -108,7 +117,7 @@ def s_model_shape(sc: Path, rng: random.Random) -> str:
         lines[rng.randrange(len(lines))] = line
     else:
         lines.insert(0, line)
-    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _write(p, "\n".join(lines) + "\n")
     return f"model.jsonl shape #{c}"
 
 
@@ -123,21 +132,21 @@ def s_model_truncate(sc: Path, rng: random.Random) -> str:
 
 def s_toml(sc: Path, rng: random.Random) -> str:
     p = sc / "scenario.toml"
-    text = p.read_text(encoding="utf-8")
+    text = _read(p)
     c = rng.randrange(6)
     if c == 0:
-        p.write_text("a = " + "[" * 3_000 + "]" * 3_000 + "\n" + text, encoding="utf-8")
+        _write(p, "a = " + "[" * 3_000 + "]" * 3_000 + "\n" + text)
     elif c == 1:
-        p.write_text("a = " + "{b = " * 3_000 + "1" + "}" * 3_000 + "\n" + text, encoding="utf-8")
+        _write(p, "a = " + "{b = " * 3_000 + "1" + "}" * 3_000 + "\n" + text)
     elif c == 2:
-        p.write_bytes(b"\xff\xfe" + text.encode())
+        p.write_bytes(b"\xff\xfe" + text.encode("utf-8", "surrogateescape"))
     elif c == 3:
-        p.write_text(text.replace('session = "s_1"', "session = " + "9" * 100_000), encoding="utf-8")
+        _write(p, text.replace('session = "s_1"', "session = " + "9" * 100_000))
     elif c == 4:
-        p.write_text(text.replace('session = "s_1"', 'session = "' + "s" * 100_000 + '"'), encoding="utf-8")
+        _write(p, text.replace('session = "s_1"', 'session = "' + "s" * 100_000 + '"'))
     else:
-        p.write_text(text.replace("recorded_at_ms = ", "recorded_at_ms = 99999999999999999").replace(
-            "cassette_max_bytes = ", "cassette_max_bytes = -"), encoding="utf-8")
+        _write(p, text.replace("recorded_at_ms = ", "recorded_at_ms = 99999999999999999").replace(
+            "cassette_max_bytes = ", "cassette_max_bytes = -"))
     return f"scenario.toml #{c}"
 
 
