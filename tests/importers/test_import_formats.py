@@ -150,7 +150,9 @@ def test_deepseek_override_entries_replace_the_derived_model_script(tmp_path):
     assert [t.outcome for t in detail.turns] == ["error"]
     assert "upstream reset the stream (NETWORK)" in detail.turns[0].answer
     assert detail.cells == []
-    assert _source(detail)["applied"] == {"override": {"file": "replay.override.json", "entries": 1}}
+    prov = _source(detail)
+    assert prov["extra"]["override"] == {"file": "replay.override.json", "entries": 1}
+    assert json.loads(prov["files"]["replay.override.json"])[0]["message"] == "upstream reset the stream"
 
 
 def test_reimport_is_a_no_op_and_a_directory_imports_every_log(tmp_path):

@@ -181,10 +181,14 @@ def _resurrect_kw(quiet: bool) -> dict:
 def _open_session(client: Any, session: Optional[str], cont: bool):
     if session and cont:
         raise FluxError("pass either --session S or --continue, not both")
-    if cont:
-        return client.open_session("last")
-    if session:
-        return client.open_session(session)
+    if cont or session:
+        from ..model.provenance import refuse_redrive
+        from ..store.store import StoreReader
+
+        opened = client.open_session("last" if cont else session)
+        with StoreReader(client.store_dir) as reader:
+            refuse_redrive(reader, opened.id, "a new turn of this runtime's agent")
+        return opened
     return client.session()
 
 

@@ -92,3 +92,19 @@ class _plain:
 def _json(path: Path, res) -> dict:
     return {"file": str(path), "session": res.session, "sessions": res.created, "already_imported": res.already,
             "turns": res.turns, "model_calls": res.model_calls, "tool_calls": res.tool_calls}
+
+
+def record_from_import(name: str, session: str, prompt: Optional[str], directory: Path, store: Optional[Path],
+                       update: bool, as_json: bool) -> None:
+    """``flux record NAME --from-import SESSION``: the scenario NAME (in ``directory``) made from an
+    imported run."""
+    from ..testkit.imported import scenario_from_import
+
+    if prompt is not None:
+        fail("--from-import takes the scenario's input from the imported run — drop PROMPT")
+    sid = scenario_from_import(resolve_store_dir(store), session, directory, name=name, update=update)
+    if as_json:
+        json_out({"directory": str(directory), "session": sid, "from_import": session})
+    else:
+        click.echo(f"recorded {directory} · {sid} · from the imported {session} · replay only (another agent's loop) — "
+                   f"run it with flux test {directory}")

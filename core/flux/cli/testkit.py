@@ -45,10 +45,10 @@ def _quote(s: str) -> str:
 
 @main.command("record")
 @click.argument("name")
-@click.argument("input_text", metavar="PROMPT")
+@click.argument("input_text", metavar="PROMPT", required=False)
 @click.option("--dir", "scenarios_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Scenarios directory the scenario NAME is written into (default: tests/scenarios).")
-@click.option("-m", "--model", required=True, envvar="FLUX_MODEL",
+@click.option("-m", "--model", default=None, envvar="FLUX_MODEL",
               help="provider:model to record against — mock, scripted:PATH, openai:NAME, ollama:NAME, anthropic:NAME.")
 @click.option("--workspace", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Seed directory: copied to a scratch workspace the agent works in (the seed is never modified).")
@@ -64,11 +64,29 @@ def _quote(s: str) -> str:
 @click.option("--ops", "ops_ref", default=None, metavar="MODULE:ATTR",
               help="Record with these ops instead of the built-in coding ops (written to scenario.toml as ops = …).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: directory, session, model, outcome, tool calls, replay.")
+@click.option("--from-import", "from_import", default=None, metavar="SESSION",
+              help="Make NAME from a session `flux import` wrote to --store (no PROMPT, no model: replay only).")
+@store_option
 @handle_errors
-def record_cmd(name: str, input_text: str, scenarios_dir: Optional[Path], model: str, workspace: Optional[Path],
-               base_url: Optional[str], instructions: Optional[str], max_iter: int, yes: bool, policy: Optional[Path],
-               update: bool, allow_error: bool, ops_ref: Optional[str], as_json: bool) -> None:
-    """Record one live turn for PROMPT as the scenario NAME, written to --dir/NAME (commit it)."""
+def record_cmd(name: str, input_text: Optional[str], scenarios_dir: Optional[Path], model: Optional[str],
+               workspace: Optional[Path], base_url: Optional[str], instructions: Optional[str], max_iter: int, yes: bool,
+               policy: Optional[Path], update: bool, allow_error: bool, ops_ref: Optional[str], as_json: bool,
+               from_import: Optional[str], store: Optional[Path]) -> None:
+    """Record one live turn for PROMPT as the scenario NAME, written to --dir/NAME (commit it).
+
+    With --from-import SESSION, the scenario is made from an imported run instead (docs/import.md)."""
+    if from_import is not None:
+        from .importing import record_from_import
+
+        if not plain_name(name):
+            fail(f"the scenario name {name!r} must be a plain directory name (letters, digits, - _ .)")
+        return record_from_import(name, from_import, input_text,
+                                  (scenarios_dir if scenarios_dir is not None else SCENARIOS_DIR) / name, store, update,
+                                  as_json)
+    if input_text is None:
+        fail("missing argument 'PROMPT' (see `flux record --help`)")
+    if model is None:
+        fail("missing option '-m' / '--model' (see `flux record --help`)")
     import shutil
     import tempfile
 

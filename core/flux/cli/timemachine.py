@@ -18,6 +18,7 @@ from ..canonical import canonical_json
 from ..cassette.replay import unconsumed_message
 from ..errors import FluxError
 from ..lang.catalog import OpCatalog, OpSpec
+from ..model.provenance import refuse_redrive
 from ..store.store import StoreReader
 from ..timemachine.diff import payload_diff, run_diff
 from ..timemachine.replay import replay_tree
@@ -399,6 +400,7 @@ def _fork(session: str, at: int, turn: int | None, inject: str | None, edit: Pat
     ws = _workspace(workspace, reader.dir)
     catalog = _toolbox_catalog(ws, reader.dir)
     row = reader.resolve_session(session)
+    refuse_redrive(reader, row.id, "a fork")
     plan = prepare_fork(reader, row.id, at, turn=turn, catalog=catalog, model=model,
                         workspace=str(ws), preview=False, **kw)
     reader.close()
@@ -614,6 +616,7 @@ def what_if_cmd(session: str, turn: int | None, substitute: tuple[str, ...], sub
     ws = _workspace(workspace, reader.dir)
     catalog = _toolbox_catalog(ws, reader.dir)
     row = reader.resolve_session(session)
+    refuse_redrive(reader, row.id, "a what-if")
     plan = prepare_what_if(reader, row.id, spec, catalog=catalog, workspace=str(ws), model=model)
     reader.close()
     _refuse_uncalled_substitutions(plan.detail, spec)

@@ -23,11 +23,11 @@ from ..cassette.redactor import Redactor
 from .atif import looks_like_atif, parse_atif
 from .claude_code import looks_like_claude_code, parse_claude_code
 from .codex import looks_like_codex, parse_codex
-from .deepseek import looks_like_deepseek, override_for, parse_deepseek
+from .deepseek import OVERRIDE_FILE, looks_like_deepseek, override_text, parse_deepseek, parse_override
 from .model import ImportedRun, ImportFormatError
 from .writer import ImportResult, Source, file_hash, redact_source, secrets_in, write_run
 
-__all__ = ["FORMATS", "MAX_FILE_BYTES", "import_file", "parse_file", "detect_format", "log_files", "ImportFormatError",
+__all__ = ["FORMATS", "MAX_FILE_BYTES", "import_file", "parse_file", "parse_text", "parse_kept", "detect_format", "log_files", "ImportFormatError",
            "ImportResult"]
 
 FORMATS = ("atif", "claude-code", "codex", "deepseek")
@@ -81,27 +81,50 @@ def parse_file(path: str | os.PathLike[str], fmt: Optional[str] = None) -> tuple
             raise ImportFormatError(f"{p}: not a log this importer knows (ATIF JSON, Claude Code, Codex or deepseek "
                                     "session JSONL) — pass --format if it is one")
         fmt = found
+    side: dict[str, str] = {}
+    if fmt == "deepseek":
+        over = override_text(p)
+        if over is not None:
+            side[OVERRIDE_FILE] = over
+    return parse_text(text, p.name, fmt, data=data, path=p, side=side if fmt == "deepseek" else None)
+
+
+def parse_text(text: str, name: str, fmt: str, *, data: Optional[bytes] = None, path: Optional[Path] = None,
+               side: Optional[dict] = None) -> tuple[ImportedRun, Source]:
+    """Parse a log's text. ``side``: the other files of the run by name (a Claude Code session's
+    ``subagents/agent-<id>.jsonl``, a deepseek ``replay.override.json``) — instead of reading them
+    beside ``path``."""
     if fmt not in FORMATS:
         raise ImportFormatError(f"unknown format {fmt!r} — one of {', '.join(FORMATS)}")
-    extra: dict = {}
-    name = p.name
     if fmt == "atif":
         run = parse_atif(text, name)
     elif fmt == "claude-code":
-        run = parse_claude_code(text, name, p)
+        run = parse_claude_code(text, name, path, side=side)
     elif fmt == "codex":
         run = parse_codex(text, name)
     else:
-        override = override_for(p)
-        run = parse_deepseek(text, name, override)
-        if override is not None:
-            extra["override"] = {"file": override[0], "entries": len(override[1])}
+        over = (side or {}).get(OVERRIDE_FILE)
+        run = parse_deepseek(text, name, parse_override(over) if isinstance(over, str) else None)
+        if isinstance(over, str):
+            run.files[OVERRIDE_FILE] = over
     if not run.turns:
-        raise ImportFormatError(f"{p}: the {fmt} log holds no turn (no user message, no model call) — nothing to import")
+        raise ImportFormatError(f"{name}: the {fmt} log holds no turn (no user message, no model call) — nothing to import")
     redactor = Redactor()
-    src = Source(format=fmt, file_hash=file_hash(data), name=name, size=len(data), text=redact_source(text, redactor, secrets_in(run, redactor)),
-                 extra=extra)
+    found = secrets_in(run, redactor)
+    raw = data if data is not None else text.encode("utf-8")
+    src = Source(format=fmt, file_hash=file_hash(raw), name=name, size=len(raw), text=redact_source(text, redactor, found),
+                 files={k: redact_source(v, redactor, found) for k, v in run.files.items()})
     return run, src
+
+
+def parse_kept(payload: dict) -> tuple[ImportedRun, Source]:
+    """The run of an ``import_source`` payload (the redacted source and files a root session keeps)."""
+    text, fmt = payload.get("source"), payload.get("format")
+    files = payload.get("files") if isinstance(payload.get("files"), dict) else {}
+    if not isinstance(text, str) or fmt not in FORMATS:
+        raise ImportFormatError("this session keeps no import source (it is a sub-agent, or not an import)")
+    return parse_text(text, str(payload.get("file") or "source"), fmt, side={k: v for k, v in files.items()
+                                                                             if isinstance(v, str)})
 
 
 def import_file(path: str | os.PathLike[str], store: str | os.PathLike[str], fmt: Optional[str] = None) -> ImportResult:

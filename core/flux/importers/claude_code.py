@@ -91,8 +91,10 @@ def _usage(u: Any, where: str) -> Optional[dict]:
 
 
 def parse_claude_code(text: str, name: str, path: Optional[Path] = None, *, agent: Optional[str] = None,
-                      depth: int = 0) -> ImportedRun:
-    """The run of a Claude Code session log. ``path`` locates its ``subagents/`` directory."""
+                      depth: int = 0, side: Optional[dict] = None) -> ImportedRun:
+    """The run of a Claude Code session log. ``path`` locates its ``subagents/`` directory; ``side``
+    gives the sub-agent logs' texts instead (``subagents/agent-<id>.jsonl`` -> text). The sub-agent
+    logs read end up in the run's ``files``."""
     lines = list(json_lines(text, name))
     if not lines:
         raise ImportFormatError(f"{name}: the log is empty — no Claude Code session in it")
@@ -190,7 +192,7 @@ def parse_claude_code(text: str, name: str, path: Optional[Path] = None, *, agen
             aid = meta.get("agentId") if isinstance(meta, dict) else None
             if isinstance(aid, str) and aid:
                 role = use.input.get("subagent_type") if isinstance(use.input.get("subagent_type"), str) else "general-purpose"
-                child = _child(aid, path, sidechains, name, depth)
+                child = _child(aid, path, sidechains, name, depth, side, run.files)
                 if child is not None:
                     use.child, use.role = child, role
     if not any(o.get("type") in ("user", "assistant") for _n, o in lines):
@@ -198,15 +200,24 @@ def parse_claude_code(text: str, name: str, path: Optional[Path] = None, *, agen
     return run
 
 
-def _child(aid: str, path: Optional[Path], sidechains: dict[str, list[str]], name: str, depth: int) -> Optional[ImportedRun]:
-    if path is not None:
-        f = path.with_suffix("") / "subagents" / f"agent-{aid}.jsonl"
+def _child(aid: str, path: Optional[Path], sidechains: dict[str, list[str]], name: str, depth: int,
+           side: Optional[dict], files: dict) -> Optional[ImportedRun]:
+    key = f"subagents/agent-{aid}.jsonl"
+    text: Optional[str] = None
+    if side is not None:
+        text = side.get(key) if isinstance(side.get(key), str) else None
+    elif path is not None:
+        f = path.with_suffix("") / key
         if f.is_file():
             try:
                 text = f.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as e:
-                raise ImportFormatError(f"{name}: the sub-agent log {f.name} cannot be read ({e})") from None
-            return parse_claude_code(text, f"{name} (sub-agent {f.name})", None, agent=aid, depth=depth + 1)
+                raise ImportFormatError(f"{name}: the sub-agent log {f.name} cannot be read ({type(e).__name__})") from None
+    if text is not None:
+        child = parse_claude_code(text, f"{name} (sub-agent {key})", None, agent=aid, depth=depth + 1, side=side or {})
+        files[key] = text
+        files.update(child.files)
+        return child
     lines = sidechains.get(aid)
     if lines:
         return parse_claude_code("\n".join(lines), f"{name} (sub-agent {aid[:40]})", None, agent=aid, depth=depth + 1)

@@ -27,7 +27,7 @@ from ..canonical import scrub_value
 from .jsonl import first_object, json_lines
 from .model import ImportedRun, ImportFormatError, ModelCall, ToolUse, Turn, as_text, check_json_value
 
-__all__ = ["parse_deepseek", "looks_like_deepseek", "override_for", "OVERRIDE_FILE"]
+__all__ = ["parse_deepseek", "looks_like_deepseek", "override_text", "parse_override", "OVERRIDE_FILE"]
 
 OVERRIDE_FILE = "replay.override.json"
 _COMPACT = {"reasoning-chunks": "reasoning", "text-chunks": "text", "tool-call-chunks": "tool-call"}
@@ -39,19 +39,27 @@ def looks_like_deepseek(text: str) -> bool:
         bool(first) and first[0].get("type") == "session" and "cwd" in first[0] and "createdAt" in first[0])
 
 
-def override_for(path: Path) -> Optional[tuple[str, list]]:
-    """``(file name, entries)`` of the ``replay.override.json`` beside ``path``, if there is one."""
+def override_text(path: Path) -> Optional[str]:
+    """The text of the ``replay.override.json`` beside ``path``, if there is one."""
     p = path.parent / OVERRIDE_FILE
     if not p.is_file():
         return None
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise ImportFormatError(f"{p.name}: not a JSON list of replay entries ({type(e).__name__})") from None
+        return p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ImportFormatError(f"{p.name}: cannot be read ({type(e).__name__})") from None
+
+
+def parse_override(text: str) -> tuple[str, list]:
+    """``(file name, entries)`` of an override file's text."""
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise ImportFormatError(f"{OVERRIDE_FILE}: not a JSON list of replay entries ({type(e).__name__})") from None
     if not isinstance(doc, list):
-        raise ImportFormatError(f"{p.name}: must be a JSON list of replay entries (chunks, throw, hang)")
-    check_json_value(doc, p.name)
-    return p.name, scrub_value(doc)
+        raise ImportFormatError(f"{OVERRIDE_FILE}: must be a JSON list of replay entries (chunks, throw, hang)")
+    check_json_value(doc, OVERRIDE_FILE)
+    return OVERRIDE_FILE, scrub_value(doc)
 
 
 def _int(v: Any, where: str, what: str) -> int:
@@ -339,6 +347,7 @@ def parse_deepseek(text: str, name: str, override: Optional[tuple[str, list]] = 
     if override is not None:
         fname, entries = override
         _apply_override(run, _override_calls(entries, fname), fname)
+        run.extra["override"] = {"file": fname, "entries": len(entries)}
     for turn in run.turns:
         for call in turn.calls:
             for use in call.tool_uses:

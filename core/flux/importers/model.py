@@ -77,6 +77,7 @@ class ImportedRun:
     started_ms: Optional[int] = None
     turns: list[Turn] = field(default_factory=list)
     extra: dict = field(default_factory=dict)  # facts of the log kept beside the session
+    files: dict = field(default_factory=dict)  # other files the log's run was read from: name -> text
 
     def tool_calls(self) -> int:
         return sum(len(c.tool_uses) for t in self.turns for c in t.calls)

@@ -39,13 +39,12 @@ from ..cassette.redactor import Redactor
 from ..errors import FluxError
 from ..lang.parser import RESERVED
 from ..store.events import Custom
+from ..model.provenance import SOURCE_EVENT, find_import
 from ..store.store import StoreReader, StoreWriter
 from .model import ImportedRun, ModelCall, ToolUse, Turn
 
-__all__ = ["SOURCE_EVENT", "Source", "ImportResult", "write_run", "find_import", "redact_source", "op_name",
-           "source_of", "import_sources"]
+__all__ = ["Source", "ImportResult", "write_run", "redact_source", "secrets_in", "op_name", "file_hash"]
 
-SOURCE_EVENT = "import_source"  # the name of the custom event that records where a session came from
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
@@ -92,7 +91,7 @@ class Source:
     name: str
     size: int
     text: str  # redacted
-    extra: dict = field(default_factory=dict)  # e.g. the deepseek override file that was applied
+    files: dict = field(default_factory=dict)  # the run's other files (name -> redacted text)
 
 
 @dataclass
@@ -176,55 +175,6 @@ def _redact_piece(text: str, redactor: Redactor) -> str:
         return redactor.redact_json_text(text, sort=False)
     except Exception:  # (not JSON: the text passes alone)
         return redactor.redact(text)
-
-
-def import_sources(reader: StoreReader, file_hash: Optional[str] = None) -> list[tuple[str, dict]]:
-    """``(session, payload)`` of every ``import_source`` event in the store (of one file, by hash)."""
-    like = f'%"{file_hash}"%' if file_hash else "%"
-    rows = reader.query("SELECT stream, payload FROM events WHERE kind = 'custom' AND payload LIKE ? "
-                        "ORDER BY global_seq", (like,))
-    out = []
-    import json
-
-    for stream, payload in rows:
-        try:
-            body = json.loads(payload)
-        except (TypeError, ValueError):
-            continue
-        data = body.get("data") if isinstance(body, dict) else None
-        if not isinstance(data, dict) or data.get("name") != SOURCE_EVENT or not isinstance(data.get("payload"), dict):
-            continue
-        if file_hash is not None and data["payload"].get("file_hash") != file_hash:
-            continue
-        out.append((stream, data["payload"]))
-    return out
-
-
-def find_import(store_dir: Path, file_hash: str) -> Optional[str]:
-    """The root session an earlier import of the file with this hash created, if the store has one."""
-    if not (Path(store_dir) / "events.db").exists():
-        return None
-    with StoreReader(store_dir) as reader:
-        for stream, payload in import_sources(reader, file_hash):
-            if payload.get("root"):
-                return stream
-    return None
-
-
-def source_of(reader: StoreReader, session_id: str) -> Optional[dict]:
-    """The ``import_source`` payload of a session, or ``None`` for a session this runtime recorded."""
-    import json
-
-    rows = reader.query("SELECT payload FROM events WHERE stream = ? AND kind = 'custom' ORDER BY stream_seq DESC",
-                        (session_id,))
-    for (payload,) in rows:
-        try:
-            data = json.loads(payload).get("data")
-        except (TypeError, ValueError, AttributeError):
-            continue
-        if isinstance(data, dict) and data.get("name") == SOURCE_EVENT and isinstance(data.get("payload"), dict):
-            return data["payload"]
-    return None
 
 
 # ------------------------------------------------------------------------------------------ recording
@@ -358,10 +308,10 @@ class _Tape:
 class _Recorder:
     """Records one run (and, from its sub-agent tool calls, its children) into the store."""
 
-    def __init__(self, store_dir: Path, source: Source, redactor_secrets: tuple[str, ...] = ()):
+    def __init__(self, store_dir: Path, source: Source, model_cassette: Optional[Path] = None):
         self.store_dir = store_dir
+        self.model_cassette = model_cassette
         self.source = source
-        self.secrets = redactor_secrets
         self.created: list[str] = []
         self.clients: list[Any] = []
         self.workspace = Path(tempfile.mkdtemp(prefix="flux-import-ws-"))
@@ -388,7 +338,7 @@ class _Recorder:
         provider = _LogProvider(entries, run.model, clock, f"import:{run.format}")
         most = max((len(t.calls) for t in turns), default=1)
         client = Client(provider, model=run.model, store=self.store_dir, workspace=self.workspace, ops=ops,
-                        env_secrets=False, secrets=self.secrets, clock=clock, timer=_Timer(), cassette=True,
+                        env_secrets=False, model_cassette=self.model_cassette, clock=clock, timer=_Timer(), cassette=True,
                         cassette_cap=None, concurrent_ops=False, auto_approve=True, max_iter=most + 1,
                         instructions=run.instructions, auto_resurrect=False)
         self.clients.append(client)
@@ -422,8 +372,8 @@ class _Recorder:
             payload["extra"] = run.extra
         if payload["root"]:
             payload["source"] = self.source.text
-            if self.source.extra:
-                payload["applied"] = self.source.extra
+            if self.source.files:
+                payload["files"] = self.source.files
         client.writer.append(session.id, Custom(name=SOURCE_EVENT, payload=client.redactor.redact_value(payload)))
         return session.id
 
@@ -451,14 +401,16 @@ class _Recorder:
                   effect=_effect(original))
 
 
-def write_run(store_dir: str | Path, run: ImportedRun, source: Source) -> ImportResult:
+def write_run(store_dir: str | Path, run: ImportedRun, source: Source, *,
+              model_cassette: Optional[Path] = None) -> ImportResult:
     """Record ``run`` into the store at ``store_dir`` (see the module doc). A file already imported
-    (same hash) writes nothing and names the session it made."""
+    (same hash) writes nothing and names the session it made. ``model_cassette``: a ``model.jsonl``
+    every model call is teed to, as ``flux record`` writes it."""
     store = Path(store_dir).expanduser()
     done = find_import(store, source.file_hash)
     if done is not None:
         return ImportResult(done, [], already=True)
-    rec = _Recorder(store, source)
+    rec = _Recorder(store, source, model_cassette)
     try:
         sid = asyncio.run(rec.record(run))
     except BaseException as e:
@@ -476,3 +428,4 @@ def write_run(store_dir: str | Path, run: ImportedRun, source: Source) -> Import
 
 def file_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+

@@ -79,6 +79,8 @@ class Manifest:
 
     @property
     def recorded_by(self) -> str:
+        if self.flux_version.startswith("import:"):  # made by `flux record --from-import`
+            return f"{self.flux_version[len('import:'):].replace(':', ' ', 1)} (imported)"
         if self.foreign:
             return f"flux {self.flux_version}"
         return f"flux-tui {self.flux_version[: -len(RUNTIME_SUFFIX)]}"

@@ -3,7 +3,10 @@
 
 :func:`collect` finds what is under the given paths:
 
-* **scenarios** — directories holding ``scenario.toml`` (not descended into);
+* **scenarios** — directories holding ``scenario.toml`` (not descended into), and deepseek harness
+  snapshot directories (a ``session.jsonl`` and no ``scenario.toml``): :func:`judge` imports the
+  log into a temporary scenario (:mod:`flux.testkit.imported`) — it must import, replay faithfully
+  and match the directory's ``trajectory.golden.json`` if it has one;
 * **incomplete** — a directory that looks like a scenario (it holds one of the files only a
   scenario has: ``scenario.toml``, ``model.jsonl``, ``plan.flux.snap``, ``judge.jsonl``,
   ``replay.override.json``) but lacks a file a scenario needs. It fails by name — a fixture
@@ -29,6 +32,8 @@ Nothing here touches the network.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +46,7 @@ from .cassette import OVERRIDE_FILE
 from .errors import AssertionFailed, kit_failure
 from .inputs import validate_scenario_inputs
 from .golden import Rebaseline, update_mode
+from .imported import is_log_dir, log_scenario
 from .manifest import MANIFEST_FILE
 from .runner import ClientCache, keyword_match, offline_client
 from .scenario import JUDGE_FILE, MODEL_FILE, SNAP_FILE, Scenario
@@ -152,6 +158,11 @@ def collect(paths: Iterable[str | os.PathLike[str]]) -> Collection:
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             here = Path(root)
             names = set(files)
+            if is_log_dir(here):  # a deepseek harness snapshot: tested through its import
+                dirs[:] = []
+                if here not in out.scenarios:
+                    out.scenarios.append(here)
+                continue
             if not any(m in names for m in SCENARIO_MARKS):
                 continue
             dirs[:] = []
@@ -244,8 +255,12 @@ def judge(target: "Path | Scenario", *, replay_only: bool = False,
     sc: Optional[Scenario] = None if own else target
     client = None
     goldens: dict[Path, Optional[bytes]] = {}
+    work: Optional[Path] = None  # the scenario a deepseek snapshot directory is imported into
     try:
-        if sc is None:
+        if sc is None and is_log_dir(path):
+            work = Path(tempfile.mkdtemp(prefix="flux-log-scenario-"))
+            sc = Scenario.load(log_scenario(path, work))
+        elif sc is None:
             validate_scenario_inputs(path)  # every file read and checked before anything is written
             sc = Scenario.load(path)
         if update:
@@ -267,7 +282,7 @@ def judge(target: "Path | Scenario", *, replay_only: bool = False,
                 else:
                     golden_session = sc.session_detail(rep.session)
         golden_path = path / GOLDEN_FILE
-        if golden_path.exists():
+        if golden_path.exists() or (work is not None and update):  # (a snapshot directory's first golden)
             asserted = True
             with StoreReader(sc.work) as reader:  # the work copy: the golden embeds the run's sub-agents
                 # re-baselined only from a recording that replays faithfully
@@ -291,6 +306,8 @@ def judge(target: "Path | Scenario", *, replay_only: bool = False,
             client.close()
         if own and sc is not None:
             sc.close()
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
     if goldens and not res.ok and res.rebaselined:
         _restore(goldens)  # a scenario that fails re-baselines nothing: its goldens are put back
         res.detail = (res.detail + "\n\n" if res.detail else "") + (
