@@ -251,7 +251,7 @@ def parse_deepseek(text: str, name: str, override: Optional[tuple[str, list]] = 
     current: Optional[int] = None
     for n, obj in lines[1:]:
         where = f"{name}: line {n}"
-        kind = obj.get("type")
+        kind = obj.get("type") if isinstance(obj.get("type"), str) else None
         data = obj.get("data")
         if not isinstance(data, dict):
             if kind in ("turn/start", "user/message", "assistant/chunk", "tool/result", "turn/end", "step/start") \

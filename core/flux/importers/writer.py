@@ -380,9 +380,17 @@ class _Recorder:
     def _op(self, name: str, original: str, uses: list[ToolUse], tape: _Tape, parent: dict) -> Op:
         recorder = self
 
-        async def serve(**given: Any) -> Any:
+        def outcome(use: ToolUse) -> Any:
             from ..lang.interpreter import OpOutcome
 
+            if use.result is None:
+                return OpOutcome(content="(the imported log holds no result for this call)", is_error=True)
+            return OpOutcome(content=use.result, is_error=use.is_error)
+
+        def serve(**given: Any) -> Any:  # (synchronous: the interpreter calls it without a thread)
+            return outcome(tape.take(name, given))
+
+        async def serve_with_subagents(**given: Any) -> Any:
             use = tape.take(name, given)
             if use.child is not None:
                 ctx = {"correlation_id": parent["id"], "agent_id": f"subagent:{use.role or 'agent'}"}
@@ -391,13 +399,13 @@ class _Recorder:
                 except Exception as e:  # (an op's exception would be a mere tool error: the import fails)
                     tape.broken = f"the sub-agent of `{name}` could not be recorded ({e})"
                     raise OpError(tape.broken) from None
-            if use.result is None:
-                return OpOutcome(content="(the imported log holds no result for this call)", is_error=True)
-            return OpOutcome(content=use.result, is_error=use.is_error)
+            return outcome(use)
 
-        keys = sorted({k for u in uses if u.name == original for k in u.input})
+        mine = [u for u in uses if u.name == original]
+        keys = sorted({k for u in mine for k in u.input})
         schema = {"type": "object", "properties": {k: {} for k in keys}, "additionalProperties": True}
-        return Op(name=name, fn=serve, input_schema=schema, description=f"`{original}`, as the imported log recorded it",
+        fn = serve_with_subagents if any(u.child is not None for u in mine) else serve
+        return Op(name=name, fn=fn, input_schema=schema, description=f"`{original}`, as the imported log recorded it",
                   effect=_effect(original))
 
 
