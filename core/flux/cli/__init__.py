@@ -24,7 +24,7 @@ _VERBS = {
     "run": "agent", "flow": "agent",
     "record": "testkit", "test": "testkit", "export": "testkit", "golden": "testkit",
     "case": "cases", "db": "cases",
-    "import": "importing",
+    "import": "importing", "proxy": "proxy",
     "store": "storeverbs",
     "fmt": "fmt",
 }
@@ -44,6 +44,7 @@ _SHORT_HELP = {
               "sessions.",
     "golden": "Golden trajectories: compare a session's normalised ATIF trajectory with a committed file.",
     "policy": "Permission policies: simulate a proposed policy over the store's recorded history.",
+    "proxy": "Record any agent's model calls through an OpenAI- and Anthropic-compatible proxy (or replay them).",
     "record": "Record one live turn for PROMPT as the scenario NAME, written to --dir/NAME (commit it).",
     "replay": "Re-execute a recorded session offline (SESSION: s_<n> or last).",
     "resurrect": "Finish SESSION's interrupted turn from the crash point, with no model call: completed statements "

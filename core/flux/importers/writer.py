@@ -43,7 +43,7 @@ from ..model.provenance import SOURCE_EVENT, find_import
 from ..store.store import StoreReader, StoreWriter
 from .model import ImportedRun, ModelCall, ToolUse, Turn
 
-__all__ = ["Source", "ImportResult", "write_run", "redact_source", "secrets_in", "op_name", "file_hash"]
+__all__ = ["Source", "ImportResult", "LiveRecorder", "write_run", "redact_source", "secrets_in", "op_name", "file_hash"]
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -437,3 +437,57 @@ def write_run(store_dir: str | Path, run: ImportedRun, source: Source, *,
 def file_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
+
+class LiveRecorder(_Recorder):
+    """Records a conversation turn by turn as it happens (``flux proxy``): one session, one client,
+    the provider's entries and the tape's results extended before each turn is sent."""
+
+    def __init__(self, store_dir: str | Path, meta: ImportedRun):
+        super().__init__(Path(store_dir), Source(format=meta.format, file_hash="", name="proxy", size=0, text=""))
+        self.meta = meta
+        self.client: Any = None
+        self.session: Any = None
+        self.provider: Optional[_LogProvider] = None
+        self.tape: Optional[_Tape] = None
+        self.clock = _Clock(0)
+        self.ops: set[str] = set()
+        self.secrets: list[str] = []
+
+    def register_secret(self, secret: str) -> None:
+        self.secrets.append(secret)
+        if self.client is not None:
+            self.client.redactor.register(secret)
+
+    async def add_turn(self, turn: Turn, events: list[Custom]) -> str:
+        from ..agent.client import Client
+        from ..timefmt import now_ms
+
+        run = ImportedRun(format=self.meta.format, version=self.meta.version, agent=self.meta.agent,
+                          model=self.meta.model, turns=[turn])
+        names = {t.name: op_name(t.name) for c in turn.calls for t in c.tool_uses}
+        entries, turns = _script(run, names)
+        uses = [t for tr in turns for c in tr.calls for t in c.tool_uses]
+        self.clock.at(now_ms())
+        if self.client is None:
+            self.provider = _LogProvider([], self.meta.model, self.clock, f"import:{self.meta.format}")
+            self.tape = _Tape([], self.clock)
+            self.client = Client(self.provider, model=self.meta.model, store=self.store_dir, workspace=self.workspace,
+                                 ops=[], env_secrets=False, secrets=self.secrets, clock=self.clock, timer=_Timer(),
+                                 cassette=True, concurrent_ops=False, auto_approve=True, max_iter=10_000,
+                                 instructions=None, auto_resurrect=False)
+            self.clients.append(self.client)
+            self.session = self.client.session(context={"agent_id": f"import:{self.meta.format}",
+                                                        "agent_version": self.meta.version})
+        assert self.provider is not None and self.tape is not None
+        for original, name in names.items():
+            if name not in self.ops:
+                self.ops.add(name)
+                self.client.toolbox.add(self._op(name, original, uses, self.tape, {"id": self.session.id}))
+        self.provider.entries.extend(entries)
+        self.tape.uses.extend(uses)
+        await self.session.send(turns[0].user)
+        if self.tape.broken is not None:
+            raise FluxError(self.tape.broken)
+        for ev in events:
+            self.client.writer.append(self.session.id, Custom(name=ev.name, payload=self.client.redactor.redact_value(ev.payload)))
+        return self.session.id

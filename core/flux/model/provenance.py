@@ -11,9 +11,10 @@ from typing import Optional
 from ..errors import FluxError
 from ..store.store import StoreReader
 
-__all__ = ["SOURCE_EVENT", "import_sources", "find_import", "source_of", "refuse_redrive"]
+__all__ = ["SOURCE_EVENT", "PROXY_EVENT", "import_sources", "find_import", "source_of", "proxy_calls", "refuse_redrive"]
 
 SOURCE_EVENT = "import_source"  # the name of the custom event that records where a session came from
+PROXY_EVENT = "proxy_call"  # the custom event that keeps one model call ``flux proxy`` forwarded
 
 
 def import_sources(reader: StoreReader, file_hash: Optional[str] = None) -> list[tuple[str, dict]]:
@@ -72,3 +73,17 @@ def refuse_redrive(reader: StoreReader, session_id: str, what: str) -> None:
     raise FluxError(f"{session_id} was imported from a {fmt} log: {what} would re-drive another agent's loop with this "
                     f"runtime's, so it is not done — browse, diff, replay or export it, or test it: "
                     f"flux record NAME --from-import {session_id}")
+
+
+def proxy_calls(reader: StoreReader, session_id: str) -> list[dict]:
+    """The ``proxy_call`` payloads of a session, in the order they were recorded."""
+    out = []
+    for (payload,) in reader.query("SELECT payload FROM events WHERE stream = ? AND kind = 'custom' ORDER BY stream_seq",
+                                   (session_id,)):
+        try:
+            data = json.loads(payload).get("data")
+        except (TypeError, ValueError, AttributeError):
+            continue
+        if isinstance(data, dict) and data.get("name") == PROXY_EVENT and isinstance(data.get("payload"), dict):
+            out.append(data["payload"])
+    return out
