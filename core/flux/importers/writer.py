@@ -340,7 +340,7 @@ class _Recorder:
         client = Client(provider, model=run.model, store=self.store_dir, workspace=self.workspace, ops=ops,
                         env_secrets=False, model_cassette=self.model_cassette, clock=clock, timer=_Timer(), cassette=True,
                         cassette_cap=None, concurrent_ops=False, auto_approve=True, max_iter=most + 1,
-                        instructions=run.instructions, auto_resurrect=False)
+                        instructions=run.instructions)
         self.clients.append(client)
         ctx = dict(context or {})
         ctx.setdefault("agent_id", f"import:{run.format}")
@@ -474,7 +474,7 @@ class LiveRecorder(_Recorder):
             self.client = Client(self.provider, model=self.meta.model, store=self.store_dir, workspace=self.workspace,
                                  ops=[], env_secrets=False, secrets=self.secrets, clock=self.clock, timer=_Timer(),
                                  cassette=True, concurrent_ops=False, auto_approve=True, max_iter=10_000,
-                                 instructions=None, auto_resurrect=False)
+                                 instructions=None)
             self.clients.append(self.client)
             self.session = self.client.session(context={"agent_id": f"import:{self.meta.format}",
                                                         "agent_version": self.meta.version})
