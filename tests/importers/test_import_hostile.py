@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from flux.cli import main
 from flux.importers import ImportFormatError, parse_file
-from tests.helpers import tree_digest
 from tests.importers.foreign_logs import atif_doc, claude_code_session, codex_rollout, deepseek_session
 
 FORMATS = ("atif", "claude-code", "codex", "deepseek")
@@ -122,11 +121,19 @@ def test_importing_a_hostile_log_imports_whole_or_writes_nothing(tmp_path, fmt, 
     log = _log(fmt, base / "log")
     log.write_text(_mutate(log.read_text(encoding="utf-8"), fmt, random.Random(seed), how), encoding="utf-8",
                    errors="surrogatepass")
-    before = tree_digest(store)
+    before = _sessions(store)
     res = flux("import", log, "--store", store, "--format", fmt)
     if res.exit_code == 0:
         assert "imported as" in res.output
         return
     assert res.exit_code == 1
     assert res.output.count("\n") == 1 and res.output.startswith("error: "), res.output
-    assert tree_digest(store) == before
+    assert _sessions(store) == before  # no session of the failed import is left (a parse failure writes no byte:
+    #                                    test_import_formats checks the digest)
+
+
+def _sessions(store: Path) -> list[tuple[str, int]]:
+    from flux.store.store import StoreReader
+
+    with StoreReader(store) as r:
+        return [(s.id, r.count_events(s.id)) for s in r.list_sessions()]
