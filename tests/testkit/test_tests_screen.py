@@ -66,7 +66,7 @@ async def test_tests_view_lists_results_and_opens_golden_vs_run(tests_dir):
         assert [Path(k).name for k in keys] == ["broken", "coding-agent-note", "note"]
         broken, fixture, note = (_row(table, k) for k in keys)
         assert broken[1] == "✓ faithful" and broken[2].startswith("✗ plan changed · ≠ left the world")
-        assert broken[3].startswith("left the recorded world: op `append`")
+        assert broken[3].startswith("left the recorded world: op `append")  # the list cuts it with …; the detail has it whole
         assert fixture[2] == "replay only (flux 0.26.0)"
         assert note[1:3] == ["✓ faithful", "✓ faithful"]
         head = str(screen.query_one("#tests-head").render())
