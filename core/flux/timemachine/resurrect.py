@@ -138,8 +138,12 @@ def resurrect_lines(plan: "ResurrectPlan") -> str:
     """flux's first stderr line for a resurrect, its statements counted over the turn as the
     panel below it and `flux fork --turn` count them."""
     done = plan.completed if plan.position is None else plan.position
-    return (f"resurrect · session {plan.session} · turn {plan.turn} was interrupted after {done} statement(s) — "
-            "finishing it offline (no model call)")
+    head = f"resurrect · session {plan.session} · turn {plan.turn} was interrupted after {done} statement(s) — "
+    if plan.preview.offline:
+        return head + "finishing it offline (no model call)"
+    ops = ", ".join(o.op for o in plan.preview.ops)
+    return head + (f"finishing it with no model call; {len(plan.preview.ops)} op(s) run live after the "
+                   f"side-effect gate ({ops})")
 
 
 # ------------------------------------------------------------------------------------------------
