@@ -1,4 +1,4 @@
-"""The typed model of every event kind (spec §2) and every ``run`` variant (§2.3).
+"""The typed model of every event kind flux stores and every ``run`` variant (docs/store-format.md).
 
 Encoding follows serde as flux configures it: the payload is ``{"kind": <tag>, "data": <body>}``,
 body fields in declared order, optional fields omitted when absent. Decoding is tolerant: a missing
@@ -97,7 +97,7 @@ from .usage import Usage  # noqa: E402  (re-exported: one home, imported cheaply
 
 
 # --------------------------------------------------------------------------------------------
-# Run events (§2.3): internally tagged by "event".
+# Run events: internally tagged by "event".
 
 
 class RunEvent(_Struct):
@@ -316,7 +316,7 @@ def decode_run(d: Any) -> RunEvent:
 
 
 # --------------------------------------------------------------------------------------------
-# Event bodies (§2.1): adjacently tagged {"kind","data"}.
+# Event bodies: adjacently tagged {"kind","data"}.
 
 
 class EventBody(_Struct):
@@ -504,7 +504,7 @@ EVENT_KINDS: dict[str, type[EventBody]] = {
               Observation, WakeupScheduled, WakeupFired, WakeupCancelled, Custom)
 }
 
-# Kinds whose rows carry the owning turn's id (spec §2.1, §2.6).
+# Kinds whose rows carry the owning turn's id (flux scopes a turn's rows by turn_id).
 TURN_SCOPED_KINDS = frozenset({"plan_attempted", "turn_ended", "call_usage", "observation"})
 # Kinds that never carry a turn_id.
 UNSCOPED_KINDS = schema.UNSCOPED_KINDS

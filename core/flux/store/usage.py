@@ -1,4 +1,4 @@
-"""Token usage as flux stores it (``Usage`` of spec §2.2): its own small module so that cheap
+"""Token usage as flux stores it (flux's ``Usage`` record): its own small module so that cheap
 code paths (the session listing, pricing) can use it without loading every event type."""
 
 from __future__ import annotations
