@@ -58,6 +58,6 @@ CREATE TABLE IF NOT EXISTS session_composites (
   updated_at INTEGER NOT NULL, PRIMARY KEY (session_id, name));
 """
 
-# Event kinds that never carry a turn_id ; here so the writer checks it without importing
+# Event kinds that never carry a turn_id; here so the writer checks it without importing
 # the event model (flux.store.events re-exports it).
 UNSCOPED_KINDS = frozenset({"session_started", "model_changed", "message", "compacted", "run", "turn_started"})
