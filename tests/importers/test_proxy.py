@@ -244,3 +244,29 @@ def test_parse_response_of_hostile_upstream_text_fails_only_as_an_exception_the_
     assert call.model is None or isinstance(call.model, str)
     assert all(isinstance(u.id, str) and isinstance(u.name, str) and isinstance(u.input, dict) for u in call.tool_uses)
     assert call.usage is None or all(isinstance(v, int) and v >= 0 for v in call.usage.values())
+
+
+def test_flux_proxy_json_says_where_it_listens_and_what_it_recorded(tmp_path):
+    """--json: the first line is the address (a script starting it on --port 0 reads the port from
+    it), the last one what was recorded — the same facts as the text lines."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    store = tmp_path / "store"
+    up = FakeOpenAI()
+    up.script(Answer(text="hello"))
+    with up:
+        p = subprocess.Popen([str(Path(sys.executable).parent / "flux"), "proxy", "--store", str(store), "--upstream",
+                              up.root, "--port", "0", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        first = json.loads(p.stdout.readline())
+        assert first["mode"] == "record" and first["upstream"] == up.root
+        assert first["openai_base_url"] == first["listening"] + "/v1" and int(first["listening"].rsplit(":", 1)[1]) > 0
+        assert _openai_agent(first["openai_base_url"], True) == "hello"
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert json.loads(out.strip().splitlines()[-1]) == {"recorded_calls": 1, "sessions": ["s_1"]}

@@ -8,6 +8,7 @@ from typing import Optional
 
 import click
 
+from ..canonical import canonical_json
 from . import main
 from .common import fail, handle_errors, redacted_error, resolve_store_dir, store_option
 
@@ -19,8 +20,11 @@ from .common import fail, handle_errors, redacted_error, resolve_store_dir, stor
               help="Replay: serve SESSION's recorded answers, strictly in order; the upstream is never contacted.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port (0: any free one).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (loopback unless you say).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Machine-readable: one JSON line when listening (its address, for --port 0), one when stopped.")
 @handle_errors
-def proxy_cmd(store: Optional[Path], upstream: Optional[str], replay: Optional[str], port: int, host: str) -> None:
+def proxy_cmd(store: Optional[Path], upstream: Optional[str], replay: Optional[str], port: int, host: str,
+              as_json: bool) -> None:
     """Record any agent's model calls through an OpenAI- and Anthropic-compatible proxy (or replay them).
 
     Point the agent at it — OPENAI_BASE_URL=http://127.0.0.1:PORT/v1, ANTHROPIC_BASE_URL=http://127.0.0.1:PORT —
@@ -39,8 +43,13 @@ def proxy_cmd(store: Optional[Path], upstream: Optional[str], replay: Optional[s
         fail(f"cannot listen on {host}:{port} ({e.strerror or e}) — pick another --port")
     where = f"http://{server.server_address[0]}:{server.server_address[1]}"
     what = f"replaying {replay}" if replay else f"→ {upstream}, recording into {store_dir}"
-    click.echo(f"flux proxy on {where} ({what}) — OPENAI_BASE_URL={where}/v1 ANTHROPIC_BASE_URL={where}; Ctrl-C stops",
-               err=False)
+    if as_json:
+        click.echo(canonical_json({"listening": where, "mode": "replay" if replay else "record",
+                                   "openai_base_url": f"{where}/v1", "anthropic_base_url": where,
+                                   "store": str(store_dir), "session" if replay else "upstream": replay or upstream}))
+    else:
+        click.echo(f"flux proxy on {where} ({what}) — OPENAI_BASE_URL={where}/v1 ANTHROPIC_BASE_URL={where}; "
+                   "Ctrl-C stops")
     sys.stdout.flush()
     stop = threading.Event()
 
@@ -59,7 +68,11 @@ def proxy_cmd(store: Optional[Path], upstream: Optional[str], replay: Optional[s
         server.shutdown()
         worker.join()
         sessions = server.finish()
-    if replay:
+    if as_json:
+        total = len(server.replay_records or [])
+        click.echo(canonical_json({"served": min(server.served, total), "recorded": total, "session": replay}
+                                  if replay else {"recorded_calls": server.calls, "sessions": list(sessions)}))
+    elif replay:
         click.echo(f"served {min(server.served, len(server.replay_records or []))} of {len(server.replay_records or [])} "
                    f"recorded call(s) of {replay}")
     else:
