@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import json
@@ -203,3 +204,21 @@ class OneLineErrors:
             click.echo("error: aborted", err=True)
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@contextlib.contextmanager
+def progress_bar(label: str, total: int, *, quiet: bool = False):
+    """An ``on_progress(done, total, row)`` callback drawing a transient bar on a terminal's stderr
+    (None when stderr is not a terminal or ``quiet``), the bar stopped however the block ends."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import Progress
+
+    bar = Progress(transient=True)
+    task = bar.add_task(label, total=total)
+    bar.start()
+    try:
+        yield lambda done, _total, _row: bar.update(task, completed=done)
+    finally:
+        bar.stop()

@@ -14,7 +14,7 @@ from ..timefmt import parse_time_arg
 from ..timemachine.executors import parse_executor
 from ..timemachine.policy_sim import simulate_policy
 from . import main
-from .common import fail, handle_errors, open_reader, store_option
+from .common import fail, handle_errors, open_reader, progress_bar, store_option
 
 
 @main.group("policy")
@@ -56,20 +56,8 @@ def simulate_cmd(proposed: Path, store: Path | None, since: str | None, sessions
         reader.close()
     if not ids:
         fail("no sessions to simulate" + (" (none match --since)" if since else ""))
-    bar = None
-    progress = None
-    if sys.stderr.isatty() and not as_json:
-        from rich.progress import Progress
-
-        bar = Progress(transient=True)
-        task = bar.add_task("simulate", total=len(ids))
-        bar.start()
-        progress = lambda done, total, row: bar.update(task, completed=done)  # noqa: E731
-    try:
+    with progress_bar("simulate", len(ids), quiet=as_json) as progress:
         sim = simulate_policy(store_dir, ids, policy, jobs=jobs, executor=ex, on_progress=progress)
-    finally:
-        if bar is not None:
-            bar.stop()
     if as_json:
         click.echo(canonical_json(sim.to_json()))
     else:

@@ -708,21 +708,9 @@ def sweep_cmd(sessions: str | None, all_: bool, since: str | None, jobs: int, ex
         client_args["auto_approve"] = True
     elif policy is not None:
         client_args["policy"] = str(policy)
-    progress = None
-    bar = None
-    if sys.stderr.isatty() and not as_json:
-        from rich.progress import Progress
-
-        bar = Progress(transient=True)
-        task = bar.add_task("sweep", total=len(ids))
-        bar.start()
-        progress = lambda done, total, o: bar.update(task, completed=done)  # noqa: E731
-    try:
+    with common.progress_bar("sweep", len(ids), quiet=as_json) as progress:
         report = what_if_over(reader.dir, ids, spec, jobs=jobs, client_args=client_args, on_progress=progress,
                               executor=ex)
-    finally:
-        if bar is not None:
-            bar.stop()
     if as_json:
         click.echo(canonical_json(report.to_json()))
     else:
