@@ -1,23 +1,9 @@
 """Approvers: who decides whether a live op dispatch may run.
 
-* :class:`DenyAll` — the default. Every op with an effect other than ``pure`` is refused.
-* :class:`AutoApprove` — ``--yes`` / ``auto_approve=True``: everything runs.
-* :class:`PolicyApprover` — a policy file: ``allow`` / ``deny`` / ``ask`` lists of op names or
-  ``effect:<effect>`` patterns (shell globs allowed), and a ``default``. ``ask`` goes to a callback
-  (an interactive front-end) and is refused when there is none.
-* :class:`CallbackApprover` — any ``fn(request) -> bool | Decision`` (a TUI dialog, a test).
-
-A refusal does not raise: the op host records it as a *denied* cassette cell and the model gets it
-back as a tool error (the plan halts as ``denied``).
-
-Policy file (TOML or JSON, same keys)::
-
-    default = "deny"            # allow | deny | ask
-    allow = ["read", "glob", "grep", "effect:read"]
-    ask   = ["effect:write"]
-    deny  = ["bash"]
-
-Precedence: ``deny`` beats ``ask`` beats ``allow``; an op matching none takes ``default``.
+:class:`DenyAll` (the default: everything but ``pure`` refused), :class:`AutoApprove` (``--yes``),
+:class:`PolicyApprover` (a policy file's ``allow``/``deny``/``ask`` lists and ``default``; deny beats
+ask beats allow) and :class:`CallbackApprover`. A refusal does not raise: it is recorded as a denied
+cell and returned to the model as a tool error (docs/agent.md, "Approval").
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
-"""The built-in ops of a coding agent, confined to one workspace directory.
+"""The built-in ops of a coding agent, confined to one workspace directory: ``read``, ``read_many``,
+``glob``, ``grep`` (effect ``read``); ``write``, ``append``, ``edit`` (``write``); ``bash`` (``exec``).
 
-``read``, ``read_many``, ``glob``, ``grep`` (effect ``read``); ``write``, ``append``, ``edit``
-(effect ``write``); ``bash`` (effect ``exec``).
-
-Confinement: every path is taken relative to the workspace root and resolved with symlinks
-followed; a path that lands outside the root (``../x``, ``/etc/passwd``, ``~/x``, a symlink pointing
-out) is refused with a tool error before anything is read or written. A directory walk (``glob``,
-``grep`` on a directory) confines every file it yields the same way and skips non-regular files;
-files are opened non-blocking without following a last-component symlink, so a FIFO or a device
-can neither hang an op nor be read, and a file over 64 MiB is refused. ``bash`` runs with its working
-directory inside the workspace, a timeout, an output cap, and an environment from which every
-variable that names a secret (``*_KEY``, ``*_TOKEN``, ``*PASSWORD*``, …) or holds a registered
-secret value has been removed. (A shell can still ``cd`` elsewhere: ``bash`` is effect ``exec`` and
-the approver is the gate for it.)
+Every path (and every file a walk yields) resolves inside the workspace with symlinks followed, or is
+refused; FIFOs and devices are never opened and a file over 64 MiB is refused. ``bash`` runs in the
+workspace with a timeout, an output cap and no secret-bearing variables; the approver gates it.
 """
 
 from __future__ import annotations

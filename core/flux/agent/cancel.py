@@ -1,19 +1,9 @@
-"""Ctrl-C that cancels: the op that is running is stopped, nothing further runs, and the turn is
-recorded ``cancelled``.
+"""Ctrl-C that cancels: the running op is stopped, nothing further runs, and the turn is recorded
+``cancelled``.
 
-A ``bash`` op runs its command in a session (and process group) of its own, so a terminal's
-SIGINT — delivered to the foreground process group — never reaches it. While a command runs it is
-registered here (:func:`tracked`); :func:`kill_running` kills every registered process group, as
-the terminal would have interrupted them had they stayed in its group.
-
-:func:`sigint_cancels` is what ``flux run`` / ``flux flow run`` run under: on the first SIGINT it
-sets the process-wide cancel flag, kills the running commands' process groups and raises
-``KeyboardInterrupt`` in the main thread (where the turn records itself ``cancelled``); a
-further SIGINT while the turn is being recorded only kills again, so the record is finished. The
-turn runtime checks the flag (:func:`raise_if_cancelled`) before every model call and every op
-dispatch, so a cancel that arrived while an op ran in a worker thread stops the turn at its next
-step. Installing a handler of our own also keeps ``asyncio.run``'s, which only cancels the main
-task at its next await — after a synchronous op has run to its end and the next ones have run too.
+:func:`tracked` registers a running ``bash`` command's process group, :func:`kill_running` kills
+them, :func:`sigint_cancels` is the SIGINT handler ``flux run`` / ``flux flow run`` run under, and
+:func:`raise_if_cancelled` is the check before each model call and dispatch (docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The runtime's client: it records turns into a store (:class:`flux.sdk.Client` adds the time machine).
 
-A client holds the provider (a ``provider:model`` name resolved by :mod:`flux.agent.registry`, or
-any object implementing the Provider protocol), the op catalog (default: the built-in coding ops
-confined to ``workspace``; ``ops=`` a list, or ``"module:attr"`` naming one), the storage (a store
-directory, or ``None`` for an ephemeral store removed on :meth:`Client.close`), the approver
-(deny-all unless ``auto_approve=True``, ``policy=FILE`` or ``approver=``), instructions, the secret
-values to redact, and the cassette cap. Besides ``secrets=``, the values of environment variables
-that name a secret and the provider's API key are registered with the redactor
-(``env_secrets=False`` turns the environment scan off).
+It holds the provider (resolved by :mod:`flux.agent.registry`), the ops (default: the built-in coding
+ops confined to ``workspace``), the store (``None``: an ephemeral one removed on close), the approver,
+the instructions and the redactor's secrets (``secrets=``, the environment's secret-named variables
+unless ``env_secrets=False``, the provider's key).
 """
 
 from __future__ import annotations

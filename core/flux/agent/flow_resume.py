@@ -1,27 +1,9 @@
 """Halt, fix, resume: flux's resumable stored flows (``flux flow run --resumable``, ``--resume S|last``,
 ``--resume-value``).
 
-A ``flux flow run`` always writes its statement ledger; a statement that fails (or a top-level
-``await``) leaves an *open halt* on the session — a ``plan_halted`` row no later ``plan_resumed``
-closed. :func:`halt_report` is what ``--resumable`` prints then: the statements marked ``✓`` done,
-``✗`` where it halted, ``·`` not reached, the failure as one JSON object, and the command that
-continues.
-
-``--resume S`` (or ``last``: the newest session whose open halt is of a flow with this declared
-name) runs the — possibly corrected — flow as a new turn **on that session**:
-
-* the halted plan's ledger fast-forwards the leading statements the new text leaves unchanged
-  (same statement hash at the same index), re-binding their values — rebuilt, as resurrect
-  rebuilds them, from the session's recorded op outputs (and a plain literal's own value);
-* the first statement whose value cannot be rebuilt, and everything after it, runs again — but a
-  dispatch whose op and input match a cell the session recorded is served from it, once, so a
-  completed side effect is not repeated; a changed statement runs live, through the approver;
-* a flow that halted on ``$reply = await …`` needs ``--resume-value JSON`` (a bare word is a JSON
-  string): the await becomes ``reply = <value>`` in the resumed plan, so the recording holds it;
-* a statement the approver or a policy refused is not run again unchanged: the resume is refused
-  with the report, before anything is written.
-
-Nothing is written before every check passes; a session with no open halt is one line.
+:func:`halt_report` prints an open halt; a resume runs the corrected flow as a new turn on that
+session, fast-forwarding the unchanged leading statements and serving a matching recorded cell once,
+so a completed side effect is not repeated. Nothing is written before every check passes (docs/agent.md).
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
-"""Authored flows from the command line: which flow a target names, and the values of its
-declared inputs — flux's rules for ``flux flow list``, ``flux flow run TARGET`` and
-``flux run FILE --entry FLOW``.
+"""Authored flows from the command line: which flow a target names and the values of its declared
+inputs, by flux's rules for ``flux flow list``, ``flux flow run TARGET`` and ``flux run FILE --entry``.
 
-* **The saved-flow catalog**: the ``.flux`` files of ``.flux/flows`` (the project's: under the
-  current directory), ``~/.flux/flows`` (yours), then the legacy ``.flux/ops`` and ``~/.flux/ops``,
-  each directory's files in name order. Every flow and composite ``op`` a file declares is an
-  entry (an unnamed flow takes the file's stem); a file that does not parse is one ``[error]``
-  entry; the first declaration of a name wins. :meth:`FlowCatalog.render` is flux's listing.
-* **A target**: an existing file wins; else a saved flow, by file stem (within a directory a stem
-  wins over a declared name) or declared name, directory precedence first. A file holds a bare
-  flow, or a program with exactly one flow (journeys are app orchestration, not entry points).
-* **``--entry FLOW``**: one named flow of a program, whatever else it declares.
-* **Inputs**: ``--inputs`` (one JSON object), then every ``--arg NAME=VALUE`` over it (repeatable,
-  the last value of a name wins; only that last raw value is coerced). Keys must be declared
-  parameters; every declared parameter needs a value; a value must fit its type (``String``:
-  ``--arg`` text as is; ``Number``/``Bool``/``List<…>``: ``--arg`` JSON; ``Any`` and named types:
-  JSON if it parses, else the text). Each problem is one line before anything runs. The values
-  become ``name = <value>`` binds before the flow's first statement, as flux writes them — the
-  recorded plan holds its inputs, so it replays and resumes on its own.
-
-A composite ``op`` is listed and resolved, but this runtime has no composite ops: a flow that
-calls one is refused before anything is written, saying so.
+:class:`FlowCatalog` is the saved-flow catalog; inputs come from ``--inputs`` and ``--arg`` and become
+binds before the flow's first statement. A flow that calls a composite ``op`` is refused before
+anything is written (docs/agent.md).
 """
 
 from __future__ import annotations

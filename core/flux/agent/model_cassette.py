@@ -1,17 +1,9 @@
 """The model cassette: ``model.jsonl``, one redacted model call per line.
 
-* :func:`request_hash` — ``sha256`` of the redacted canonical request: redaction happens on the
-  request's decoded values (:meth:`Redactor.redact_json_text`) *before* hashing, so a re-drive that
-  rebuilds the same request hits; with nothing to hide it is ``sha256(redact(canonical_json(…)))``.
-* :class:`ModelCassetteWriter` appends ``{"v":1,"hash","model","request","chunks"}`` lines (keys in
-  that order, the request's keys sorted, every chunk redacted). A call that failed adds
-  ``"error": {"message", "status", "code", "retryable"}`` (the message redacted) after the chunks it
-  streamed before failing: the cassette records what happened, so a replay fails the same way.
-* :class:`TeeProvider` wraps a live provider and tees each call — completed or failed — to a writer.
-* :class:`CassetteProvider` answers from recorded lines: records grouped by hash into FIFO queues,
-  a request pops the next record of its hash; an empty or missing queue falls through to the
-  ``fallback`` provider (counted in ``model_live``), or fails when there is none. A recorded failure
-  is replayed: its chunks, then :class:`RecordedProviderError` with the recorded message and status.
+:func:`request_hash` hashes the redacted canonical request; :class:`ModelCassetteWriter` appends a
+record per call (a failed call with its ``error``); :class:`TeeProvider` tees a live provider's calls
+to a writer; :class:`CassetteProvider` serves recorded calls first-in-first-out per request hash,
+replaying a recorded failure as it happened.
 """
 
 from __future__ import annotations

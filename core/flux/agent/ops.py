@@ -1,20 +1,9 @@
 """Ops: Python functions the agent can call, with a name, a JSON schema, a description and an effect.
 
-``@op`` turns a function into an :class:`Op`::
-
-    @op(effect="read")
-    def word_count(path: str, unique: bool = False) -> str:
-        \"\"\"Count the words of a file.\"\"\"
-
-The schema comes from the signature and type hints (``str``/``int``/``float``/``bool``/``list[...]``/
-``dict``/``Optional[...]``/``Literal[...]``); parameters without a default are required. The
-description is the docstring's first paragraph. The effect is one of :data:`EFFECTS` and is what a
-policy file can allow or deny by (``effect:write``).
-
-An op's function receives the input object's fields as keyword arguments and returns a string
-(anything else is JSON-encoded), or an :class:`~flux.lang.interpreter.OpOutcome` for full control.
-Raising :class:`OpError` gives a tool error with exactly that message; any other exception gives a
-tool error naming the exception. Async functions are accepted (run to completion on dispatch).
+``@op`` builds an :class:`Op` from a function: the schema from its signature and type hints, the
+description from its docstring's first paragraph, the effect one of :data:`EFFECTS` (what a policy
+allows or denies by). :class:`OpError` is a tool error with exactly its message; any other exception
+is a tool error naming it.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""Model names → providers. A model is named ``provider:model``:
+"""Model names to providers: ``mock``, ``scripted:PATH``, ``null``, ``openai:NAME``, ``ollama:NAME`` and
+``anthropic:NAME`` (``provider/model`` is accepted too; the table is in docs/agent.md).
 
-==================  ========================================================================
-``mock``            the offline deterministic coding agent (default; no key)
-``scripted:PATH``   serve model turns from a JSON/JSONL file
-``null``            fail every call (hermetic tests)
-``openai:NAME``     Chat Completions via the ``openai`` SDK; key ``OPENAI_API_KEY``; ``--base-url``
-                    for any OpenAI-compatible server (vLLM, llama.cpp, LM Studio)
-``ollama:NAME``     the OpenAI provider against Ollama (``http://localhost:11434/v1``), no key
-``anthropic:NAME``  Messages API via the ``anthropic`` SDK; key ``ANTHROPIC_API_KEY``
-==================  ========================================================================
-
-``provider/model`` is accepted as well. The SDK-backed providers are imported lazily: a missing
-SDK is a :class:`~flux.errors.FluxError` naming the extra to install.
+The SDK-backed providers are imported lazily: a missing SDK is a :class:`~flux.errors.FluxError`
+naming the extra to install.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
-"""A session: one conversation (stream ``s_<n>``) in a client's store.
+"""A session: one conversation (stream ``s_<n>``) in a client's store; the runtime's session records turns.
 
-``await session.send(text)`` runs one adaptive turn and returns a
-:class:`~flux.agent.loop.TurnOutput`; ``session.send_sync(text)`` is the same for synchronous code.
-``await session.run_flow(source)`` runs an authored Flux-Lang flow as a turn (resumable mode).
-The conversation (:attr:`Session.history`) is read back from the store on open, so a session
-continues where any earlier process left it.
-
-This is the runtime's session: it records turns. Travelling in time (fork, resurrect, what-if, and
-finishing an interrupted turn before the next one) is :class:`flux.sdk.Session`, built on it.
-
-While a turn runs the session's liveness lease (:mod:`flux.store.lease`) is held, so no other process or thread takes the live
-turn for an interrupted one; a second writer on the same session is refused in one line
-(:class:`~flux.store.lease.SessionLeased`) before it writes anything.
+``send``/``send_sync`` run one adaptive turn, ``run_flow`` an authored flow; the history is read back
+from the store, so a session continues where an earlier process left it. While a turn runs the
+session's lease is held, so a second writer is refused before it writes. Fork, resurrect and what-if
+are :class:`flux.sdk.Session`, built on it.
 """
 
 from __future__ import annotations

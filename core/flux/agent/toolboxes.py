@@ -1,15 +1,9 @@
 """Named toolboxes: the live ops a store's sessions were recorded with.
 
-A recording names its ops (``run_tests``, ``publish``, …) but not their code. Whatever re-runs part
-of it live — a fork's tail, a resurrect's in-flight op, a live what-if — needs an implementation of
-each op, bound to a workspace. By default that is the built-in coding ops (``coding``). A store
-recorded with another toolbox says so in a small sidecar file next to ``events.db``::
-
-    toolbox.json   {"toolbox": "demo", "workspace": "workspace"}
-
-``workspace`` (optional) is the directory live ops act on by default, relative to the store
-directory and inside it. The file is input like any other: an unknown toolbox, a workspace outside
-the store, or malformed JSON is one line (:class:`~flux.errors.FluxError`), never a guess.
+A recording names its ops but not their code; whatever re-runs part of it live needs them, bound to a
+workspace. The default is the built-in coding ops; a store recorded with another toolbox names it in
+``toolbox.json`` beside ``events.db`` (docs/cli.md, "The toolbox a store was recorded with"); a bad
+file is one :class:`~flux.errors.FluxError` line.
 """
 
 from __future__ import annotations

@@ -1,29 +1,9 @@
 """The ``anthropic`` provider: the Messages API with tools, thinking and streaming, through the official
-``anthropic`` SDK (``AsyncAnthropic().messages.create(stream=True)``, raw server-sent events).
+``anthropic`` SDK (``messages.create(stream=True)``, raw server-sent events).
 
-flux messages are already Anthropic-shaped; they are sent with each block reduced to the
-fields the API knows. Empty text blocks and ``thinking`` blocks without a signature (the API rejects
-both; an offline provider's thinking has no signature) are left out; ``system``-role messages join
-the system prompt. ``system`` is sent as a string, or — when there are ``system_segments`` — as text
-blocks, a segment with ``cache: true`` getting ``cache_control: {"type": "ephemeral"}``.
-
-``thinking=True`` sends ``{"type": "enabled", "budget_tokens": B}`` with B = half of ``max_tokens``
-(at least 1,024, at most 32,000, always below ``max_tokens``); ``effort`` goes to
-``output_config.effort``; ``temperature`` and ``top_p`` travel in the request body when set.
-
-Events → chunks: ``message_start`` → ``message_start {model}``; ``text_delta`` →
-``text_delta``; ``input_json_delta`` → ``tool_input_delta {name, partial_json}``, and at the block's
-``content_block_stop`` one ``block`` with the complete ``tool_use`` (malformed JSON →
-``input = {"__malformed_arguments__": raw}``, as in the openai provider); a thinking block is emitted
-whole as one ``block`` ``{"type": "thinking", "thinking", "signature"}`` at its stop — not as
-``thinking_delta`` s, because the signature must travel with the text for the API to accept the block
-back in a later request, and :func:`~.base.assemble` would otherwise hold it twice;
-``redacted_thinking`` likewise. Usage: the message_start usage updated by message_delta's (whose
-counts are cumulative), emitted once as one ``usage`` chunk before ``done``.
-
-Base URL: ``base_url`` (or ``ANTHROPIC_BASE_URL``) is the server root; a trailing ``/v1`` is
-accepted and dropped, since the SDK appends ``/v1/messages`` itself. Retries, errors and key
-handling are those of the openai provider (:func:`.openai_provider.stream_with_retries`).
+flux messages are already Anthropic-shaped: each block is reduced to the fields the API knows, and
+the stream's events become chunks (docs/agent.md). Retries, errors and key handling are the openai
+provider's (:func:`.openai_provider.stream_with_retries`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The provider interface every model backend implements, and the canonical request a model cassette hashes.
 
-A provider turns a :class:`ModelRequest` into a stream of :class:`Chunk` s — the adjacently tagged
-``{"t": <tag>, "c": <content>}`` records flux's model cassette stores verbatim:
-
-* ``message_start`` ``{"model": …}`` · ``text_delta`` str · ``thinking_delta`` str
-* ``block`` a complete ContentBlock (``tool_use`` with parsed ``input``, ``text``, ``thinking``…)
-* ``tool_input_delta`` ``{"name", "partial_json"}`` (informational; the ``block`` carries the input)
-* ``usage`` a Usage body · ``done`` ``{"stop_reason": …}`` · ``stream_diagnostic``
-
-:func:`assemble` folds a chunk stream into the assistant message, usage and stop reason.
+A provider turns a :class:`ModelRequest` into a stream of :class:`Chunk` records (``{"t": tag, "c":
+content}``, stored verbatim in ``model.jsonl``: ``message_start``, ``text_delta``, ``thinking_delta``,
+``block``, ``tool_input_delta``, ``usage``, ``done``, ``stream_diagnostic``); :func:`assemble` folds a
+stream into the assistant message, usage and stop reason.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""``mock`` — the offline, deterministic coding agent (no key, no network): the embedded default.
+"""``mock``: the offline, deterministic coding agent (no key, no network), the default model.
 
-Per turn it plays a fixed script against the tools it is offered, reading where it is from the
-request alone (so the same request always gets the same answer, and a model cassette can serve it):
-
-1. explore: ``glob {"pattern": "*"}`` (skipped when no ``glob`` tool is offered);
-2. write the note: ``append {"path": "flux-mock.txt", "content": "created by flux mock\\n"}`` — the
-   call the real flux mock makes in the committed fixture;
-3. answer: ``Finished.`` — or, if the note could not be written, say why.
-
-Usage is derived from the request and response sizes (≈ 4 bytes per token), so it is stable.
+Per turn it plays a fixed script read from the request alone, so a model cassette can serve it:
+``glob`` to explore (when offered), ``append`` the note ``flux-mock.txt`` as flux's mock does, then
+answer ``Finished.`` (or why the note could not be written). Usage is about 4 bytes per token.
 """
 
 from __future__ import annotations

@@ -1,44 +1,9 @@
-"""The ``openai`` provider: Chat Completions with tools and streaming, through the official ``openai`` SDK.
+"""The ``openai`` provider: Chat Completions with tools and streaming, through the official ``openai`` SDK,
+against api.openai.com or any OpenAI-compatible server given ``base_url`` (Ollama, vLLM, LM Studio).
 
-Works against api.openai.com and against any OpenAI-compatible server given ``base_url`` (Ollama,
-vLLM, llama.cpp's server, LM Studio): ``OpenAIProvider("qwen2.5:1.5b", "http://127.0.0.1:11434/v1")``.
-
-Translation, flux → Chat Completions (flux messages are Anthropic-shaped):
-
-* ``system`` (then each ``system_segments`` text) → one leading ``{"role": "system"}`` message;
-* assistant ``text`` blocks → ``content``; ``tool_use`` blocks → ``tool_calls`` (arguments are the
-  JSON of ``input``); ``thinking`` blocks are dropped (Chat Completions has no place for them);
-* user ``tool_result`` blocks → one ``{"role": "tool", "tool_call_id"}`` message each, placed before
-  the user's other content; an ``is_error`` result's text is prefixed with ``"Error: "``; a user
-  message's text blocks → one string, joined by a blank line (merged messages — a fork's task and
-  its re-plan prompt — stay apart);
-* tools → ``{"type": "function", "function": {name, description, parameters}}``;
-* ``max_tokens`` → ``max_completion_tokens`` for api.openai.com (reasoning models refuse
-  ``max_tokens``), ``max_tokens`` for a ``base_url`` server; ``effort`` → ``reasoning_effort``;
-  ``stop_sequences`` → ``stop``; the request's ``model`` wins over the constructor's.
-
-Translation, streamed deltas → chunks: ``message_start`` on the first chunk, ``text_delta``
-per content fragment (a ``refusal`` fragment too), ``thinking_delta`` for the ``reasoning_content`` /
-``reasoning`` fragments local reasoning servers send, ``tool_input_delta`` per argument fragment,
-then — once the choice finishes — one ``block`` per tool call (reassembled by ``index``, in index
-order), one ``usage`` (the last usage the server reported; OpenAI's is cumulative), and ``done``.
-
-Malformed tool arguments: when a tool call's arguments are not a JSON object, the ``tool_use`` block
-is still emitted, with ``input = {"__malformed_arguments__": "<the raw argument text>"}``
-(:data:`MALFORMED_ARGUMENTS`). The runtime sees a tool call whose input fails the op's schema and
-returns a tool error to the model, which can then retry with valid arguments. Empty arguments (some
-servers send ``""`` for a tool without parameters) parse as ``{}``.
-
-Retries: 429, 5xx, timeouts and dropped connections are retried after the server's Retry-After or
-else with exponential backoff from ``retry_base_delay`` (the SDK's own retries are turned off, so the
-total is exactly ``max_retries + 1`` attempts), as long as no chunk has been yielded yet; a stream
-that breaks after chunks were handed out (or ends without a ``finish_reason``) raises a retryable
-:class:`ProviderError` instead of replaying text the caller already has. 401/403/400/404 are not
-retried. No error message ever contains the API key (it is scrubbed even from the server's text).
-``timeout`` is the SDK's: the longest wait to connect or for the next bytes of the stream.
-
-The retry loop, error classification and client handling below (:func:`stream_with_retries`,
-:func:`classify_http_failure`, :class:`LoopBoundClient`…) are shared with the anthropic provider.
+It translates flux's Anthropic-shaped messages to Chat Completions and the streamed deltas back to
+chunks (docs/agent.md). The retry loop, error classification and client handling here
+(:func:`stream_with_retries`, :func:`classify_http_failure`, :class:`LoopBoundClient`) serve both providers.
 """
 
 from __future__ import annotations

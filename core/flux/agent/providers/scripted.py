@@ -1,17 +1,8 @@
-"""``scripted`` — serves model turns, in order, from a JSON or JSONL file (tests, demos, benchmarks).
+"""``scripted:PATH``: serves model turns, in order, from a JSON or JSONL file (tests, demos, benchmarks).
 
-The file is a JSON list, or one JSON object per line. Each entry is one model response:
-
-* ``{"text": "...", "tool_calls": [{"name": "read", "input": {...}, "id": "optional"}],
-  "usage": {"input_tokens": 10, ...}, "stop_reason": "optional", "thinking": "optional"}``
-  (``tool_use`` is accepted as an alias of ``tool_calls``);
-* ``{"chunks": [{"t": ..., "c": ...}, ...]}`` — a raw chunk stream, so ``model.jsonl`` records
-  can be served as they are (their ``hash`` is ignored: this provider serves in order);
-* ``{"error": "message", "status": 429, "retryable": true}`` — the call fails with that error
-  (one entry per failed attempt, so retries can be scripted).
-
-Responses are served first in, first out, whatever the request; running out is an error that says
-how many were served. Model name: ``scripted:PATH`` (or ``ScriptedProvider(responses=[...])``).
+Each entry is one response (text and tool calls, a raw chunk stream as ``model.jsonl`` holds it, or
+an error), served first in, first out whatever the request; running out is an error that says how
+many were served. The file format is in docs/agent.md ("Models").
 """
 
 from __future__ import annotations
