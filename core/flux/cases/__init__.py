@@ -1,10 +1,6 @@
 """Saved cases: a recorded turn frozen at a fork point into one content-hashed bundle, kept in a
-fixture store a team shares, and re-run against changed code with every call resolved down a
-ladder — reused from the recording, simulated from a supplied answer, live within a budget, or a
-clean stop with a reason code.
-
-This is the lab layer: it builds on the store, the language, the cassettes, the agent runtime and
-the time machine; nothing below imports it.
+fixture store a team shares, and re-run against changed code with every call resolved down a ladder
+(reused, simulated, live within a budget, or a clean stop with a reason code). See docs/cases.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
-"""The Python API of saved cases (what the CLI verbs and the pytest fixture call).
+"""The Python API of saved cases (what the CLI verbs and the pytest fixture call): :func:`save_case`
+and :func:`run_case`.
 
-::
-
-    from flux.cases import save_case, run_case
-
-    saved = save_case("tests/scenarios/triage", "s_1", at=1, fixture_store="tests/cases")
-    out = run_case(saved.hash, replay_only=True, fixture_store="tests/cases")
-    out.assert_complete()               # every call reused; else the reason code and call
-
-A case is named by its hash (looked up in the fixture store) or by a file holding a bundle (a
-``.case`` blob or an exported ``.json``), which needs no store.
+A case is named by its hash (looked up in the fixture store) or by a bundle file (a ``.case`` blob or
+an exported ``.json``), which needs no store. Usage: docs/cases.md ("Python").
 """
 
 from __future__ import annotations

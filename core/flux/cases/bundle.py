@@ -1,22 +1,9 @@
 """The case bundle (format 1): its canonical bytes, its hash, compression, and validation.
 
-A bundle is one JSON object with three keys:
-
-* ``manifest`` — ``format`` (1), ``kind`` (``agent`` | ``flow``), ``target_name``, ``code_version``
-  (the recorded plans' fingerprint), ``product_version``, ``registration`` (the tools offered, each
-  with its effect and ``writes`` flag), ``recorded_config`` (the first model call's settings),
-  ``source`` (store, session, turn), ``fork`` (``at``: calls before the fork, ``fork_after_seq``,
-  ``prefix_model_calls``), ``capture`` (``complete``, ``missing``, ``truncated``) and ``inputs``;
-* ``history`` — the turn's rows with ``global_seq <= fork_after_seq``, terminal kinds dropped;
-* ``results`` — every recorded call of the turn, before and after the fork: op cells
-  (``kind: "op"``) and model calls (``kind: "model"``), each ``{kind, key, fingerprint, result}``
-  or ``{kind, key, fingerprint, error}``.
-
-The hash is the SHA-256 of the canonical bytes: keys sorted, compact separators, UTF-8, results
-sorted by ``(kind, key)``. A bundle is stored gzip-compressed (deterministic: no name, mtime 0)
-and exported either so or as indented JSON; :func:`decode_bundle` reads both and refuses anything
-else with ``bundle_corrupt`` (or ``format_unsupported`` for a format or kind this version does not
-read), so a hostile or truncated file is one refusal, never a traceback.
+A bundle is one JSON object (``manifest``, ``history``, ``results``; docs/cases.md), hashed over its
+canonical bytes and stored gzip-compressed deterministically. :func:`decode_bundle` reads the
+compressed or the indented JSON form and refuses anything else with ``bundle_corrupt`` (or
+``format_unsupported``): a hostile file is one refusal, never a traceback.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Freeze one recorded turn at a fork point into a bundle (what ``flux case save`` does).
 
-The source is a store directory and a session; the case is one turn of it (the last, unless
-``turn=`` says otherwise). Its calls are the turn's cassette cells (op calls, in dispatch order)
-and its model calls — the records of ``model.jsonl`` beside the store (what ``flux record`` and
-``flux run --model-cassette`` write), aligned turn by turn by the assistant messages each turn
-holds.
-
-The fork point is a number of op calls (``at``: statement N is the N-th call, counted from 0 as
-``flux fork --at`` counts them) or a ``global_seq`` (``fork_after_seq``: the calls whose cells are
-at or before that row). The prefix is those calls and the model calls that asked for them; the
-history is the turn's rows up to the fork point, ``turn_ended`` dropped. Omit both and the case
-keeps only the inputs: every call is after the fork.
-
-A capture a replay could not use is refused with ``capture_incomplete`` naming what is missing: a
-model call with no record, an op in flight at the fork (its ``step_started`` is in the prefix, its
-cell is not), a turn that never ended.
+The calls are the turn's cassette cells and its model calls from ``model.jsonl``; the fork point is a
+count of op calls (``at``) or a ``global_seq`` (``fork_after_seq``). A capture a replay could not use
+(a model call with no record, an op in flight at the fork, a turn that never ended) is refused with
+``capture_incomplete`` (docs/cases.md).
 """
 
 from __future__ import annotations

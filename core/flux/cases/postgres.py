@@ -1,10 +1,8 @@
-"""The PostgreSQL fixture store: bundles in the ``flux_cases`` schema of a database.
+"""The PostgreSQL fixture store: bundles in the ``flux_cases.bundles`` table of a database
+(``postgres://…``; libpq's keywords and environment apply).
 
-``postgres://user@host:port/db`` (or ``postgresql://``; libpq's own keywords and environment
-apply). One table, ``flux_cases.bundles(hash, blob, stored_bytes, summary, created_at)``;
-:func:`migrate` (``flux db migrate``) creates the schema and table and is safe to run again. A
-store opened before the migration refuses in one line naming the command. The driver is
-psycopg 3, the optional extra ``flux-tui[postgres]``.
+:func:`migrate` (``flux db migrate``) creates the schema and table and is safe to run again; a store
+opened before it refuses in one line naming the command. The driver is psycopg 3 (``flux-tui[postgres]``).
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""The saved-case pytest plugin (entry point ``pytest11``, beside the test kit's)::
+"""The saved-case pytest plugin (entry point ``pytest11``, beside the test kit's).
 
-    import pytest
-
-    @pytest.mark.flux_cases("cases")           # every bundle file under it, one test each
-    def test_case_replays(flux_case):
-        flux_case.run(replay_only=True).assert_complete()
-
-* ``@pytest.mark.flux_cases(DIR)`` parametrizes ``flux_case`` over every bundle under DIR
-  (relative to the test file): the ``*.case`` blobs of a directory fixture store and exported
-  ``*.json`` bundles, one test id per bundle (its hash's first 12 digits, or the file name). An
-  empty or missing DIR fails ("save first") — a case test never silently vanishes, and a
-  corrupt bundle fails its own test with ``bundle_corrupt``.
-* ``flux_case`` — a :class:`CaseUnderTest`: ``bundle``, ``path`` and ``run(**options)`` (the
-  options of :func:`flux.cases.run_case`). A test that never runs its case fails: no vacuous pass.
+``@pytest.mark.flux_cases(DIR)`` parametrizes the ``flux_case`` fixture (a :class:`CaseUnderTest`)
+over every bundle under DIR; an empty DIR fails ("save first"), a corrupt bundle fails its own test,
+and a test that never runs its case fails (docs/cases.md, "pytest").
 """
 
 from __future__ import annotations

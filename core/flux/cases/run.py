@@ -1,29 +1,9 @@
 """Run a saved case: re-drive its turn and resolve every call down the ladder.
 
-An **agent** case re-drives the recorded input through this runtime's agent loop (the recorded
-system prompt, tools, model settings; ``-m`` / ``--prompt-file`` change the model calls after the
-fork); a **flow** case re-runs its recorded plans in the interpreter. Either way every call goes
-through one :class:`Ladder`:
-
-* the **prefix** (the calls before the fork) must be made again with its recorded identity and
-  fingerprint, in order, each answered from the recording — else the run stops before anything
-  after the fork happens, with ``prefix_diverged``;
-* after the fork each call resolves **reused** (an unconsumed recorded call of the same op and
-  input — a model call: the recorded call at its position with the same request), else
-  **simulated** (a supplied answer, ``--supply``), else **live** — ``changed`` when it replaces a
-  recorded call at that position — if permitted, else the run **stops** with a reason code.
-
-Live is permitted unless ``replay_only`` (then an unanswered call is ``replay_diverged``, reason
-``input_changed`` when the recording has a call of that op there with another input,
-``unexpected_call`` when it has none, ``recorded_error`` when its record is an error in place of
-a result — a cell cut at the capture cap). A write (an op whose effect is not ``pure``/``read``;
-an undeclared effect counts as a write) needs its ``tool:<op>`` token in ``allow_write`` or stops
-with ``write_not_allowed``. Every live call but a pure op counts against ``live_budget``; under
-``max_cost_usd`` a live model call with no price, or spend reaching the ceiling, stops with
-``live_budget_exceeded``. A model call with no live provider stops with ``missing_context``.
-
-Nothing waits: the interpreter runs on the replay clock (a sleep advances virtual time) and the
-loop's retries never sleep. The re-drive writes only to a scratch store that is removed.
+An agent case re-drives the recorded input through this runtime's agent loop, a flow case re-runs
+its recorded plans; either way every call goes through one :class:`Ladder`: the prefix answered from
+the recording, then each call reused, simulated, live or stopped with a reason code (docs/cases.md).
+Nothing waits (the replay clock), and the re-drive writes only to a scratch store that is removed.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""The S3 fixture store: bundles as objects under a bucket prefix.
+"""The S3 fixture store: each bundle is two objects under a bucket prefix, ``<hash>.case`` and
+``<hash>.summary.json``.
 
-``s3://bucket/prefix?region=eu-west-1&endpoint_url=http://127.0.0.1:9000`` — ``region`` and
-``endpoint_url`` (an S3-compatible server) are the only settings the URL may carry; credentials
-come from the AWS SDK's own chain (environment, shared files, instance roles), never the URL: a
-URL with a user or password in it, or any other query key, is refused. Each bundle is two
-objects, ``<prefix>/<hash>.case`` (the compressed bytes) and ``<prefix>/<hash>.summary.json``.
-The driver is boto3, the optional extra ``flux-tui[s3]``.
+``s3://bucket/prefix?region=…&endpoint_url=…``: those two are the only settings the URL may carry;
+credentials come from the AWS SDK's own chain, never the URL (a URL with a user, a password or another
+query key is refused). The driver is boto3 (``flux-tui[s3]``).
 """
 
 from __future__ import annotations

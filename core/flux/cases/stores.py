@@ -1,20 +1,9 @@
-"""Fixture stores: where bundles are kept. One interface, four places.
+"""Fixture stores: where bundles are kept. One interface, four places: ``memory:``, a directory
+(a path or ``file://``), PostgreSQL (:mod:`.postgres`) and S3 (:mod:`.s3`); :mod:`.locate` says which.
 
-=========================================  =================================================
-``memory:``                                a dict, per store object (tests only)
-``file:///abs/path`` or a bare path         a directory, created if missing
-``postgres://…`` / ``postgresql://…``       tables in the ``flux_cases`` schema (:mod:`.postgres`;
-                                           ``flux db migrate`` creates them)
-``s3://bucket/prefix?region=…&endpoint_url=…``  objects under the prefix (:mod:`.s3`; credentials
-                                           from the AWS SDK chain only, never the URL)
-=========================================  =================================================
-
-Which store a URL names is :mod:`.locate`'s business.
-
-Every store keeps a bundle as its compressed canonical bytes under its hash plus a small summary
-(what ``list`` shows, so listing reads no bundle). ``put`` of a hash already kept writes nothing
-(the same run at the same fork saved twice is one copy). ``get`` re-hashes what it reads: bytes
-changed on disk are ``bundle_corrupt``, an absent hash ``bundle_missing``.
+A bundle is kept as its compressed canonical bytes under its hash plus a small summary (what ``list``
+shows). ``put`` of a kept hash writes nothing; ``get`` re-hashes what it reads (``bundle_corrupt``,
+``bundle_missing``).
 """
 
 from __future__ import annotations

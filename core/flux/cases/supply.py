@@ -1,14 +1,8 @@
 """Supplied answers (``--supply FILE``): the ladder's second rung.
 
-A JSON object with up to two keys: ``calls``, keyed ``"<kind>:<key>"`` (``op:3`` — the 4th op
-call of the run, ``model:2`` — its 2nd model call: the keys the call lines and ``stop_key`` use),
-and ``tools``, keyed by op name (an answer for every call of that op the recording cannot give:
-what a live model call's fresh tool-use ids need). At most 200 entries each, 64 KiB in all.
-
-An op answer is a string (its content) or ``{"content": str, "is_error": bool}``; a model answer
-is a string (the assistant's text) or ``{"role": "assistant", "content": [blocks]}``. The file's
-shape is checked when it is read (a bad file is invalid input, exit 1); an answer of the wrong
-shape for the call it meets stops the run with ``missing_context``.
+A JSON object of ``calls`` (keyed ``op:N`` / ``model:N``) and ``tools`` (keyed by op name), at most 200
+entries each and 64 KiB in all. A file of the wrong shape is invalid input when read; an answer of the
+wrong shape for the call it meets stops the run with ``missing_context`` (docs/cases.md).
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Assertions over a replay :class:`~flux.testkit.scenario.Outcome` or a check
 :class:`~flux.testkit.scenario.Report`, with messages a person can act on.
 
-Every failure says what was expected, what the recording (or the re-drive) did, and how to
-re-baseline if the change is intended. Check failures carry the side-by-side trajectory
-(golden ↔ this run) with the first divergence marked ``▶``.
-
-Every assertion that runs is counted on its scenario (``Scenario.assertions``, see
-:mod:`flux.testkit.vacuous`): the pytest plugin fails a test that loaded a scenario and asserted
-nothing ("no vacuous pass").
+Each failure says what was expected, what happened and how to re-baseline; a check failure carries the
+side-by-side trajectory. Every assertion is counted on its scenario (:mod:`flux.testkit.vacuous`).
 """
 
 from __future__ import annotations

@@ -1,30 +1,8 @@
-"""Golden trajectories: a session as an ATIF trajectory, normalised, reduced to a Shape,
-compared with a committed golden file.
+"""Golden trajectories: a session as an ATIF trajectory (:func:`export`), normalised so two
+recordings of one scenario agree (:func:`normalize`), reduced to a :class:`Shape`, and compared with a
+committed golden file (:func:`check_golden`).
 
-* :func:`export` — the session's conversation as an ATIF document, built with the models of the
-  ``atif`` package (Pydantic models of ATIF v1.8; ``pip install 'flux-tui[atif]'``). The
-  ``schema_version`` of the package is written verbatim.
-  Given the store's reader, the session's sub-agent sessions (its ``subagent:<role>`` children,
-  at any depth) are embedded as ``subagent_trajectories``, each with the role as its agent name.
-* :func:`normalize` — volatile values replaced by stable placeholders (not deleted, so a golden
-  stays a valid ATIF document): the values that differ between two recordings of the same
-  scenario (:func:`discover_volatile`, re-derived by the tests) — ``session_id`` and every
-  ``timestamp`` — and, as in NOOA, tool-call ids renumbered ``call_1, call_2…`` in first-encounter
-  order (the ``tool_call_id`` ↔ ``source_call_id`` join kept), temp paths and object addresses.
-  Sub-agent trajectories are normalised one by one and, unless ``sort_subagents=False``, sorted by
-  content: a fan-out finishes in any order, so arrival order must not reach a golden (pass
-  ``False`` where the sequence carries meaning). ``schema_version`` is never scrubbed: a version
-  bump must invalidate goldens loudly.
-* :class:`Shape` — what the agent did, stripped of what it said: step count, sources, tool sequence,
-  model calls, sub-agents (their names, sorted, at any depth), prompt/completion tokens (compared
-  with a relative tolerance), crashed, and a hash of the normalised content **without** the token
-  counts (they have their own fields and tolerance; a hash over them would make any tolerance moot).
-* :func:`check_golden` — compare (or, with ``update``, re-baseline) a golden file: a missing golden
-  is a failure, never an auto-create; a different schema version is its own one-line error;
-  otherwise the shape deltas and a unified diff of the two normalised documents, both printed in
-  the one pretty form (:func:`dumps`), so a golden written compactly or by another tool diffs on
-  its content, not its formatting. ``compare_content=False`` leaves the hash out (against a live
-  model, where message text is sampling noise).
+What normalisation replaces and what a Shape compares are in docs/testing.md ("Golden trajectories").
 """
 
 from __future__ import annotations

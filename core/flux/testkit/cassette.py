@@ -1,13 +1,9 @@
-"""Strict model-cassette replay for the test kit: the Nth model call is served by the Nth recorded
-record of ``model.jsonl`` — positional, one stream in flight at a time.
+"""Strict model-cassette replay for the test kit: the Nth model call is served by the Nth record of
+``model.jsonl``, one stream at a time.
 
-Every departure fails loudly as a (not retryable) provider error, so the turn ends ``error`` with
-the message: a changed request (:class:`CassetteMismatch`, naming the first differing fields), an
-extra call (:class:`CassetteExhausted`), a second stream while one is open (:class:`CassetteError`).
-With a ``fallback`` provider (``check(…, on_miss="live")``, ``flux test --live-misses``) a miss goes
-live instead, as flux's ``Scenario::check`` does, and is counted in ``model_live``. A recorded
-failure is served as recorded, and ``replay.override.json`` (docs/testing.md) scripts what a log
-cannot hold: a failure before any chunk, a mid-stream failure, a hang.
+A changed request (:class:`CassetteMismatch`), an extra call (:class:`CassetteExhausted`) or a second
+open stream (:class:`CassetteError`) fails the turn loudly; with a ``fallback`` a miss goes live and
+is counted in ``model_live``. Recorded failures and ``replay.override.json`` are served as written.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The frozen world of a check: the client's ops, answered from the recorded tape.
 
-:func:`frozen_toolbox` keeps every op's name, description, input schema and effect (so the model
-sees the same tool list, and mutating calls get the same host-derived plans) and replaces the
-function with the tape: a dispatch is served by the first unconsumed recorded cell with the same
-op and input hash; a dispatch the recording cannot explain is refused, the
-divergence latched on the tape (``OffTape::Halt``), and never reaches the real op.
+:func:`frozen_toolbox` keeps every op's name, description, schema and effect and replaces its function
+with the tape: a dispatch is served by the first unconsumed cell with the same op and input hash; one
+the recording cannot explain is refused and latched (flux's ``OffTape::Halt``), never run.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
-"""Scenarios made from imported runs: another agent's log as an offline test.
+"""Scenarios made from imported runs: another agent's log as an offline, *replay only* test.
 
-:func:`scenario_from_import` writes the scenario directory for a session ``flux import`` made: the
-run is recorded again from the source the session keeps (redacted) into the scenario's own
-``events.db`` / ``flow.db``, its model calls teed to ``model.jsonl``, with ``plan.flux.snap``,
-``trajectory.golden.json`` (the run's normalised ATIF trajectory, sub-agents embedded) and a
-``scenario.toml`` whose ``flux_version`` is ``import:<format>:<producer version>``. Such a
-scenario was recorded by another agent loop, so ``flux test`` never re-drives it (that would be
-this runtime's loop pretending to be the foreign one): it is *replay only* — the plans re-executed
-with every tool served from the imported cells, the plan snapshot and the trajectory golden
-compared.
-
-:func:`log_scenario` is what ``flux test`` makes of a deepseek harness snapshot directory (``session.jsonl``,
-an optional ``replay.override.json``, an optional ``trajectory.golden.json`` of ours): the log is
-imported into a temporary scenario, which must replay faithfully and match the golden, if the
-directory has one (``--update`` writes it).
+:func:`scenario_from_import` writes the scenario directory for a session ``flux import`` made
+(``flux record --from-import``); :func:`log_scenario` is what ``flux test`` makes of a deepseek
+harness snapshot directory: a temporary scenario that must replay faithfully and match the
+directory's golden (docs/testing.md).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""Every file of a scenario directory read as hostile input, in one place, before anything is
-written: ``scenario.toml``, ``model.jsonl``, ``replay.override.json``, ``plan.flux.snap`` and
-``trajectory.golden.json`` — decoded as UTF-8, depth- and size-bounded, their types checked (see
-:mod:`flux.documents`). A bad file is one :class:`~flux.errors.FluxError` line naming it.
+"""Every file of a scenario directory read as hostile input, in one place, before anything is written.
 
-:func:`validate_scenario_inputs` loads them all; ``flux test`` calls it first, so a damaged
-scenario fails before a work copy is written to and before ``--update`` rewrites any golden.
+:func:`validate_scenario_inputs` decodes ``scenario.toml``, ``model.jsonl``, ``replay.override.json``,
+``plan.flux.snap`` and ``trajectory.golden.json`` (UTF-8, depth- and size-bounded, types checked, see
+:mod:`flux.documents`); ``flux test`` calls it first, and a bad file is one line naming it.
 """
 
 from __future__ import annotations

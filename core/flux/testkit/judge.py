@@ -1,16 +1,8 @@
-"""The judge: grade free text against a plain-English criterion with an LLM — offline.
+"""The judge: grade free text against a plain-English criterion with an LLM, offline.
 
-The judge's model call is a cassette citizen. Its canonical request (a fixed strict-grader system
-prompt, the criterion and the text under test, ``max_tokens`` 512, the rubric's model) is hashed
-(redacted, as model.jsonl hashes) and looked up in the scenario's ``judge.jsonl`` (same record shape
-as ``model.jsonl``). A hit is served from disk; the judge provider is never touched. A miss — the
-first time, or the criterion, the text or the judge model changed — is a hard error
-(:class:`~flux.testkit.errors.JudgeMiss`), never a live call and never a pass against a stale
-grade. Under ``FLUX_GOLDEN=update`` the judge is called live and the verdict appended (the file is
-rewritten with all records plus the new one).
-
-There is no default judge model: ``Rubric(model)`` names it, so no assertion can spend without the
-caller naming what it spends on.
+The judge's canonical request is hashed and served from the scenario's ``judge.jsonl``; a miss is a
+hard :class:`~flux.testkit.errors.JudgeMiss`, never a live call, except under ``FLUX_GOLDEN=update``,
+which asks live and appends the verdict. ``Rubric(model)`` must name the judge model (docs/testing.md).
 """
 
 from __future__ import annotations

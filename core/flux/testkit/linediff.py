@@ -1,11 +1,8 @@
 """The plan snapshot's line diff, as flux prints it.
 
-Both texts are cut into lines the way Rust's ``str::lines`` cuts them (:func:`snapshot_lines`): at
-``\\n``, a ``\\r`` before it dropped, and a final line ending ending the last line rather than
-opening an empty one — so ``"a\\n"`` and ``"a"`` are the same single line, and no phantom empty
-``- ``/``+ `` row appears for a trailing newline. Then, position by position (flux compares line
-``i`` with line ``i``, it does not align): an equal pair is ``"  x"``, a differing pair ``"- a"``
-then ``"+ b"``, a line only one side has ``"- a"`` or ``"+ b"``.
+Both texts are cut into lines as Rust's ``str::lines`` cuts them (:func:`snapshot_lines`), then compared
+position by position, without alignment: ``"  x"`` equal, ``"- a"`` / ``"+ b"`` differing or on one side
+only (docs/testing.md, "Golden mode").
 """
 
 from __future__ import annotations

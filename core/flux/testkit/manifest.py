@@ -1,16 +1,9 @@
 """``scenario.toml``: the manifest that marks a directory as a scenario fixture.
 
-All nine keys are required on read, as flux reads them; a parse failure is fatal (one line).
-Written in ``toml::to_string_pretty``'s shape: ``key = value`` lines in declared order.
-
-One optional key follows them: ``ops = "module:attr"``, the ops the scenario was recorded with
-when they are not the built-in coding ops (``flux test`` imports them to re-drive it; see
-:func:`flux.agent.ops.load_ops`). flux's reader ignores a key it does not know.
-
-``flux_version`` names the runtime that recorded the fixture. flux itself writes its SDK version
-(``"0.26.0"``); this runtime writes ``"<version>+flux-tui"`` (semver build metadata, so a semver
-reader still accepts it). :attr:`Manifest.foreign` is true for a fixture recorded by another
-runtime: its model requests come from another agent loop, so ``check`` cannot re-drive it.
+All nine of flux's keys are required on read and written in ``toml::to_string_pretty``'s shape; an
+optional ``ops = "module:attr"`` follows them. ``flux_version`` names the recording runtime (ours writes
+``"<version>+flux-tui"``); :attr:`Manifest.foreign` marks another runtime's fixture, which ``check``
+cannot re-drive.
 """
 
 from __future__ import annotations

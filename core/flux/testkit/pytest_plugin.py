@@ -1,33 +1,7 @@
-"""The test kit's pytest plugin (entry point ``pytest11``: loads itself once flux-tui is installed).
-
-::
-
-    import pytest
-
-    @pytest.mark.flux_scenarios("scenarios")          # every scenario directory under it
-    def test_agent(flux_scenario, flux_client):
-        report = flux_scenario.check(flux_client)
-        assert not report.plan_changed
-        assert not report.left_world
-
-* ``@pytest.mark.flux_scenarios(DIR)`` parametrizes ``flux_scenario`` over every scenario under
-  DIR (relative to the test file), one test id per scenario directory. An empty or missing DIR
-  fails ("record first") — a scenario test never silently vanishes. So does, by name, a directory
-  that looks like a scenario but lacks a file one needs, and a ``*.golden.json`` no scenario owns
-  (:func:`flux.testkit.verdict.collect`).
-* Every scenario test is also held to ``flux test``'s verdict on its scenario
-  (:func:`flux.testkit.verdict.judge`: replay, plan snapshot, check with the test's
-  ``flux_client``, trajectory golden) once its body passed — pytest and ``flux test`` cannot
-  disagree about a scenario.
-* ``flux_scenario`` — the loaded :class:`~flux.testkit.scenario.Scenario` (work copy removed
-  after the test). A test that asserts nothing against it fails ("no vacuous pass").
-* ``flux_client`` — an offline client that re-drives the scenario as ``flux record`` recorded it
-  (its recorded request settings and ops, no network). Override the fixture in your conftest to
-  check with your own client (your ops, your prompt).
-* ``--flux-update`` — golden mode (``FLUX_GOLDEN=update``) for the session; every file it
-  rewrites is listed with its diff at the end of the run.
-* A failing plain ``assert`` on a check report gets a "flux trajectory diff" section: golden ↔
-  this run side by side, first divergence marked ``▶``.
+"""The test kit's pytest plugin (entry point ``pytest11``): ``@pytest.mark.flux_scenarios(DIR)``, the
+``flux_scenario`` and ``flux_client`` fixtures, ``--flux-update``, and a trajectory diff on a failing
+assert. Every scenario test is also held to ``flux test``'s verdict (:mod:`flux.testkit.verdict`),
+and a test that asserts nothing fails. Usage and rules: docs/testing.md ("pytest").
 """
 
 from __future__ import annotations

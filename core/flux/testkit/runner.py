@@ -1,11 +1,8 @@
 """The offline clients a check re-drives scenarios with, and ``-k`` matching of scenario names.
 
-:func:`offline_client` re-drives a scenario as ``flux record`` recorded it: an agent client with
-the recorded request settings (system prompt, max tokens, temperature, model id from
-``model.jsonl``'s first record) and the ops it was recorded with, whose provider refuses every call —
-the strict cassette answers every model call before it could be asked. :class:`ClientCache`
-shares one such client between the scenarios of a run recorded the same way. The verdict itself
-(what ``flux test``, the pytest plugin and the app run) is :mod:`flux.testkit.verdict`.
+:func:`offline_client` re-drives a scenario as ``flux record`` recorded it (its request settings and
+ops; a provider that refuses every call, since the strict cassette answers them); :class:`ClientCache`
+shares one between scenarios recorded the same way. The verdict is :mod:`flux.testkit.verdict`.
 """
 
 from __future__ import annotations

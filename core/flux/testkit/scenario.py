@@ -1,31 +1,9 @@
 """Scenario fixtures: record a turn once, then test every later change offline.
 
-::
-
-    from flux.agent import Client
-    from flux.testkit import Scenario
-
-    Scenario.record(client, "triage the failing build", "tests/scenarios/triage")   # once, live
-
-    sc = Scenario.load("tests/scenarios/triage")
-    out = sc.replay()                  # the recorded plans re-executed from the cassette, no model
-    out.assert_faithful(); out.assert_plan_snapshot(); out.assert_never_calls("write")
-    report = sc.check(client)          # today's agent loop, model from model.jsonl, world frozen
-    report.assert_clean()
-
-A scenario directory is byte-compatible with flux's: ``events.db``, ``flow.db``,
-``model.jsonl``, ``plan.flux.snap``, ``scenario.toml`` (and ``judge.jsonl``). ``load`` copies the
-stores to a temporary work directory, so nothing a test does touches the fixture.
-
-**replay** re-executes the accepted plans with every op served from the recorded cassette.
-**check** re-drives the recorded input through *this* runtime's agent loop: the model is served
-strictly from ``model.jsonl`` (:class:`~flux.testkit.cassette.StrictCassette`: positional, a
-changed request, an extra call or an exhausted cassette fails naming the call), the world is
-pinned by the recorded cells (:func:`~flux.testkit.frozen.frozen_toolbox`), and the run is
-compared with the golden on the run diff and on two surfaces (the transcript and the
-normalised event log, :mod:`flux.testkit.surfaces`). A scenario recorded by another runtime
-(``flux_version`` in scenario.toml) cannot be re-driven by ours: ``check`` says so and reports
-*replay only* — never a pass.
+``Scenario.record`` writes a flux-compatible scenario directory; ``Scenario.load`` works on a copy of
+it; ``replay()`` re-executes the recorded plans from the cassette, and ``check(client)`` re-drives
+today's agent loop against ``model.jsonl`` with the world frozen to the recorded cells, compared with
+the golden (docs/testing.md).
 """
 
 from __future__ import annotations

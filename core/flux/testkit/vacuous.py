@@ -1,11 +1,7 @@
-"""What counts as asserting on a scenario — the counter behind the pytest plugin's "no vacuous
-pass" guard (a test that loaded a scenario and asserted nothing about it fails).
+"""What counts as asserting on a scenario: the counter behind the pytest plugin's "no vacuous pass".
 
-A scenario counts an assertion when a test ran one of the kit's ``assert_*`` calls against it,
-and when the test's own code read a verdict off one of its results: ``assert not
-report.plan_changed``, ``assert report.is_clean()``, ``out.faithful``, ``out.calls`` … A read
-made by the kit itself (the runner, the plugin's report hooks, the app) is not the test asserting,
-so it does not count; neither does printing a result (its repr reads nothing on the test's behalf).
+A kit ``assert_*`` call counts, and so does the test's own code reading a verdict off a result
+(``report.plan_changed``, ``out.calls``); a read by the kit itself, or printing a result, does not.
 """
 
 from __future__ import annotations

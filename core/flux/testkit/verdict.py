@@ -1,32 +1,9 @@
-"""The verdict on scenario directories — the one function ``flux test``, the pytest plugin and
+"""The verdict on scenario directories: the one function ``flux test``, the pytest plugin and
 ``flux-tui --tests`` all call, so the three cannot disagree.
 
-:func:`collect` finds what is under the given paths:
-
-* **scenarios** — directories holding ``scenario.toml`` (not descended into), and deepseek harness
-  snapshot directories (a ``session.jsonl`` and no ``scenario.toml``): :func:`judge` imports the
-  log into a temporary scenario (:mod:`flux.testkit.imported`) — it must import, replay faithfully
-  and match the directory's ``trajectory.golden.json`` if it has one;
-* **incomplete** — a directory that looks like a scenario (it holds one of the files only a
-  scenario has: ``scenario.toml``, ``model.jsonl``, ``plan.flux.snap``, ``judge.jsonl``,
-  ``replay.override.json``) but lacks a file a scenario needs. It fails by name — a fixture
-  that lost its manifest must not vanish from the gate;
-* **orphans** — a ``*.golden.json`` no scenario owns (only ``trajectory.golden.json`` directly
-  inside a scenario directory is owned). Each fails.
-
-:func:`judge` gives one scenario's :class:`ScenarioResult`:
-
-1. **replay** must be faithful, and the recorded plans must equal ``plan.flux.snap``
-   (re-baselined under golden mode — and put back if the scenario fails after all: a failing
-   scenario re-baselines nothing);
-2. **check** (unless ``replay_only``) re-drives the recorded input through the agent loop, offline
-   (the client from ``client_factory``; :func:`~flux.testkit.runner.offline_client` by default).
-   A scenario recorded by another runtime is *replay only*: its replay still has to pass;
-3. a ``trajectory.golden.json`` in the scenario directory is compared with the run's ATIF shape
-   (re-baselined under golden mode);
-4. a scenario about which nothing could be asserted (no tool calls to replay and no check) fails.
-
-Nothing here touches the network.
+:func:`collect` finds the scenarios, the incomplete scenario directories and the orphan goldens
+under the given paths; :func:`judge` gives one scenario's :class:`ScenarioResult` (replay and plan
+snapshot, check, trajectory golden). Nothing here touches the network; the rules are in docs/testing.md.
 """
 
 from __future__ import annotations
