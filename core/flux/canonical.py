@@ -1,13 +1,8 @@
 """Canonical JSON as serde_json prints it, and the sha256 helper every hash in the store uses.
 
-Two serializers exist because flux has two key orders:
-
-* :func:`canonical_json` — value maps, keys sorted by byte order (op inputs, model requests);
-* :func:`compact_json` — keys in the order the dict holds them (AST and event structs, which the
-  caller builds in declared field order).
-
-Both are compact, write non-ASCII raw and print floats the way Rust's ``ryu`` does
-(``1e16``, ``1.5e-7``, ``0.0001``, ``1.0``).
+:func:`canonical_json` sorts keys by byte order (op inputs, model requests); :func:`compact_json` keeps
+the dict's order (AST and event structs, built in declared field order). Both are compact, write
+non-ASCII raw and print floats as Rust's ``ryu`` does.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The demo store: eleven sessions recorded by the real agent runtime (mock and scripted providers)
-against a small throw-away project, so the store holds exactly what ``flux run`` / ``flux flow
-run`` would record. With ``now_ms`` given, every timestamp is a pure function of it.
+against a small throw-away project; with ``now_ms`` given every timestamp is a function of it.
 
-Next to the store, ``workspace/`` holds a fresh copy of the demo project and ``toolbox.json``
-names the demo toolbox (:mod:`flux.agent.demo_ops`), so the app and the CLI run live actions on
-the demo with the ops its sessions were recorded with (resurrecting ``s_9`` runs its in-flight
-``publish`` for real, into the local index).
+Beside the store, ``workspace/`` holds the demo project and ``toolbox.json`` names the demo toolbox
+(:mod:`flux.agent.demo_ops`), so live actions on the demo run the ops it was recorded with.
 """
 
 from __future__ import annotations

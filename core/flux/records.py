@@ -1,19 +1,8 @@
 """Value classes for the modules ``flux sessions`` loads, without ``@dataclass``'s start-up cost.
 
-``@dataclass`` compiles its ``__init__``/``__repr__``/``__eq__`` (and, frozen, ``__hash__``/
-``__setattr__``/``__delattr__``) from source text when the class is defined: about 0.6 ms per
-frozen slotted class in every process that imports it, more than the whole session listing's own
-work. A :class:`Record` subclass writes its ``__init__`` by hand (compiled once into the ``.pyc``)
-and inherits the rest, with the dataclass meanings:
-
-* fields are ``__slots__``, in ``__init__``'s positional order;
-* ``==`` compares the fields of two objects of the same class (``_NOT_COMPARED`` excluded),
-  ``repr`` lists them (``_NOT_SHOWN`` excluded);
-* :class:`FrozenRecord`: assigning or deleting a field raises ``AttributeError`` (``__init__`` sets
-  them through ``object.__setattr__``, as a frozen dataclass does) and objects hash by their
-  compared fields; a plain :class:`Record` is mutable and unhashable.
-
-Copying and pickling rebuild through ``__init__`` with every field in order.
+A :class:`Record` subclass writes its ``__init__`` by hand and inherits dataclass-like ``==``,
+``repr``, copying and pickling over its ``__slots__``; a :class:`FrozenRecord` is also immutable and
+hashable. Why: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -22,6 +11,10 @@ __all__ = ["Record", "FrozenRecord"]
 
 
 class Record:
+    """Fields are ``__slots__`` in ``__init__``'s positional order; ``==`` compares the fields of two
+    objects of the same class (``_NOT_COMPARED`` left out), ``repr`` lists them (``_NOT_SHOWN`` left
+    out); copying and pickling rebuild through ``__init__``. Mutable and unhashable."""
+
     __slots__ = ()
     _NOT_COMPARED: tuple[str, ...] = ()
     _NOT_SHOWN: tuple[str, ...] = ()
@@ -47,6 +40,9 @@ class Record:
 
 
 class FrozenRecord(Record):
+    """A :class:`Record` whose fields cannot be assigned or deleted (``__init__`` sets them through
+    ``object.__setattr__``, as a frozen dataclass does); it hashes by its compared fields."""
+
     __slots__ = ()
 
     def __setattr__(self, name: str, value: object) -> None:

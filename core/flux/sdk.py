@@ -1,18 +1,8 @@
 """The SDK: the agent runtime's client and sessions with the time machine on them.
 
-::
-
-    from flux.sdk import Client, WhatIfSpec
-
-    client = Client("mock", store="./state", workspace=".", auto_approve=True)
-    s = client.session()
-    s.send_sync("write a quick note")
-    s.fork(2, inject="2 passed"); s.resurrect(); s.what_if().substitute("run_tests", "1 failed").run()
-    client.what_if_over(["s_1", "s_2"], WhatIfSpec(substitute={"run_tests": "1 failed"}), jobs=2)
-
-It stands above both the runtime (:mod:`flux.agent`, which records turns) and the time machine
-(:mod:`flux.timemachine`, which replays, forks, resurrects and asks what-if of recorded turns): each
-convenience here is one call into the time machine with this client and session.
+It stands above the runtime (:mod:`flux.agent`, which records turns) and the time machine
+(:mod:`flux.timemachine`): each convenience (``fork``, ``resurrect``, ``what_if``, ``what_if_over``)
+is one call into the time machine with this client and session. Usage is in docs/agent.md ("The SDK").
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """A recorded session as OpenTelemetry spans, for Langfuse, Phoenix, Jaeger and other OTLP tools.
 
-One trace per session: a root ``invoke_agent`` span, a span per turn under it, and under each turn
-a ``chat`` span per model call and an ``execute_tool`` span per cassette cell, named and attributed
-after the GenAI semantic conventions (``gen_ai.operation.name``, ``gen_ai.request.model``,
-``gen_ai.usage.input_tokens`` / ``output_tokens``, ``gen_ai.tool.name``) plus ``flux.*`` attributes
-for what only flux records (the cell's flags, the turn's outcome). Ids are derived from the store
-rows, so exporting the same session twice gives the same trace. Every string value is scrubbed.
-
-The store keeps when each row was written, not when a call began: a model call or op span runs
-from the turn's previous row to its own row — the stretch in which it happened.
-
-:func:`otlp_json` writes the OTLP/JSON encoding (no dependency); :func:`send_otlp` posts the same
-spans to an OTLP/HTTP collector through the official OpenTelemetry SDK exporter (the ``otel``
-extra).
+One trace per session (agent, turn, model-call and tool spans, named after the GenAI semantic
+conventions), with ids derived from the store rows so an export is repeatable and every string
+scrubbed. :func:`otlp_json` writes OTLP/JSON; :func:`send_otlp` posts to a collector (the ``otel``
+extra). Span names, attributes and times are in docs/cli.md ("OpenTelemetry").
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
-"""Cassette recording: after every live dispatch, append one
-redacted ``op_recorded`` cell, then hand the **unredacted** outcome back to the run.
+"""Cassette recording: after every live dispatch, append one redacted ``op_recorded`` cell, then
+hand the **unredacted** outcome back to the run (:class:`RecordingHost` wraps any op host).
 
-``RecordingHost(inner, sink, redactor, cap=None)`` wraps any op host (``dispatch(op, input,
-input_json) -> outcome``). The sink is the interpreter's event sink: an object with
-``emit(run_event_body_dict)`` or a plain callable taking that dict.
-
-A cell that cannot be built or written is a loud failure of that dispatch (flux swallows it; we do
-not): the op has run, but without its cell the run can no longer be replayed or resurrected
-exactly-once past it, so :meth:`RecordingHost.dispatch` raises :class:`CassetteWriteError` and the
-agent loop ends the turn with outcome ``error`` naming the op (``docs/agent.md``).
-
-Environment: ``FLUX_CASSETTE=0`` disables recording (the host is then a pass-through);
-``FLUX_CASSETTE_MAX_BYTES`` sets the per-field cap (default 1,048,576 bytes).
+A cell that cannot be built or written fails that dispatch with :class:`CassetteWriteError` (flux
+swallows it; we do not), since the run could no longer be replayed past it (docs/agent.md).
+``FLUX_CASSETTE=0`` disables recording; ``FLUX_CASSETTE_MAX_BYTES`` caps each field (default 1 MiB).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """A plan's stored text (``plan_source``) redacted on its decoded values, then formatted.
 
-Redacting the formatted text alone misses what escaping hides: a literal's ``"pl\\"anted"``, its
-``api_key:\\tVALUE`` or a token after the ``\\n`` of a line break. So the plan's literals (and its
-quoted strings: templates, messages, labels) are redacted as values first — a literal under a key
-that names a secret becomes the marker — and the plan is formatted from the result; the text passes
-then run over the formatted text as a last guard. A plan in which the redactor finds nothing keeps
-its text exactly as the text passes alone leave it.
+Escapes in the formatted text can hide a secret from the text passes, so the plan's literals and
+quoted strings are redacted as values first, the plan is formatted from the result, and the text
+passes run over it as a last guard. A plan with nothing to redact keeps its text.
 """
 
 from __future__ import annotations

@@ -1,40 +1,9 @@
 """The redactor every byte that leaves the process passes first: cassette cells, plan text,
 model-cassette entries, manifests, exports, printed output and error lines.
 
-Four passes, in this order (after the first step below):
-
-0. in a text that holds JSON (a file read, a model's structured answer), each string literal
-   spelled with an escape and standing where JSON puts a string is decoded, redacted (all the
-   passes) and written back — its escapes would hide what the passes look for;
-1. registered secret values, longest first, exact substring — each also in its JSON spellings
-   (escaped once and twice, with and without ``\\uXXXX``);
-2. PEM private-key bodies (``-----BEGIN … PRIVATE KEY-----`` … ``-----END … PRIVATE KEY-----``);
-   an unterminated block is redacted to the end of the text (a truncated key still leaks);
-3. URL userinfo passwords: ``scheme://user:PASS@host`` → ``scheme://user:[redacted]@host``;
-4. credential-prefix tokens (``sk-``, ``sk-ant-``, ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_``,
-   ``github_pat_``, ``xox[abprs]-``, ``AKIA…``, ``glpat-``, ``AIza…``, ``Bearer …``), and
-   ``NAME=VALUE`` / ``NAME: VALUE`` (also JSON's ``"NAME":"VALUE"``) where NAME names a key,
-   secret, token, password or passwd (case-insensitive; ``tokens``/``keyboard`` do not count). A
-   JSON escape that ends a line or a field (``\\n``, ``\\r``, ``\\t``) counts as the space before a
-   token or a NAME, and ``\\t`` as a tab around the separator.
-
-Serialised surfaces (a JSON text: an op input, a model request, a streamed tool input) are redacted
-on their *decoded* values, never on the escaped text alone: :meth:`Redactor.redact_json_text` walks
-the parsed value (:meth:`Redactor.redact_value`) and serialises it again. In escaped text an exact
-match fails on ``\\"``, ``\\\\``, ``\\t`` or ``\\uXXXX``, and a token at the start of a line follows the
-``n`` of ``\\n``, so the text passes alone would keep those secrets. A text that does not parse (a
-stream cut short) has each of its string literals decoded and redacted in place.
-
-Every pass is idempotent: the marker is left alone by every later pass and by a second run, so
-``redact(redact(x)) == redact(x)``. The marker itself is never treated as a secret.
-
-Speed (the recorder redacts ~40 strings per op): passes 2–4 only run on text in which
-:data:`_MAY_MATCH` finds a literal that every one of their patterns needs (``PRIVATE KEY-----``,
-``://``, a credential prefix, ``bearer``, or a secret NAME word) — a superset test, so a text it
-rejects is one those passes leave unchanged; and results of short texts are memoized per redactor
-(dropped whenever a secret is registered). ``_redact_all_passes`` is the plain path (every step on
-every text); a
-property test checks that :meth:`Redactor.redact` returns exactly what it returns.
+Its passes (JSON string literals decoded first, registered secrets, PEM keys, URL passwords, credential
+tokens and ``NAME=VALUE``) are idempotent; a serialised surface is redacted on its decoded values. The
+order of the passes and how the fast path stays equal to the plain one are in docs/architecture.md.
 """
 
 from __future__ import annotations

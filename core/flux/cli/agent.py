@@ -1,15 +1,9 @@
-"""Agent verbs: ``flux run PROMPT`` (one live, recorded adaptive turn) and ``flux flow run FILE``
-(an authored Flux-Lang flow as one recorded, resumable turn).
+"""Agent verbs: ``flux run PROMPT`` (one live, recorded adaptive turn) and ``flux flow run FILE`` (an
+authored Flux-Lang flow as one recorded, resumable turn).
 
-Both record into the store (``--store`` / ``$FLUX_STORE_DIR`` / ``~/.flux``), start a new session
-unless ``--session S`` or ``--continue`` (the latest session) names one, confine file ops to
-``--workspace`` (default: the current directory), and ask the approver before every op: deny-all
-by default, ``--yes`` approves everything, ``--policy FILE`` applies a policy file.
-
-Exit status: 0 when the turn ends ``ok``/``completed``; 1 on ``error``, ``max_iter``, ``halted``
-or a bad argument; 130 when cancelled with Ctrl-C: the running op is stopped (a command's process
-group killed), nothing further runs, the turn is recorded ``cancelled`` and the last line says
-what was recorded (read back from the store, see :mod:`flux.agent.cancel`).
+Both record into the store, in a new session unless ``--session`` / ``--continue``, with file ops
+confined to ``--workspace`` and every op put to the approver. Exit 0 for ``ok``/``completed``, 1 for
+an error or a halt, 130 when cancelled with Ctrl-C (docs/agent.md).
 """
 
 from __future__ import annotations

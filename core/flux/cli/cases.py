@@ -1,10 +1,8 @@
 """``flux case …`` (saved cases) and ``flux db migrate`` (the PostgreSQL fixture store's tables).
 
-Every verb takes ``--fixture-store URL`` (else ``FLUX_FIXTURE_STORE``, else ``FLUX_POSTGRES_DSN``).
-A refusal with a reason code prints ``{"code", "message"}`` on stdout and exits 2; invalid input
-or an operational error is one ``error:`` line on stderr, exit 1. ``case run`` prints one JSON
-line per call after the fork, then the outcome line; exit 0 complete, 3 a started run that
-stopped, failed or was cancelled.
+Every verb takes ``--fixture-store URL`` (else ``FLUX_FIXTURE_STORE``, else ``FLUX_POSTGRES_DSN``). A
+refusal with a reason code is ``{"code", "message"}`` on stdout, exit 2; bad input one ``error:`` line,
+exit 1; ``case run`` exits 3 for a run that stopped (docs/cases.md).
 """
 
 from __future__ import annotations

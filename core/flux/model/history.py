@@ -1,16 +1,8 @@
-"""Calls a stored conversation never answered — what flux's fork refuses a parent for.
+"""Calls a stored conversation never answered: what flux's fork refuses a parent for.
 
-flux holds every persisted conversation to a provider's shape rules, and before a fork mints
-anything it checks the parent's (``ValidHistory``). Of those rules one records a fact the child
-cannot be told honestly: a ``tool_use`` with no ``tool_result`` in the very next message — a turn
-killed while that call ran. Whether the call did its work is unknown, so a fork built on it would
-start from a world nobody recorded. (The other rules — alternation, no empty assistant message —
-are about form: the conversation a fork copies is made a valid provider history anyway.)
-
-:func:`unanswered_tool_use` names the first such call in message order, in flux's words
-(``tool_use orphan-1 at index 1 is never answered by a tool_result``) plus the op it called, or
-returns ``None``. The conversation is the session's ``message`` appends, a ``compacted`` event
-replacing what came before (``{role, content}`` dicts, oldest first).
+A ``tool_use`` with no ``tool_result`` in the next message is a turn killed while that call ran, so a
+fork on it would start from a world nobody recorded. :func:`unanswered_tool_use` names the first one
+in flux's words (plus its op), or returns ``None``; a ``compacted`` event replaces what came before.
 """
 
 from __future__ import annotations

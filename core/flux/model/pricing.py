@@ -1,39 +1,9 @@
-"""Cost from usage: the built-in price table (``flux/prices.json``, data) that a user's prices file
-extends or overrides. Prices are USD per million tokens.
+"""Cost from usage: the one home of cost for the CLI, the session list, the test kit's budget and the app.
 
-This module is the one home of cost: the CLI (``flux show``/``flux sessions``), the session list, the
-test kit's cost budget and the app all ask :class:`Spend` / :func:`turn_spend` / :func:`session_spend`.
-The rules:
-
-- a call's cost is the provider-reported cost (``Usage.reported_cost_usd``) when there is one, else
-  the table's price of its model times its tokens:
-  ``input·in + output·out + cache_write·cw + cache_read·cr`` plus the surcharge tiers
-  ``reasoning``, ``audio_input`` and ``audio_output`` (0 unless a row sets them; those tokens are
-  already counted in input/output), all per million;
-- a row may carry a long-context tier: a call whose prompt (input + cache write + cache read tokens)
-  is above ``above_input_tokens`` is priced **entirely** at the tier's rates;
-- a call whose model has no price and that spent tokens is *unknown* (``None``), never 0 — a wrong
-  zero is worse than a blank; an unpriced call that spent no tokens costs nothing;
-- a turn spent its per-call usage (``call_usage`` rows) if it has any, else its ``turn_ended``
-  usage, priced by the turn's model or, when the turn names none, the session's model;
-- a turn's or session's cost is the sum of its calls' costs, unknown as soon as one call is.
-
-A prices file is JSON, one entry per model::
-
-    {"my-model": {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75,
-                  "long_context": {"above_input_tokens": 200000, "input": 6.0, "output": 22.5}}}
-
-Every key may also be spelled with pyrula's ``_per_mtok`` suffix (``input_per_mtok``, …).
-``input`` and ``output`` are required; a missing cache rate keeps the built-in row's rate when the
-entry overrides one, else defaults to the entry's input rate (cached tokens never under-bill); an
-unknown key, a missing rate or a bad number is refused in one line — a typo must never price a model
-at $0. The file is read from ``--prices FILE``, else ``$FLUX_PRICES``, else ``<store>/prices.json``.
-
-Model names match exactly; then without a ``provider:`` prefix or a known ``provider/`` prefix
-(``openrouter/…``; an OpenRouter id such as ``deepseek/deepseek-v4-flash`` keeps its slash); then
-without a Bedrock region prefix (``us.anthropic.…``); then through flux's aliases (``sonnet``);
-then a dated id by its undated row (``claude-sonnet-4-5-20250929`` → ``claude-sonnet-4-5``). A local
-provider (``ollama:…``) costs 0: it runs on the user's machine.
+The built-in table (``flux/prices.json``) is extended or overridden by a user's prices file
+(``--prices``, ``$FLUX_PRICES``, ``<store>/prices.json``); prices are USD per million tokens. A call with
+spent tokens and no price is *unknown* (``None``), never 0. The file format, the long-context tier and
+how a model name finds its row are in docs/store-format.md.
 """
 
 from __future__ import annotations

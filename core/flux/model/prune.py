@@ -1,22 +1,8 @@
-"""``flux sessions --prune``: delete the sessions that recorded nothing — flux's rule — and never one
-that is live or that another session names as its source.
+"""``flux sessions --prune``: delete the sessions that recorded nothing (flux's rule), never one that
+is live, just created, or named as another session's source.
 
-flux deletes every *empty* session: one whose stream holds nothing but its ``session_started`` row
-(flux reads the registry's ``last_seq``; here the events themselves are counted, so a registry row
-that under-counts never costs a session its events). Such a session has no history worth keeping
-— a run abandoned before its first turn, a test's throwaway. Beyond flux, a session stays when:
-
-* a live process holds its lease (it is recording a turn into it): the prune is refused whole,
-  one line naming it, nothing deleted — run it again when that turn is done;
-* it was created in the last :data:`GRACE_MS` — a ``flux run`` creates its session, then takes the
-  lease: a session that young may be a run that has not started its turn yet;
-* another session that stays names it as its source (``correlation_id``: a fork, what-if, check or
-  sub-agent of it) — deleting it would leave that child pointing at nothing. Empty sessions whose
-  only children are themselves pruned go together.
-
-:func:`plan_prune` only reads. :func:`prune_sessions` re-checks inside the deleting transaction —
-a session that got events (or a lease) since the plan stops it, nothing deleted — and removes
-every pruned session (registry row and events) in one transaction, all or none.
+:func:`plan_prune` only reads; :func:`prune_sessions` re-checks inside its one deleting transaction,
+so a session that changed since the plan stops it and nothing is deleted (docs/cli.md, ``--prune``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Parsing a plan a store holds: the one place that turns *any* failure into "does not parse".
 
-An accepted ``plan_source`` in a store is hostile input: deep nesting, a 5,000-digit integer or a
-lone surrogate can make the parser, the formatter or a hash raise something other than
-``ParseError`` (``RecursionError``, ``ValueError``, ``UnicodeError``, …). Every reader of stored
-plans — the interrupted check behind ``flux sessions``, replay, the diff, the timeline, the app —
-calls :func:`parse_stored_plan`, so one bad plan is one counted "plan does not parse" and never a
-failure of the whole store.
+A stored ``plan_source`` is hostile input (deep nesting, huge integers, lone surrogates can raise more
+than ``ParseError``). Every reader of stored plans calls :func:`parse_stored_plan`, so one bad plan is
+one counted "plan does not parse", never a failure of the whole store.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
-"""The two surfaces a check compares — transcript and event log — and the side-by-side trajectory text.
+"""The two surfaces a check compares, the transcript (what a person sees) and the event log (every
+event, volatile values as placeholders), and the side-by-side trajectory text.
 
-* the **transcript** — what a person sees of the turn: the user input, every model answer (text,
-  tool calls with their input) and every tool result, one line each (:func:`transcript`);
-* the **event log** — every event of the session, kind plus body, with volatile values replaced
-  by stable placeholders (:func:`event_log`).
-
-They are additive: a change in loop bookkeeping (usage rows, observations, plan attempts, step
-events) shows in the event log and not in the transcript; a change in what the model was shown
-or answered shows in the transcript first, where it reads as a person would read it.
-
-Volatile values — different between two runs of the same scenario with the same answers — were
-found by recording one scenario twice and diffing the two event logs (:func:`discover_volatile`;
-``tests/testkit/test_assertions.py`` re-derives the set and checks it against
-:data:`VOLATILE_KEYS`). They are the wall-clock durations and the per-store ids of the
-observation bodies. Their values become ``<key>`` placeholders; keys stay, so a field that appears
-or disappears is still a difference.
+The volatile keys (:data:`VOLATILE_KEYS`: wall-clock durations, per-store observation ids) were found
+by recording one scenario twice (:func:`discover_volatile`); a test re-derives them.
 """
 
 from __future__ import annotations

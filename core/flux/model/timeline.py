@@ -1,11 +1,8 @@
 """A turn as a walkable timeline: its accepted plans, their top-level statements, and the cassette
-cells each statement dispatched — the unit the app's statement/cell cursor and ``flux show`` step
-through.
+cells each statement dispatched (what the app's cursor and ``flux show`` step through).
 
-Cells are placed on statements by the ledger when the run wrote one (resumable mode:
-``statement_completed``/``plan_halted`` close a statement). Natively dispatched plans (host-derived
-one-statement plans, like the fixture's) write no ledger, so their cells go to the statement of
-the most recent accepted plan whose calls include the cell's op, in order.
+Cells go to statements by the ledger when the run wrote one; a natively dispatched plan writes none,
+so its cells go, in order, to the latest accepted plan whose calls include the cell's op.
 """
 
 from __future__ import annotations

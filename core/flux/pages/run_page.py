@@ -1,11 +1,9 @@
 """A recorded session as one self-contained HTML page a reviewer opens cold: the family tree, cost per
-model, a timeline of turns, and per turn its prompt, answer, accepted plans statement by statement
-(highlighted) and the cassette cells each statement dispatched — each cell marked by a hermetic
-replay made while the page is written (served / unconsumed / truncated), and in a fork or what-if
-child by whether it came from the source's tape or ran live. Sub-agents nest under their parent.
+model, the turns with their prompts, answers, plans and the cells each statement dispatched, each cell
+marked by a hermetic replay made while the page is written.
 
-Anchors: ``#tN`` a turn, ``#tN-sK`` statement K of turn N (K counts the turn's statements across
-its plans from 0, as ``flux fork --at`` does), ``#cI`` cassette cell I (its tape index).
+Anchors: ``#tN`` a turn, ``#tN-sK`` statement K of turn N (counted as ``flux fork --at`` counts),
+``#cI`` cassette cell I.
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
-"""Sequence alignment of two key lists — how ``run_diff`` pairs rows when positions drift.
+"""Sequence alignment of two key lists: how ``run_diff`` pairs rows when positions drift (one side
+gained or lost a row, as an inject fork does).
 
-flux aligns two runs by position. That breaks as soon as one side gains or loses a
-row: an inject fork of an adaptive session dispatches nothing for the injected ``bind``, so the
-child has one cell fewer and every later position compares call *i* with call *i − 1*.
-:func:`align` pairs the rows as a sequence instead:
-
-1. **Common prefix and suffix** are matched first (linear; a fork's shared prefix and a tail served
-   from tape are usually all of it).
-2. The middle gets **Myers' O((N+M)·D) diff** over integer-coded keys: a longest common
-   subsequence, found fast when the two sides differ in few places (D edits), whatever the keys
-   repeat (a run calling ``run_tests`` with the same input a thousand times is no harder).
-3. A middle that differs in too many places for the remaining **work budget** is cut at
-   **patience anchors** (keys that occur exactly once on each side, longest increasing run of
-   them), and each piece between two anchors goes back to step 1. Without anchors or budget, the
-   piece pairs by position, as flux does.
-
-The budget caps the whole alignment (every Myers step counts), so two unrelated 10,000-row runs
-cost a bounded number of steps rather than the O(N·M) of difflib's ``SequenceMatcher`` on repeated
-keys. The result lists every index of ``a`` and of ``b`` exactly once, in order: a matched or
-replaced pair ``(i, j)``, or a gap ``(i, None)`` / ``(None, j)``. Between two matches the leftover
-rows pair by position (a "replace" block) and only the excess becomes gaps, so a changed call reads
-as one ``~`` row with both sides, as in flux.
+:func:`align` matches the common prefix and suffix, runs Myers' diff on the middle within a work
+budget, cuts what is left at patience anchors, and falls back to flux's positional pairing; every
+index appears exactly once, in order. The algorithm is in docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """From a browser's cursor to the time machine's coordinates.
 
-The app's plan cursor stands on a statement of one of a turn's accepted plans (its ``flow_key``
-and top-level ``node``); fork and what-if name a *position* (:func:`~flux.timemachine.fork_points`,
-flat over the session's executions). :func:`position_at` maps the one to the other, and
-:func:`tail_text` is the edit mode's starting text: the plan from that statement on.
-:func:`row_of_cell` names the diff row whose outcome a what-if's ``substitute_at`` replaces when
-the cursor stands on a cassette cell.
+:func:`position_at` maps the app's plan cursor (a statement of an accepted plan) to the flat position
+fork and what-if name; :func:`tail_text` is the edit mode's starting text; :func:`row_of_cell` is the
+diff row a what-if's ``substitute_at`` replaces when the cursor is on a cell.
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
-"""Run diff.
+"""Run diff: two recorded runs aligned statement by statement (or cell by cell), by position as flux
+does or as a sequence when positions drift (:mod:`.align`), each row ``same``, ``plan`` or ``output``.
 
-Two recorded runs are aligned statement by statement (or cell by cell when either side has no
-statement rows) — by position as flux does, or, when positions drift (one side gained or lost a
-row), as a sequence (:mod:`.align`; rows then carry distinct ``a_index`` / ``b_index``) — and every
-row is sorted into:
-
-* ``same``   — same statement, same recorded outputs;
-* ``plan``   — the statement differs or exists on one side only ("the agent did something else");
-* ``output`` — same statement, different recorded output ("same statement, different world").
-
-:func:`run_diff` returns a :class:`RunDiff`. Its ``to_json()`` is flux's ``flux diff --json`` object
-(keys sorted) plus two **additions** that flux does not print: ``summary`` (row counts per kind)
-and ``first_divergence`` (index of the first non-``same`` row, or ``null``); a sequence-aligned
-diff's rows also carry ``a_index`` / ``b_index``. ``render()`` is
-flux's human output line for line. Beyond flux, :func:`payload_diff` explains one row: a
-structural diff (deepdiff) when both payloads are JSON, a line diff (difflib) otherwise.
-
-Statement text: flux's CLI prints ``call:<op>:<hash16>`` cell-row labels as ``<call:…>`` and the
-SDK as ``op `append` (7b7d06ae306ee31a…)``; we show the op's recorded input instead,
-``op `append` {"path":"notes.md",…}`` (one input per hash), and :meth:`RunDiff.row_payloads` gives
-each side's cell as JSON (op, input, content) for the payload view and ``--explain``.
+:func:`run_diff` returns a :class:`RunDiff`: ``to_json()`` is flux's ``flux diff --json`` object plus
+``summary`` and ``first_divergence``, ``render()`` flux's human output; :func:`payload_diff` explains
+one row. Where it goes beyond flux is in docs/cli.md (``flux diff``).
 """
 
 from __future__ import annotations

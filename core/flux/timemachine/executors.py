@@ -1,12 +1,9 @@
-"""Where a corpus job's sessions run: this machine's process pool, or Ray. A job is one function
-``task(store, session, spec, args)`` per session (a what-if sweep's, a policy simulation's); each
-runner returns the results in input order, a task that dies as an error row, with a progress
-callback. ``ray`` is an optional extra (``flux-tui[ray]``).
+"""Where a corpus job's sessions run: ``pool`` (this machine's worker processes, the default), ``ray``
+(a Ray cluster started for the job) or ``ray=ADDRESS`` (an existing cluster; the ``ray`` extra).
 
-An executor is named ``pool`` (the default: worker processes on this machine), ``ray`` (a Ray
-cluster started here for the sweep and stopped after it) or ``ray=ADDRESS`` (an existing cluster,
-e.g. ``ray=auto`` or ``ray=ray://head:10001``). The tasks read and write the store named by its
-path or URL, so on a cluster of several machines that must be a store they all reach.
+A job is one ``task(store, session, spec, args)`` per session (a sweep's, a policy simulation's); results
+come back in input order, a task that dies as an error row. On a cluster the store must be one every
+machine reaches.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""A session's whole family as a tree: the root source, its forks, what-ifs, checks,
-sub-agents and their own children, recursively — what the app's lineage tree shows.
+"""A session's whole family as a tree: its root source, forks, what-ifs, checks, sub-agents and their
+children, built from one registry read (``correlation_id``, ``agent_id``); what the lineage tree shows.
 
-Relatedness lives only in the registry (``correlation_id`` names the source, ``agent_id`` tells
-the kind), so the tree is built from one registry read: walk up from the session to the root (the
-first ancestor whose source is absent, or that has none), then down through every correlated
-child. Cycles (a hostile registry can name each other) and runaway trees are cut, and said so.
-
-:func:`child_difference` is how a child differs from its parent: the run diff reduced to
-counts and the first divergence, which is what a tree row can show.
+Cycles and runaway trees a hostile registry can make are cut, and said so. :func:`child_difference`
+is a child's run diff against its parent reduced to counts and the first divergence.
 """
 
 from __future__ import annotations

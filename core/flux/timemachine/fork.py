@@ -1,16 +1,9 @@
-"""Fork: branch a recorded session S at a statement into a new, linked session F.
+"""Fork: branch a recorded session at a statement into a new, linked session.
 
-F gets S's model and the context ``{correlation_id: S, agent_id: "fork:S@N"}``. The prefix (every
-statement before position N) is re-executed from S's tape, then the tail diverges in one of three
-modes: **inject** (position N, a top-level ``bind``, becomes ``name = <value>``), **edit** (a
-Flux-Lang plan, analysed before anything is written, replaces the execution holding N; statements
-that repeat the prefix fast-forward), or **replan** (a live agent turn with a prompt; the default).
-
-Where this goes beyond flux (docs/cli.md, ``flux fork``): positions run across every execution, the
-prefix's served cells are re-recorded on F (so F replays on its own and diffs against S), the
-inject/edit tail is served from S's tape first, and an offline fork is one transaction — a
-divergence, a kill or a failed write leaves no half child. A host plan is run as replay runs it
-(:mod:`.replay_direct`); tests/core/test_fork_differential.py holds both paths to the same rows.
+The prefix is re-executed from the source's tape, then the tail diverges: **inject** a value, **edit**
+the plan, or **replan** live (the default). Beyond flux (docs/cli.md, ``flux fork``) positions run
+across every execution, the prefix's cells are re-recorded on the child, and an offline fork is one
+transaction. tests/core/test_fork_differential.py holds the host-plan path to replay's rows.
 """
 
 from __future__ import annotations

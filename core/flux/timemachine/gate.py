@@ -1,15 +1,8 @@
 """The side-effect gate: before anything runs live, say what would run.
 
-Every write path of the time machine (fork, resurrect, what-if, sweeps) first computes a
-:class:`LivePreview` from the recording alone — the prefix served from tape, and for the part that
-may go live, each op it may dispatch with its *declared* effect (an op the catalog does not
-declare counts as ``write``) and the workspace it touches, plus the model a re-plan would call.
-``preview.offline`` means: no model call, no side effect, no confirm needed. Otherwise the CLI
-wants ``--yes`` or ``--policy FILE`` (or a confirm on a TTY) and the app shows the gate modal.
-
-The prediction is static: an op call whose arguments are literals is matched against the tape
-(a hit will be served); one whose input is computed at run time is listed as *may* go live.
-Whatever the preview says, every live dispatch still passes the approver.
+Every write of the time machine first computes a :class:`LivePreview` from the recording alone: the
+prefix served from tape, each op that may go live with its declared effect and workspace, and the
+model a re-plan would call. The prediction is static; every live dispatch still passes the approver.
 """
 
 from __future__ import annotations

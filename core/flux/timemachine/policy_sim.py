@@ -1,14 +1,9 @@
 """``flux policy simulate``: a store's recorded history under a proposed permission set.
 
-Every op dispatch a session recorded (its cassette cells, in tape order) is put to the proposed
-policy as the runtime puts a live dispatch to its approver: the op's name, its declared effect (from
-the store's toolbox) and its input. The report says, per op and per session, what the proposal
-would have denied — or sent to a person (``ask``: refused when nobody can be asked) — that ran in
-the recording, and what it would allow that the recording's approver refused.
-
-A refused dispatch halts its plan, so the calls after it in the same turn would not have run as
-recorded: they are counted, never guessed at (what the model would have planned instead is a
-what-if with a re-plan). Reads only; sessions run on the process pool or on Ray.
+Every recorded dispatch is put to the proposed policy as a live one would be (op name, declared
+effect, input): the report says what it would have denied or sent to ``ask`` that ran, and what it
+would allow that was refused. Calls after a refusal in the same turn are counted, not guessed at.
+Reads only; sessions run on the process pool or on Ray.
 """
 
 from __future__ import annotations

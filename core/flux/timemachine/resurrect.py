@@ -1,20 +1,9 @@
-"""Resurrect: finish a session's interrupted turn from the crash point, on the same
-session, with no model call.
+"""Resurrect: finish a session's interrupted turn from the crash point, on the same session, with no
+model call: completed statements fast-forwarded, the crash tail served from tape exactly once, a
+dispatch with no cell run live through the approver, then the turn closed.
 
-1. ``interrupted`` names the open turn and its last accepted plan (or says why not);
-2. the ledger of completed statements fast-forwards them, re-binding their recorded values;
-3. the crash tail — the turn's cells after the last boundary — is served from tape exactly once;
-4. a dispatch with no cell runs live through the approver and is recorded (at-least-once);
-5. ``turn_ended`` and the assistant message close the turn.
-
-Beyond flux: flux serves only the cells after the last statement boundary and, when the turn has
-no boundary at all (every host-derived plan of an adaptive turn: they never write
-``statement_completed``), offers *no* cells — so every killed agent turn repeats its last side
-effect. Here the tail is anchored at the resumed plan's acceptance: a recorded cell whose step id
-and input hash match the dispatch being resumed proves the op finished, and is served. The
-report keeps flux's fields and adds ``unanchored_served``. Ledger values are rebuilt from the
-trace's cells (our runtime keeps no persistent value store); a completed statement whose value
-cannot be rebuilt is re-executed instead of fast-forwarded, its dispatches served from the tape.
+Beyond flux the tail is anchored at the resumed plan's acceptance, so a killed adaptive turn does not
+repeat its last side effect (docs/cli.md, "flux resurrect"; docs/architecture.md).
 """
 
 from __future__ import annotations

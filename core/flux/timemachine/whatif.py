@@ -1,28 +1,9 @@
-"""What-if: re-run a recorded session with one thing changed, into a new linked
-session ``D`` (``{correlation_id: S, agent_id: "what_if:S@<turn|latest>"}``), and compare.
+"""What-if: re-run a recorded session with one thing changed into a new linked session, and compare.
 
-Two paths:
-
-* **pure substitution / policy** (no model, no instructions): every execution of the session (or
-  of ``.turn(n)``) re-runs under the *Frozen* tape built from the whole session's cells — a match
-  is served (substituted by cell, else by op, else as recorded), a miss is off tape: ``halt``
-  (default; latched, nothing runs) or ``live`` (dispatched through the approver). With a policy,
-  each dispatch is first re-authorized; a denial is recorded as a denied cell. No model call is
-  possible on this path.
-* **re-plan** (``.model(m)`` and/or ``.instructions(s)``): the turns before the target are replayed
-  hermetically into D, then one live agent turn re-drives the target turn's input with the world
-  pinned by the Frozen tape. The model call is the only spend.
-
-Every dispatch D sees — served, substituted, denied or live — is recorded on D as a cell, so
-``flux diff S D`` compares like with like. ``substitute_at(node)`` names a diff row of S (its
-statement rows, or its cells when it has none — beyond flux, which refuses statement-less turns).
-
-Sweeps (:func:`what_if_over`) run one spec over many sessions in a process pool; each session's
-result is independent (an error is an ``Err`` row, never the end of the sweep).
-
-A substitution's child is written in one transaction whenever no op can go live (off tape ``halt``,
-or ``live`` with every dispatch predicted on tape): a store that fails the write half-way keeps
-nothing of it.
+A substitution or a policy re-runs every execution under the frozen tape (a miss halts, or goes live
+through the approver); a re-plan (``.model``, ``.instructions``) replays the earlier turns and re-drives
+the target turn live. Every dispatch is recorded on the child, so ``flux diff`` compares like with like;
+:func:`what_if_over` is the sweep. The rules are in docs/cli.md ("flux what-if").
 """
 
 from __future__ import annotations
