@@ -145,7 +145,7 @@ class PolicyApprover:
 
 
 def load_policy(path: str | Path, ask_fn: Optional[Callable[[ApprovalRequest], Any]] = None) -> PolicyApprover:
-    """Read a TOML or JSON policy file (see the module doc)."""
+    """Read a TOML or JSON policy file (docs/agent.md)."""
     p = Path(path).expanduser()
     try:
         text = p.read_text(encoding="utf-8")

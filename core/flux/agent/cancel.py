@@ -92,7 +92,7 @@ def kill_running() -> int:
 
 @contextmanager
 def sigint_cancels() -> Iterator[None]:
-    """Run the block with Ctrl-C cancelling it (see the module doc); the previous handler is back
+    """Run the block with Ctrl-C cancelling it (docs/architecture.md, "Cancel"); the previous handler is back
     and the flag clear afterwards. Outside the main thread (no signals there) it does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield

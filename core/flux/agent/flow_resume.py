@@ -104,7 +104,7 @@ def _literal(node: A.Node) -> tuple[bool, Any]:
 
 
 def prepare_resume(reader: StoreReader, sid: str, draft: A.DraftAst, resume_value: Optional[str]) -> FlowResume:
-    """Check a resume of ``sid`` with ``draft`` and gather what it runs with (module doc)."""
+    """Check a resume of ``sid`` with ``draft`` and gather what it runs with (docs/agent.md)."""
     rows = _run_rows(reader, sid)
     halt = open_halt(rows)
     if halt is None:
@@ -177,7 +177,7 @@ def statement_line(node: A.Node) -> str:
 
 
 def halt_report(draft: A.DraftAst, halt: OpenHalt, session: str, label: str = "<file>") -> str:
-    """flux's halt report (module doc)."""
+    """flux's halt report (docs/agent.md)."""
     marked = []
     for i, node in enumerate(draft.body):
         mark = "✗" if i == halt.node else ("✓" if i < halt.node else "·")

@@ -68,7 +68,7 @@ def _parse_file(path: Path) -> tuple[Any, str]:
 
 
 class FlowCatalog:
-    """The saved flows and composite ops (module doc)."""
+    """The saved flows and composite ops (docs/agent.md)."""
 
     def __init__(self, dirs: Sequence[Path]):
         self.files: list[_File] = []
@@ -104,7 +104,7 @@ class FlowCatalog:
         return "\n".join(lines)
 
     def resolve(self, name: str) -> LoadedFlow:
-        """A saved flow by file stem or declared name (module doc); one line when there is none."""
+        """A saved flow by file stem or declared name (docs/agent.md); one line when there is none."""
         ranks = sorted({f.rank for f in self.files})
         for rank in ranks:
             tier = [f for f in self.files if f.rank == rank]
@@ -172,7 +172,7 @@ def _read(path: Path) -> Any:
 
 def load_flow_target(target: str, catalog: Optional[FlowCatalog] = None) -> LoadedFlow:
     """``flux flow run TARGET``: an existing file (a bare flow, or a program with exactly one flow
-    or journey), else a saved flow (module doc)."""
+    or journey), else a saved flow (docs/agent.md)."""
     path = Path(target)
     if path.is_file():
         module = _read(path)
@@ -274,7 +274,7 @@ def _shown(text: str) -> str:
 
 
 def apply_flow_inputs(draft: A.DraftAst, inputs: Optional[str], args: Sequence[str]) -> A.DraftAst:
-    """The flow with its declared parameters bound from ``--inputs`` / ``--arg`` (module doc)."""
+    """The flow with its declared parameters bound from ``--inputs`` / ``--arg`` (docs/agent.md)."""
     values: dict[str, Any] = {}
     if inputs is not None:
         try:

@@ -409,7 +409,7 @@ def _apply_inputs(bundle: Bundle, opts: RunOptions) -> dict:
 
 
 def run_bundle(bundle: Bundle, opts: RunOptions) -> CaseOutcome:
-    """Run one case (see the module doc); never raises for a run that started — the outcome says."""
+    """Run one case (docs/cases.md); never raises for a run that started — the outcome says."""
     m = bundle.manifest
     outcome = CaseOutcome(bundle.hash, code_versions={"recorded": m.get("code_version"),
                                                         "product": m.get("product_version")})

@@ -51,7 +51,7 @@ def _live_error(sid: str, pid: int) -> SessionIsLive:
 
 
 def plan_prune(reader: StoreReader, now_ms: int, *, store_dir: Optional[os.PathLike] = None) -> PrunePlan:
-    """What ``--prune`` would delete, and the empty sessions it keeps with the reason (module doc).
+    """What ``--prune`` would delete, and the empty sessions it keeps with the reason (docs/cli.md, ``--prune``).
     Raises :class:`SessionIsLive` for an empty session a live process is recording into."""
     where = Path(store_dir) if store_dir is not None else reader.dir
     rows = reader.list_sessions()

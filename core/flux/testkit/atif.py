@@ -64,7 +64,7 @@ def _result_text(block: dict) -> str:
 
 def export(detail: SessionDetail, reader: Any = None) -> dict:
     """The session as an ATIF trajectory (a JSON-ready dict, ``None`` fields dropped). With the
-    store's ``reader``, its sub-agent sessions are embedded (see the module doc)."""
+    store's ``reader``, its sub-agent sessions are embedded (docs/testing.md)."""
     return _trajectory(detail, reader, None, set()).model_dump(mode="json", exclude_none=True)
 
 
@@ -160,7 +160,7 @@ def dumps(d: Any) -> str:
 
 
 def normalize(traj: dict, *, sort_subagents: bool = True) -> dict:
-    """Placeholders for volatile values (see the module doc); ``schema_version`` untouched.
+    """Placeholders for volatile values (docs/testing.md); ``schema_version`` untouched.
     Embedded sub-agent trajectories are normalised each on its own, then content-sorted (unless
     ``sort_subagents`` is false) and numbered ``subagent_1…`` in that order."""
     subs = traj.get(SUBAGENTS) if isinstance(traj, dict) else None

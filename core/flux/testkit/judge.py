@@ -111,7 +111,7 @@ async def _live(rubric: Rubric, request: ModelRequest) -> list[Chunk]:
 
 def judge(scenario: Any, criterion: str, text: str, rubric: Rubric, *, live: Any = None,
           redactor: Optional[Redactor] = None) -> Verdict:
-    """Grade ``text`` (see the module doc). ``live`` is accepted for flux's signature
+    """Grade ``text`` (docs/testing.md). ``live`` is accepted for flux's signature
     (``judge(&client, …)``); the live judge is the rubric's model, never the agent's."""
     __tracebackhide__ = kit_failure
     if not isinstance(rubric, Rubric):

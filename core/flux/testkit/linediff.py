@@ -11,7 +11,7 @@ __all__ = ["snapshot_lines", "line_diff", "first_line_change"]
 
 
 def snapshot_lines(text: str) -> list[str]:
-    """``text``'s lines as Rust's ``str::lines`` gives them (module doc)."""
+    """``text``'s lines as Rust's ``str::lines`` gives them (docs/testing.md, "Golden mode")."""
     if not text:
         return []
     pieces = text.split("\n")
@@ -23,7 +23,7 @@ def snapshot_lines(text: str) -> list[str]:
 
 
 def line_diff(old: str, new: str) -> str:
-    """flux's per-position diff of two snapshot texts (module doc), one row a line, no trailing
+    """flux's per-position diff of two snapshot texts (docs/testing.md, "Golden mode"), one row a line, no trailing
     newline."""
     a, b = snapshot_lines(old), snapshot_lines(new)
     out: list[str] = []

@@ -382,7 +382,7 @@ def _cleanup(path: str) -> None:
 
 
 class Scenario:
-    """A loaded scenario fixture (see the module doc). Use :meth:`load` or :meth:`record`."""
+    """A loaded scenario fixture (docs/testing.md). Use :meth:`load` or :meth:`record`."""
 
     def __init__(self, path: Path, manifest: Manifest, work: Path):
         self.path = path

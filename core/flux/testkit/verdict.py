@@ -220,7 +220,7 @@ def _fail(res: ScenarioResult, summary: str, detail: str, what: str) -> None:
 def judge(target: "Path | Scenario", *, replay_only: bool = False,
           client_factory: Optional[Callable[[Any], Any]] = None, timeout: float = 60.0,
           on_miss: str = "strict", update: Optional[bool] = None) -> ScenarioResult:
-    """The verdict on one scenario (see the module doc). ``target`` is its directory, or a loaded
+    """The verdict on one scenario (docs/testing.md). ``target`` is its directory, or a loaded
     :class:`Scenario` (the pytest plugin's: the verdict then runs on that work copy). A client made
     by ``client_factory`` is closed afterwards unless it says it is ``shared``. ``update``: golden
     mode for this verdict alone (default: ``FLUX_GOLDEN=update``) — what the app's accept key asks."""

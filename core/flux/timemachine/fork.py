@@ -406,7 +406,7 @@ def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, ed
                  on_progress: Callable[[str, int, int], None] | None = None,
                  on_event: Callable[[dict], None] | None = None, plan: ForkPlan | None = None,
                  prefix: ForkPrefix | None = None) -> ForkResult:
-    """Fork ``session`` of ``client``'s store at position ``at`` (see the module doc).
+    """Fork ``session`` of ``client``'s store at position ``at`` (docs/cli.md, "flux fork").
 
     ``confirm(preview)`` is asked when the preview is not offline (the gate); ``False`` raises
     :class:`ForkCancelled` with nothing written. Live dispatches go through ``client.approver``.

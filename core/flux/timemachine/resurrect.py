@@ -442,7 +442,7 @@ def plan_resurrect(reader: StoreReader, session: str, **kw: Any) -> Optional[Liv
 def resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePreview], bool] | None = None,
                       on_plan: Callable[[Any], None] | None = None,
                       plan: Optional[ResurrectPlan] = None, toolbox: Any = None) -> Optional[ResurrectReport]:
-    """Resurrect ``session``'s interrupted turn (see the module doc); ``None`` if none is.
+    """Resurrect ``session``'s interrupted turn (docs/cli.md, "flux resurrect"); ``None`` if none is.
     ``plan``: a :func:`prepare_resurrect` result for it (the CLI showed its gate already), so the
     session is not loaded and checked twice. ``toolbox``: the live ops to run with instead of the
     client's (the automatic resurrect passes the store's recorded toolbox)."""

@@ -370,7 +370,7 @@ def _authorizer(spec: WhatIfSpec, catalog: Any) -> Optional[Callable[[str, Any],
 
 def run_what_if(client: Any, session: str, spec: WhatIfSpec, *, confirm: Callable[[LivePreview], bool] | None = None,
                 on_event: Callable[[dict], None] | None = None) -> Counterfactual:
-    """Run a what-if on ``client``'s store (see the module doc)."""
+    """Run a what-if on ``client``'s store (docs/cli.md, "flux what-if")."""
 
     catalog = client.toolbox.catalog()
     reader = StoreReader(client.store_dir)

@@ -276,7 +276,7 @@ def _image_url(block: dict) -> dict | None:
 
 
 def to_openai_messages(request: ModelRequest) -> list[dict]:
-    """The Chat Completions ``messages`` for a flux request (see the module docstring)."""
+    """The Chat Completions ``messages`` for a flux request (docs/agent.md, "How the providers translate")."""
     out: list[dict] = []
     system = [request.system] if request.system else []
     system += [s.get("text", "") for s in request.system_segments if s.get("text")]
