@@ -262,13 +262,7 @@ class Redactor:
             return text
         if self._secret_re is not None:
             text = self._redact_registered(text, self._secret_re)
-        m = self.marker
-        if "PRIVATE KEY-----" in text:
-            text = _PEM_BLOCK.sub(lambda mo: f"{mo.group(1)}\n{m}\n{mo.group(3)}", text)
-            text = self._redact_open_pem(text)
-        if "://" in text:
-            text = _URL_USERINFO.sub(lambda mo: mo.group(1) + (m if mo.group(2) != m else mo.group(2)) + mo.group(3), text)
-        return _PREFIX_TOKENS.sub(m, text)
+        return self._redact_keys_urls_prefixes(text)
 
     def _redact_all_passes(self, text: str) -> str:
         """The four passes, every one run on every text: what :meth:`redact` must equal."""
@@ -290,18 +284,20 @@ class Redactor:
             return secret_re.sub(m, text)
         return m.join(secret_re.sub(m, p) for p in text.split(m))
 
-    def _redact_patterns(self, text: str) -> str:
-        """Passes 2-4."""
+    def _redact_keys_urls_prefixes(self, text: str) -> str:
+        """Pass 2 (PEM private-key bodies), pass 3 (URL userinfo passwords) and the credential-prefix
+        tokens of pass 4."""
         m = self.marker
-        # Pass 2: PEM private-key bodies.
         if "PRIVATE KEY-----" in text:
             text = _PEM_BLOCK.sub(lambda mo: f"{mo.group(1)}\n{m}\n{mo.group(3)}", text)
             text = self._redact_open_pem(text)
-        # Pass 3: URL userinfo passwords.
         if "://" in text:
             text = _URL_USERINFO.sub(lambda mo: mo.group(1) + (m if mo.group(2) != m else mo.group(2)) + mo.group(3), text)
-        # Pass 4: credential prefixes, bearer tokens, NAME=VALUE.
-        text = _PREFIX_TOKENS.sub(m, text)
+        return _PREFIX_TOKENS.sub(m, text)
+
+    def _redact_patterns(self, text: str) -> str:
+        """Passes 2-4."""
+        text = self._redact_keys_urls_prefixes(text)
         # Bearer tokens and NAME=VALUE values are found on the same text and hidden together: run
         # one after the other, either could eat the other's anchor ("Bearer password: v" — the token
         # is "password", and the value v would lose its NAME; "token: Bearer v" — the value is
