@@ -283,11 +283,7 @@ def _writing_ops(ws: Workspace) -> list[Op]:
             path: file path relative to the workspace root
             content: the full new content
         """
-        p = ws.resolve(path)
-        _prepare_write(p, path)
-        data = content.encode("utf-8")
-        _write_nofollow(p, data, append=False)
-        return f"wrote {len(data)} bytes to {path}"
+        return f"wrote {_write_text(ws, path, content, append=False)} bytes to {path}"
 
     @op(effect="write")
     def append(path: str, content: str) -> str:
@@ -297,11 +293,7 @@ def _writing_ops(ws: Workspace) -> list[Op]:
             path: file path relative to the workspace root
             content: text to append
         """
-        p = ws.resolve(path)
-        _prepare_write(p, path)
-        data = content.encode("utf-8")
-        _write_nofollow(p, data, append=True)
-        return f"appended {len(data)} bytes to {path}"
+        return f"appended {_write_text(ws, path, content, append=True)} bytes to {path}"
 
     @op(effect="write")
     def edit(path: str, old: str, new: str, replace_all: bool = False) -> str:
@@ -377,6 +369,15 @@ def _bash_op(ws: Workspace, secret_values: list[str], bash_timeout_s: float, out
         return text
 
     return bash
+
+
+def _write_text(ws: Workspace, path: str, content: str, *, append: bool) -> int:
+    """Write (or append) ``content`` to the workspace file ``path``; the number of bytes written."""
+    p = ws.resolve(path)
+    _prepare_write(p, path)
+    data = content.encode("utf-8")
+    _write_nofollow(p, data, append=append)
+    return len(data)
 
 
 def _prepare_write(p: Path, shown: str) -> None:
