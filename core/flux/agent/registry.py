@@ -71,6 +71,18 @@ def _sdk_class(provider: str, module: str, cls: str, extra: str) -> Any:
         raise FluxError(f"flux.agent.providers.{module} has no {cls} — this build of flux-tui is incomplete") from None
 
 
+# provider -> (module, class, the extra that installs its SDK, an example model, the error with no key and no URL)
+_SDK_PROVIDERS = {
+    "openai": ("openai_provider", "OpenAIProvider", "openai", "openai:gpt-4.1-mini",
+               "missing key: set OPENAI_API_KEY (or point OPENAI_BASE_URL / --base-url at a local "
+               "OpenAI-compatible server, which needs no key)"),
+    "ollama": ("openai_provider", "OpenAIProvider", "openai", "ollama:qwen2.5:1.5b", ""),  # always has a URL
+    "anthropic": ("anthropic_provider", "AnthropicProvider", "anthropic", "anthropic:claude-sonnet-4-5",
+                  "missing key: set ANTHROPIC_API_KEY (or point ANTHROPIC_BASE_URL / --base-url at a local "
+                  "Anthropic-compatible server)"),
+}
+
+
 def _build(cls: Any, model: str, url: Optional[str], key: Optional[str]) -> Any:
     from .providers.base import ProviderError
 
@@ -82,13 +94,13 @@ def _build(cls: Any, model: str, url: Optional[str], key: Optional[str]) -> Any:
 
 def resolve_model(name: Optional[str], *, base_url: Optional[str] = None, api_key: Optional[str] = None,
                   env: Optional[Mapping[str, str]] = None) -> ResolvedModel:
-    """Build the provider for a model name (see the module doc). Errors are one-line FluxErrors."""
+    """Build the provider for a model name (the names are in docs/agent.md). Errors are one-line FluxErrors."""
     env = os.environ if env is None else env
     name = (name or DEFAULT_MODEL).strip()
     if not name:
         name = DEFAULT_MODEL
     provider, model = _split(name)
-    known = ", ".join(f"{p}:MODEL" if p in ("openai", "ollama", "anthropic") else
+    known = ", ".join(f"{p}:MODEL" if p in _SDK_PROVIDERS else
                       ("scripted:PATH" if p == "scripted" else p) for p in KNOWN_PROVIDERS)
 
     if provider == "mock":
@@ -105,29 +117,16 @@ def resolve_model(name: Optional[str], *, base_url: Optional[str] = None, api_ke
         from .providers.scripted import ScriptedProvider
 
         return ResolvedModel(ScriptedProvider(model, model="scripted"), f"scripted:{model}", "scripted", "scripted")
-    if provider in ("openai", "ollama"):
+    if provider in _SDK_PROVIDERS:
+        module, cls_name, extra, example, missing_key = _SDK_PROVIDERS[provider]
         if not model:
-            raise UnknownModel(f"name the model: -m {provider}:MODEL (e.g. {'openai:gpt-4.1-mini' if provider == 'openai' else 'ollama:qwen2.5:1.5b'})")
-        cls = _sdk_class(provider, "openai_provider", "OpenAIProvider", "openai")
-        if provider == "ollama":
-            url = base_url or env.get("OLLAMA_BASE_URL") or OLLAMA_BASE_URL
-            key = api_key or env.get("OLLAMA_API_KEY") or None
-        else:
-            url = base_url or env.get("OPENAI_BASE_URL") or None
-            key = api_key or env.get("OPENAI_API_KEY") or None
-            if key is None and url is None:
-                raise FluxError("missing key: set OPENAI_API_KEY (or point OPENAI_BASE_URL / --base-url at a local "
-                                "OpenAI-compatible server, which needs no key)")
-        return ResolvedModel(_build(cls, model, url, key), name, model, provider, [key] if key else [], own_retries=True)
-    if provider == "anthropic":
-        if not model:
-            raise UnknownModel("name the model: -m anthropic:MODEL (e.g. anthropic:claude-sonnet-4-5)")
-        cls = _sdk_class(provider, "anthropic_provider", "AnthropicProvider", "anthropic")
-        url = base_url or env.get("ANTHROPIC_BASE_URL") or None
-        key = api_key or env.get("ANTHROPIC_API_KEY") or None
+            raise UnknownModel(f"name the model: -m {provider}:MODEL (e.g. {example})")
+        cls = _sdk_class(provider, module, cls_name, extra)
+        prefix = provider.upper()
+        url = base_url or env.get(f"{prefix}_BASE_URL") or (OLLAMA_BASE_URL if provider == "ollama" else None)
+        key = api_key or env.get(f"{prefix}_API_KEY") or None
         if key is None and url is None:
-            raise FluxError("missing key: set ANTHROPIC_API_KEY (or point ANTHROPIC_BASE_URL / --base-url at a local "
-                            "Anthropic-compatible server)")
+            raise FluxError(missing_key)
         return ResolvedModel(_build(cls, model, url, key), name, model, provider, [key] if key else [], own_retries=True)
     hint = ""
     if name.startswith(("gpt", "o1", "o3", "o4")):
