@@ -193,6 +193,24 @@ class Ladder:
         if self.opts.on_call is not None:
             self.opts.on_call(line)
 
+    def _answered(self, line: CallLine, provenance: str, value: Any) -> None:
+        line.provenance, line.value = provenance, value
+        self._line(line)
+
+    def _supplied(self, key: str, op: Optional[str], at: Optional[_Rec], line: CallLine,
+                  parse: Callable[[Any], Any], shape: str) -> Any:
+        """The ladder's second rung: the supplied answer for this call, parsed (``None``: none was
+        supplied). An answer of the wrong shape stops the run; a supplied one replaces ``at``."""
+        found, value = self.opts.supply.for_call(key, op)
+        if not found:
+            return None
+        answer = parse(value)
+        if answer is None:
+            what = key if op is None else f"{key} `{op}`"
+            self.stop("missing_context", f"the supplied answer for {what} is not a string or {shape}", key, line=line)
+        self._replace(at)
+        return answer
+
     def stop(self, code: str, message: str, key: str, *, reason: Optional[str] = None,
              token: Optional[str] = None, line: Optional[CallLine] = None) -> None:
         o = self.outcome
@@ -251,8 +269,7 @@ class Ladder:
         if match is not None and not match.entry.get("truncated"):
             match.consumed = True
             out = self._recorded_outcome(match)
-            line.provenance, line.value = "reused", out.content
-            self._line(line)
+            self._answered(line, "reused", out.content)
             return out
         if self.opts.replay_only:
             if match is not None:
@@ -263,15 +280,9 @@ class Ladder:
                 reason, why = "unexpected_call", "the recording has no unconsumed call of it"
             self.stop("replay_diverged", f"{key} `{op}` (input {h[:16]}…): {why} — --replay-only cannot answer it",
                       key, reason=reason, line=line)
-        found, value = self.opts.supply.for_call(key, op)
-        if found:
-            ans = op_answer(value)
-            if ans is None:
-                self.stop("missing_context", f"the supplied answer for {key} `{op}` is not a string or "
-                                             f"{{\"content\": str, \"is_error\": bool}}", key, line=line)
-            self._replace(at)
-            line.provenance, line.value = "simulated", ans[0]
-            self._line(line)
+        ans = self._supplied(key, op, at, line, op_answer, "{\"content\": str, \"is_error\": bool}")
+        if ans is not None:
+            self._answered(line, "simulated", ans[0])
             return make_outcome(ans[0], is_error=ans[1])
         o = self.toolbox.get(op)
         effect = o.effect if o is not None else "undeclared"
@@ -286,9 +297,7 @@ class Ladder:
             out = make_outcome(f"unknown op `{op}` — the code under test has no such op", is_error=True)
         else:
             out = o.call(input if isinstance(input, dict) else {})
-        line.provenance = "changed" if self._replace(at) else "live"
-        line.value = out.content
-        self._line(line)
+        self._answered(line, "changed" if self._replace(at) else "live", out.content)
         return out
 
     def _replace(self, at: Optional[_Rec]) -> bool:
@@ -335,8 +344,7 @@ class Ladder:
         if rec is not None and not rec.consumed and rec.entry["fingerprint"] == h:
             rec.consumed = True
             chunks = [Chunk.from_json(c) for c in rec.entry["result"]["chunks"]]
-            line.provenance, line.value = "reused", [c.to_json() for c in chunks]
-            self._line(line)
+            self._answered(line, "reused", [c.to_json() for c in chunks])
             return chunks
         if self.opts.replay_only:
             reason = "input_changed" if rec is not None and not rec.consumed else "unexpected_call"
@@ -344,15 +352,9 @@ class Ladder:
                    else "the recording made no model call here")
             self.stop("replay_diverged", f"{key}: {why} (hash {h[:16]}…) — --replay-only cannot answer it", key,
                       reason=reason, line=line)
-        found, value = self.opts.supply.for_call(key)
-        if found:
-            blocks = model_answer(value)
-            if blocks is None:
-                self.stop("missing_context", f"the supplied answer for {key} is not a string or "
-                                             f"{{\"role\": \"assistant\", \"content\": [blocks]}}", key, line=line)
-            self._replace(rec)
-            line.provenance, line.value = "simulated", blocks
-            self._line(line)
+        blocks = self._supplied(key, None, rec, line, model_answer, "{\"role\": \"assistant\", \"content\": [blocks]}")
+        if blocks is not None:
+            self._answered(line, "simulated", blocks)
             return _chunks_of(blocks)
         if self.live_provider is None:
             self.stop("missing_context", f"{key}: the recording cannot answer it and there is no live rung — pass "
