@@ -243,25 +243,40 @@ def run_cmd(prompt: tuple[str, ...], model: Optional[str], base_url: Optional[st
     text = " ".join(prompt).strip()
     if not text:
         fail("the prompt is empty — say what the agent should do, e.g. flux run \"write a quick note\"")
-    interactive = sys.stdin.isatty() and not as_json
-    kw = approval_options(yes, policy, interactive)
+    renderer, turn_options = _turn_options(yes, policy, as_json)
     store_dir = resolve_store_dir(store)
-    renderer = TurnRenderer(quiet=as_json)
     client = Client(model or "mock", store=store_dir, workspace=workspace or Path.cwd(), base_url=base_url,
                     max_iter=max_iter, instructions=instructions or DEFAULT_INSTRUCTIONS,
-                    model_cassette=model_cassette, on_event=renderer, **_resurrect_kw(as_json), **kw)
+                    model_cassette=model_cassette, **turn_options)
+    with _recording(client, renderer, session, cont) as sess:
+        if not as_json:
+            click.echo(click.style(f"run · {sess.id} · {client.model} · store {store_dir}", dim=True), err=True)
+        out = asyncio.run(sess.send(text))
+    renderer.finish()
+    _report(out, as_json, store_dir, client.redactor)
+
+
+def _turn_options(yes: bool, policy: Optional[Path], as_json: bool) -> tuple["TurnRenderer", dict]:
+    """The renderer a recorded turn prints through, and the Client options every recorded turn
+    shares: the approver (a policy's ``ask`` prompts on a terminal), the renderer as the event
+    sink, and resurrect-on-open."""
+    kw = approval_options(yes, policy, sys.stdin.isatty() and not as_json)
+    renderer = TurnRenderer(quiet=as_json)
+    return renderer, {"on_event": renderer, **_resurrect_kw(as_json), **kw}
+
+
+@contextmanager
+def _recording(client: Any, renderer: "TurnRenderer", session: Optional[str], cont: bool) -> Iterator[Any]:
+    """The session a turn records into (``--session`` / ``--continue`` / a new one), held under
+    Ctrl-C cancellation and the session's lease for the block; the client is closed after."""
     renderer.redactor = client.redactor
     try:
         with _cancellable(client, renderer) as ran:
             sess = ran.session = _open_session(client, session, cont)
             with SessionLease.acquire(client.store_dir, sess.id):  # a live writer's session: refused before any output
-                if not as_json:
-                    click.echo(click.style(f"run · {sess.id} · {client.model} · store {store_dir}", dim=True), err=True)
-                out = asyncio.run(sess.send(text))
-        renderer.finish()
+                yield sess
     finally:
         client.close()
-    _report(out, as_json, store_dir, client.redactor)
 
 
 class _Ran:
@@ -415,27 +430,18 @@ def _run_authored(loaded: Any, label: str, inputs: Optional[str], args: tuple[st
             sid = resolve_resume_session(reader, draft, resume)
             plan = prepare_resume(reader, sid, draft, resume_value)
         draft, session = plan.draft, sid
-    interactive = sys.stdin.isatty() and not as_json
-    kw = approval_options(yes, policy, interactive)
-    renderer = TurnRenderer(quiet=as_json)
+    renderer, turn_options = _turn_options(yes, policy, as_json)
     client = Client(NullProvider(model=model), model=model, store=store_dir, workspace=workspace or Path.cwd(),
-                    on_event=renderer, **_resurrect_kw(as_json), **kw)
-    renderer.redactor = client.redactor
-    try:
-        with _cancellable(client, renderer) as ran:
-            sess = ran.session = _open_session(client, session, cont)
-            with SessionLease.acquire(client.store_dir, sess.id):  # a live writer's session: refused before any output
-                if not as_json:
-                    click.echo(click.style(f"flow run · {sess.id} · {label} · store {store_dir}", dim=True), err=True)
-                    if plan is not None:
-                        ff = len(plan.ledger.completed) if plan.ledger is not None else 0
-                        bound = f" · bound ${plan.bound} = {resume_value}" if plan.bound else ""
-                        click.echo(click.style(f"resume · {sess.id} · {ff} statement(s) fast-forwarded · "
-                                               f"{len(plan.cells)} recorded cell(s) to serve{bound}", dim=True),
-                                   err=True)
-                out = asyncio.run(sess.run_flow(draft, resume=plan))
-    finally:
-        client.close()
+                    **turn_options)
+    with _recording(client, renderer, session, cont) as sess:
+        if not as_json:
+            click.echo(click.style(f"flow run · {sess.id} · {label} · store {store_dir}", dim=True), err=True)
+            if plan is not None:
+                ff = len(plan.ledger.completed) if plan.ledger is not None else 0
+                bound = f" · bound ${plan.bound} = {resume_value}" if plan.bound else ""
+                click.echo(click.style(f"resume · {sess.id} · {ff} statement(s) fast-forwarded · "
+                                       f"{len(plan.cells)} recorded cell(s) to serve{bound}", dim=True), err=True)
+        out = asyncio.run(sess.run_flow(draft, resume=plan))
     if resumable and out.outcome == "halted" and not as_json:
         with StoreReader(store_dir) as reader:
             halt = session_halt(reader, out.session)  # read back: the report says what the store holds
