@@ -12,6 +12,8 @@ from typing import Any, Iterator
 
 import pytest
 
+from ..testkit.pytest_plugin import marked_directory
+
 # The case machinery (the agent loop, the stores) is imported when a case test runs, not when pytest
 # starts: the plugin loads in every pytest session of a project that installs flux-tui.
 MARK = "flux_cases"
@@ -55,14 +57,9 @@ def _bundle_files(where: Path) -> list[Path]:
 
 
 def pytest_generate_tests(metafunc: Any) -> None:
-    marker = metafunc.definition.get_closest_marker(MARK)
-    if marker is None or "flux_case" not in metafunc.fixturenames:
+    where = marked_directory(metafunc, MARK, "flux_case", "cases")
+    if where is None:
         return
-    if not marker.args:
-        raise pytest.UsageError(f"@pytest.mark.{MARK} needs a directory: @pytest.mark.{MARK}(\"cases\")")
-    where = Path(marker.args[0])
-    if not where.is_absolute():
-        where = Path(str(metafunc.definition.fspath)).parent / where
     found = _bundle_files(where)
     if not found:
         metafunc.parametrize("flux_case", [_Missing(where)], ids=["no-cases"], indirect=True)
@@ -94,6 +91,5 @@ def flux_case(request: Any) -> Iterator[CaseUnderTest]:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
     outcome = yield
-    rep = outcome.get_result()
-    if rep.when == "call":
-        item._flux_case_call = rep
+    if call.when == "call":  # the fixture's teardown reads whether the test body passed
+        item._flux_case_call = outcome.get_result()

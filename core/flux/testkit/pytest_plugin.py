@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import pytest
 
@@ -57,18 +57,24 @@ class _Broken:
         self.result = result
 
 
-def pytest_generate_tests(metafunc: Any) -> None:
-    marker = metafunc.definition.get_closest_marker(MARK)
-    if marker is None or "flux_scenario" not in metafunc.fixturenames:
-        return
+def marked_directory(metafunc: Any, mark: str, fixture: str, example: str) -> Optional[Path]:
+    """The directory ``@pytest.mark.<mark>(DIR)`` names (relative to the test file), or ``None`` when
+    the test has no such mark or does not use ``fixture``. A mark with no directory is a usage error."""
+    marker = metafunc.definition.get_closest_marker(mark)
+    if marker is None or fixture not in metafunc.fixturenames:
+        return None
     if not marker.args:
-        raise pytest.UsageError(f"@pytest.mark.{MARK} needs a directory: @pytest.mark.{MARK}(\"scenarios\")")
+        raise pytest.UsageError(f"@pytest.mark.{mark} needs a directory: @pytest.mark.{mark}(\"{example}\")")
+    where = Path(marker.args[0])
+    return where if where.is_absolute() else Path(str(metafunc.definition.fspath)).parent / where
+
+
+def pytest_generate_tests(metafunc: Any) -> None:
+    where = marked_directory(metafunc, MARK, "flux_scenario", "scenarios")
+    if where is None:
+        return
     from .verdict import Collection, collect, judge_incomplete, judge_orphan
 
-    base = Path(str(metafunc.definition.fspath)).parent
-    where = Path(marker.args[0])
-    if not where.is_absolute():
-        where = base / where
     found = collect([where]) if where.is_dir() else Collection()
     params: list[Any] = [*found.scenarios, *(_Broken(judge_incomplete(i)) for i in found.incomplete),
                          *(_Broken(judge_orphan(o)) for o in found.orphans)]
