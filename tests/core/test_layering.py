@@ -3,7 +3,7 @@
 Every import is read with ``ast`` — function-body and ``TYPE_CHECKING`` imports included, since an import
 hidden in a function still ties the two modules together. The layers, low to high:
 
-    foundation  flux, canonical, timefmt, documents, errors, records
+    foundation  flux, canonical, timefmt, documents, errors, records, lazy
     store       flux.store
     lang        flux.lang
     model       flux.model, flux.cassette, flux.telemetry   (read models of a stored session)
@@ -28,7 +28,8 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGES = {"flux": REPO / "core" / "flux", "flux_tui": REPO / "tui" / "flux_tui"}
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("flux", "flux.canonical", "flux.timefmt", "flux.documents", "flux.errors", "flux.records")),
+    ("foundation", ("flux", "flux.canonical", "flux.timefmt", "flux.documents", "flux.errors", "flux.records",
+                    "flux.lazy")),
     ("store", ("flux.store",)),
     ("lang", ("flux.lang",)),
     ("model", ("flux.model", "flux.cassette", "flux.telemetry")),

@@ -3,8 +3,7 @@ A user's import is the SDK's client (:mod:`flux.sdk`), this client with the time
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..lazy import lazy_exports
 
 _EXPORTS = {
     "Client": ".client", "Session": ".session", "TurnOutput": ".loop", "op": ".ops", "Op": ".ops",
@@ -14,9 +13,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    mod = _EXPORTS.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(mod, __name__), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -6,8 +6,7 @@ mode (``FLUX_GOLDEN=update``), the judge and golden trajectories. See docs/testi
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..lazy import lazy_exports
 
 _EXPORTS = {
     "Scenario": ".scenario", "Outcome": ".scenario", "Report": ".scenario", "Counterfactual": ".scenario", "is_scenario_dir": ".scenario",
@@ -22,9 +21,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    mod = _EXPORTS.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(mod, __name__), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
