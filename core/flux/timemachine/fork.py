@@ -400,6 +400,7 @@ def refuse_partly_read(sid: str, skipped: int, verb: str) -> None:
                           "re-run only part of it; restore the store from a copy (nothing was written)")
 
 
+@gc_paused()  # a fork allocates acyclic rows and values: the cyclic collector only slows it (as replay)
 def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, edit: str | None = None,
                  prompt: str | None = None, turn: int | None = None, mode: str | None = None,
                  confirm: Callable[[LivePreview], bool] | None = None,
@@ -415,18 +416,6 @@ def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, ed
     prefix and showed its gate already), so the prefix is not run twice. Without one, the prefix
     runs in memory first and the gate's preview (when the plan has none) counts the cells it
     really consumed — before anything is written."""
-    with gc_paused():  # a fork allocates acyclic rows and values: the cyclic collector only slows it (as replay)
-        return _fork_session(client, session, at, inject=inject, edit=edit, prompt=prompt, turn=turn, mode=mode,
-                             confirm=confirm, on_progress=on_progress, on_event=on_event, plan=plan,
-                             prefix=prefix)
-
-
-def _fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, edit: str | None = None,
-                 prompt: str | None = None, turn: int | None = None, mode: str | None = None,
-                 confirm: Callable[[LivePreview], bool] | None = None,
-                 on_progress: Callable[[str, int, int], None] | None = None,
-                 on_event: Callable[[dict], None] | None = None, plan: ForkPlan | None = None,
-                 prefix: ForkPrefix | None = None) -> ForkResult:
     if prefix is not None:
         if plan is not None and plan is not prefix.plan:
             raise ValueError("fork_session: prefix= was run for another plan")

@@ -439,6 +439,7 @@ def plan_resurrect(reader: StoreReader, session: str, **kw: Any) -> Optional[Liv
     return p.preview if p is not None else None
 
 
+@gc_paused()  # a resurrect allocates acyclic rows and values: the cyclic collector only slows it (as replay)
 def resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePreview], bool] | None = None,
                       on_plan: Callable[[Any], None] | None = None,
                       plan: Optional[ResurrectPlan] = None, toolbox: Any = None) -> Optional[ResurrectReport]:
@@ -446,14 +447,8 @@ def resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePrevi
     ``plan``: a :func:`prepare_resurrect` result for it (the CLI showed its gate already), so the
     session is not loaded and checked twice. ``toolbox``: the live ops to run with instead of the
     client's (the automatic resurrect passes the store's recorded toolbox)."""
-    with gc_paused():  # a resurrect allocates acyclic rows and values: the cyclic collector only slows it (as replay)
-        return _resurrect_session(client, session, confirm=confirm, on_plan=on_plan, plan=plan,
-                                  toolbox=toolbox if toolbox is not None else client.toolbox)
-
-
-def _resurrect_session(client: Any, session: str, *, confirm: Callable[[LivePreview], bool] | None,
-                       on_plan: Callable[[Any], None] | None, plan: Optional[ResurrectPlan],
-                       toolbox: Any) -> Optional[ResurrectReport]:
+    if toolbox is None:
+        toolbox = client.toolbox
     if plan is None:
         reader = StoreReader(client.store_dir)
         try:
