@@ -5,6 +5,9 @@ whole actionable message, a summary line and the detail under it."""
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+
 
 class FluxError(Exception):
     """An error meant for a person: ``str(err)`` is a one-line reason and what to do next."""
@@ -33,3 +36,12 @@ class AssertionFailed(AssertionError):
         super().__init__(message + (("\n\n" + detail) if detail else ""))
         self.summary = message
         self.detail = detail
+
+
+def import_extra(module: str, missing: str, error: type[FluxError] = FluxError) -> ModuleType:
+    """``module`` imported, or ``error(missing)`` when it is not installed: an optional extra's package,
+    whose absence is one line naming the extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise error(missing) from None

@@ -11,7 +11,7 @@ import json
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import FluxError
+from ..errors import FluxError, import_extra
 from .stores import FixtureStore, StoredCase, missing
 
 __all__ = ["PostgresStore", "migrate", "SCHEMA"]
@@ -26,11 +26,7 @@ _DDL = (
 
 
 def _driver() -> Any:
-    try:
-        import psycopg
-    except ImportError:
-        raise FluxError("a postgres:// fixture store needs psycopg 3 — pip install 'flux-tui[postgres]'") from None
-    return psycopg
+    return import_extra("psycopg", "a postgres:// fixture store needs psycopg 3 — pip install 'flux-tui[postgres]'")
 
 
 def _connect(dsn: str) -> Any:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .. import __version__
-from ..errors import FluxError
+from ..errors import FluxError, import_extra
 from ..model.session import SessionDetail
 from ..timefmt import iso_ms
 from .golden import Rebaseline
@@ -39,11 +39,7 @@ class GoldenMismatch(FluxError):
 
 
 def _atif() -> Any:
-    try:
-        import atif
-    except ModuleNotFoundError:
-        raise FluxError("ATIF export needs the `atif` package — install it with pip install 'flux-tui[atif]'") from None
-    return atif
+    return import_extra("atif", "ATIF export needs the `atif` package — install it with pip install 'flux-tui[atif]'")
 
 
 def _str(v: object) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
-from ..errors import FluxError
+from ..errors import FluxError, import_extra
 
 __all__ = ["Executor", "parse_executor", "run_on_ray", "run_on_pool"]
 
@@ -41,11 +41,7 @@ def parse_executor(text: str | None) -> Executor:
 
 
 def _ray():
-    try:
-        import ray
-    except ImportError:
-        raise FluxError("--executor ray needs the ray extra: pip install 'flux-tui[ray]'") from None
-    return ray
+    return import_extra("ray", "--executor ray needs the ray extra: pip install 'flux-tui[ray]'")
 
 
 class _Runner:
