@@ -80,7 +80,7 @@ _KILLED_COPY = """
 import os, sys, time
 from flux.store import copy as copy_mod
 from flux.store.store import StoreReader, StoreWriter
-real = copy_mod._write_batch
+real = copy_mod._flush
 calls = []
 def slow(*a, **k):
     n = real(*a, **k)
@@ -89,8 +89,8 @@ def slow(*a, **k):
         print("copied", flush=True)
         time.sleep(600)
     return n
-copy_mod._write_batch = slow
-copy_mod._BATCH = 40
+copy_mod._flush = slow
+copy_mod._BATCH_ROWS = 40
 with StoreReader(sys.argv[1]) as r, StoreWriter(sys.argv[2]) as w:
     copy_mod.copy_store(r, w)
 """

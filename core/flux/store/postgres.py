@@ -132,6 +132,18 @@ class _Connection:
     def execute(self, sql: str, params: Sequence = ()) -> Any:
         return self.run(to_postgres(sql), params)
 
+    def copy_in(self, sql: str, rows: Sequence[tuple]) -> None:
+        """``COPY … FROM STDIN`` of these rows in psycopg's text format, sent by a writer thread
+        while the next rows are formatted."""
+        try:
+            with self.raw.cursor() as cur, cur.copy(sql, writer=self._psycopg.copy.QueuedLibpqWriter(cur)) as copy:
+                for row in rows:
+                    copy.write_row(row)
+        except self._psycopg.errors.IntegrityError as e:
+            raise ConflictingWrite(f"cannot write to {self.label}: {_first_line(e)}") from None
+        except self._psycopg.Error as e:
+            raise StoreError(f"cannot write to {self.label}: {_first_line(e)}") from None
+
     def cursor(self) -> "_Connection":
         return self
 
@@ -391,6 +403,27 @@ class PostgresWriter(StoreWriter):
         return self.conn.run(
             "INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload, turn_id)"
             " VALUES (%s, %s, %s, %s, 1, %s, %s, %s) RETURNING global_seq", row).fetchone()[0]
+
+    def _reserve_keys(self, table: str, count: int) -> list[int]:
+        """The next values of the table's ``BIGSERIAL`` sequence (``nextval`` is never rolled back:
+        a key reserved by a copy that died is a gap, as a rolled-back append's is)."""
+        key = "n" if table == "streams" else "global_seq"
+        rows = self.conn.run("SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+                             (table, key, count)).fetchall()
+        return sorted(r[0] for r in rows)
+
+    def _lock_streams(self, streams: Sequence[str]) -> None:
+        """Every stream's append lock, in the order given (sorted: two multi-stream lockers never deadlock)."""
+        if streams:
+            self.conn.run("SELECT pg_advisory_xact_lock(hashtextextended(s, 0)) FROM unnest(%s::text[])"
+                          " WITH ORDINALITY AS t(s, i) ORDER BY i", (list(streams),)).fetchall()
+
+    def _insert_copied_streams(self, rows: Sequence[tuple]) -> None:
+        self.conn.copy_in("COPY streams (n, model, created_at, updated_at, last_seq, msg_count, account, agent_id,"
+                          " agent_version, correlation_id) FROM STDIN", rows)
+
+    def _insert_copied_events(self, rows: Sequence[tuple]) -> None:
+        self.conn.copy_in("COPY events (global_seq, stream, stream_seq, id, kind, ts, payload, turn_id) FROM STDIN", rows)
 
     def _insert_run_rows(self, stream: str, ts: int, seq: int, ids: Sequence[str], payloads: Sequence[str]) -> None:
         flat: list = []

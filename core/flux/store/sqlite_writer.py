@@ -375,6 +375,14 @@ class SqliteWriter(StoreWriter):
     def _insert_rows(self, flat: list) -> None:
         _insert_event_rows(self._cur, flat)
 
+    def _reserve_keys(self, table: str, count: int) -> list[int]:
+        """AUTOINCREMENT's next keys: past both the table's highest key and its high-water mark in
+        ``sqlite_sequence`` (the write lock is held, so no other writer takes them meanwhile)."""
+        key = "n" if table == "streams" else "global_seq"
+        top = self.conn.execute(f"SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = ?), 0),"
+                                f" COALESCE((SELECT MAX({key}) FROM {table}), 0))", (table,)).fetchone()[0]
+        return list(range(top + 1, top + 1 + count))
+
     def _insert_stream_row(self, model: str, ts: int, ctx: dict) -> int:
         cur = self.conn.execute(
             "INSERT INTO streams (model, created_at, updated_at, last_seq, msg_count, account, agent_id, agent_version, correlation_id)"

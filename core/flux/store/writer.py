@@ -585,41 +585,41 @@ class StoreWriter:
 
     # -- rows copied whole from another store (flux store copy) ----------------------------------
 
-    def insert_registry_row(self, row: SessionRow, *, correlation_id: str | None) -> str:
-        """A new registry row with ``row``'s model, creation time and context (``correlation_id``
-        as given) and no events yet; its session id. Inside :meth:`transaction`."""
-        ctx = {"account": row.account, "agent_id": row.agent_id, "agent_version": row.agent_version,
-               "correlation_id": correlation_id}
-        return f"s_{self._insert_stream_row(row.model, row.created_at, ctx)}"
+    def reserve_keys(self, table: str, count: int) -> list[int]:
+        """``count`` fresh keys of ``table``'s counter (``streams`` → ``n``, ``events`` →
+        ``global_seq``), increasing, never handed out again: the keys rows copied in are inserted
+        under, known before they are written (a turn's id is its ``turn_started`` key). Inside
+        :meth:`transaction`."""
+        if table not in ("streams", "events"):
+            raise ValueError(f"no counter for table {table!r}")
+        return self._reserve_keys(table, count) if count > 0 else []
 
-    def insert_event_row(self, row: tuple) -> int:
-        """One event row exactly as given — ``(stream, stream_seq, id, kind, ts, payload, turn_id)``,
-        the payload's bytes untouched — which must be the stream's next ``stream_seq`` (else a
-        :class:`StoreError`, nothing written); its ``global_seq``. Inside :meth:`transaction`."""
-        stream, seq = row[0], row[1]
-        expected = self._next_seq.get(stream)
-        if expected is None:
-            expected = self._max_seq(stream)
-        if seq != expected:
-            raise StoreError(f"{stream} in {self.label} goes on at stream_seq {expected}, not {seq} — "
-                             "another writer appended to it meanwhile")
-        global_seq = self._insert_event(row)
-        self._next_seq[stream] = seq + 1
-        return global_seq
+    def stream_heads(self, streams: Sequence[str]) -> dict[str, int]:
+        """The next ``stream_seq`` of each of ``streams`` that has rows (absent: 0), read under the
+        streams' append lock, held to the end of the transaction. Inside :meth:`transaction`."""
+        wanted = sorted(set(streams))
+        self._lock_streams(wanted)
+        heads: dict[str, int] = {}
+        for k in range(0, len(wanted), 400):
+            chunk = wanted[k:k + 400]
+            for stream, top in self.conn.execute(
+                    f"SELECT stream, MAX(stream_seq) FROM events WHERE stream IN ({','.join('?' * len(chunk))})"
+                    " GROUP BY stream", chunk).fetchall():
+                heads[stream] = top + 1
+        return heads
 
-    def insert_event_rows(self, rows: Sequence[tuple]) -> None:
-        """:meth:`insert_event_row` of consecutive rows of one stream, in multi-row INSERTs."""
-        if not rows:
-            return
-        stream, first = rows[0][0], rows[0][1]
-        expected = self._next_seq.get(stream)
-        if expected is None:
-            expected = self._max_seq(stream)
-        if first != expected or any(r[0] != stream or r[1] != first + i for i, r in enumerate(rows)):
-            raise StoreError(f"{stream} in {self.label} goes on at stream_seq {expected}: rows from {first} are not "
-                             "its next ones — another writer appended to it meanwhile")
-        self._insert_rows([v for r in rows for v in r])
-        self._next_seq[stream] = first + len(rows)
+    def insert_copied(self, sessions: Sequence[tuple], events: Sequence[tuple]) -> None:
+        """Insert registry rows ``(n, model, created_at, updated_at, last_seq, msg_count, account,
+        agent_id, agent_version, correlation_id)`` and event rows ``(global_seq, stream, stream_seq,
+        id, kind, ts, payload, turn_id)`` exactly as given — keys from :meth:`reserve_keys`, payload
+        bytes untouched — by the backend's bulk path. The ``UNIQUE`` constraints stay the backstop:
+        a row another writer took the place of fails the whole transaction. Inside :meth:`transaction`."""
+        for stream in {row[1] for row in events}:
+            self._next_seq.pop(stream, None)  # this writer's counter for the stream is re-read when next needed
+        if sessions:
+            self._insert_copied_streams(sessions)
+        if events:
+            self._insert_copied_events(events)
 
     def set_registry_facts(self, stream: str, *, model: str | None, updated_at: int, last_seq: int,
                            msg_count: int) -> None:
@@ -628,6 +628,23 @@ class StoreWriter:
         if n is not None:
             self.conn.execute("UPDATE streams SET model = COALESCE(?, model), updated_at = ?, last_seq = ?, msg_count = ?"
                               " WHERE n = ?", (model, updated_at, last_seq, msg_count, n))
+
+    def _reserve_keys(self, table: str, count: int) -> list[int]:
+        """The backend's counter for :meth:`reserve_keys`."""
+        raise NotImplementedError
+
+    def _lock_streams(self, streams: Sequence[str]) -> None:
+        """Take the append lock of each stream (sorted) for the open transaction; a backend whose
+        transaction already excludes every other writer (SQLite) has nothing to take."""
+
+    def _insert_copied_streams(self, rows: Sequence[tuple]) -> None:
+        self.conn.executemany("INSERT INTO streams (n, model, created_at, updated_at, last_seq, msg_count, account,"
+                              " agent_id, agent_version, correlation_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def _insert_copied_events(self, rows: Sequence[tuple]) -> None:
+        self.conn.executemany("INSERT INTO events (global_seq, stream, stream_seq, id, kind, schema_version, ts, payload,"
+                              " turn_id) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?)", rows)
+
 
 def _events():
     """flux.store.events, imported once (an import statement in a per-flush path costs more than
