@@ -18,6 +18,11 @@ Checking (:func:`lease_holder`) is read-only: it opens an existing lease file re
 the lock without taking it (``F_OFD_GETLK``) — no file is created, no byte or mtime changes. With
 only ``flock``, the test takes a shared lock for an instant and drops it (still no write).
 
+On a Postgres store (a local directory with a ``postgres.url``) the same interface is kept by
+:mod:`flux.store.pg_lease` instead: the lease is an advisory lock in the shared database, held by
+the writer's connection, so a turn recorded on another machine reads as being recorded here, and
+as interrupted once that writer is gone.
+
 ``events.db`` and ``flow.db`` are untouched, so the store stays flux's format. flux itself takes no
 lease: a turn a live flux process is recording looks interrupted here.
 """
@@ -35,13 +40,16 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import FluxError, StoreError
+from .location import postgres_url
+from .pg_lease import LeaseHolder, PostgresLease, postgres_holder, this_host
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - no POSIX locks (Windows): nothing is ever leased
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LEASE_DIR", "SessionLease", "SessionLeased", "lease_holder", "lease_path", "leased_message"]
+__all__ = ["LEASE_DIR", "LeaseHolder", "SessionLease", "SessionLeased", "lease_holder", "lease_holder_on", "lease_path",
+           "leased_message"]
 
 LEASE_DIR = "leases"
 
@@ -56,19 +64,26 @@ _HELD: dict[tuple[str, str], "SessionLease"] = {}
 _HELD_LOCK = threading.Lock()
 
 
-def leased_message(session: str, pid: int) -> str:
+def leased_message(session: str, pid: int, host: str = "") -> str:
+    """The one line a writer refused by a held lease shows; ``host`` names the holder's machine
+    when it is another one (a Postgres store's writer elsewhere)."""
+    if host:
+        who = f"pid {pid} on {host}" if pid > 0 else f"a process on {host}"
+        return f"{session}'s turn is being recorded by {who} — wait for it to finish or stop it there, then try again"
     who = f"pid {pid}" if pid > 0 else "another process"
     stop = f" (kill {pid})" if pid > 0 else ""
     return f"{session}'s turn is being recorded by {who} — wait for it to finish or stop it{stop}, then try again"
 
 
 class SessionLeased(FluxError):
-    """Another live process (or thread) is recording a turn into the session."""
+    """Another live process (or thread) is recording a turn into the session; ``host`` is set when
+    that process runs on another machine."""
 
-    def __init__(self, session: str, pid: int):
-        super().__init__(leased_message(session, pid))
+    def __init__(self, session: str, pid: int, host: str = ""):
+        super().__init__(leased_message(session, pid, host))
         self.session = session
         self.pid = pid
+        self.host = host
 
 
 _SESSION_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
@@ -77,13 +92,17 @@ _SESSION_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 def lease_path(store_dir: str | os.PathLike[str], session: str) -> Path:
     """Where ``session``'s lease lives; a name that could leave the directory (a hostile store's
     stream name) is a :class:`StoreError`."""
+    return Path(store_dir) / LEASE_DIR / f"{_check_name(session)}.lock"
+
+
+def _key(store_dir: str | os.PathLike[str], session: str, url: Optional[str]) -> tuple[str, str]:
+    return (url if url is not None else os.path.realpath(os.fspath(store_dir))), session
+
+
+def _check_name(session: object) -> str:
     if not isinstance(session, str) or not _SESSION_NAME.fullmatch(session):
         raise StoreError(f"{session!r} is not a session name a lease can be taken for")
-    return Path(store_dir) / LEASE_DIR / f"{session}.lock"
-
-
-def _key(store_dir: str | os.PathLike[str], session: str) -> tuple[str, str]:
-    return os.path.realpath(os.fspath(store_dir)), session
+    return session
 
 
 def _try_lock(fd: int) -> bool:
@@ -143,13 +162,32 @@ def _open_read(path: Path) -> Optional[int]:
 def lease_holder(store_dir: str | os.PathLike[str], session: str) -> Optional[int]:
     """The pid of the live process recording a turn into ``session`` (0 when its pid is unreadable),
     ``None`` when no one is. Read-only. A lease the calling thread holds itself does not count: to
-    the caller, its own turn is not someone else's."""
-    if fcntl is None or not isinstance(session, str) or not _SESSION_NAME.fullmatch(session):
+    the caller, its own turn is not someone else's. On a Postgres store a holder on another machine
+    reads 0 (its pid means nothing here); :func:`lease_holder_on` says which machine."""
+    holder = lease_holder_on(store_dir, session)
+    if holder is None:
+        return None
+    return holder.pid if holder.is_here() else 0
+
+
+def lease_holder_on(store_dir: str | os.PathLike[str], session: str) -> Optional[LeaseHolder]:
+    """Who is recording a turn into ``session`` — its pid and host — or ``None`` (see :func:`lease_holder`)."""
+    if not isinstance(session, str) or not _SESSION_NAME.fullmatch(session):
         return None  # no lease can exist under a name no writer takes one for
+    url = postgres_url(store_dir)
     with _HELD_LOCK:
-        own = _HELD.get(_key(store_dir, session))
+        own = _HELD.get(_key(store_dir, session, url))
         if own is not None and own.thread == threading.get_ident():
             return None
+    if url is not None:
+        return postgres_holder(url, session)
+    if fcntl is None:
+        return None
+    pid = _file_lease_pid(store_dir, session)
+    return None if pid is None else LeaseHolder(pid, this_host())
+
+
+def _file_lease_pid(store_dir: str | os.PathLike[str], session: str) -> Optional[int]:
     fd = _open_read(lease_path(store_dir, session))
     if fd is None:
         return None
@@ -171,26 +209,33 @@ class SessionLease:
     """A held lease; :meth:`release` (or leaving the ``with`` block) gives it up.
 
     ``SessionLease.acquire(store_dir, "s_3")`` raises :class:`SessionLeased` when another process
-    or thread holds it; the thread that holds it may acquire it again (each acquire is released)."""
+    or thread holds it; the thread that holds it may acquire it again (each acquire is released).
+    A store directory's lease is its lock file (``path``, ``fd``); a Postgres store's is ``remote``."""
 
-    def __init__(self, key: tuple[str, str], path: Path, fd: int):
-        self.key, self.path, self.fd = key, path, fd
+    def __init__(self, key: tuple[str, str], path: Optional[Path], fd: int, remote: Optional[PostgresLease] = None):
+        self.key, self.path, self.fd, self.remote = key, path, fd, remote
         self.thread = threading.get_ident()
         self.depth = 1
 
     @classmethod
     def acquire(cls, store_dir: str | os.PathLike[str], session: str) -> "SessionLease":
-        path = lease_path(store_dir, session)
-        key = _key(store_dir, session)
+        _check_name(session)
+        url = postgres_url(store_dir)
+        key = _key(store_dir, session, url)
         with _HELD_LOCK:
             held = _HELD.get(key)
             if held is not None and held.thread == threading.get_ident():
                 held.depth += 1
                 return held
-        if fcntl is None:  # pragma: no cover
-            lease = cls(key, path, -1)
+        if url is not None:
+            got = PostgresLease.try_acquire(url, session)
+            if isinstance(got, LeaseHolder):
+                raise SessionLeased(session, got.pid, "" if got.is_here() else got.host)
+            lease = cls(key, None, -1, remote=got)
+        elif fcntl is None:  # pragma: no cover
+            lease = cls(key, lease_path(store_dir, session), -1)
         else:
-            lease = cls._lock(key, path, session)
+            lease = cls._lock(key, lease_path(store_dir, session), session)
         with _HELD_LOCK:
             _HELD[key] = lease
         return lease
@@ -241,7 +286,11 @@ class SessionLease:
                 return
             if _HELD.get(self.key) is self:
                 del _HELD[self.key]
-        if self.fd < 0:
+        if self.remote is not None:
+            remote, self.remote = self.remote, None
+            remote.release()
+            return
+        if self.fd < 0 or self.path is None:
             return
         try:
             os.unlink(self.path)  # still locked: whoever opened it meanwhile sees the inode change
@@ -259,3 +308,16 @@ class SessionLease:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _forget_remote_after_fork() -> None:
+    """A forked child holds none of its parent's Postgres leases (they live on the parent's
+    connection): it forgets them, so its own acquire asks the server rather than re-entering."""
+    global _HELD_LOCK
+    _HELD_LOCK = threading.Lock()
+    for key in [k for k, lease in _HELD.items() if lease.remote is not None]:
+        del _HELD[key]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_remote_after_fork)
