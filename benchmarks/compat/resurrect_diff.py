@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 from flux.canonical import canonical_json, sha256_hex  # noqa: E402
 from flux.errors import FluxError  # noqa: E402
 from flux.lang.hashes import flow_key, stmt_hash16  # noqa: E402
-from flux.lang.interpreter import _interpolate_json  # noqa: E402
+from flux.lang.interpreter import interpolate_json  # noqa: E402
 from flux.lang.parser import parse  # noqa: E402
 from flux.store import (  # noqa: E402
     CheckpointReached, Message, OpRecorded, PlanAttempted, Run, StatementCompleted, StepFailed, StepStarted,
@@ -127,7 +127,7 @@ def session(w, rng):
         if k == n:
             break
         op_ = stmts[k][0]
-        inp = _interpolate_json(draft.body[k].value.args[0].value, symbols)
+        inp = interpolate_json(draft.body[k].value.args[0].value, symbols)
         h = sha256_hex(canonical_json(inp))
         step = f"step_{op_}_{h[:16]}"
         w.append(sid, Run(StepStarted(step=step, op=op_, input_hash=h)))

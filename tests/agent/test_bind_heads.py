@@ -1,5 +1,5 @@
 """The fused call's bind check, cached per head (direct_call._bind_head_ok): a head's verdict is the plain
-check's (``not in RESERVED and _IDENT.match``) for the head followed by any non-negative int."""
+check's (``not in RESERVED and IDENT.fullmatch``) for the head followed by any non-negative int."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flux.agent import direct_call
-from flux.lang.formatter import _IDENT
+from flux.lang.parse_text import IDENT
 
 _heads = st.text(alphabet="ab_Z9-. é\u00b2", max_size=8).map(lambda t: "adaptive_" + t) | st.text(max_size=6)
 
@@ -18,7 +18,7 @@ def test_a_heads_verdict_is_every_binds(head, numbers):
     ok = direct_call._bind_head_ok(head)
     for n in numbers:
         bind = f"{head}{n}"
-        assert ok == (bind not in direct_call.RESERVED and _IDENT.match(bind) is not None), bind
+        assert ok == (bind not in direct_call.RESERVED and IDENT.fullmatch(bind) is not None), bind
 
 
 def test_a_reserved_word_of_head_and_digits_refuses_the_head(monkeypatch):

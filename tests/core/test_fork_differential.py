@@ -23,7 +23,7 @@ from flux.agent.client import Client
 from flux.canonical import canonical_json
 from flux.lang import formatter
 from flux.lang.hashes import flow_key, stmt_hash16
-from flux.lang.interpreter import _interpolate_json
+from flux.lang.interpreter import interpolate_json
 from flux.lang.parser import RESERVED, parse
 from flux.store import Message, PlanAttempted, Run, StatementCompleted, StepStarted, StepSucceeded, StoreWriter, TurnEnded
 from flux.timemachine import engine, fork as fork_mod, fork_session
@@ -95,7 +95,7 @@ def _session(w: StoreWriter, rng: random.Random, ledgered: bool) -> tuple[str, i
                 key = flow_key(draft.name, draft.body)
                 w.append(sid, PlanAttempted(step=p + 1, outcome="accepted", plan_source=text), turn_id=tid)
                 for k, ((name, op, value), node) in enumerate(zip(stmts, draft.body)):
-                    inp = _interpolate_json(node.value.args[0].value, symbols)
+                    inp = interpolate_json(node.value.args[0].value, symbols)
                     content = f"content {turn}.{p}.{k}" + ("\n" if k % 2 else "")
                     c = cell(op, inp, content, is_error=rng.random() < 0.08)  # the plan halts there
                     h = c.event.input_hash

@@ -8,7 +8,9 @@ from hypothesis import given, settings, strategies as st
 from flux.lang import ast as A
 from flux.lang.formatter import format_flow
 from flux.errors import FluxError
-from flux.lang.parser import _Parser, _host_plan_fast, _host_plans_fast, parse
+from flux.lang.host_plans import read_host_plan, read_host_plan_lines
+from flux.lang.parse_text import IDENT
+from flux.lang.parser import new_parser, parse
 
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12),
                       st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12))
@@ -22,22 +24,22 @@ ops = st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True)
 def test_fast_path_equals_general_parser(name, op, value):
     draft = A.DraftAst(body=(A.Bind(name, A.Call(op, (A.Lit(value),))),))
     text = format_flow(draft)
-    slow = _Parser(text).flow()
-    fast = _host_plan_fast(text)
+    slow = new_parser(text).flow()
+    fast = read_host_plan(text)
     if fast is not None:
         assert fast == slow
     assert parse(text) == slow == draft or parse(text) == slow
 
 
 def test_fast_path_takes_the_common_shape_and_declines_the_rest():
-    assert _host_plan_fast('flow\n  x = read({"path":"a"})\n') is not None
-    assert _host_plan_fast('flow\n  $x = read({"path":"a"})\n') is not None
-    assert _host_plan_fast('flow\n  x = read({"a":1,"a":2})\n') is None  # duplicate keys: general parser decides
-    assert _host_plan_fast('flow\n  x = read({"c":"""a\n"""})\n') is None
-    assert _host_plan_fast('flow\n  x = read({"c":NaN})\n') is None
-    assert _host_plan_fast('flow\n  x = read({"c":1})\n  y = read({})\n') is None
+    assert read_host_plan('flow\n  x = read({"path":"a"})\n') is not None
+    assert read_host_plan('flow\n  $x = read({"path":"a"})\n') is not None
+    assert read_host_plan('flow\n  x = read({"a":1,"a":2})\n') is None  # duplicate keys: general parser decides
+    assert read_host_plan('flow\n  x = read({"c":"""a\n"""})\n') is None
+    assert read_host_plan('flow\n  x = read({"c":NaN})\n') is None
+    assert read_host_plan('flow\n  x = read({"c":1})\n  y = read({})\n') is None
     # A bare CR between JSON tokens: whitespace to json.loads, an error to the general parser.
-    assert _host_plan_fast('flow\n  x = read({"c":\r1})\n') is None
+    assert read_host_plan('flow\n  x = read({"c":\r1})\n') is None
     with pytest.raises(FluxError):
         parse('flow\n  x = read({"c":\r1})\n')
 
@@ -52,7 +54,7 @@ _line_junk = st.sampled_from(["", " ", "\t", "# c", "\r", "  ", ")", "{", "\n", 
 
 def _general(text: str):
     try:
-        return _Parser(text).flow()
+        return new_parser(text).flow()
     except FluxError:
         return "error"
 
@@ -73,7 +75,7 @@ def test_several_host_statements_read_fast_as_the_general_parser_reads_them(stmt
         at, bit = junk
         at %= len(text) + 1
         text = text[:at] + bit + text[at:]
-    fast = _host_plans_fast(text)
+    fast = read_host_plan_lines(text)
     if fast is not None:
         assert fast == _general(text)
     whole = parse(text) if _general(text) != "error" else None
@@ -86,18 +88,18 @@ def test_several_host_statements_read_fast_as_the_general_parser_reads_them(stmt
 def test_a_formatted_plan_of_host_statements_reads_fast(body):
     draft = A.DraftAst(body=tuple(A.Bind(n, A.Call(o, (A.Lit(v),))) for n, o, v in body))
     text = format_flow(draft)
-    fast = _host_plans_fast(text)
+    fast = read_host_plan_lines(text)
     if all(n not in _RESERVED for n, _o, _v in body) and all(o not in _RESERVED and o != "fmt" for _n, o, _v in body) \
             and '"""' not in text:
         assert fast is not None
     if fast is not None:
-        assert fast == _Parser(text).flow()
+        assert fast == new_parser(text).flow()
 
 
 def test_several_host_statements_fast_and_the_rest_declined():
     two = 'flow\n  a = read({"path":"a"})\n  $b = bash({"command":"ls {a}"})\n'
-    fast = _host_plans_fast(two)
-    assert fast is not None and fast == _Parser(two).flow() and len(fast.body) == 2
+    fast = read_host_plan_lines(two)
+    assert fast is not None and fast == new_parser(two).flow() and len(fast.body) == 2
     assert parse(two) is not None and parse(two) == fast
     for other in ('flow\n  a = read({"p":1})\n\n  b = read({})\n',  # a blank line
                   'flow\n  a = read({"p":1})  # note\n  b = read({})\n',  # a comment
@@ -106,7 +108,7 @@ def test_several_host_statements_fast_and_the_rest_declined():
                   'flow\n  a = read({"p":1})\n  else = read({})\n',  # a reserved word
                   'flow\n  a = read({"p":1})\n  b = read({})\n\n',  # two line ends
                   'flow\n  a = read({"p":1})\r\n  b = read({})\n'):
-        assert _host_plans_fast(other) is None, other
+        assert read_host_plan_lines(other) is None, other
 
 
 # ---- the formatter's `name = op(<literal>)` arm and its ASCII-key sort -------------------------------
@@ -175,8 +177,8 @@ def test_compact_value_fast_arm_on_the_shapes_it_takes_and_declines():
 @settings(max_examples=300, deadline=None)
 @given(name=st.one_of(_words, st.text(max_size=6), st.text(_any_char, max_size=3)))
 def test_a_plain_name_is_an_ascii_identifier_as_the_ident_pattern_says(name):
-    """_bind_call_line tests a name with str methods; they accept exactly _IDENT's language."""
-    assert (name.isascii() and name.isidentifier()) == bool(fmt._IDENT.match(name))
+    """_bind_call_line tests a name with str methods; they accept exactly IDENT's language."""
+    assert (name.isascii() and name.isidentifier()) == bool(IDENT.fullmatch(name))
 
 
 def test_compact_value_sorts_non_ascii_keys_by_their_utf8_bytes():

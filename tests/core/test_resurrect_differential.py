@@ -34,7 +34,7 @@ from flux.agent.ops import op
 from flux.canonical import canonical_json, sha256_hex
 from flux.errors import FluxError
 from flux.lang.hashes import flow_key, stmt_hash16
-from flux.lang.interpreter import _interpolate_json
+from flux.lang.interpreter import interpolate_json
 from flux.lang.parser import RESERVED, parse
 from flux.store import (
     CheckpointReached, Message, OpRecorded, PlanAttempted, PlanHalted, Run, StatementCompleted, StepFailed, StepStarted, StepSucceeded,
@@ -157,7 +157,7 @@ def _session(w: StoreWriter, rng: random.Random) -> str:
         if k == n:
             break
         op_, _value = stmts[k]
-        inp = _interpolate_json(draft.body[k].value.args[0].value, symbols)
+        inp = interpolate_json(draft.body[k].value.args[0].value, symbols)
         ij = canonical_json(inp)
         h = sha256_hex(ij)
         step = f"step_{op_}_{h[:16]}"

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from ..canonical import canonical_json, scrub_text, sha256_hex
 from ..cassette.record import CassetteWriteError, RecordingHost, scrub_outcome, truncate_utf8
-from ..lang.formatter import _IDENT, _OPNAME
+from ..lang.parse_text import IDENT, OPNAME
 from ..lang.hashes import one_statement_hashes
 from ..lang.parser import RESERVED
 from ..lang.interpreter import Interpreter, OpOutcome
@@ -29,7 +29,7 @@ class _NotPlain(Exception):
 
 def _plain_copy(v: Any) -> Any:
     """A copy of a JSON value of exact built-in types (dict with str keys, list, str, int, float,
-    bool, None) — what ``_interpolate_json(escape_braces(v), {})`` returns for it (the run_call path
+    bool, None) — what ``interpolate_json(escape_braces(v), {})`` returns for it (the run_call path
     escapes a tool input's braces for the plan, then interpolates them back with no symbols bound);
     raises :class:`_NotPlain` for anything else."""
     t = type(v)
@@ -86,10 +86,10 @@ class _OpFacts:
 
 def _bind_head_ok(head: str) -> bool:
     """Whether ``head + digits`` is a plain bind name for every run of ASCII digits — the text of a
-    non-negative int (``not in RESERVED`` and ``_IDENT.match``, the fused call's test of its bind):
+    non-negative int (``not in RESERVED`` and ``IDENT.fullmatch``, the fused call's test of its bind):
     an identifier's tail may hold digits, so ``head + "0"`` stands for them all, and no reserved
     word is ``head`` followed by digits alone."""
-    if not _IDENT.match(head + "0"):
+    if not IDENT.fullmatch(head + "0"):
         return False
     return not any(w.startswith(head) and w[len(head):].isdigit() for w in RESERVED)
 
@@ -166,7 +166,7 @@ class DirectCall:
         """What :meth:`tool` needs of op ``o`` (the toolbox's ``name``), or None when its calls take
         the general path: an op whose name has no plain spelling in a plan, or whose input schema
         is more than flat typed properties (its validation is then :func:`validate_input`'s)."""
-        if type(o) is not Op or name in RESERVED or not _OPNAME.match(name) or o.name != name:
+        if type(o) is not Op or name in RESERVED or not OPNAME.fullmatch(name) or o.name != name:
             return None
         schema = o.input_schema
         if type(schema) is not dict:
@@ -226,7 +226,7 @@ class DirectCall:
             ok = _bind_head_ok(head)
             if type(number) is int and number >= 0:
                 self.bind_heads[head] = ok
-            ok = ok and bind not in RESERVED and _IDENT.match(bind) is not None
+            ok = ok and bind not in RESERVED and IDENT.fullmatch(bind) is not None
         if not ok:
             return None
         plan_text = "flow\n  %s = %s(%s)\n" % (bind, name, literal)

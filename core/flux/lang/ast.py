@@ -25,7 +25,7 @@ from flux.canonical import scrub_text
 
 __all__ = [
     "TypeRef", "Param", "DraftAst", "Node", "ThingRef",
-    "Branch", "MatchCase", "RouteCase", "FallbackBranch", "SagaStep",
+    "Part", "Branch", "MatchCase", "RouteCase", "FallbackBranch", "SagaStep",
     "Call", "Bind", "When", "Repeat", "Each", "Assert", "Pipe", "Seq", "Memo", "Parallel",
     "Await", "Retry", "Try", "Confirm", "Loop", "Race", "Throttle", "Debounce", "Unless",
     "Verify", "Return", "Peek", "Var", "Lit", "Thing", "Expr", "Fmt", "Jq", "Parse", "Ctx",
@@ -161,7 +161,7 @@ _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 @dataclass(frozen=True)
-class _Part:
+class Part:
     """Base of the non-node sub-structures (branches, cases, saga steps)."""
 
     def __post_init__(self) -> None:
@@ -172,7 +172,7 @@ class _Part:
 
 
 @dataclass(frozen=True)
-class Branch(_Part):
+class Branch(Part):
     """A ``parallel``/``race`` arm: its result is bound to ``name``."""
 
     name: str
@@ -180,24 +180,24 @@ class Branch(_Part):
 
 
 @dataclass(frozen=True)
-class MatchCase(_Part):
+class MatchCase(Part):
     value: Node
     body: tuple = ()
 
 
 @dataclass(frozen=True)
-class RouteCase(_Part):
+class RouteCase(Part):
     label: str
     body: tuple = ()
 
 
 @dataclass(frozen=True)
-class FallbackBranch(_Part):
+class FallbackBranch(Part):
     body: tuple = ()
 
 
 @dataclass(frozen=True)
-class SagaStep(_Part):
+class SagaStep(Part):
     body: tuple = ()
     undo: tuple = ()
 

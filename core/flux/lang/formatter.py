@@ -25,17 +25,15 @@ from flux.errors import FluxError
 
 from . import ast as A
 from .astjson import node_json_text
+from .parse_text import IDENT, OPNAME
 from .parser import RESERVED, STATEMENT_KEYWORDS, VALUE_WORDS, ParseError, parse_expression
 
 __all__ = ["FormatError", "format_flow", "format_statement", "format_node_lines", "format_duration",
            "compact_value", "is_identifier", "format_bind_call", "format_header", "write_statement", "LineWriter",
            "author_spelling"]
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_OPNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
 _TYPENAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
 _PATH_SEGMENT = re.compile(r'\.([A-Za-z_][A-Za-z0-9_]*)|\.([0-9]+)|\.?\[("(?:[^"\\\n]|\\.)*")\]')
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _INDENT = "  "
 
 
@@ -44,7 +42,7 @@ class FormatError(FluxError):
 
 
 def is_identifier(name: Any) -> bool:
-    return isinstance(name, str) and bool(_IDENT.match(name))
+    return isinstance(name, str) and bool(IDENT.fullmatch(name))
 
 
 _DIGIT_LED = re.compile(r"[0-9][A-Za-z0-9_]*\Z")
@@ -174,7 +172,7 @@ def _is_dynamic(node: A.Node) -> bool:
 
 
 def _op_inline_ok(op: str) -> bool:
-    if not _OPNAME.match(op):
+    if not OPNAME.fullmatch(op):
         return False
     return op not in RESERVED or (_AUTHOR_SPELLING.get() and op not in _CALL_FORMS)
 
@@ -390,7 +388,7 @@ def _w_ctx_append(node: A.CtxAppend, level: int, out: LineWriter) -> bool:
 
 
 def _w_call(node: A.Call, level: int, out: LineWriter) -> bool:
-    if not _OPNAME.match(node.op):
+    if not OPNAME.fullmatch(node.op):
         return False
     if _do_form(node.op):  # flux's fmt_legacy_call_args: `$` on symbols, no `@json` arg
         parts = ["$" + a.name if isinstance(a, A.Var) and is_identifier(a.name) else expr(a)
@@ -572,7 +570,7 @@ def _w_race(node: A.Race, level: int, out: LineWriter) -> bool:
 
 def _plain_word(value: Optional[str]) -> bool:
     """A ``backoff``/``risk`` value written bare: one word that is not reserved."""
-    return value is None or (bool(_WORD.match(value)) and value not in RESERVED)
+    return value is None or (bool(IDENT.fullmatch(value)) and value not in RESERVED)
 
 
 def _w_retry(node: A.Retry, level: int, out: LineWriter) -> bool:
@@ -743,9 +741,9 @@ def _bind_call_stmt(node: A.Node) -> Optional[str]:
 def _bind_call_line(name: Any, op: Any, value: Any) -> Optional[str]:
     """``name = op(<compact value>)`` for a plain name and op; None when either needs ``$`` or
     ``@json`` (the general arms of :func:`write_statement` then write the statement). A plain name: an ASCII
-    identifier (``_IDENT``'s language, tested equal), not reserved."""
+    identifier (``IDENT``'s language, tested equal), not reserved."""
     if type(name) is not str or type(op) is not str or name in RESERVED or not name.isascii() \
-            or not name.isidentifier() or op in RESERVED or not _OPNAME.match(op):
+            or not name.isidentifier() or op in RESERVED or not OPNAME.fullmatch(op):
         return None
     return name + " = " + op + "(" + compact_value(value) + ")"
 
@@ -755,7 +753,7 @@ def format_bind_call(name: str, op: str, value: Any) -> Optional[str]:
     host plan (flux.agent.loop) — written straight from its parts, without walking the AST; None
     when that statement has no plain spelling (a name or op that needs ``$`` or ``@json``), for
     which the caller formats the AST. A property test checks it equals :func:`format_flow`."""
-    if name in RESERVED or not _IDENT.match(name) or op in RESERVED or not _OPNAME.match(op):
+    if name in RESERVED or not IDENT.fullmatch(name) or op in RESERVED or not OPNAME.fullmatch(op):
         return None
     return scrub_text("flow\n  " + name + " = " + op + "(" + compact_value(value) + ")\n")
 

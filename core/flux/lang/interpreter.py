@@ -42,7 +42,8 @@ _RUST_I64 = re.compile(r"[+-]?[0-9]+", re.ASCII)
 
 __all__ = [
     "OpOutcome", "OpHost", "EventSink", "ListSink", "PlanHalt", "RunResult", "Interpreter",
-    "ResumeLedger", "LedgerEntry", "ResumeError", "interpolate", "deny_all", "completed_work", "ledger_walk",
+    "ResumeLedger", "LedgerEntry", "ResumeError", "interpolate", "interpolate_json", "PLACEHOLDER", "binder_of",
+    "deny_all", "completed_work", "ledger_walk",
 ]
 
 
@@ -54,7 +55,7 @@ def _parallel_branch_names(node: Any) -> list[str]:
         n = stack.pop()
         if isinstance(n, A.Parallel):
             names.extend(br.name for br in n.branches)
-        if isinstance(n, (A.Node, A._Part)):
+        if isinstance(n, (A.Node, A.Part)):
             for f in dataclasses.fields(n):
                 stack.append(getattr(n, f.name))
         elif isinstance(n, tuple):
@@ -97,7 +98,8 @@ def _clock_for(host: Any, sleep: Callable[[float], None]) -> Clock:
 # Helpers
 # ---------------------------------------------------------------------------------------------
 
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: What :func:`interpolate` rewrites in a string: ``{{``, ``}}`` and ``{name}`` (the name its group 1).
+PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def _top_level_op(node: A.Node) -> Optional[str]:
@@ -127,17 +129,36 @@ def interpolate(s: str, symbols: dict[str, Any]) -> str:
             return "}"
         name = m.group(1)
         return _text_of(symbols[name]) if name in symbols else tok
-    return _PLACEHOLDER.sub(sub, s)
+    return PLACEHOLDER.sub(sub, s)
 
 
-def _interpolate_json(v: Any, symbols: dict[str, Any]) -> Any:
+def interpolate_json(v: Any, symbols: dict[str, Any]) -> Any:
+    """A JSON value with :func:`interpolate` applied to every string in it (keys stay as they are)."""
     if isinstance(v, str):
         return interpolate(v, symbols)
     if isinstance(v, list):
-        return [_interpolate_json(x, symbols) for x in v]
+        return [interpolate_json(x, symbols) for x in v]
     if isinstance(v, dict):
-        return {k: _interpolate_json(x, symbols) for k, x in v.items()}
+        return {k: interpolate_json(x, symbols) for k, x in v.items()}
     return v
+
+
+def binder_of(node: A.Node) -> Optional[str]:
+    """The single symbol a top-level statement binds (what a resume re-binds)."""
+    if isinstance(node, (A.Bind, A.Memo)):
+        return node.name
+    if isinstance(node, A.Each):
+        return node.collect
+    if isinstance(node, A.Repeat):
+        return node.collect
+    if isinstance(node, (A.Seq, A.Pipe, A.Retry, A.Fallback, A.Once, A.Loop, A.Race,
+                         A.Timeout, A.Budget, A.CapScope, A.Scope)):
+        return node.bind
+    if isinstance(node, A.Ctx):  # flux: the pack's value is the statement's value
+        return node.name
+    if isinstance(node, A.CtxAppend):
+        return node.ctx
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,7 +325,7 @@ class Interpreter(ConstructsMixin):
         """Resume: skip the statements the ledger proves done, re-binding their values."""
         matched, ledger_end = ledger_walk(body, ledger)
         for idx, entry in matched:
-            binder = self._binder(body[idx])
+            binder = binder_of(body[idx])
             if entry.value is not None and binder is not None:
                 if entry.value not in self.values:
                     raise ResumeError(
@@ -353,29 +374,11 @@ class Interpreter(ConstructsMixin):
             if value is not None:
                 self.symbols[name] = value
 
-    @staticmethod
-    def _binder(node: A.Node) -> Optional[str]:
-        """The single symbol a top-level statement binds (what a resume re-binds)."""
-        if isinstance(node, (A.Bind, A.Memo)):
-            return node.name
-        if isinstance(node, A.Each):
-            return node.collect
-        if isinstance(node, A.Repeat):
-            return node.collect
-        if isinstance(node, (A.Seq, A.Pipe, A.Retry, A.Fallback, A.Once, A.Loop, A.Race,
-                             A.Timeout, A.Budget, A.CapScope, A.Scope)):
-            return node.bind
-        if isinstance(node, A.Ctx):  # flux: the pack's value is the statement's value
-            return node.name
-        if isinstance(node, A.CtxAppend):
-            return node.ctx
-        return None
-
     # ------------------------------------------------------------------ statements
     async def _statement(self, node: A.Node) -> tuple[Any, Optional[str]]:
         """Run one statement; returns its value and that value's id (if it has one)."""
         value = await self._exec(node)
-        binder = self._binder(node)
+        binder = binder_of(node)
         if isinstance(node, (A.Bind, A.Memo)) or isinstance(node, A.Call):
             vid = self._last_vid if self._last_vid is not None and \
                 self.values.get(self._last_vid) is value else None
@@ -569,7 +572,7 @@ class Interpreter(ConstructsMixin):
     async def _eval(self, node: A.Node) -> Any:
         S = self.symbols
         if isinstance(node, A.Lit):
-            return _interpolate_json(node.value, S)
+            return interpolate_json(node.value, S)
         if isinstance(node, A.Var):
             if node.name not in S:
                 raise Halt(f"unbound symbol `{node.name}`")
@@ -736,7 +739,7 @@ class Interpreter(ConstructsMixin):
         try:
             self._last_vid = None
             try:
-                sid, input_obj, input_json, denial = self._dispatch_start(op, [_interpolate_json(value, self.symbols)])
+                sid, input_obj, input_json, denial = self._dispatch_start(op, [interpolate_json(value, self.symbols)])
                 if denial is not None:
                     outcome = OpOutcome(denial, denied=True)
                 else:

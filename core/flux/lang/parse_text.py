@@ -15,7 +15,7 @@ from . import ast as A
 from .astjson import AstJsonError, node_from_json
 
 __all__ = ["ParseError", "TextCursor", "RESERVED", "STATEMENT_KEYWORDS", "CLAUSE_WORDS", "VALUE_WORDS",
-           "FORMULA_FUNCTIONS", "MAX_NESTING", "MAX_JSON_DEPTH", "json_number"]
+           "FORMULA_FUNCTIONS", "MAX_NESTING", "MAX_JSON_DEPTH", "IDENT", "OPNAME", "json_number"]
 
 #: How deeply blocks, templates, calls, parentheses and operator formulas may nest. Real plans stay
 #: far below it; the limit keeps every later recursive walk (formatter, AST JSON, hashes,
@@ -62,7 +62,9 @@ VALUE_WORDS = frozenset({"true", "false", "null", "peek", "thing"})
 #: Functions allowed inside an operator formula.
 FORMULA_FUNCTIONS = frozenset({"round", "abs", "min", "max", "len"})
 
+#: a bare symbol's name (``.match`` reads one at a position, ``.fullmatch`` tests a whole text)
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: an op's name: an identifier that may also hold ``.`` and ``-`` (``fs.read``, ``git-log``)
 OPNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 DECL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 TYPENAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.]*")

@@ -23,7 +23,8 @@ from ..lang import ast as A
 from ..lang.catalog import OpArgError, OpCatalog, OpSpec, map_args_to_input
 from ..lang.formatter import format_statement
 from ..lang.hashes import flow_key as fk, stmt_hash16
-from ..lang.interpreter import _PLACEHOLDER, Interpreter, _interpolate_json
+from ..lang.host_plans import host_statement
+from ..lang.interpreter import PLACEHOLDER, binder_of, interpolate_json
 from ..lang.parser import parse
 from ..model.session import SessionDetail
 from ..store.events import PlanHalted, Run, StatementCompleted, encode_run_bodies
@@ -40,7 +41,7 @@ __all__ = [
 
 def _has_placeholder(v: Any) -> bool:
     if isinstance(v, str):  # every placeholder spelling starts with "{"
-        return "{" in v and any(m.group(1) for m in _PLACEHOLDER.finditer(v))
+        return "{" in v and any(m.group(1) for m in PLACEHOLDER.finditer(v))
     if isinstance(v, list):
         return any(_has_placeholder(x) for x in v)
     if isinstance(v, dict):
@@ -172,7 +173,7 @@ class HostBody(Sequence):
     """The body of a host plan replay's direct path recognised (a
     :class:`~flux.timemachine.replay_direct.HostPlan` or ``HostCall``), as the sequence of AST nodes
     the parser gives for it — each built from its line (the parser's own
-    :func:`~flux.lang.parser._host_bind`, which reads a host plan's lines) the first time it is asked
+    :func:`~flux.lang.host_plans.host_statement`, which reads a host plan's lines) the first time it is asked
     for, so a fork reads the statements it needs without parsing the plan. Slicing gives a tuple."""
 
     __slots__ = ("plan", "_stmts", "_nodes")
@@ -200,10 +201,8 @@ class HostBody(Sequence):
             raise IndexError(i)
         node = self._nodes.get(i)
         if node is None:
-            from ..lang.parser import _host_bind
-
             st = self._stmts[i]
-            node = _host_bind("", st.name, st.op, st.arg)
+            node = host_statement("", st.name, st.op, st.arg)
             if node is None:  # (never: a direct plan's line is one the parser's host path reads)
                 raise FluxError(f"statement {i} of a host plan does not parse")
             self._nodes[i] = node
@@ -252,10 +251,6 @@ def executions_of(detail: SessionDetail, *, turn: int | None = None, verb: str =
                               "(pre-L-38 or oversized) — there is nothing to re-execute")
         out.append(Execution(i, k, d, t))
     return out
-
-
-def binder_of(node: A.Node) -> str | None:
-    return Interpreter._binder(node)
 
 
 def _first_op(node: Any) -> str | None:
@@ -376,7 +371,7 @@ def _static(node: A.Node) -> tuple[bool, Any]:
     if isinstance(node, A.Lit):
         if _has_placeholder(node.value):
             return False, None  # `{name}` is filled from the symbols at run time
-        return True, _interpolate_json(node.value, {})
+        return True, interpolate_json(node.value, {})
     if isinstance(node, A.Obj):
         out = {}
         for k, v in node.fields:

@@ -51,8 +51,9 @@ from ..cassette.replay import ReplayHost, TapeFirstHost
 from ..lang.catalog import map_args_to_input
 from ..model.stored_plan import parse_stored_plan
 from ..model.stored_plan import statements_before_last_plan as count_statements_before_last_plan
-from ..lang.interpreter import PlanHalt, ResumeError, _interpolate_json
-from ..lang.parser import _HOST_LINE, _HOST_PLAN, MAX_JSON_DEPTH, RESERVED
+from ..lang.host_plans import HOST_LINE, HOST_PLAN, host_statement
+from ..lang.interpreter import PlanHalt, ResumeError, interpolate_json
+from ..lang.parser import MAX_JSON_DEPTH, RESERVED
 
 __all__ = ["HostCall", "HostPlan", "HostStatement", "host_call", "host_plan", "direct_plan", "DirectRunner", "NOT_DIRECT"]
 
@@ -103,7 +104,7 @@ def host_call(source: Any) -> HostCall | None:
     else:
         if source.count("\n", 7) > 1 and '"""' not in source:
             return None  # a line break in the argument, which canonical JSON never writes (a host_plan's, perhaps)
-        m = _HOST_PLAN.fullmatch(source)
+        m = HOST_PLAN.fullmatch(source)
         if m is None:
             return None
         _sigil, name, op, arg = m.groups()
@@ -207,7 +208,7 @@ def host_plan(source: Any) -> HostPlan | None:
                 return None
             value, ih = None, _sha256(arg.encode()).hexdigest()
         else:
-            m = _HOST_LINE.fullmatch(line)
+            m = HOST_LINE.fullmatch(line)
             if m is None:
                 return None
             _sigil, name, op, arg = m.groups()
@@ -278,15 +279,15 @@ _new_tuple = tuple.__new__  # HostCall(*fields) without the named tuple's own __
 _FLAT_MEMBER = re.compile(r'"([^"\\\x00-\x1f{}]*)":(?:"[^"\\\x00-\x1f{}]*"|0|-?[1-9][0-9]{0,17}|true|false|null)([,}])')
 _FLAT_KEY = r'"([^"\\\x00-\x1f{}]*)":'
 _FLAT_VALUE = r'(?:"[^"\\\x00-\x1f{}]*"|0|-?[1-9][0-9]{0,17}|true|false|null)'
-# The parser's host-plan pattern (``_HOST_PLAN``, the same groups) whose argument is a flat object of
+# The parser's host-plan pattern (``HOST_PLAN``, the same groups) whose argument is a flat object of
 # one to three members as :data:`_FLAT_MEMBER` reads them, their keys captured (the caller checks
-# they ascend). The argument is then the one ``_HOST_PLAN`` finds: it holds no brace but its own,
+# they ascend). The argument is then the one ``HOST_PLAN`` finds: it holds no brace but its own,
 # so its ``}`` is the text's last before ``)`` and the optional newline.
 _HOST_PLAN_FLAT = re.compile(r"flow\n  (\$?)([A-Za-z_][A-Za-z0-9_]*) = ([A-Za-z_][A-Za-z0-9_.\-]*)\((\{"
                              + _FLAT_KEY + _FLAT_VALUE + "(?:," + _FLAT_KEY + _FLAT_VALUE + ")?(?:,"
                              + _FLAT_KEY + _FLAT_VALUE + r")?\})\)\n?")
 
-# One line of a multi-statement host plan (``_HOST_LINE``'s groups) whose argument is a flat object
+# One line of a multi-statement host plan (``HOST_LINE``'s groups) whose argument is a flat object
 # of one to three members (:data:`_HOST_PLAN_FLAT`'s, less the frame).
 _HOST_LINE_FLAT = re.compile(r"  (\$?)([A-Za-z_][A-Za-z0-9_]*) = ([A-Za-z_][A-Za-z0-9_.\-]*)\((\{"
                              + _FLAT_KEY + _FLAT_VALUE + "(?:," + _FLAT_KEY + _FLAT_VALUE + ")?(?:,"
@@ -347,12 +348,10 @@ def _without_triple_quotes(arg: str) -> str | None:
 
 def _live_input(st: Any, symbols: dict[str, Any], catalog: Any) -> tuple[Any, str]:
     """``(input, input JSON)`` of a host statement's dispatch as the interpreter builds them
-    (``_dispatch_start``): its AST's literal (the parser's own ``_host_bind``) interpolated, mapped
+    (``_dispatch_start``): its AST's literal (the parser's own ``host_statement``) interpolated, mapped
     to the op's input by the catalog, and serialized canonically."""
-    from ..lang.parser import _host_bind
-
-    node = _host_bind("", st.name, st.op, st.arg)
-    input_obj = map_args_to_input(catalog.get(st.op), [_interpolate_json(node.value.args[0].value, symbols)])
+    node = host_statement("", st.name, st.op, st.arg)
+    input_obj = map_args_to_input(catalog.get(st.op), [interpolate_json(node.value.args[0].value, symbols)])
     return input_obj, canonical_json(input_obj)
 
 
@@ -452,7 +451,7 @@ class DirectRunner:
             interp._last_vid = None
             ih = st.input_hash
             if ih is None:
-                ih = sha256_hex(canonical_json(_interpolate_json(st.value, symbols)))
+                ih = sha256_hex(canonical_json(interpolate_json(st.value, symbols)))
             sid = "" if quiet else "step_" + op + "_" + ih[:16]
             if not quiet:
                 emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
@@ -547,7 +546,7 @@ class DirectRunner:
             interp._last_vid = None
             ih = st.input_hash
             if ih is None:
-                ih = sha256_hex(canonical_json(_interpolate_json(st.value, symbols)))
+                ih = sha256_hex(canonical_json(interpolate_json(st.value, symbols)))
             outcome = serve(op, ih)
             interp.clock.dispatched()
             interp._steps_base += 1
