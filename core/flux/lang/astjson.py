@@ -281,6 +281,26 @@ def _body(obj: Any, key: str, what: str) -> tuple:
 _DECODERS: dict[str, Callable[[Any, str], Any]] = {}
 
 
+#: The sub-structures headed by one field — its key, the class, what a part lacking it is told — each
+#: with a body: a ``parallel``/``race`` branch (a name), a ``match`` case (a value node), a ``route`` case
+#: (a label).
+_HEADED_PARTS: dict[str, tuple[str, type, str]] = {
+    "branches": ("name", A.Branch, "a branch needs a name"),
+    "mcases": ("value", A.MatchCase, "a case needs a value"),
+    "rcases": ("label", A.RouteCase, "a case needs a label"),
+}
+
+
+def _headed_parts(v: Any, what: str, key: str, cls: type, needs: str) -> tuple:
+    out = []
+    for part in _list(v, what):
+        _expect(isinstance(part, dict) and key in part and (key == "value" or isinstance(part[key], str)),
+                f"{what}: {needs}")
+        head = _node_from_json(part[key]) if key == "value" else part[key]
+        out.append(cls(head, _body(part, "body", what)))
+    return tuple(out)
+
+
 def _dec(conv: str, v: Any, what: str) -> Any:
     if conv == "str" or conv == "effect":
         _expect(isinstance(v, str), f"{what} must be a string")
@@ -311,26 +331,8 @@ def _dec(conv: str, v: Any, what: str) -> Any:
         items = _list(v, what)
         _expect(all(isinstance(s, str) for s in items), f"{what} must hold strings")
         return tuple(items)
-    if conv == "branches":
-        out = []
-        for b in _list(v, what):
-            _expect(isinstance(b, dict) and isinstance(b.get("name"), str),
-                    f"{what}: a branch needs a name")
-            out.append(A.Branch(b["name"], _body(b, "body", what)))
-        return tuple(out)
-    if conv == "mcases":
-        out = []
-        for c in _list(v, what):
-            _expect(isinstance(c, dict) and "value" in c, f"{what}: a case needs a value")
-            out.append(A.MatchCase(_node_from_json(c["value"]), _body(c, "body", what)))
-        return tuple(out)
-    if conv == "rcases":
-        out = []
-        for c in _list(v, what):
-            _expect(isinstance(c, dict) and isinstance(c.get("label"), str),
-                    f"{what}: a case needs a label")
-            out.append(A.RouteCase(c["label"], _body(c, "body", what)))
-        return tuple(out)
+    if conv in _HEADED_PARTS:
+        return _headed_parts(v, what, *_HEADED_PARTS[conv])
     if conv == "fbranches":
         return tuple(A.FallbackBranch(_body(b, "body", what)) for b in _list(v, what))
     if conv == "saga":

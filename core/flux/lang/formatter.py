@@ -18,7 +18,7 @@ import json
 import re
 from contextvars import ContextVar
 from json.encoder import encode_basestring as _json_str  # C: json_string's text (tested equal)
-from typing import Any, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from flux.canonical import compact_json, format_float, json_string, scrub_text
 from flux.errors import FluxError
@@ -421,18 +421,18 @@ def _w_lit(node: A.Lit, level: int, out: LineWriter) -> bool:
     return True
 
 
+def _head_and_body(out: LineWriter, level: int, head: str, body: tuple, clause: str = "", clause_body: tuple = ()) -> None:
+    """``head`` with its body one level in; then ``clause`` with its own body when that body has statements
+    (``when … else``, ``scope … finally``, a saga's ``step … undo``)."""
+    out.line(level, head)
+    out.body(body, level + 1)
+    if clause_body:
+        out.line(level, clause)
+        out.body(clause_body, level + 1)
+
+
 def _w_when(node: A.When, level: int, out: LineWriter) -> bool:
-    out.line(level, "when " + expr(node.cond))
-    out.body(node.then, level + 1)
-    if node.otherwise:
-        out.line(level, "else")
-        out.body(node.otherwise, level + 1)
-    return True
-
-
-def _w_unless(node: A.Unless, level: int, out: LineWriter) -> bool:
-    out.line(level, "unless " + expr(node.cond))
-    out.body(node.body, level + 1)
+    _head_and_body(out, level, "when " + expr(node.cond), node.then, "else", node.otherwise)
     return True
 
 
@@ -482,24 +482,24 @@ def _w_ctx(node: A.Ctx, level: int, out: LineWriter) -> bool:
 
 def _w_match(node: A.Match, level: int, out: LineWriter) -> bool:
     out.line(level, "match " + expr(node.subject))
-    for c in node.cases:
-        out.line(level + 1, "case " + expr(c.value))
-        out.body(c.body, level + 2)
-    if node.default:
-        out.line(level + 1, "default")
-        out.body(node.default, level + 2)
+    _cases_and_default(((expr(c.value), c.body) for c in node.cases), node.default, level, out)
     return True
 
 
 def _w_route(node: A.Route, level: int, out: LineWriter) -> bool:
     out.line(level, "route " + expr(node.selector))
-    for c in node.cases:
-        out.line(level + 1, "case " + _str(c.label))
-        out.body(c.body, level + 2)
-    if node.default:
-        out.line(level + 1, "default")
-        out.body(node.default, level + 2)
+    _cases_and_default(((_str(c.label), c.body) for c in node.cases), node.default, level, out)
     return True
+
+
+def _cases_and_default(cases: Iterable[tuple[str, tuple]], default: tuple, level: int, out: LineWriter) -> None:
+    """A ``match``/``route`` block: each ``case <spelled>`` with its body, then ``default`` when it has one."""
+    for spelled, body in cases:
+        out.line(level + 1, "case " + spelled)
+        out.body(body, level + 2)
+    if default:
+        out.line(level + 1, "default")
+        out.body(default, level + 2)
 
 
 def _w_fallback(node: A.Fallback, level: int, out: LineWriter) -> bool:
@@ -512,38 +512,51 @@ def _w_fallback(node: A.Fallback, level: int, out: LineWriter) -> bool:
     return True
 
 
-def _w_loop(node: A.Loop, level: int, out: LineWriter) -> bool:
-    if not _syms_ok(node.bind):
+def _w_block(node: A.Node, level: int, out: LineWriter) -> bool:
+    """A block statement of :data:`_BLOCK_HEADERS`: its header line (``-> name`` after it when the block
+    binds its value), then its body."""
+    bind = getattr(node, "bind", None)
+    if not _syms_ok(bind):
         return False
+    header = _BLOCK_HEADERS[type(node)](node)
+    if header is None:
+        return False
+    _head_and_body(out, level, header + _arrow(bind), node.body)
+    return True
+
+
+def _loop_header(node: A.Loop) -> str:
     until = f", until: {expr(node.until)}" if node.until is not None else ""
-    out.line(level, f"loop for {format_duration(node.for_ms)}, every: "
-                    f"{format_duration(node.every_ms)}{until}{_arrow(node.bind)}")
-    out.body(node.body, level + 1)
-    return True
+    return f"loop for {format_duration(node.for_ms)}, every: {format_duration(node.every_ms)}{until}"
 
 
-def _w_timeout(node: A.Timeout, level: int, out: LineWriter) -> bool:
-    if not _syms_ok(node.bind):
-        return False
-    out.line(level, f"timeout {format_duration(node.ms)}{_arrow(node.bind)}")
-    out.body(node.body, level + 1)
-    return True
+def _retry_header(node: A.Retry) -> Optional[str]:
+    if not _plain_word(node.backoff):
+        return None
+    backoff = f", backoff: {node.backoff}" if node.backoff is not None else ""
+    delay = f", delay: {format_duration(node.delay_ms)}" if node.delay_ms is not None else ""
+    return f"retry {node.max}{backoff}{delay}"
 
 
-def _w_budget(node: A.Budget, level: int, out: LineWriter) -> bool:
-    if not _syms_ok(node.bind):
-        return False
-    out.line(level, f"budget {node.limit}{_arrow(node.bind)}")
-    out.body(node.body, level + 1)
-    return True
+def _confirm_header(node: A.Confirm) -> Optional[str]:
+    if not _plain_word(node.risk):
+        return None
+    return f"confirm {_str(node.message)}" + (f", risk: {node.risk}" if node.risk is not None else "")
 
 
-def _w_cap_scope(node: A.CapScope, level: int, out: LineWriter) -> bool:
-    if not _syms_ok(node.bind):
-        return False
-    out.line(level, f"with_tools {compact_json(list(node.tools))}{_arrow(node.bind)}")
-    out.body(node.body, level + 1)
-    return True
+#: The header line of each block statement :func:`_w_block` writes (None: a part has no native spelling).
+_BLOCK_HEADERS: dict[type, Callable[[Any], Optional[str]]] = {
+    A.Unless: lambda node: "unless " + expr(node.cond),
+    A.Loop: _loop_header,
+    A.Timeout: lambda node: f"timeout {format_duration(node.ms)}",
+    A.Budget: lambda node: f"budget {node.limit}",
+    A.CapScope: lambda node: f"with_tools {compact_json(list(node.tools))}",
+    A.Retry: _retry_header,
+    A.Confirm: _confirm_header,
+    A.Throttle: lambda node: f"throttle {_str(node.name)}, max: {node.max}, per: {format_duration(node.window_ms)}",
+    A.Debounce: lambda node: f"debounce {_str(node.name)}, wait: {format_duration(node.wait_ms)}",
+    A.Once: lambda node: f"once {_str(node.label)}",
+}
 
 
 def _named_branches(branches: tuple, level: int, out: LineWriter) -> None:
@@ -573,19 +586,6 @@ def _plain_word(value: Optional[str]) -> bool:
     return value is None or (bool(IDENT.fullmatch(value)) and value not in RESERVED)
 
 
-def _w_retry(node: A.Retry, level: int, out: LineWriter) -> bool:
-    if not (_syms_ok(node.bind) and _plain_word(node.backoff)):
-        return False
-    opts = ""
-    if node.backoff is not None:
-        opts += f", backoff: {node.backoff}"
-    if node.delay_ms is not None:
-        opts += f", delay: {format_duration(node.delay_ms)}"
-    out.line(level, f"retry {node.max}{opts}{_arrow(node.bind)}")
-    out.body(node.body, level + 1)
-    return True
-
-
 def _w_assert(node: A.Assert, level: int, out: LineWriter) -> bool:
     msg = f", {_str(node.message)}" if node.message is not None else ""
     out.line(level, f"assert {expr(node.cond)}{msg}")
@@ -611,44 +611,14 @@ def _w_scope(node: A.Scope, level: int, out: LineWriter) -> bool:
         if acquire.startswith("@json "):
             return False
         head += " " + (f"{_sym(node.bind)} = " if node.bind is not None else "") + acquire
-    out.line(level, head)
-    out.body(node.body, level + 1)
-    if node.finally_:
-        out.line(level, "finally")
-        out.body(node.finally_, level + 1)
+    _head_and_body(out, level, head, node.body, "finally", node.finally_)
     return True
 
 
 def _w_saga(node: A.Saga, level: int, out: LineWriter) -> bool:
     out.line(level, "saga")
     for s in node.steps:
-        out.line(level + 1, "step")
-        out.body(s.body, level + 2)
-        if s.undo:
-            out.line(level + 1, "undo")
-            out.body(s.undo, level + 2)
-    return True
-
-
-def _w_confirm(node: A.Confirm, level: int, out: LineWriter) -> bool:
-    if not _plain_word(node.risk):
-        return False
-    risk = f", risk: {node.risk}" if node.risk is not None else ""
-    out.line(level, f"confirm {_str(node.message)}{risk}")
-    out.body(node.body, level + 1)
-    return True
-
-
-def _w_throttle(node: A.Throttle, level: int, out: LineWriter) -> bool:
-    out.line(level, f"throttle {_str(node.name)}, max: {node.max}, "
-                    f"per: {format_duration(node.window_ms)}")
-    out.body(node.body, level + 1)
-    return True
-
-
-def _w_debounce(node: A.Debounce, level: int, out: LineWriter) -> bool:
-    out.line(level, f"debounce {_str(node.name)}, wait: {format_duration(node.wait_ms)}")
-    out.body(node.body, level + 1)
+        _head_and_body(out, level + 1, "step", s.body, "undo", s.undo)
     return True
 
 
@@ -657,14 +627,6 @@ def _w_verify(node: A.Verify, level: int, out: LineWriter) -> bool:
         return False
     msg = f": {_str(node.message)}" if node.message is not None else ""
     out.line(level, f"verify {expr(node.cmd)} contains {expr(node.expect)}{msg}")
-    return True
-
-
-def _w_once(node: A.Once, level: int, out: LineWriter) -> bool:
-    if not _syms_ok(node.bind):
-        return False
-    out.line(level, f"once {_str(node.label)}{_arrow(node.bind)}")
-    out.body(node.body, level + 1)
     return True
 
 
@@ -691,13 +653,13 @@ def _w_await(node: A.Await, level: int, out: LineWriter) -> bool:
 #: statement kind → its writer (one per kind; a kind missing here is always `@json`)
 _STATEMENT_WRITERS = {
     A.Bind: _w_bind, A.Memo: _w_bind, A.CtxAppend: _w_ctx_append, A.Call: _w_call, A.Return: _w_return,
-    A.Var: _w_var, A.Lit: _w_lit, A.When: _w_when, A.Unless: _w_unless, A.Each: _w_each,
+    A.Var: _w_var, A.Lit: _w_lit, A.When: _w_when, A.Unless: _w_block, A.Each: _w_each,
     A.Repeat: _w_repeat, A.Seq: _w_seq_pipe, A.Pipe: _w_seq_pipe, A.Ctx: _w_ctx, A.Match: _w_match,
-    A.Route: _w_route, A.Fallback: _w_fallback, A.Loop: _w_loop, A.Timeout: _w_timeout,
-    A.Budget: _w_budget, A.CapScope: _w_cap_scope, A.Parallel: _w_parallel, A.Race: _w_race,
-    A.Retry: _w_retry, A.Assert: _w_assert, A.Try: _w_try, A.Scope: _w_scope, A.Saga: _w_saga,
-    A.Confirm: _w_confirm, A.Throttle: _w_throttle, A.Debounce: _w_debounce, A.Verify: _w_verify,
-    A.Once: _w_once, A.Checkpoint: _w_checkpoint, A.Await: _w_await,
+    A.Route: _w_route, A.Fallback: _w_fallback, A.Loop: _w_block, A.Timeout: _w_block,
+    A.Budget: _w_block, A.CapScope: _w_block, A.Parallel: _w_parallel, A.Race: _w_race,
+    A.Retry: _w_block, A.Assert: _w_assert, A.Try: _w_try, A.Scope: _w_scope, A.Saga: _w_saga,
+    A.Confirm: _w_block, A.Throttle: _w_block, A.Debounce: _w_block, A.Verify: _w_verify,
+    A.Once: _w_block, A.Checkpoint: _w_checkpoint, A.Await: _w_await,
 }
 
 

@@ -54,11 +54,18 @@ _TOKEN = re.compile(
     r'|(?P<ident>[A-Za-z_][\w.\-]*[\w]|[A-Za-z_])'
     r'|(?P<punct>->|\+=|==|!=|<=|>=|&&|\|\||[=(){}\[\],:<>+\-*/%!?.])',
 )
+#: an interpolation inside a string (``{sym}``, ``{a.b[0]}``; not the ``{{``/``}}`` escapes)
 _INTERP = re.compile(r"\{\{|\}\}|\{[A-Za-z_$][\w.\[\]\"?]*\}")
+# What follows or precedes a word and so gives it its role:
+#: ``= …`` (perhaps after ``: Type``) — the word is bound
 _BIND_AFTER = re.compile(r"[ \t]*(?::[ \t]*[\w<>.]+[ \t]*)?=(?!=)")
+#: ``(`` — the word is an op called
 _CALL_AFTER = re.compile(r"[ \t]*\(")
+#: ``:`` — the word labels an argument or an option
 _LABEL_AFTER = re.compile(r"[ \t]*:(?!:)")
+#: ``->`` (perhaps ``-> flat``) before it — the word is an arrow's target
 _ARROW_BEFORE = re.compile(r"->[ \t]*(?:flat[ \t]+)?\$?\Z")
+#: only blanks since the line began — the word starts a line
 _LINE_START = re.compile(r"(?:^|\n)[ \t]*\Z")
 
 
