@@ -1,17 +1,7 @@
-"""Other agents' logs in the time machine: ATIF trajectories, Claude Code and Codex session logs, and
-the deepseek harness's persisted session JSONL, each imported as a session in the flux store format.
-
-* :func:`import_file` — one log (its format detected, or given) into a store; a file imported
-  before (same sha256) is a no-op that names the session it made.
-* :func:`log_files` — the logs under a directory, in a stable order (a Claude Code session's
-  ``subagents/`` files belong to their session and are not listed on their own).
-* :func:`detect_format` — which importer a file is for.
-
-One module per format parses a file into an :class:`~flux.importers.model.ImportedRun` — all of
-it, before the store is opened: a file that is not what it claims is one
-:class:`~flux.importers.model.ImportFormatError` naming the line or step, and nothing is written.
-:mod:`flux.importers.writer` records the run through this runtime's own agent loop.
-"""
+"""Other agents' logs in the time machine: ATIF trajectories, Claude Code and Codex session logs and the
+deepseek harness's session JSONL, each imported as sessions of a flux store — :func:`import_file`,
+:func:`log_files` (the logs under a directory), :func:`detect_format`. One module per format parses a whole
+file into an :class:`~flux.importers.model.ImportedRun` before the store is opened; :mod:`.writer` records it."""
 
 from __future__ import annotations
 

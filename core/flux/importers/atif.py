@@ -16,7 +16,8 @@ from datetime import datetime
 from typing import Any, Optional
 
 from ..canonical import scrub_value
-from .model import ImportedRun, ImportFormatError, ModelCall, ToolUse, Turn, as_text, check_json_value
+from .model import (ImportedRun, ImportFormatError, ModelCall, ToolUse, Turn, as_text, check_json_value, load_json,
+                    token_count)
 
 __all__ = ["parse_atif", "looks_like_atif", "iso_to_ms"]
 
@@ -69,36 +70,23 @@ def _message_text(value: Any, where: str) -> str:
     raise ImportFormatError(f"{where}: `message` must be a string or a list of content parts, got {type(value).__name__}")
 
 
-def _int(v: Any, where: str, what: str) -> int:
-    if v is None:
-        return 0
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 or v > 1e15:
-        raise ImportFormatError(f"{where}: `{what}` must be a non-negative number, got {json.dumps(v)[:40]}")
-    return int(v)
-
-
 def _usage(metrics: Any, where: str) -> Optional[dict]:
     if metrics is None:
         return None
     if not isinstance(metrics, dict):
         raise ImportFormatError(f"{where}: `metrics` must be an object")
-    prompt = _int(metrics.get("prompt_tokens"), where, "prompt_tokens")
-    cached = _int(metrics.get("cached_tokens"), where, "cached_tokens")
+    prompt = token_count(metrics.get("prompt_tokens"), where, "prompt_tokens")
+    cached = token_count(metrics.get("cached_tokens"), where, "cached_tokens")
     extra = metrics.get("extra") if isinstance(metrics.get("extra"), dict) else {}
-    return {"input_tokens": max(0, prompt - cached), "output_tokens": _int(metrics.get("completion_tokens"), where,
+    return {"input_tokens": max(0, prompt - cached), "output_tokens": token_count(metrics.get("completion_tokens"), where,
                                                                             "completion_tokens"),
-            "cache_read_input_tokens": cached, "reasoning_tokens": _int(extra.get("reasoning_tokens"), where,
+            "cache_read_input_tokens": cached, "reasoning_tokens": token_count(extra.get("reasoning_tokens"), where,
                                                                         "reasoning_tokens")}
 
 
 def parse_atif(text: str, name: str) -> ImportedRun:
     """The run of an ATIF document (``name`` is the file, for the errors)."""
-    try:
-        doc = json.loads(text)
-    except ValueError as e:
-        raise ImportFormatError(f"{name}: not JSON ({e}) — an ATIF trajectory is one JSON document") from None
-    except RecursionError:
-        raise ImportFormatError(f"{name}: the JSON nests too deeply — not an ATIF trajectory") from None
+    doc = load_json(text, name, "an ATIF trajectory is one JSON document", "not an ATIF trajectory")
     return _trajectory(doc, name, depth=0)
 
 

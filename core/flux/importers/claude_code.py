@@ -1,17 +1,7 @@
-"""Claude Code session logs (``~/.claude/projects/<project>/<session>.jsonl``) as runs.
-
-One JSON object a line. ``user`` lines whose ``message.content`` is the person's text open a turn
-(``isMeta`` lines — hook and command context — do not); ``user`` lines holding ``tool_result``
-blocks are the tool results, joined to the calls by ``tool_use_id``. ``assistant`` lines are model
-responses; Claude Code writes one line per content block, so consecutive lines of one
-``message.id`` are one call (its text, ``thinking`` and ``tool_use`` blocks, its ``usage``). An
-assistant line marked ``isApiErrorMessage`` is a failed call. "[Request interrupted by user…]"
-ends the turn as interrupted. A ``Task`` (or ``Agent``) call whose result names an ``agentId`` is a
-sub-agent: its log, ``<session>/subagents/agent-<agentId>.jsonl`` beside the file (or the
-file's own ``isSidechain`` lines of that agent), is imported as a child session with the call's
-``subagent_type`` as the role. Other line types (``summary``, ``file-history-snapshot``, …) are
-kept in the source only.
-"""
+"""Claude Code session logs (``~/.claude/projects/<project>/<session>.jsonl``) as runs: the person's
+``user`` lines open turns, the lines of one assistant ``message.id`` are one model call, ``tool_result``
+blocks are the results, and a ``Task``/``Agent`` call naming an ``agentId`` imports that sub-agent's log as
+a child session. The format's rules: docs/import.md ("Claude Code")."""
 
 from __future__ import annotations
 
@@ -21,7 +11,7 @@ from typing import Any, Optional
 
 from .atif import iso_to_ms
 from .jsonl import first_object, json_lines
-from .model import ImportedRun, ImportFormatError, ModelCall, ToolUse, Turn, as_text
+from .model import ImportedRun, ImportFormatError, ModelCall, ToolUse, Turn, as_text, token_count
 
 __all__ = ["parse_claude_code", "looks_like_claude_code"]
 
@@ -81,12 +71,7 @@ def _usage(u: Any, where: str) -> Optional[dict]:
     for ours, theirs in (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
                          ("cache_read_input_tokens", "cache_read_input_tokens"),
                          ("cache_creation_input_tokens", "cache_creation_input_tokens")):
-        v = u.get(theirs)
-        if v is None:
-            v = 0
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1e15:
-            raise ImportFormatError(f"{where}: `usage.{theirs}` must be a non-negative number")
-        out[ours] = int(v)
+        out[ours] = token_count(u.get(theirs), where, f"usage.{theirs}")
     return out
 
 

@@ -1,15 +1,7 @@
-"""Codex CLI session logs (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``) as runs.
-
-One ``{"timestamp", "type", "payload"}`` object a line. ``session_meta`` gives the session id, the
-CLI version and the instructions; ``turn_context`` the model. An ``event_msg`` of type
-``user_message`` opens a turn (the ``response_item`` user messages also carry the environment and
-instruction context Codex sends, so they are not the person's words). Between two tool results,
-the ``response_item`` entries the model produced — ``reasoning`` (its summary), ``message``
-(assistant ``output_text``), ``function_call`` / ``custom_tool_call`` / ``local_shell_call`` — are
-one model call; ``function_call_output`` / ``custom_tool_call_output`` are the results, joined by
-``call_id``; the ``token_count`` event after a call is its usage (``last_token_usage``). An
-``error`` event ends the turn in that error, ``turn_aborted`` as interrupted.
-"""
+"""Codex CLI session logs (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``) as runs: ``user_message`` events
+open turns, the ``response_item`` entries between two tool results are one model call, the ``*_output``
+items are the results (joined by ``call_id``), ``token_count`` is the usage. The format's rules:
+docs/import.md ("Codex")."""
 
 from __future__ import annotations
 
@@ -18,7 +10,7 @@ from typing import Any, Optional
 
 from .atif import iso_to_ms
 from .jsonl import first_object, json_lines
-from .model import ImportedRun, ImportFormatError, ModelCall, ToolUse, Turn, as_text
+from .model import ImportedRun, ImportFormatError, ModelCall, ToolUse, Turn, arguments_object, as_text, token_count
 
 __all__ = ["parse_codex", "looks_like_codex"]
 
@@ -49,14 +41,6 @@ def _text(content: Any, where: str) -> str:
     return "".join(parts)
 
 
-def _n(v: Any, where: str, what: str) -> int:
-    if v is None:
-        return 0
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1e15:
-        raise ImportFormatError(f"{where}: `{what}` must be a non-negative number")
-    return int(v)
-
-
 def _output(payload: dict, where: str) -> tuple[str, bool]:
     out = payload.get("output")
     if isinstance(out, dict):  # (some versions: {"content": …, "success": …})
@@ -70,7 +54,7 @@ def _output(payload: dict, where: str) -> tuple[str, bool]:
     failed = False
     try:  # the shell tool's output: {"output": …, "metadata": {"exit_code": …}}
         obj = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # plain text (or text nested past the stack): not that shape
         obj = None
     if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
         code = obj["metadata"].get("exit_code")
@@ -80,18 +64,7 @@ def _output(payload: dict, where: str) -> tuple[str, bool]:
 
 def _arguments(payload: dict, kind: str, where: str) -> dict:
     if kind == "function_call":
-        raw = payload.get("arguments", "{}")
-        if isinstance(raw, dict):
-            return raw
-        if not isinstance(raw, str):
-            raise ImportFormatError(f"{where}: `arguments` must be a JSON string, got {type(raw).__name__}")
-        try:
-            args = json.loads(raw) if raw.strip() else {}
-        except ValueError:
-            raise ImportFormatError(f"{where}: the arguments of `{str(payload.get('name'))[:40]}` are not JSON") from None
-        if not isinstance(args, dict):
-            raise ImportFormatError(f"{where}: the arguments of `{str(payload.get('name'))[:40]}` must be a JSON object")
-        return args
+        return arguments_object(payload.get("arguments", "{}"), where, str(payload.get("name")))
     if kind == "custom_tool_call":
         return {"input": as_text(payload.get("input"), where, "input")}
     action = payload.get("action")
@@ -145,12 +118,12 @@ def parse_codex(text: str, name: str) -> ImportedRun:
                 info = payload.get("info")
                 if isinstance(info, dict) and isinstance(info.get("last_token_usage"), dict) and turn and turn.calls:
                     last = info["last_token_usage"]
-                    cached = _n(last.get("cached_input_tokens"), where, "cached_input_tokens")
+                    cached = token_count(last.get("cached_input_tokens"), where, "cached_input_tokens")
                     turn.calls[-1].usage = {
-                        "input_tokens": max(0, _n(last.get("input_tokens"), where, "input_tokens") - cached),
+                        "input_tokens": max(0, token_count(last.get("input_tokens"), where, "input_tokens") - cached),
                         "cache_read_input_tokens": cached,
-                        "output_tokens": _n(last.get("output_tokens"), where, "output_tokens"),
-                        "reasoning_tokens": _n(last.get("reasoning_output_tokens"), where, "reasoning_output_tokens")}
+                        "output_tokens": token_count(last.get("output_tokens"), where, "output_tokens"),
+                        "reasoning_tokens": token_count(last.get("reasoning_output_tokens"), where, "reasoning_output_tokens")}
             elif ptype in ("error", "stream_error") and turn is not None:
                 turn.calls.append(ModelCall(error=as_text(payload.get("message"), where, "message") or "error", ts=ts))
                 call = None

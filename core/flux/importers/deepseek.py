@@ -1,21 +1,8 @@
-"""The deepseek harness's persisted session JSONL (its snapshot fixtures' ``session.jsonl``) as runs.
-
-The first line is the ``session`` header (``id``, ``createdAt``, ``cwd``); then one event a line,
-``{"type", "seq", "time", "data"}``. ``turn/start`` opens a turn; its ``user/message`` whose source is
-the user is the turn's input (plugin-injected context messages are kept in the source only). The
-model calls are the ``(turn, step)`` groups of ``assistant/chunk`` events, in log order — as the
-harness's own replay derives them — with the compact ``reasoning-chunks`` / ``text-chunks`` /
-``tool-call-chunks`` lines counted in their group: ``block-end`` blocks (reasoning, text,
-tool-call) or else the deltas give the response, ``usage`` its tokens, and a ``finish`` of kind
-``error`` makes the call a failure. ``tool/result`` messages are the results, joined by
-``toolCallId``. A turn whose ``turn/end`` reason is ``error`` ends in that failure (with no chunks,
-a call that failed before streaming); ``aborted`` ends it as interrupted.
-
-``replay.override.json`` beside the log (a list of ``{"kind": "chunks" | "throw" | "hang"}``
-entries) replaces the derived model script, call by call, as the harness's replay does: ``chunks``
-is the call's stream, ``throw`` its prefix chunks then the error, ``hang`` a call that never
-answered (recorded as a failure that says so — a hang cannot be replayed as time).
-"""
+"""The deepseek harness's persisted session JSONL (its snapshot fixtures' ``session.jsonl``) as runs: turns
+from ``turn/start`` and the user's ``user/message``, model calls from the ``(turn, step)`` groups of
+``assistant/chunk`` events and the compact ``*-chunks`` lines, results from ``tool/result``, failures
+from ``turn/end``; a ``replay.override.json`` beside the log replaces the model script call by call, as
+the harness's replay does. The format's rules: docs/import.md ("deepseek harness")."""
 
 from __future__ import annotations
 
@@ -25,7 +12,8 @@ from typing import Any, Optional
 
 from ..canonical import scrub_value
 from .jsonl import first_object, json_lines
-from .model import ImportedRun, ImportFormatError, ModelCall, ToolUse, Turn, as_text, check_json_value
+from .model import (ImportedRun, ImportFormatError, ModelCall, ToolUse, Turn, arguments_object, as_text,
+                    check_json_value, load_json, token_count)
 
 __all__ = ["parse_deepseek", "looks_like_deepseek", "override_text", "parse_override", "OVERRIDE_FILE"]
 
@@ -52,31 +40,20 @@ def override_text(path: Path) -> Optional[str]:
 
 def parse_override(text: str) -> tuple[str, list]:
     """``(file name, entries)`` of an override file's text."""
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError) as e:
-        raise ImportFormatError(f"{OVERRIDE_FILE}: not a JSON list of replay entries ({type(e).__name__})") from None
+    doc = load_json(text, OVERRIDE_FILE, "it must be a JSON list of replay entries", "not an override file")
     if not isinstance(doc, list):
         raise ImportFormatError(f"{OVERRIDE_FILE}: must be a JSON list of replay entries (chunks, throw, hang)")
     check_json_value(doc, OVERRIDE_FILE)
     return OVERRIDE_FILE, scrub_value(doc)
 
 
-def _int(v: Any, where: str, what: str) -> int:
-    if v is None:
-        return 0
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1e15:
-        raise ImportFormatError(f"{where}: `{what}` must be a non-negative number")
-    return int(v)
-
-
 def _usage(u: Any, where: str) -> dict:
     if not isinstance(u, dict):
         raise ImportFormatError(f"{where}: a usage chunk needs a `usage` object")
-    cached = _int(u.get("cacheReadTokens"), where, "cacheReadTokens")
-    return {"input_tokens": _int(u.get("inputTokens"), where, "inputTokens"),
-            "output_tokens": _int(u.get("outputTokens"), where, "outputTokens"),
-            "cache_read_input_tokens": cached, "reasoning_tokens": _int(u.get("reasoningTokens"), where, "reasoningTokens")}
+    cached = token_count(u.get("cacheReadTokens"), where, "cacheReadTokens")
+    return {"input_tokens": token_count(u.get("inputTokens"), where, "inputTokens"),
+            "output_tokens": token_count(u.get("outputTokens"), where, "outputTokens"),
+            "cache_read_input_tokens": cached, "reasoning_tokens": token_count(u.get("reasoningTokens"), where, "reasoningTokens")}
 
 
 class _Group:
@@ -183,17 +160,7 @@ def _error_text(err: Any, where: str) -> str:
 def _tool_use(cid: Any, name: Any, args: Any, where: str) -> ToolUse:
     if not isinstance(cid, str) or not cid or not isinstance(name, str) or not name:
         raise ImportFormatError(f"{where}: a tool call needs an `id` and a `name`")
-    if isinstance(args, dict):
-        parsed = args
-    elif isinstance(args, str):
-        try:
-            parsed = json.loads(args) if args.strip() else {}
-        except ValueError:
-            raise ImportFormatError(f"{where}: the arguments of tool call `{name[:40]}` are not JSON") from None
-        if not isinstance(parsed, dict):
-            raise ImportFormatError(f"{where}: the arguments of tool call `{name[:40]}` must be a JSON object")
-    else:
-        raise ImportFormatError(f"{where}: the arguments of tool call `{name[:40]}` must be a JSON string")
+    parsed = arguments_object(args, where, name)
     check_json_value(parsed, where)
     return ToolUse(id=cid, name=as_text(name, where, "name"), input=scrub_value(parsed))
 
@@ -229,121 +196,11 @@ def parse_deepseek(text: str, name: str, override: Optional[tuple[str, list]] = 
     lines = list(json_lines(text, name))
     if not lines or lines[0][1].get("type") != "session":
         raise ImportFormatError(f"{name}: line 1 must be the `session` header of a deepseek session log")
-    header = lines[0][1]
-    run = ImportedRun(format="deepseek", version=f"session-v{header.get('version', 0)}", agent="deepseek-harness",
-                      model="unknown", foreign_id=header.get("id") if isinstance(header.get("id"), str) else None)
-    created = header.get("createdAt")
-    if isinstance(created, int) and not isinstance(created, bool) and 0 <= created < 1e14:
-        run.started_ms = created
-    turns: dict[int, Turn] = {}
-    groups: dict[tuple[int, int], _Group] = {}
-    order: list[tuple[int, int]] = []
-    results: dict[str, tuple[str, bool, Optional[int]]] = {}
-    ends: dict[int, dict] = {}
-    step_turns: dict[tuple[int, int], int] = {}
-
-    def turn_no(data: dict, where: str) -> int:
-        t = data.get("turn")
-        if isinstance(t, bool) or not isinstance(t, int):
-            raise ImportFormatError(f"{where}: `data.turn` must be an integer")
-        return t
-
-    current: Optional[int] = None
+    run = _run_of_header(lines[0][1])
+    log = _SessionLog(name, run)
     for n, obj in lines[1:]:
-        where = f"{name}: line {n}"
-        kind = obj.get("type") if isinstance(obj.get("type"), str) else None
-        data = obj.get("data")
-        if not isinstance(data, dict):
-            if kind in ("turn/start", "user/message", "assistant/chunk", "tool/result", "turn/end", "step/start") \
-                    or kind in _COMPACT:
-                raise ImportFormatError(f"{where}: a {kind} event needs a `data` object")
-            continue
-        ts = obj.get("time", obj.get("time0"))
-        ts = ts if isinstance(ts, int) and not isinstance(ts, bool) and 0 <= ts < 1e14 else None
-        if kind == "turn/start":
-            current = turn_no(data, where)
-            turns.setdefault(current, Turn(user="", ts=ts))
-        elif kind == "user/message":
-            src = data.get("source")
-            if current is None or not isinstance(src, dict) or src.get("kind") != "user":
-                continue
-            content = data.get("content")
-            if not isinstance(content, list):
-                raise ImportFormatError(f"{where}: a user/message needs a `content` list")
-            said = "".join(as_text(p.get("text"), where, "text") for p in content
-                           if isinstance(p, dict) and p.get("type") == "text")
-            t = turns[current]
-            t.user = t.user + ("\n\n" if t.user else "") + said
-        elif kind == "request/header":
-            header_cfg = data.get("header", {}).get("config") if isinstance(data.get("header"), dict) else None
-            if isinstance(header_cfg, dict) and isinstance(header_cfg.get("model"), str) and run.model == "unknown":
-                run.model = header_cfg["model"]
-                if isinstance(header_cfg.get("provider"), str):
-                    run.extra["provider"] = header_cfg["provider"]
-        elif kind == "assistant/chunk" or kind in _COMPACT:
-            t = turn_no(data, where)
-            step = data.get("step")
-            if isinstance(step, bool) or not isinstance(step, int):
-                raise ImportFormatError(f"{where}: `data.step` must be an integer")
-            key = (t, step)
-            if key not in groups:
-                groups[key] = _Group(ts)
-                order.append(key)
-                step_turns[key] = t
-            if kind == "assistant/chunk":
-                groups[key].chunk(data.get("chunk"), where)
-            else:
-                groups[key].compact(data, _COMPACT[kind], where)
-        elif kind == "assistant/message":
-            msg = data.get("message")
-            src = msg.get("source") if isinstance(msg, dict) else None
-            if isinstance(src, dict) and isinstance(src.get("model"), str) and run.model == "unknown":
-                run.model = src["model"]
-        elif kind == "tool/result":
-            msg = data.get("message")
-            content = msg.get("content") if isinstance(msg, dict) else None
-            if not isinstance(content, list):
-                raise ImportFormatError(f"{where}: a tool/result needs a `message.content` list")
-            for part in content:
-                if not isinstance(part, dict) or part.get("type") != "tool-result":
-                    continue
-                cid = part.get("toolCallId")
-                if not isinstance(cid, str):
-                    raise ImportFormatError(f"{where}: a tool-result needs a `toolCallId`")
-                body = part.get("content")
-                if isinstance(body, list):
-                    said = "".join(as_text(p.get("text"), where, "text") for p in body
-                                   if isinstance(p, dict) and p.get("type") == "text")
-                elif isinstance(body, str) or body is None:
-                    said = as_text(body, where, "content")
-                else:
-                    raise ImportFormatError(f"{where}: a tool-result's `content` must be a list or a string")
-                results[cid] = (said, bool(part.get("isError")), ts)
-        elif kind == "turn/end":
-            ends[turn_no(data, where)] = data
-    if not turns and order:
-        raise ImportFormatError(f"{name}: model chunks with no turn/start — not a deepseek session log")
-    for key in order:
-        t = step_turns[key]
-        if t not in turns:
-            raise ImportFormatError(f"{name}: chunks of turn {t}, step {key[1]} come before that turn started")
-        turns[t].calls.append(groups[key].call(f"{name}: turn {t}, step {key[1]}"))
-    for t, data in ends.items():
-        if t not in turns:
-            continue
-        reason = data.get("reason") if isinstance(data.get("reason"), dict) else {}
-        if reason.get("kind") == "error":
-            msg = _error_text(reason.get("failure") or reason.get("error"), name) or "the turn failed"
-            code = reason.get("failure", {}).get("code") if isinstance(reason.get("failure"), dict) else None
-            msg = f"{msg} ({code})" if isinstance(code, str) and code else msg
-            turn = turns[t]
-            if not turn.calls or turn.calls[-1].tool_uses:
-                turn.calls.append(ModelCall(error=msg, ts=turn.ts))
-            else:
-                turn.error = msg
-        elif reason.get("kind") == "aborted":
-            turns[t].error = "aborted (cancelled)"
-    run.turns = [turns[k] for k in sorted(turns)]
+        log.read(obj, f"{name}: line {n}")
+    run.turns = log.turns_in_order()
     if override is not None:
         fname, entries = override
         _apply_override(run, _override_calls(entries, fname), fname)
@@ -351,12 +208,162 @@ def parse_deepseek(text: str, name: str, override: Optional[tuple[str, list]] = 
     for turn in run.turns:
         for call in turn.calls:
             for use in call.tool_uses:
-                got = results.get(use.id)
+                got = log.results.get(use.id)
                 if got is not None:
                     use.result, use.is_error, use.ts = got
     if run.model == "unknown":
         run.model = "deepseek"
     return run
+
+
+def _run_of_header(header: dict) -> ImportedRun:
+    run = ImportedRun(format="deepseek", version=f"session-v{header.get('version', 0)}", agent="deepseek-harness",
+                      model="unknown", foreign_id=header.get("id") if isinstance(header.get("id"), str) else None)
+    created = header.get("createdAt")
+    if isinstance(created, int) and not isinstance(created, bool) and 0 <= created < 1e14:
+        run.started_ms = created
+    return run
+
+
+#: The events that carry a ``data`` object (any other event without one is skipped).
+_DATA_EVENTS = frozenset({"turn/start", "user/message", "assistant/chunk", "tool/result", "turn/end", "step/start",
+                          *_COMPACT})
+
+
+def _turn_no(data: dict, where: str) -> int:
+    t = data.get("turn")
+    if isinstance(t, bool) or not isinstance(t, int):
+        raise ImportFormatError(f"{where}: `data.turn` must be an integer")
+    return t
+
+
+def _parts_text(parts: list, where: str) -> str:
+    """The text parts of a message's content, joined."""
+    return "".join(as_text(p.get("text"), where, "text") for p in parts if isinstance(p, dict) and p.get("type") == "text")
+
+
+class _SessionLog:
+    """One read of a session log's events, line by line: the turns, the model-call groups in log order,
+    the tool results by call id and each turn's end."""
+
+    def __init__(self, name: str, run: ImportedRun):
+        self.name, self.run = name, run
+        self.turns: dict[int, Turn] = {}
+        self.groups: dict[tuple[int, int], _Group] = {}  # (turn, step) -> its chunks, in log order
+        self.results: dict[str, tuple[str, bool, Optional[int]]] = {}  # tool call id -> (text, is_error, ts)
+        self.ends: dict[int, dict] = {}
+        self.current: Optional[int] = None  # the turn the last turn/start opened
+        self._readers = {"turn/start": self._turn_start, "user/message": self._user_message,
+                         "request/header": self._request_header, "assistant/chunk": self._chunk,
+                         "assistant/message": self._assistant_message, "tool/result": self._tool_result,
+                         "turn/end": self._turn_end, **{kind: self._chunk for kind in _COMPACT}}
+
+    def read(self, obj: dict, where: str) -> None:
+        kind = obj.get("type") if isinstance(obj.get("type"), str) else None
+        data = obj.get("data")
+        if not isinstance(data, dict):
+            if kind in _DATA_EVENTS:
+                raise ImportFormatError(f"{where}: a {kind} event needs a `data` object")
+            return
+        ts = obj.get("time", obj.get("time0"))
+        ts = ts if isinstance(ts, int) and not isinstance(ts, bool) and 0 <= ts < 1e14 else None
+        reader = self._readers.get(kind)
+        if reader is not None:
+            reader(kind, data, ts, where)
+
+    def _turn_start(self, kind: str, data: dict, ts: Optional[int], where: str) -> None:
+        self.current = _turn_no(data, where)
+        self.turns.setdefault(self.current, Turn(user="", ts=ts))
+
+    def _user_message(self, kind: str, data: dict, ts: Optional[int], where: str) -> None:
+        src = data.get("source")
+        if self.current is None or not isinstance(src, dict) or src.get("kind") != "user":
+            return  # plugin-injected context: kept in the source only
+        content = data.get("content")
+        if not isinstance(content, list):
+            raise ImportFormatError(f"{where}: a user/message needs a `content` list")
+        said = _parts_text(content, where)
+        t = self.turns[self.current]
+        t.user = t.user + ("\n\n" if t.user else "") + said
+
+    def _request_header(self, kind: str, data: dict, ts: Optional[int], where: str) -> None:
+        config = data.get("header", {}).get("config") if isinstance(data.get("header"), dict) else None
+        if isinstance(config, dict) and isinstance(config.get("model"), str) and self.run.model == "unknown":
+            self.run.model = config["model"]
+            if isinstance(config.get("provider"), str):
+                self.run.extra["provider"] = config["provider"]
+
+    def _chunk(self, kind: str, data: dict, ts: Optional[int], where: str) -> None:
+        t = _turn_no(data, where)
+        step = data.get("step")
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise ImportFormatError(f"{where}: `data.step` must be an integer")
+        group = self.groups.get((t, step))
+        if group is None:
+            group = self.groups[(t, step)] = _Group(ts)
+        if kind == "assistant/chunk":
+            group.chunk(data.get("chunk"), where)
+        else:
+            group.compact(data, _COMPACT[kind], where)
+
+    def _assistant_message(self, kind: str, data: dict, ts: Optional[int], where: str) -> None:
+        msg = data.get("message")
+        src = msg.get("source") if isinstance(msg, dict) else None
+        if isinstance(src, dict) and isinstance(src.get("model"), str) and self.run.model == "unknown":
+            self.run.model = src["model"]
+
+    def _tool_result(self, kind: str, data: dict, ts: Optional[int], where: str) -> None:
+        msg = data.get("message")
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if not isinstance(content, list):
+            raise ImportFormatError(f"{where}: a tool/result needs a `message.content` list")
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "tool-result":
+                continue
+            cid = part.get("toolCallId")
+            if not isinstance(cid, str):
+                raise ImportFormatError(f"{where}: a tool-result needs a `toolCallId`")
+            body = part.get("content")
+            if isinstance(body, list):
+                said = _parts_text(body, where)
+            elif isinstance(body, str) or body is None:
+                said = as_text(body, where, "content")
+            else:
+                raise ImportFormatError(f"{where}: a tool-result's `content` must be a list or a string")
+            self.results[cid] = (said, bool(part.get("isError")), ts)
+
+    def _turn_end(self, kind: str, data: dict, ts: Optional[int], where: str) -> None:
+        self.ends[_turn_no(data, where)] = data
+
+    def turns_in_order(self) -> list[Turn]:
+        """The turns by number, each with its model calls in log order and ended as its turn/end says."""
+        name = self.name
+        if not self.turns and self.groups:
+            raise ImportFormatError(f"{name}: model chunks with no turn/start — not a deepseek session log")
+        for (t, step), group in self.groups.items():
+            if t not in self.turns:
+                raise ImportFormatError(f"{name}: chunks of turn {t}, step {step} come before that turn started")
+            self.turns[t].calls.append(group.call(f"{name}: turn {t}, step {step}"))
+        for t, data in self.ends.items():
+            if t in self.turns:
+                _end_turn(self.turns[t], data, name)
+        return [self.turns[k] for k in sorted(self.turns)]
+
+
+def _end_turn(turn: Turn, data: dict, name: str) -> None:
+    """A turn/end's reason on its turn: ``error`` a failure (a failed call when the last call asked for
+    tools or there is none, else the turn's error), ``aborted`` an interrupted turn."""
+    reason = data.get("reason") if isinstance(data.get("reason"), dict) else {}
+    if reason.get("kind") == "error":
+        msg = _error_text(reason.get("failure") or reason.get("error"), name) or "the turn failed"
+        code = reason.get("failure", {}).get("code") if isinstance(reason.get("failure"), dict) else None
+        msg = f"{msg} ({code})" if isinstance(code, str) and code else msg
+        if not turn.calls or turn.calls[-1].tool_uses:
+            turn.calls.append(ModelCall(error=msg, ts=turn.ts))
+        else:
+            turn.error = msg
+    elif reason.get("kind") == "aborted":
+        turn.error = "aborted (cancelled)"
 
 
 def _apply_override(run: ImportedRun, scripted: list[ModelCall], fname: str) -> None:

@@ -7,7 +7,7 @@ import json
 from typing import Iterator
 
 from ..canonical import scrub_value
-from .model import ImportFormatError, check_json_value
+from .model import ImportFormatError, check_json_value, load_json
 
 __all__ = ["json_lines", "first_object"]
 
@@ -17,12 +17,7 @@ def json_lines(text: str, name: str) -> Iterator[tuple[int, dict]]:
     for n, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except ValueError as e:
-            raise ImportFormatError(f"{name}: line {n} is not JSON ({e.msg}) — a truncated or damaged log") from None
-        except RecursionError:
-            raise ImportFormatError(f"{name}: line {n} nests too deeply — not a log this importer reads") from None
+        obj = load_json(line, f"{name}: line {n}", "a truncated or damaged log", "not a log this importer reads")
         if not isinstance(obj, dict):
             raise ImportFormatError(f"{name}: line {n} must be a JSON object, got {type(obj).__name__}")
         check_json_value(obj, f"{name}: line {n}")

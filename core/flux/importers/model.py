@@ -8,6 +8,7 @@ that is not what it claims leaves nothing behind.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -16,7 +17,7 @@ from ..canonical import scrub_text
 from ..errors import FluxError
 
 __all__ = ["ImportFormatError", "ToolUse", "ModelCall", "Turn", "ImportedRun", "check_json_value", "as_text",
-           "MAX_DEPTH"]
+           "load_json", "token_count", "arguments_object", "MAX_DEPTH"]
 
 #: How deeply a value in a foreign log may nest (deeper is refused: no honest log nests so far).
 MAX_DEPTH = 64
@@ -108,3 +109,43 @@ def as_text(value: Any, where: str, what: str, *, optional: bool = True) -> str:
     if not isinstance(value, str):
         raise ImportFormatError(f"{where}: `{what}` must be a string, got {type(value).__name__}")
     return scrub_text(value)
+
+
+def load_json(text: str, where: str, not_json: str, too_deep: str) -> Any:
+    """``text`` decoded; else :class:`ImportFormatError` — ``<where> is not JSON (<why>) — <not_json>``, or
+    ``<where> nests too deeply — <too_deep>`` for nesting past Python's stack."""
+    try:
+        return json.loads(text)
+    except ValueError as e:  # bad JSON, or an integer longer than Python reads
+        why = e.msg if isinstance(e, json.JSONDecodeError) else str(e).split(":")[0]
+        raise ImportFormatError(f"{where} is not JSON ({why}) — {not_json}") from None
+    except RecursionError:
+        raise ImportFormatError(f"{where} nests too deeply — {too_deep}") from None
+
+
+def token_count(value: Any, where: str, what: str) -> int:
+    """A count the log records (tokens and the like): absent is 0, else a non-negative number up to 1e15."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ImportFormatError(f"{where}: `{what}` must be a non-negative number, got {type(value).__name__}")
+    if not 0 <= value <= 1e15:  # (NaN fails too)
+        raise ImportFormatError(f"{where}: `{what}` must be a non-negative number up to 1e15")
+    return int(value)
+
+
+def arguments_object(raw: Any, where: str, tool: str) -> dict:
+    """A tool call's arguments as the log holds them — an object, or JSON text of one (empty text: no
+    arguments) — as a dict."""
+    if isinstance(raw, dict):
+        return raw
+    if not isinstance(raw, str):
+        raise ImportFormatError(f"{where}: the arguments of tool call `{tool[:40]}` must be a JSON string, "
+                                f"got {type(raw).__name__}")
+    if not raw.strip():
+        return {}
+    args = load_json(raw, f"{where}: the arguments text of tool call `{tool[:40]}`",
+                     "a tool call's arguments are a JSON object", "not arguments this importer reads")
+    if not isinstance(args, dict):
+        raise ImportFormatError(f"{where}: the arguments of tool call `{tool[:40]}` must be a JSON object")
+    return args

@@ -1,24 +1,8 @@
-"""``flux proxy``: an OpenAI- and Anthropic-compatible HTTP proxy that records any agent's model calls.
-
-Point an unmodified agent at it (``OPENAI_BASE_URL=http://127.0.0.1:N/v1``,
-``ANTHROPIC_BASE_URL=http://127.0.0.1:N``): every ``POST …/chat/completions`` and ``POST
-…/messages`` is forwarded to ``--upstream`` (streamed responses pass through chunk by chunk), and
-the conversation is recorded into a session of the store turn by turn, through the importers'
-shared writer: a request whose last message is the person's text opens a turn, the response's text
-and tool calls are a model call, and the tool results the agent sends back in its next request are
-the cells. A turn is written when the model answers without tool calls (or, at shutdown, as a turn
-that ended without an answer). Each call is also kept as a ``custom`` event ``proxy_call``: the
-redacted request's hash and the redacted response body, as served.
-
-``--replay S`` serves those recorded responses instead, strictly by position: call N must carry the
-same request as recorded call N, else it is refused with HTTP 409 and a message naming the call —
-as the model cassette does — and a call past the recording is refused too. The upstream is never
-contacted.
-
-The proxy binds to 127.0.0.1 unless told otherwise. Request bodies and responses are redacted before
-anything is written; the API key headers pass through to the upstream and are never stored (their
-values are registered with the redactor, so a model echoing one is redacted too).
-"""
+"""``flux proxy``: an OpenAI- and Anthropic-compatible HTTP proxy on 127.0.0.1 that forwards an unmodified
+agent's model calls to ``--upstream`` (streaming included) and records the conversation turn by turn
+through the importers' shared writer — or, with ``--replay S``, serves a recorded session's responses by
+position, refusing a call whose request differs. Requests and responses are redacted before anything is
+written; API keys pass through and are never stored. Usage and rules: docs/import.md ("flux proxy")."""
 
 from __future__ import annotations
 

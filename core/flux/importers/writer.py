@@ -1,24 +1,8 @@
-"""The one writer every importer shares: an :class:`~flux.importers.model.ImportedRun` becomes a
-session in the flux store format, recorded by this runtime's own agent loop.
-
-Nothing here writes events by hand. The run's model calls are served, in order, by a provider that
-replays the log (each call stamped with the log's time), and each tool the log names becomes an op
-that hands back the result the log recorded. So the session holds exactly what ``flux run`` would
-record for the same conversation: the user message, ``turn_started``, a one-statement plan, the
-interpreter's step rows and a cassette cell per tool call (redacted by the redactor, input hashes
-as for our own cells), ``call_usage`` per model call, ``turn_ended`` (``error`` where the log ended
-in an error), the observations and the provider-history messages. A tool call that started a
-sub-agent runs the sub-agent's run the same way, as a child session (``correlation_id`` the
-parent, ``agent_id`` ``subagent:<role>``).
-
-Last, every session gets a ``custom`` event ``import_source``: the format, the producer's version,
-the sha256 of the file's bytes, its name and size, the importer's version and — on the root session
-— the source text itself, verbatim except for what the redactor hides. That event is what makes an
-import content-addressed: a file whose hash is already in the store is not imported again.
-
-All or nothing: if recording fails, or the recorded session does not carry every model call and
-tool call of the run, every session this import created is deleted again, and the error says why.
-"""
+"""The one writer every importer shares: an :class:`~flux.importers.model.ImportedRun` becomes sessions of
+a flux store, recorded by this runtime's own agent loop (a provider replaying the log's model calls, an op
+per tool handing back the recorded result), with an ``import_source`` event that makes the import
+content-addressed. All or nothing: a failed or incomplete recording deletes what it made. What a run
+becomes: docs/import.md."""
 
 from __future__ import annotations
 
