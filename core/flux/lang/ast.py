@@ -1,19 +1,8 @@
-"""The Flux-Lang Draft AST as frozen, comparable dataclasses.
-
-Every node kind the Rust ``flux_lang::ast::Node`` enum serializes has one class here, with its
-fields in *declared* order, because that order is what the AST JSON (and therefore
-``stmt_hash16``/``flow_key``/``fingerprint``) is built from.
-
-Conventions, chosen so that ``parse(format(ast)) == ast`` can be asserted with plain ``==``:
-
-* sequences are tuples (lists passed to a constructor are converted);
-* map-shaped fields (``Obj.fields``, ``Expr.vars``) are tuples of ``(key, node)`` pairs sorted by
-  the key's UTF-8 bytes, exactly like the ``BTreeMap`` the Rust side serializes (a dict passed to
-  the constructor is converted);
-* ``Lit.value`` is a plain JSON Python value. Its equality is *strict JSON* equality: ``1`` and
-  ``1.0`` and ``True`` are three different literals, as they are three different JSON texts;
-* symbol names are stored without ``$``.
-"""
+"""The Flux-Lang Draft AST as frozen, comparable dataclasses: one class per node kind of the Rust
+``flux_lang::ast::Node`` enum, fields in its declared order (the order the AST JSON, and so every hash, is
+built from). Sequences are tuples; map-shaped fields are ``(key, node)`` pairs sorted by UTF-8 key bytes
+(the Rust ``BTreeMap``); ``Lit`` compares by strict JSON equality (``1``, ``1.0`` and ``True`` differ);
+symbol names are stored without ``$``. So ``parse(format(ast)) == ast`` holds with plain ``==``."""
 
 from __future__ import annotations
 

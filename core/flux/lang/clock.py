@@ -1,19 +1,7 @@
-"""Time for the interpreter: one seam for every construct that reads the clock or sleeps.
-
-``loop for … every …``, ``race``/``timeout`` deadlines, ``throttle`` windows, ``debounce`` waits
-and ``retry`` delays all go through a :class:`Clock`, so tests drive time by hand and replay never
-waits for real.
-
-- :class:`RealClock` — the recording runtime: ``time.monotonic`` and a real (injectable) sleep.
-- :class:`ManualClock` — tests: time moves only when something sleeps, plus an optional fixed
-  cost per op dispatch (to model slow ops).
-- :class:`ReplayClock` — hermetic replay: virtual time (sleeps only advance a counter) and a
-  *tape oracle*. Which way a time-bounded construct went live (how many ``loop`` iterations ran,
-  whether a ``timeout``/``race`` deadline struck before an op, whether a ``throttle`` window was
-  full) is not a function of virtual time; it is written in the tape: an op the live run
-  dispatched has a cell, an op it never reached has none. :meth:`ReplayClock.recorded` answers
-  that question without consuming anything.
-"""
+"""Time for the interpreter: every construct that reads the clock or sleeps goes through a :class:`Clock` —
+:class:`RealClock` when recording, :class:`ManualClock` in tests (time moves only when something sleeps or
+an op charges it), :class:`ReplayClock` under replay (virtual time, and a tape oracle,
+:meth:`ReplayClock.recorded`, that says whether the live run reached an op)."""
 
 from __future__ import annotations
 

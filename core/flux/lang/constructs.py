@@ -1,30 +1,7 @@
-"""How the interpreter runs Flux-Lang's concurrency, reliability, time and context constructs.
-
-One method per construct, mixed into :class:`flux.lang.interpreter.Interpreter` and reached from
-its dispatch through :data:`ConstructsMixin.CONSTRUCTS`. Semantics follow the Rust flux runtime
-(``flux_lang::runtime::exec_body``); error messages are worded as flux words them.
-
-Scheduling. ``parallel`` and ``race`` branches run concurrently, as flux's futures do, on the
-interpreter's :class:`~flux.lang.scheduler.Scheduler` (see its module doc for the recording order):
-
-- ``parallel``: every branch runs to completion (flux's ``join_all``: a failing sibling does not stop
-  the others); after the join each branch binds its value to its name, in declaration order, and the
-  first error in declaration order is raised.
-- ``race``: every branch starts; the first *success* wins and the others are cancelled (their
-  in-flight ops abandoned: no cell, no step result); failures are joined in completion order.
-- ``timeout``: the body runs under a deadline that cancels it, op in flight included.
-
-Time. Every deadline and sleep goes through the interpreter's :class:`~flux.lang.clock.Clock` and
-scheduler. Under replay (:class:`~flux.lang.clock.ReplayClock`) decisions that depended on time live
-are read back from the tape: an op the live run never finished has no cell, so
-
-- a dispatch with no cell stays pending until a ``race`` winner cancels it or the deadline above it
-  strikes (the scheduler strikes a deadline once every branch under it waits on such a dispatch);
-- a ``loop`` iteration (after the first) whose first dispatch has no cell never ran live: the loop
-  ended there by its deadline. The iteration's pure prefix is rolled back (symbols, minted values and
-  any buffered run events) — see :class:`_Gate`;
-- in a ``throttle``, a statement whose first dispatch has no cell is the one the window refused.
-"""
+"""How the interpreter runs Flux-Lang's concurrency, reliability, time and context constructs: one method
+per construct, mixed into :class:`flux.lang.interpreter.Interpreter` and reached through
+:data:`ConstructsMixin.CONSTRUCTS`, with the Rust runtime's semantics and error wording. What each does,
+and how replay reads time-bound decisions back from the tape: docs/flux-lang.md ("Interpreter")."""
 
 from __future__ import annotations
 

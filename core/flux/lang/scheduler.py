@@ -1,37 +1,7 @@
-"""The interpreter's scheduler: concurrent ``parallel``/``race`` branches and cancelling deadlines.
-
-The interpreter is a tree of coroutines (``async def``); this module drives them. It is not
-asyncio's event loop because it must run in three kinds of time with one deterministic policy:
-
-- **real** (:class:`~flux.lang.clock.RealClock`, recording): an op that runs while other branches
-  or a deadline are live is executed in a worker thread; timers are wall-clock; completions are
-  delivered in the order they finish (flux records in that order too: its ``parallel`` is
-  ``join_all`` over futures that each append their own run events as they go).
-- **virtual** (:class:`~flux.lang.clock.ManualClock`, tests): an op runs inline and the time it
-  charged to the clock becomes its duration — the clock is rewound and the completion is a timer,
-  so two 150 ms ops in two branches overlap and finish together at +150 ms.
-- **replay** (:class:`~flux.lang.clock.ReplayClock`): completions come in *tape order*. A pending
-  dispatch whose cell is the earliest unconsumed cell of the tape completes first; sleepers wake in
-  virtual time when no pending dispatch is provably next. A dispatch with no cell never ran to
-  completion live (it was cancelled): it stays pending until a ``race`` winner or a deadline
-  cancels it. A deadline strikes only when every branch under it is waiting on such a dispatch —
-  the tape's evidence that the live deadline struck there. A dispatch with no cell and no deadline
-  or race above it is a divergence (the host answers it as a miss).
-
-Ordering rules (all modes): spawned branches start in declaration order and each runs until it
-blocks (flux's ``join_all`` polls its futures in order, so every branch's first ``step_started``
-comes first); a finished dispatch's host bookkeeping (the cassette cell, ``settle``) and the branch's
-continuation run back to back, so ``op_recorded`` and ``step_succeeded`` stay adjacent as in flux.
-
-Cancellation: a cancelled branch gets :class:`Cancelled` thrown in at its await; Python ``finally``
-blocks run, Flux-Lang handlers do not (``Cancelled`` is not a Flux error — flux drops the future).
-An op that was in flight is abandoned: its result is never settled, so no cassette cell and no
-``step_succeeded``/``step_failed`` are written for it — only its ``step_started``, as flux leaves it.
-(A worker thread cannot be killed; it finishes in the background and its result is dropped.)
-
-The fast path: with a single live branch and no deadline, an op and a sleep run inline exactly as a
-synchronous interpreter would — no thread, no timer.
-"""
+"""The interpreter's scheduler: drives its tree of coroutines, ``parallel``/``race`` branches concurrently and
+deadlines that cancel them, in one deterministic order whether time is real (recording: ops in worker
+threads), virtual (tests) or replayed (completions in tape order). With one live branch and no deadline an
+op runs inline. The ordering, cancellation and replay rules are in docs/flux-lang.md ("Interpreter")."""
 
 from __future__ import annotations
 

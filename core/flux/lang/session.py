@@ -1,21 +1,7 @@
-"""Session bindings: the symbols flux keeps in its session store, across plans and turns.
-
-flux binds symbols in a durable, last-writer-wins session table (``flow.db`` ``symbols`` over
-``values_store``). Three things there matter to this interpreter because nothing else
-carries them from one plan (or turn, or process) to the next:
-
-- the branch names a ``parallel`` binds — a resume that fast-forwards past the statement rebinds
-  them from here (flux records one value per statement, the last branch's, and relies on the
-  durable bindings for the rest, on resume);
-- ``throttle`` buckets, under ``__throttle_bucket_<name>`` (hidden): the JSON text of the epoch-ms
-  timestamps of the dispatches in the window;
-- ``debounce`` tokens, under ``__debounce_last_<name>`` (hidden): ``"<epoch ms>:<seq>"`` of the
-  newest trigger.
-
-:class:`MemoryBindings` keeps them for as long as the caller keeps the object (an interpreter makes
-one by default, so replay — which must never write to the store it reads — stays in memory);
-:class:`flux.store.bindings.FlowDbBindings` keeps them in a store's ``flow.db`` the way flux does.
-"""
+"""Session bindings: the symbols flux keeps across plans and turns in its durable session table — the branch
+names a ``parallel`` binds, ``throttle`` buckets and ``debounce`` tokens. :class:`MemoryBindings` keeps them
+in memory (replay never writes to the store it reads); :class:`flux.store.bindings.FlowDbBindings` keeps
+them in a store's ``flow.db`` as flux does (docs/flux-lang.md, "Session bindings")."""
 
 from __future__ import annotations
 
