@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Optional, Union
+from typing import Any, ClassVar, Optional, Union, dataclass_transform
 
 from flux.canonical import scrub_text
 
@@ -128,11 +128,18 @@ class Param:
 # Nodes
 # ---------------------------------------------------------------------------------------------
 
+@dataclass_transform(frozen_default=True)
 @dataclass(frozen=True)
 class Node:
-    """Base of every AST node. ``kind`` is the JSON ``"kind"`` tag."""
+    """Base of every AST node. ``kind`` is the JSON ``"kind"`` tag, given as the class keyword
+    (``class Call(Node, kind="call")``); every subclass is made a frozen dataclass here."""
 
     kind: ClassVar[str] = ""
+
+    def __init_subclass__(cls, kind: str = "", eq: bool = True, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.kind = kind
+        dataclass(frozen=True, eq=eq)(cls)
 
     def __post_init__(self) -> None:
         names = _FIELD_NAMES.get(type(self))
@@ -207,42 +214,32 @@ class ThingRef:
     SELECTORS: ClassVar[tuple[str, ...]] = ("id", "name", "path", "query", "key")
 
 
-@dataclass(frozen=True)
-class Call(Node):
-    kind: ClassVar[str] = "call"
+class Call(Node, kind="call"):
     op: str
     args: tuple = ()
 
 
-@dataclass(frozen=True)
-class Bind(Node):
-    kind: ClassVar[str] = "bind"
+class Bind(Node, kind="bind"):
     name: str
     value: Node
     ty: Optional[TypeRef] = None
     effect: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class When(Node):
-    kind: ClassVar[str] = "when"
+class When(Node, kind="when"):
     cond: Node
     then: tuple = ()
     otherwise: tuple = ()
 
 
-@dataclass(frozen=True)
-class Repeat(Node):
-    kind: ClassVar[str] = "repeat"
+class Repeat(Node, kind="repeat"):
     max: int
     until: Optional[Node] = None
     body: tuple = ()
     collect: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class Each(Node):
-    kind: ClassVar[str] = "each"
+class Each(Node, kind="each"):
     source: Node
     item: str
     body: tuple = ()
@@ -250,54 +247,40 @@ class Each(Node):
     flat: bool = False
 
 
-@dataclass(frozen=True)
-class Assert(Node):
-    kind: ClassVar[str] = "assert"
+class Assert(Node, kind="assert"):
     cond: Node
     message: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class Pipe(Node):
-    kind: ClassVar[str] = "pipe"
+class Pipe(Node, kind="pipe"):
     steps: tuple = ()
     bind: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class Seq(Node):
-    kind: ClassVar[str] = "seq"
+class Seq(Node, kind="seq"):
     body: tuple = ()
     bind: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class Memo(Node):
-    kind: ClassVar[str] = "memo"
+class Memo(Node, kind="memo"):
     name: str
     value: Node
     ty: Optional[TypeRef] = None
     effect: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class Parallel(Node):
-    kind: ClassVar[str] = "parallel"
+class Parallel(Node, kind="parallel"):
     branches: tuple = ()
 
 
-@dataclass(frozen=True)
-class Await(Node):
-    kind: ClassVar[str] = "await"
+class Await(Node, kind="await"):
     binding: Optional[str] = None
     source: str = ""
     as_type: Optional[TypeRef] = None
     condition: Optional[Node] = None
 
 
-@dataclass(frozen=True)
-class Retry(Node):
-    kind: ClassVar[str] = "retry"
+class Retry(Node, kind="retry"):
     max: int
     backoff: Optional[str] = None
     delay_ms: Optional[int] = None
@@ -305,25 +288,19 @@ class Retry(Node):
     bind: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class Try(Node):
-    kind: ClassVar[str] = "try"
+class Try(Node, kind="try"):
     body: tuple = ()
     catch: Optional[str] = None
     handler: tuple = ()
 
 
-@dataclass(frozen=True)
-class Confirm(Node):
-    kind: ClassVar[str] = "confirm"
+class Confirm(Node, kind="confirm"):
     message: str
     risk: Optional[str] = None
     body: tuple = ()
 
 
-@dataclass(frozen=True)
-class Loop(Node):
-    kind: ClassVar[str] = "loop"
+class Loop(Node, kind="loop"):
     for_ms: int
     every_ms: int = 0
     until: Optional[Node] = None
@@ -331,69 +308,51 @@ class Loop(Node):
     bind: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class Race(Node):
-    kind: ClassVar[str] = "race"
+class Race(Node, kind="race"):
     timeout_ms: int
     branches: tuple = ()
     bind: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class Throttle(Node):
-    kind: ClassVar[str] = "throttle"
+class Throttle(Node, kind="throttle"):
     name: str
     max: int
     window_ms: int
     body: tuple = ()
 
 
-@dataclass(frozen=True)
-class Debounce(Node):
-    kind: ClassVar[str] = "debounce"
+class Debounce(Node, kind="debounce"):
     name: str
     wait_ms: int
     body: tuple = ()
 
 
-@dataclass(frozen=True)
-class Unless(Node):
-    kind: ClassVar[str] = "unless"
+class Unless(Node, kind="unless"):
     cond: Node
     body: tuple = ()
 
 
-@dataclass(frozen=True)
-class Verify(Node):
-    kind: ClassVar[str] = "verify"
+class Verify(Node, kind="verify"):
     cmd: Node
     expect: Node
     message: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class Return(Node):
-    kind: ClassVar[str] = "return"
+class Return(Node, kind="return"):
     value: Node
 
 
-@dataclass(frozen=True)
-class Peek(Node):
-    kind: ClassVar[str] = "peek"
+class Peek(Node, kind="peek"):
     name: str
 
 
-@dataclass(frozen=True)
-class Var(Node):
-    kind: ClassVar[str] = "var"
+class Var(Node, kind="var"):
     name: str
 
 
-@dataclass(frozen=True, eq=False)
-class Lit(Node):
+class Lit(Node, kind="lit", eq=False):
     """A JSON literal. Equality and hashing are strict JSON equality (see :func:`json_key`)."""
 
-    kind: ClassVar[str] = "lit"
     value: Any = None
 
     def __post_init__(self) -> None:
@@ -407,47 +366,35 @@ class Lit(Node):
         return hash(json_key(self.value))
 
 
-@dataclass(frozen=True)
-class Thing(Node):
-    kind: ClassVar[str] = "thing"
+class Thing(Node, kind="thing"):
     thing: ThingRef
 
 
-@dataclass(frozen=True)
-class Expr(Node):
+class Expr(Node, kind="expr"):
     """An operator formula (``a > 3 && b``) over ``vars`` (sorted name → node pairs)."""
 
-    kind: ClassVar[str] = "expr"
     formula: str
     vars: tuple = ()
 
 
-@dataclass(frozen=True)
-class Fmt(Node):
-    kind: ClassVar[str] = "fmt"
+class Fmt(Node, kind="fmt"):
     template: str
 
 
-@dataclass(frozen=True)
-class Jq(Node):
+class Jq(Node, kind="jq"):
     """Field access ``input<path>`` (``path`` like ``.a.b[0]["k"]``); ``optional`` is the ``?``."""
 
-    kind: ClassVar[str] = "jq"
     path: str
     input: Node
     optional: bool = False
 
 
-@dataclass(frozen=True)
-class Parse(Node):
-    kind: ClassVar[str] = "parse"
+class Parse(Node, kind="parse"):
     value: Node
     as_type: str
 
 
-@dataclass(frozen=True)
-class Ctx(Node):
-    kind: ClassVar[str] = "ctx"
+class Ctx(Node, kind="ctx"):
     name: str
     purpose: Optional[str] = None
     include: tuple = ()
@@ -455,104 +402,78 @@ class Ctx(Node):
     budget: Optional[int] = None
 
 
-@dataclass(frozen=True)
-class CtxAppend(Node):
-    kind: ClassVar[str] = "ctx_append"
+class CtxAppend(Node, kind="ctx_append"):
     ctx: str
     add: tuple = ()
 
 
-@dataclass(frozen=True)
-class Match(Node):
-    kind: ClassVar[str] = "match"
+class Match(Node, kind="match"):
     subject: Node
     cases: tuple = ()
     default: tuple = ()
 
 
-@dataclass(frozen=True)
-class Route(Node):
-    kind: ClassVar[str] = "route"
+class Route(Node, kind="route"):
     selector: Node
     cases: tuple = ()
     default: tuple = ()
 
 
-@dataclass(frozen=True)
-class Fallback(Node):
-    kind: ClassVar[str] = "fallback"
+class Fallback(Node, kind="fallback"):
     branches: tuple = ()
     bind: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class Timeout(Node):
-    kind: ClassVar[str] = "timeout"
+class Timeout(Node, kind="timeout"):
     ms: int
     body: tuple = ()
     bind: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class Budget(Node):
-    kind: ClassVar[str] = "budget"
+class Budget(Node, kind="budget"):
     limit: int
     body: tuple = ()
     bind: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class CapScope(Node):
-    kind: ClassVar[str] = "cap_scope"
+class CapScope(Node, kind="cap_scope"):
     tools: tuple = ()
     body: tuple = ()
     bind: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class Scope(Node):
+class Scope(Node, kind="scope"):
     """RAII block; ``finally_`` is the JSON ``finally`` field."""
 
-    kind: ClassVar[str] = "scope"
     acquire: Optional[Node] = None
     bind: Optional[str] = None
     body: tuple = ()
     finally_: tuple = ()
 
 
-@dataclass(frozen=True)
-class Saga(Node):
-    kind: ClassVar[str] = "saga"
+class Saga(Node, kind="saga"):
     steps: tuple = ()
 
 
-@dataclass(frozen=True)
-class Once(Node):
-    kind: ClassVar[str] = "once"
+class Once(Node, kind="once"):
     label: str
     body: tuple = ()
     bind: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class Checkpoint(Node):
-    kind: ClassVar[str] = "checkpoint"
+class Checkpoint(Node, kind="checkpoint"):
     label: str
 
 
-@dataclass(frozen=True)
-class Obj(Node):
+class Obj(Node, kind="obj"):
     """An object template: sorted ``(key, node)`` pairs."""
 
-    kind: ClassVar[str] = "obj"
     fields: tuple = ()
 
 
-@dataclass(frozen=True)
-class ListExpr(Node):
+class ListExpr(Node, kind="list"):
     """A list template (JSON kind ``list``)."""
 
-    kind: ClassVar[str] = "list"
     items: tuple = ()
 
 

@@ -442,26 +442,14 @@ def _w_each(node: A.Each, level: int, out: LineWriter) -> bool:
     tail = ""
     if node.collect is not None:
         tail = " -> " + ("flat " if node.flat else "") + _sym(node.collect)
-    out.line(level, f"each {_sym(node.item)} in {expr(node.source)}{tail}")
-    out.body(node.body, level + 1)
+    _head_and_body(out, level, f"each {_sym(node.item)} in {expr(node.source)}{tail}", node.body)
     return True
 
 
-def _w_repeat(node: A.Repeat, level: int, out: LineWriter) -> bool:
-    if not _syms_ok(node.collect):
-        return False
-    until = f", until: {expr(node.until)}" if node.until is not None else ""
-    out.line(level, f"repeat {node.max}{until}{_arrow(node.collect)}")
-    out.body(node.body, level + 1)
-    return True
-
-
-def _w_seq_pipe(node: A.Node, level: int, out: LineWriter) -> bool:
+def _w_pipe(node: A.Pipe, level: int, out: LineWriter) -> bool:
     if not _syms_ok(node.bind):
         return False
-    is_seq = isinstance(node, A.Seq)
-    out.line(level, ("seq" if is_seq else "pipe") + _arrow(node.bind))
-    out.body(node.body if is_seq else node.steps, level + 1)
+    _head_and_body(out, level, "pipe" + _arrow(node.bind), node.steps)
     return True
 
 
@@ -514,8 +502,8 @@ def _w_fallback(node: A.Fallback, level: int, out: LineWriter) -> bool:
 
 def _w_block(node: A.Node, level: int, out: LineWriter) -> bool:
     """A block statement of :data:`_BLOCK_HEADERS`: its header line (``-> name`` after it when the block
-    binds its value), then its body."""
-    bind = getattr(node, "bind", None)
+    binds its value: ``repeat``'s collect, the others' bind), then its body."""
+    bind = node.collect if type(node) is A.Repeat else getattr(node, "bind", None)
     if not _syms_ok(bind):
         return False
     header = _BLOCK_HEADERS[type(node)](node)
@@ -523,6 +511,10 @@ def _w_block(node: A.Node, level: int, out: LineWriter) -> bool:
         return False
     _head_and_body(out, level, header + _arrow(bind), node.body)
     return True
+
+
+def _repeat_header(node: A.Repeat) -> str:
+    return f"repeat {node.max}" + (f", until: {expr(node.until)}" if node.until is not None else "")
 
 
 def _loop_header(node: A.Loop) -> str:
@@ -547,6 +539,8 @@ def _confirm_header(node: A.Confirm) -> Optional[str]:
 #: The header line of each block statement :func:`_w_block` writes (None: a part has no native spelling).
 _BLOCK_HEADERS: dict[type, Callable[[Any], Optional[str]]] = {
     A.Unless: lambda node: "unless " + expr(node.cond),
+    A.Seq: lambda node: "seq",
+    A.Repeat: _repeat_header,
     A.Loop: _loop_header,
     A.Timeout: lambda node: f"timeout {format_duration(node.ms)}",
     A.Budget: lambda node: f"budget {node.limit}",
@@ -654,7 +648,7 @@ def _w_await(node: A.Await, level: int, out: LineWriter) -> bool:
 _STATEMENT_WRITERS = {
     A.Bind: _w_bind, A.Memo: _w_bind, A.CtxAppend: _w_ctx_append, A.Call: _w_call, A.Return: _w_return,
     A.Var: _w_var, A.Lit: _w_lit, A.When: _w_when, A.Unless: _w_block, A.Each: _w_each,
-    A.Repeat: _w_repeat, A.Seq: _w_seq_pipe, A.Pipe: _w_seq_pipe, A.Ctx: _w_ctx, A.Match: _w_match,
+    A.Repeat: _w_block, A.Seq: _w_block, A.Pipe: _w_pipe, A.Ctx: _w_ctx, A.Match: _w_match,
     A.Route: _w_route, A.Fallback: _w_fallback, A.Loop: _w_block, A.Timeout: _w_block,
     A.Budget: _w_block, A.CapScope: _w_block, A.Parallel: _w_parallel, A.Race: _w_race,
     A.Retry: _w_block, A.Assert: _w_assert, A.Try: _w_try, A.Scope: _w_scope, A.Saga: _w_saga,

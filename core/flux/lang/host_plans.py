@@ -38,13 +38,8 @@ def _reject_constant(name: str):
 
 def read_host_plan(text: str) -> A.DraftAst | None:
     """The one-statement host plan ``text`` is, or None."""
-    m = HOST_PLAN.fullmatch(text)
-    if m is None:
-        return None
-    bind = host_statement(*m.groups())
-    if bind is None:
-        return None
-    return A.DraftAst(None, (), None, (bind,))
+    bind = _statement_of(HOST_PLAN.fullmatch(text))
+    return None if bind is None else A.DraftAst(None, (), None, (bind,))
 
 
 def read_host_plan_lines(text: str) -> A.DraftAst | None:
@@ -56,14 +51,15 @@ def read_host_plan_lines(text: str) -> A.DraftAst | None:
     lines = text[5:-1 if text.endswith("\n") else None].split("\n")
     body = []
     for line in lines:
-        m = HOST_LINE.fullmatch(line)
-        if m is None:
-            return None
-        bind = host_statement(*m.groups())
+        bind = _statement_of(HOST_LINE.fullmatch(line))
         if bind is None:
             return None
         body.append(bind)
     return A.DraftAst(None, (), None, tuple(body))
+
+
+def _statement_of(m: "re.Match[str] | None") -> "A.Bind | None":
+    return None if m is None else host_statement(*m.groups())
 
 
 def host_statement(sigil: str, name: str, op: str, arg: str) -> "A.Bind | None":
