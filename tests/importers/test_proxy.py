@@ -270,3 +270,24 @@ def test_flux_proxy_json_says_where_it_listens_and_what_it_recorded(tmp_path):
         out, err = p.communicate(timeout=30)
     assert p.returncode == 0, err
     assert json.loads(out.strip().splitlines()[-1]) == {"recorded_calls": 1, "sessions": ["s_1"]}
+
+
+@pytest.mark.parametrize("body", [b"[" * 100_000 + b"]" * 100_000, b'{"n": ' + b"1" * 5000 + b"}", b"\xff{}", b"[1]"],
+                         ids=["nested-past-the-stack", "long-int", "not-utf8", "not-an-object"])
+def test_a_request_body_that_is_no_json_object_is_answered_400_and_the_proxy_serves_on(tmp_path, body):
+    import urllib.error
+    import urllib.request
+
+    proxy = _Running(ProxyServer(str(tmp_path / "store"), upstream="http://127.0.0.1:9"))
+    try:
+        req = urllib.request.Request(proxy.root + "/v1/chat/completions", data=body,
+                                     headers={"content-type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=30)
+        assert err.value.code == 400 and b"not a JSON object" in err.value.read()
+        again = urllib.request.Request(proxy.root + "/v1/chat/completions", data=b"[]")
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(again, timeout=30)
+        assert err.value.code == 400  # the handler survived: the next request is answered too
+    finally:
+        assert proxy.stop() == []

@@ -124,27 +124,26 @@ class _Group:
             s["text"] += "".join(pieces)
 
     def call(self, where: str) -> ModelCall:
+        """The call's response: each block in index order from its ``block-end`` when it has one, else
+        from its deltas."""
         out = ModelCall(ts=self.ts, usage=self.usage, error=self.error)
         for index in self.order:
             block = self.blocks.get(index)
             if block is not None:
                 kind = block.get("type")
-                if kind == "text":
-                    out.text += as_text(block.get("text"), where, "text")
-                elif kind == "reasoning":
-                    out.thinking += as_text(block.get("text"), where, "text")
-                elif kind == "tool-call":
-                    out.tool_uses.append(_tool_use(block.get("id"), block.get("name"), block.get("arguments"), where))
+                text = as_text(block.get("text"), where, "text") if kind in ("text", "reasoning") else ""
+                tool = (block.get("id"), block.get("name"), block.get("arguments"))
+            elif index in self.deltas:
+                s = self.deltas[index]
+                kind, text, tool = s["type"], s["text"], (s["id"], s["name"], s["args"])
+            else:
                 continue
-            s = self.deltas.get(index)
-            if s is None:
-                continue
-            if s["type"] == "text":
-                out.text += s["text"]
-            elif s["type"] == "reasoning":
-                out.thinking += s["text"]
-            elif s["type"] == "tool-call":
-                out.tool_uses.append(_tool_use(s["id"], s["name"], s["args"], where))
+            if kind == "text":
+                out.text += text
+            elif kind == "reasoning":
+                out.thinking += text
+            elif kind == "tool-call":
+                out.tool_uses.append(_tool_use(*tool, where))
         return out
 
 

@@ -341,7 +341,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw.decode("utf-8"))
             if not isinstance(body, dict):
                 raise ValueError
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # (nested past the stack: not a request either)
             return self._error(400, "the request body is not a JSON object")
         srv = self.server
         if srv.replay_records is not None:
