@@ -3,14 +3,17 @@
     .venv/bin/python screenshots/make.py            # all of them, into screenshots/
     .venv/bin/python screenshots/make.py session    # only the named ones
 
-Each shot runs the real app headless (120×40) on a freshly built demo store with a fixed "now", so
-the output only changes when the app or the demo store changes.
+Each shot runs the real app headless (120×40) on a freshly built demo store with a fixed "now" and
+a workspace under a home directory of the shots' own (drawn ``~/flux-tui-demo-workspace`` whatever
+TMPDIR is), so the output only changes when the app or the demo store changes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
+import os
 import re
 import sys
 import tempfile
@@ -112,8 +115,6 @@ async def shot_palette(pilot) -> None:
     for name in "error":
         await pilot.press(name)
     await pilot.pause(0.5)
-    for inp in pilot.app.screen.query(Input):
-        inp.cursor_blink = False
     await settle(pilot)
 
 
@@ -164,13 +165,45 @@ async def shot_fork_diff(pilot) -> None:
 SIZES = {"narrow": (80, 24)}  # shots not at SIZE
 
 
-def _fixed_workspace() -> None:
-    """The write dialogs show the workspace: the same path on every machine."""
-    import flux_tui.writes
+WORKSPACE_NAME = "flux-tui-demo-workspace"
 
-    ws = Path(tempfile.gettempdir()) / "flux-tui-demo-workspace"
-    ws.mkdir(exist_ok=True)
-    flux_tui.writes.default_workspace = lambda store_dir=None: str(ws)
+
+@contextlib.contextmanager
+def fixed_home(base: Path):
+    """While a shot runs: ``HOME`` is ``base/home`` and the write dialogs' default workspace is
+    ``~/flux-tui-demo-workspace`` under it — the same picture on every machine and under any TMPDIR."""
+    import flux_tui.writes
+    from flux_tui.fmt import display_path
+
+    home = base / "home"
+    ws = home / WORKSPACE_NAME
+    ws.mkdir(parents=True, exist_ok=True)
+    saved_home, saved_default = os.environ.get("HOME"), flux_tui.writes.default_workspace
+    os.environ["HOME"] = str(home)
+    flux_tui.writes.default_workspace = lambda store_dir=None: display_path(ws)
+    try:
+        yield ws
+    finally:
+        flux_tui.writes.default_workspace = saved_default
+        if saved_home is None:
+            os.environ.pop("HOME", None)
+        else:
+            os.environ["HOME"] = saved_home
+
+
+@contextlib.contextmanager
+def steady_cursors():
+    """While a shot runs, the inputs' and editors' cursors do not blink: a shot taken mid-blink
+    would differ from the same shot taken a moment later."""
+    from textual.widgets import Input, TextArea
+
+    saved = Input._toggle_cursor, TextArea._toggle_cursor_blink_visible
+    Input._toggle_cursor = lambda self: None
+    TextArea._toggle_cursor_blink_visible = lambda self: None
+    try:
+        yield
+    finally:
+        Input._toggle_cursor, TextArea._toggle_cursor_blink_visible = saved
 
 
 async def until_checked(pilot) -> None:
@@ -183,7 +216,6 @@ async def until_checked(pilot) -> None:
 
 
 async def shot_fork(pilot) -> None:
-    _fixed_workspace()
     await open_session(pilot, RELEASE, "f")
     await until_checked(pilot)
 
@@ -194,7 +226,6 @@ async def shot_gate(pilot) -> None:
 
 
 async def shot_resurrect(pilot) -> None:
-    _fixed_workspace()
     await open_session(pilot, RELEASE_KILLED, "R")
 
 
@@ -202,7 +233,6 @@ async def shot_whatif(pilot) -> None:
     """What if s_1's failing test run (cell #2) had passed: the dialog, checked."""
     from flux_tui.widgets.editors import JsonTextArea
 
-    _fixed_workspace()
     await open_session(pilot, "s_1")
     tv = pilot.app.screen.timeline_view
     tv.move_cursor(tv.find_row(("cell", 2)))
@@ -271,11 +301,12 @@ async def take(name: str, store: Path, out: Path) -> Path:
             inject_fork(store)
         app = FluxApp(store, now_ms=NOW_MS, display_name="~/.cache/flux-tui/demo", poll_interval=None)
         run = SHOTS[name]
-    async with app.run_test(size=SIZES.get(name, SIZE)) as pilot:
-        await settle(pilot)
-        await run(pilot)
-        await settle(pilot)
-        svg = app.export_screenshot(title=f"flux-tui · {name}")
+    with fixed_home(store.parent), steady_cursors():
+        async with app.run_test(size=SIZES.get(name, SIZE)) as pilot:
+            await settle(pilot)
+            await run(pilot)
+            await settle(pilot)
+            svg = app.export_screenshot(title=f"flux-tui · {name}")
     path = out / f"{name}.svg"
     path.write_text(pin_leading_spaces(svg))
     return path
