@@ -18,7 +18,6 @@ from pathlib import Path
 import click
 from textual import on, work
 from textual.app import App
-from textual.binding import Binding
 from textual.worker import Worker, WorkerState, get_current_worker
 
 import flux.lang  # noqa: F401  (the read models import the parser lazily: import it here, on the main thread, before any worker)
@@ -32,6 +31,7 @@ from flux.store.store import SessionRow, StoreReader, default_store_dir
 
 from .commands import FluxCommands
 from .fmt import display_path
+from .keys import key_table
 from .messages import OpenSession, StoreChanged
 
 __all__ = ["FluxApp", "main"]
@@ -45,15 +45,19 @@ class FluxApp(App):
     COMMANDS = App.COMMANDS | {FluxCommands}
     ENABLE_COMMAND_PALETTE = True
 
-    BINDINGS = [
-        Binding("f1", "help", "Help", id="app.help", tooltip="Explain the focused panel and list the keys"),
-        Binding("question_mark", "help", "Help", show=False, id="app.help_alt", tooltip="Explain the focused panel and list the keys"),
-        Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit flux-tui"),
-        Binding("ctrl+t", "tests", "Tests", show=False, id="app.tests",
-                tooltip="Run the recorded scenarios (--tests DIR, else tests/scenarios) and show golden ↔ run"),
-        Binding("ctrl+k", "cases", "Cases", show=False, id="app.cases",
-                tooltip="The saved cases of the fixture store (--cases URL, else $FLUX_FIXTURE_STORE)"),
-    ]
+    BINDINGS = key_table("app", """
+        # keys         id        action label
+        f1             help      help   Help
+            Explain the focused panel and list the keys
+        question_mark  help_alt  help   Help  [hidden]
+            Explain the focused panel and list the keys
+        q              quit      quit   Quit
+            Quit flux-tui
+        ctrl+t         tests     tests  Tests  [hidden]
+            Run the recorded scenarios (--tests DIR, else tests/scenarios) and show golden ↔ run
+        ctrl+k         cases     cases  Cases  [hidden]
+            The saved cases of the fixture store (--cases URL, else $FLUX_FIXTURE_STORE)
+    """)
 
     def __init__(self, store_dir: str | os.PathLike[str] | None = None, prices_file: str | os.PathLike[str] | None = None,
                  now_ms: int | None = None, *, display_name: str | None = None, poll_interval: float | None = 1.0,

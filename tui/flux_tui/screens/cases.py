@@ -23,6 +23,8 @@ from textual.widgets import DataTable, Footer, Header, Static
 from flux.cases import CaseRefusal, list_cases, load_case, open_fixture_store, resolve_store_url, run_case, save_case
 from flux.errors import FluxError
 
+from ..keys import key_table
+
 __all__ = ["CasesScreen", "CaseDetailScreen", "CaseRunScreen", "save_case_here", "fixture_store_url"]
 
 _PROVENANCE_STYLE = {"reused": "green", "simulated": "cyan", "live": "yellow", "changed": "yellow", "stopped": "red"}
@@ -50,17 +52,18 @@ def _size(n: Any) -> str:
 class CasesScreen(Screen):
     """One row per bundle: hash, kind, target, fork point, size, capture completeness."""
 
-    DEFAULT_CSS = """
-    CasesScreen #cases-head { height: auto; padding: 0 1; color: $text-muted; }
-    CasesScreen DataTable { height: 1fr; }
-    """
-    BINDINGS = [
-        Binding("enter", "open", "Manifest", id="cases.open", tooltip="Show the bundle's manifest and history"),
-        Binding("r", "run", "Run replay-only", id="cases.run",
-                tooltip="Run the case replay-only: the ladder's result per call"),
-        Binding("g", "reload", "Reload", id="cases.reload", tooltip="List the fixture store again"),
-        Binding("escape", "back", "Back", id="cases.back", tooltip="Leave the cases view"),
-    ]
+    CSS_PATH = "cases.tcss"
+    BINDINGS = key_table("cases", """
+        # keys  id      action  label
+        enter   open    open    Manifest
+            Show the bundle's manifest and history
+        r       run     run     Run replay-only
+            Run the case replay-only: the ladder's result per call
+        g       reload  reload  Reload
+            List the fixture store again
+        escape  back    back    Back
+            Leave the cases view
+    """)
 
     def __init__(self, url: Optional[str] = None) -> None:
         super().__init__()
@@ -150,9 +153,7 @@ class CasesScreen(Screen):
 class CaseDetailScreen(Screen):
     """A bundle's manifest, its calls and its history up to the fork."""
 
-    DEFAULT_CSS = """
-    CaseDetailScreen #case-body { height: 1fr; padding: 0 1; }
-    """
+    CSS_PATH = "cases.tcss"
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="case_detail.back", tooltip="Back to the cases"),
         Binding("r", "run", "Run replay-only", id="case_detail.run", tooltip="Run the case replay-only"),
@@ -208,10 +209,7 @@ class CaseDetailScreen(Screen):
 class CaseRunScreen(Screen):
     """A replay-only run of one case: each call after the fork with its rung, then the outcome."""
 
-    DEFAULT_CSS = """
-    CaseRunScreen #run-head { height: auto; padding: 0 1; }
-    CaseRunScreen DataTable { height: 1fr; }
-    """
+    CSS_PATH = "cases.tcss"
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="case_run.back", tooltip="Back"),
         Binding("r", "rerun", "Run again", id="case_run.rerun", tooltip="Run the case replay-only again"),

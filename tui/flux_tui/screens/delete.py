@@ -8,7 +8,6 @@ from __future__ import annotations
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
@@ -19,8 +18,10 @@ from flux.model.lineage import lineage_of
 from flux.store.store import SessionRow, StoreWriter
 
 from ..fmt import lineage_mark
+from ..keys import key_table
 from ..messages import ReportsWorkerFailures
 from ..writes import check_writable
+from .buttons import ButtonActions
 
 __all__ = ["DeleteScreen", "DELETABLE", "deletion_set"]
 
@@ -53,18 +54,22 @@ class _Deleted(Message):
         self.deleted, self.error = deleted, error
 
 
-class DeleteScreen(ReportsWorkerFailures, ModalScreen[dict | None]):
+class DeleteScreen(ButtonActions, ReportsWorkerFailures, ModalScreen[dict | None]):
     """Name what goes, ask, delete in one transaction, dismiss with ``{id: events deleted}``."""
 
     HELP_TOPIC = "delete"
     CSS_PATH = "dialog.tcss"
+    BUTTON_ACTIONS = {"delete-yes": "confirm", "delete-no": "close"}
 
-    BINDINGS = [
-        Binding("y", "confirm", "Delete", id="delete.confirm",
-                tooltip="Delete the sessions listed, with all their events (one transaction)"),
-        Binding("n,escape", "close", "Cancel", id="delete.close", tooltip="Close: nothing is deleted"),
-        Binding("f1", "app.help", "Help", id="delete.help", tooltip="Explain this dialog and list its keys"),
-    ]
+    BINDINGS = key_table("delete", """
+        # keys    id       action    label
+        y         confirm  confirm   Delete
+            Delete the sessions listed, with all their events (one transaction)
+        n,escape  close    close     Cancel
+            Close: nothing is deleted
+        f1        help     app.help  Help
+            Explain this dialog and list its keys
+    """)
 
     def __init__(self, rows: list[SessionRow]) -> None:
         super().__init__()
@@ -102,16 +107,6 @@ class DeleteScreen(ReportsWorkerFailures, ModalScreen[dict | None]):
         box.border_title = f"Delete {self.rows[0].id}" + (f" and {len(self.rows) - 1} more" if len(self.rows) > 1 else "")
         box.border_subtitle = "y delete · n/Esc cancel"
         self.query_one("#delete-no", Button).focus()
-
-    @on(Button.Pressed, "#delete-yes")
-    def _yes(self, event: Button.Pressed) -> None:
-        event.stop()
-        self.action_confirm()
-
-    @on(Button.Pressed, "#delete-no")
-    def _no(self, event: Button.Pressed) -> None:
-        event.stop()
-        self.action_close()
 
     def action_confirm(self) -> None:
         if self.running:

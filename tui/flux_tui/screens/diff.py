@@ -20,10 +20,11 @@ from textual.worker import get_current_worker
 
 from flux.errors import FluxError, StoreError
 
+from ..keys import key_table
 from ..messages import DiffReady, ReportsWorkerFailures
 from ..widgets.diff_view import MARKERS, DiffList, gap_text, row_marker, row_meaning, side_by_side, side_refs
-from ..widgets.rendered_view import RenderedView as Panel
 from ..widgets.footer import KeyFooter
+from ..widgets.rendered_view import RenderedView as Panel
 from ..widgets.topbar import TopBar
 from ..widgets.virtual_list import VirtualList
 
@@ -69,6 +70,8 @@ def resolve_ref(app, ref: str) -> tuple[str | None, str | None]:
 
 class DiffPrompt(ModalScreen[str | None]):
     """Which session to diff against."""
+
+    CSS_PATH = "diff.tcss"
 
     HELP_TOPIC = "diff-prompt"
 
@@ -118,14 +121,21 @@ class DiffPrompt(ModalScreen[str | None]):
 class DiffScreen(ReportsWorkerFailures, Screen):
     """Two runs aligned statement by statement."""
 
+    CSS_PATH = "diff.tcss"
+
     HELP_TOPIC = "diff"
 
-    BINDINGS = [
-        Binding("escape", "back", "Back", id="diff.back", tooltip="Back to the previous screen"),
-        Binding("n", "next_diff", "Next diff", id="diff.next", tooltip="Move to the next row that differs"),
-        Binding("N", "prev_diff", "Prev diff", id="diff.prev", tooltip="Move to the previous row that differs"),
-        Binding("s", "swap", "Swap A/B", id="diff.swap", tooltip="Swap the two sides and diff again"),
-    ]
+    BINDINGS = key_table("diff", """
+        # keys  id    action     label
+        escape  back  back       Back
+            Back to the previous screen
+        n       next  next_diff  Next diff
+            Move to the next row that differs
+        N       prev  prev_diff  Prev diff
+            Move to the previous row that differs
+        s       swap  swap       Swap A/B
+            Swap the two sides and diff again
+    """)
 
     def __init__(self, a: str, b: str, *, diff=None, focus_row: int | None = None, badge: Text | None = None) -> None:
         """``focus_row``: the row the cursor starts on (default: the first divergence); ``badge``:
@@ -304,15 +314,19 @@ class DiffScreen(ReportsWorkerFailures, Screen):
 class DiffDetailScreen(Screen):
     """One aligned row: A's payload | B's payload, then what changed."""
 
+    CSS_PATH = "diff.tcss"
+
     HELP_TOPIC = "diff-detail"
 
-    BINDINGS = [
-        Binding("escape", "back", "Back", id="diff_detail.back", tooltip="Back to the diff rows"),
-        Binding("n", "step(1)", "Next diff", id="diff_detail.next",
-                tooltip="Show the next row that differs, without leaving the payloads"),
-        Binding("N", "step(-1)", "Prev diff", id="diff_detail.prev",
-                tooltip="Show the previous row that differs, without leaving the payloads"),
-    ]
+    BINDINGS = key_table("diff_detail", """
+        # keys  id    action    label
+        escape  back  back      Back
+            Back to the diff rows
+        n       next  step(1)   Next diff
+            Show the next row that differs, without leaving the payloads
+        N       prev  step(-1)  Prev diff
+            Show the previous row that differs, without leaving the payloads
+    """)
 
     def __init__(self, diff, row) -> None:
         super().__init__()

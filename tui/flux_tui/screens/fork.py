@@ -19,24 +19,23 @@ from typing import Any
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.timer import Timer
 from textual.widgets import Button, Input, Label, Static, TabbedContent, TabPane, TextArea
 from textual.worker import get_current_worker
 
 from flux.errors import FluxError, StoreError
 
+from ..keys import key_table
 from ..widgets.editors import FluxTextArea, JsonTextArea
 from .gate import preview_text, relabel
-from .write_dialog import WriteDialog, WriteDone
+from .preview_dialog import PreviewDialog
+from .write_dialog import WriteDone
 
 __all__ = ["ForkScreen", "ForkTarget", "start_fork", "json_problem", "flux_problem"]
 
 MODES = ("inject", "edit", "replan")
 MODE_LABELS = {"inject": "Inject", "edit": "Edit plan", "replan": "Re-plan"}
-DEBOUNCE_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -105,43 +104,37 @@ class _Setup(Message):
         self.position, self.tail, self.task, self.model, self.prompt, self.error = position, tail, task, model, prompt, error
 
 
-class _Planned(Message):
-    def __init__(self, serial: int, preview=None, error: str | None = None) -> None:
-        super().__init__()
-        self.serial, self.preview, self.error = serial, preview, error
-
-
 class _Progress(Message):
     def __init__(self, stage: str, done: int, total: int) -> None:
         super().__init__()
         self.stage, self.done, self.total = stage, done, total
 
 
-class ForkScreen(WriteDialog):
+class ForkScreen(PreviewDialog):
     """The fork dialog; dismisses with the child's id once the fork has been written."""
 
     HELP_TOPIC = "fork"
     BUSY, REFUSED, RECORDED_IN = "the fork is being written", "not forked", "the new fork session"
     CSS_PATH = ["dialog.tcss", "fork.tcss"]
+    BUTTON_ACTIONS = {"fork-run": "run", "fork-cancel": "cancel"}
 
-    BINDINGS = [
-        Binding("escape", "cancel", "Cancel", id="fork.cancel", tooltip="Close the dialog: nothing is written"),
-        Binding("ctrl+r", "run", "Fork", id="fork.run",
-                tooltip="Fork now (through the side-effect gate when something would run live)"),
-        Binding("f2", "next_mode", "Next mode", id="fork.next_mode", tooltip="Cycle the mode: inject, edit plan, re-plan"),
-        Binding("f1", "app.help", "Help", id="fork.help", tooltip="Explain this dialog and list its keys"),
-    ]
+    BINDINGS = key_table("fork", """
+        # keys  id         action     label
+        escape  cancel     cancel     Cancel
+            Close the dialog: nothing is written
+        ctrl+r  run        run        Fork
+            Fork now (through the side-effect gate when something would run live)
+        f2      next_mode  next_mode  Next mode
+            Cycle the mode: inject, edit plan, re-plan
+        f1      help       app.help   Help
+            Explain this dialog and list its keys
+    """)
 
     def __init__(self, target: ForkTarget) -> None:
         super().__init__()
         self.target = target
         self.position = None
-        self.preview = None
-        self.problem: str | None = "reading the session…"
         self.running: tuple[str, int, int] | None = None
-        self._serial = 0
-        self._timer: Timer | None = None
-        self._ready = False
 
     # -- layout ---------------------------------------------------------------------------------
 
@@ -253,7 +246,7 @@ class ForkScreen(WriteDialog):
         self.query_one("#fork-modes", TabbedContent).active = f"mode-{self.mode}"
         self._ready = True
         self._focus_editor()
-        self._changed()
+        self.changed()
 
     # -- mode, validation and preview ----------------------------------------------------------
 
@@ -263,25 +256,20 @@ class ForkScreen(WriteDialog):
     def _on_mode(self, event: TabbedContent.TabActivated) -> None:
         pane = event.pane.id or "mode-inject"
         self.mode = pane.removeprefix("mode-")
-        self._changed()
+        self.changed()
 
     def action_next_mode(self) -> None:
         i = MODES.index(self.mode)
         self.mode = MODES[(i + 1) % len(MODES)]
         self.query_one("#fork-modes", TabbedContent).active = f"mode-{self.mode}"
         self._focus_editor()
-        self._changed()
+        self.changed()
 
     def _focus_editor(self) -> None:
         target = {"inject": "#inject-value", "edit": "#edit-plan", "replan": "#replan-prompt"}[self.mode]
         self.query_one(target).focus()
 
-    @on(TextArea.Changed)
-    @on(Input.Changed)
-    def _on_edit(self, event) -> None:
-        self._changed()
-
-    def _local_problem(self) -> str | None:
+    def local_problem(self) -> str | None:
         """What the dialog can say at once, before the engine's check: JSON / parse errors."""
         if self.position is None:
             return self.problem
@@ -301,23 +289,11 @@ class ForkScreen(WriteDialog):
             return "type the model the re-planned turn calls (e.g. mock)"
         return None
 
-    def _changed(self) -> None:
-        if not self._ready or self.running is not None:
-            return
-        self._serial += 1
-        self.preview = None
-        self.problem = self._local_problem()
+    def show_state(self) -> None:
         self._paint_status()
-        if self.problem is not None:
-            self._paint_preview(None, self.problem)
-            return
-        self._paint_preview(None, None)
-        if self._timer is not None:
-            self._timer.stop()
-        serial = self._serial
-        self._timer = self.set_timer(DEBOUNCE_S, lambda: self._plan(serial, *self._request()))
+        self._paint_preview(self.preview, self.problem)
 
-    def _request(self) -> tuple[str, Any, str, str]:
+    def plan_request(self) -> tuple[str, Any, str, str]:
         ws = self.query_one("#fork-workspace", Input).value.strip()
         model = self.query_one("#replan-model", Input).value.strip()
         if self.mode == "inject":
@@ -327,34 +303,23 @@ class ForkScreen(WriteDialog):
         return "replan", self.query_one("#replan-prompt", TextArea).text, ws, model
 
     @work(thread=True, exclusive=True, group="fork-plan", exit_on_error=False, description="Checking the fork")
-    def _plan(self, serial: int, mode: str, payload: Any, workspace: str, model: str) -> None:
+    def plan(self, serial: int, mode: str, payload: Any, workspace: str, model: str) -> None:
         from flux.timemachine import plan_fork
 
         from ..writes import check_model, op_catalog, refuse_unimplemented
 
-        try:
+        def preview():
             if mode == "replan":
                 check_model(model)  # a model without a key: one line now, not after the gate
             reader = self.app.ensure_reader()
             kw = {"inject": payload} if mode == "inject" else ({"edit": payload} if mode == "edit" else {"prompt": payload})
             catalog = op_catalog(workspace, self.app.store_dir)
-            preview = plan_fork(reader, self.target.session, self.position.index, mode=mode, catalog=catalog,
-                                model=model or None, workspace=workspace, **kw)
-            refuse_unimplemented(preview, catalog)
-        except (StoreError, FluxError) as e:
-            self.post_message(_Planned(serial, error=self.app.mask_path(str(e))))
-            return
-        if not get_current_worker().is_cancelled:
-            self.post_message(_Planned(serial, preview))
+            found = plan_fork(reader, self.target.session, self.position.index, mode=mode, catalog=catalog,
+                              model=model or None, workspace=workspace, **kw)
+            refuse_unimplemented(found, catalog)
+            return found
 
-    @on(_Planned)
-    def _on_planned(self, message: _Planned) -> None:
-        if message.serial != self._serial:
-            return  # an older text's answer
-        self.preview = message.preview
-        self.problem = message.error
-        self._paint_preview(message.preview, message.error)
-        self._paint_status()
+        self.post_plan(serial, preview)
 
     def _paint_status(self) -> None:
         ok = self.problem is None
@@ -407,20 +372,10 @@ class ForkScreen(WriteDialog):
             return self.running is None
         return True
 
-    @on(Button.Pressed, "#fork-run")
-    def _run_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        self.action_run()
-
-    @on(Button.Pressed, "#fork-cancel")
-    def _cancel_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        self.action_cancel()
-
     def action_run(self) -> None:
         if not self.check_action("run", ()):
             return
-        preview, request = self.preview, self._request()
+        preview, request = self.preview, self.plan_request()
         self.through_the_gate(preview, lambda live: self._start(preview, request, live=live))
 
     def _start(self, preview, request, *, live: bool) -> None:

@@ -14,10 +14,11 @@ from rich.text import Text
 
 from flux.agent.registry import model_effect
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
+
+from ..keys import key_table
 
 __all__ = ["GateScreen", "preview_text", "EFFECT_STYLES", "live_summary", "relabel"]
 
@@ -100,11 +101,15 @@ class GateScreen(ModalScreen[bool]):
     HELP_TOPIC = "gate"
     CSS_PATH = ["dialog.tcss", "gate.tcss"]
 
-    BINDINGS = [
-        Binding("y", "confirm", "Run live", id="gate.confirm", tooltip="Run it live: dispatch these ops for real"),
-        Binding("n,escape", "cancel", "Cancel", id="gate.cancel", tooltip="Go back: nothing runs, nothing is written"),
-        Binding("f1", "app.help", "Help", id="gate.help", tooltip="Explain this dialog and list its keys"),
-    ]
+    BINDINGS = key_table("gate", """
+        # keys    id       action    label
+        y         confirm  confirm   Run live
+            Run it live: dispatch these ops for real
+        n,escape  cancel   cancel    Cancel
+            Go back: nothing runs, nothing is written
+        f1        help     app.help  Help
+            Explain this dialog and list its keys
+    """)
 
     def __init__(self, preview, *, recorded_in: str = "") -> None:
         super().__init__()

@@ -81,6 +81,9 @@ def _bindings_table(screen: Screen, width: int = 120) -> Table:
 
 
 class HelpScreen(ModalScreen[None]):
+    """F1 / ?: the focused panel's help and every key that works here."""
+
+    CSS_PATH = "help.tcss"
     HELP_TOPIC = "help"
 
     BINDINGS = [

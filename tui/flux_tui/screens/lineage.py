@@ -26,8 +26,9 @@ from flux.errors import FluxError, SessionNotFound, StoreError
 from flux.model.listing import SessionSummary, summarize_sessions
 from flux.timemachine.family import ChildDifference, Family, FamilyNode, ResurrectedTurn
 
-from ..messages import ReportsWorkerFailures
 from ..fmt import fmt_cost, lineage_mark
+from ..keys import key_table
+from ..messages import ReportsWorkerFailures
 from ..widgets.virtual_list import VirtualList
 
 __all__ = ["LineageScreen", "LineageTree", "open_source", "difference_text"]
@@ -217,13 +218,17 @@ class LineageScreen(ReportsWorkerFailures, ModalScreen[str | None]):
     HELP_TOPIC = "lineage"
     CSS_PATH = "lineage.tcss"
 
-    BINDINGS = [
-        Binding("escape,l", "close", "Close", id="lineage.close", tooltip="Close the lineage tree"),
-        Binding("d", "diff", "Diff vs parent", id="lineage.diff",
-                tooltip="Diff the highlighted session against its parent, side by side"),
-        Binding("u", "source", "Parent", id="lineage.source", tooltip="Open the session the highlighted one was derived from"),
-        Binding("f1", "app.help", "Help", id="lineage.help", tooltip="Explain this dialog and list its keys"),
-    ]
+    BINDINGS = key_table("lineage", """
+        # keys    id      action    label
+        escape,l  close   close     Close
+            Close the lineage tree
+        d         diff    diff      Diff vs parent
+            Diff the highlighted session against its parent, side by side
+        u         source  source    Parent
+            Open the session the highlighted one was derived from
+        f1        help    app.help  Help
+            Explain this dialog and list its keys
+    """)
 
     def __init__(self, session_id: str) -> None:
         super().__init__()

@@ -11,7 +11,6 @@ from __future__ import annotations
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, Input, Label, Static
@@ -19,6 +18,7 @@ from textual.worker import get_current_worker
 
 from flux.errors import FluxError, StoreError
 
+from ..keys import key_table
 from .gate import EFFECT_STYLES, relabel
 from .write_dialog import WriteDialog, WriteDone
 
@@ -97,13 +97,17 @@ class ResurrectScreen(WriteDialog):
     HELP_TOPIC = "resurrect"
     BUSY, REFUSED, RECORDED_IN = "the turn is being resurrected", "not resurrected", "the same session"
     CSS_PATH = "dialog.tcss"
+    BUTTON_ACTIONS = {"resurrect-yes": "confirm", "resurrect-no": "cancel"}
 
-    BINDINGS = [
-        Binding("y", "confirm", "Resurrect", id="resurrect.confirm",
-                tooltip="Finish the interrupted turn now (through the side-effect gate if anything runs live)"),
-        Binding("n,escape", "cancel", "Close", id="resurrect.close", tooltip="Close: before y nothing is written"),
-        Binding("f1", "app.help", "Help", id="resurrect.help", tooltip="Explain this dialog and list its keys"),
-    ]
+    BINDINGS = key_table("resurrect", """
+        # keys    id       action    label
+        y         confirm  confirm   Resurrect
+            Finish the interrupted turn now (through the side-effect gate if anything runs live)
+        n,escape  close    cancel    Close
+            Close: before y nothing is written
+        f1        help     app.help  Help
+            Explain this dialog and list its keys
+    """)
 
     def __init__(self, session_id: str, turn: int | None = None) -> None:
         super().__init__()
@@ -189,16 +193,6 @@ class ResurrectScreen(WriteDialog):
         if action == "confirm":
             return self.plan is not None and self.report is None and not self.running
         return True
-
-    @on(Button.Pressed, "#resurrect-yes")
-    def _yes(self, event: Button.Pressed) -> None:
-        event.stop()
-        self.action_confirm()
-
-    @on(Button.Pressed, "#resurrect-no")
-    def _no(self, event: Button.Pressed) -> None:
-        event.stop()
-        self.action_cancel()
 
     def action_confirm(self) -> None:
         if not self.check_action("confirm", ()):

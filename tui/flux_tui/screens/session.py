@@ -51,6 +51,9 @@ _NO_REPLAY = lambda: Text("no replay yet — r replays the session from its cass
 
 
 class SessionScreen(SessionActions, ReportsWorkerFailures, Screen):
+    """One session: its turns, the plan and cells of the selected turn, the inspector and the tabs."""
+
+    CSS_PATH = "session.tcss"
     BINDINGS = SESSION_BINDINGS  # Textual reads a screen's keys from its own classes, not from a mixin
 
     def __init__(self, session_id: str, turn: int | None = None) -> None:

@@ -10,7 +10,6 @@ from rich.panel import Panel
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.timer import Timer
@@ -22,9 +21,10 @@ from flux.model.lineage import lineage_of
 from flux.model.listing import list_sessions, summarize_sessions
 from flux.store.store import SessionRow, StoreReader
 
+from ..keys import key_table
 from ..messages import ReportsWorkerFailures, InterruptedCount, LoadFailed, QueryMatched, RowsLoaded, StoreChanged, SummariesLoaded
-from ..widgets.sessions_table import SORT_ORDER, SORTS, SUMMARY_SORTS, SessionItem, SessionsTable
 from ..widgets.footer import KeyFooter
+from ..widgets.sessions_table import SORT_ORDER, SORTS, SUMMARY_SORTS, SessionItem, SessionsTable
 from ..widgets.topbar import TopBar
 from ..widgets.virtual_list import VirtualList
 from .delete import DELETABLE, DeleteScreen, deletion_set
@@ -61,34 +61,39 @@ def _cells_matching(reader: StoreReader, query: str) -> set[str]:
 class SessionsScreen(ReportsWorkerFailures, Screen):
     """Sessions list with sort, filter, counts and a clear notice for unusable stores."""
 
+    CSS_PATH = "sessions.tcss"
+
     HELP_TOPIC = "sessions"
     FOOTER_ESSENTIAL = ("select", "filter", "diff")
 
-    BINDINGS = [
-        Binding("slash", "filter", "Filter", id="sessions.filter",
-                tooltip="Filter by id, model, conversation text or a recorded call (op, input, content)"),
-        Binding("s", "cycle_sort", "Sort", id="sessions.sort",
-                tooltip="Cycle the sort column: updated, id, model, msgs, turns, cost, status"),
-        Binding("r", "reverse_sort", "Reverse", id="sessions.reverse", tooltip="Reverse the sort order"),
-        Binding("l", "lineage", "Lineage", id="sessions.lineage",
-                tooltip="Forks, what-ifs and sub-agents of the highlighted session"),
-        Binding("d", "diff", "Diff", id="sessions.diff",
-                tooltip="Diff the highlighted session against another one, side by side (default: its fork source)"),
-        Binding("t", "toggle_tree", "Group", id="sessions.tree",
-                tooltip="Group children (forks, what-ifs, sub-agents) under their source session, or list every "
-                        "session flat (t again)"),
-        Binding("R", "resurrect", "Resurrect", id="sessions.resurrect",
-                tooltip="Finish the highlighted session's interrupted turn from the crash point (the gate first if "
-                        "anything runs live)"),
-        Binding("escape", "clear_filter", "Clear filter", id="sessions.clear_filter", tooltip="Clear the filter"),
-        # last: where the footer is short of room these two go first
-        Binding("D", "delete", "Delete", id="sessions.delete",
-                tooltip="Delete the highlighted fork, what-if or check (and what was derived from it), after a "
-                        "confirmation that lists every session and its events"),
-        Binding("y", "copy_id", "Copy id", id="sessions.copy_id",
-                tooltip="Copy the highlighted session's id (OSC 52), e.g. for flux show / fork / diff"),
-        Binding("ctrl+r", "reload", "Reload", show=False, id="sessions.reload", tooltip="Re-read the store now"),
-    ]
+    BINDINGS = key_table("sessions", """
+        # keys  id            action        label
+        slash   filter        filter        Filter
+            Filter by id, model, conversation text or a recorded call (op, input, content)
+        s       sort          cycle_sort    Sort
+            Cycle the sort column: updated, id, model, msgs, turns, cost, status
+        r       reverse       reverse_sort  Reverse
+            Reverse the sort order
+        l       lineage       lineage       Lineage
+            Forks, what-ifs and sub-agents of the highlighted session
+        d       diff          diff          Diff
+            Diff the highlighted session against another one, side by side (default: its fork source)
+        t       tree          toggle_tree   Group
+            Group children (forks, what-ifs, sub-agents) under their source session, or list every session flat
+            (t again)
+        R       resurrect     resurrect     Resurrect
+            Finish the highlighted session's interrupted turn from the crash point (the gate first if anything
+            runs live)
+        escape  clear_filter  clear_filter  Clear filter
+            Clear the filter
+        D       delete        delete        Delete
+            Delete the highlighted fork, what-if or check (and what was derived from it), after a confirmation
+            that lists every session and its events
+        y       copy_id       copy_id       Copy id
+            Copy the highlighted session's id (OSC 52), e.g. for flux show / fork / diff
+        ctrl+r  reload        reload        Reload  [hidden]
+            Re-read the store now
+    """)
 
     def __init__(self) -> None:
         super().__init__()

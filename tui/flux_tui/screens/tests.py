@@ -28,6 +28,7 @@ from flux.errors import FluxError
 from flux.testkit.runner import ClientCache
 from flux.testkit.verdict import Incomplete, collect, judge, judge_incomplete, judge_orphan
 
+from ..keys import key_table
 from ..widgets.footer import KeyFooter
 from ..widgets.topbar import TopBar
 from .ask import AskScreen
@@ -95,22 +96,22 @@ class TestsScreen(Screen):
 
     HELP_TOPIC = "tests"
 
-    DEFAULT_CSS = """
-    TestsScreen #tests-head { height: auto; padding: 0 1; color: $text-muted; }
-    TestsScreen #tests-filter-bar { height: 1; }
-    TestsScreen #tests-filter-label { width: 2; padding: 0 0 0 1; }
-    TestsScreen #tests-filter { border: none; height: 1; padding: 0; }
-    TestsScreen DataTable { height: 1fr; }
-    """
-    BINDINGS = [
-        Binding("enter", "open", "Golden ↔ run", id="tests.open", tooltip="Show golden ↔ this run side by side"),
-        Binding("r", "rerun", "Run all", id="tests.rerun", tooltip="Replay and check every scenario again"),
-        Binding("t", "rerun_one", "Run this", id="tests.rerun_one", tooltip="Replay and check the highlighted scenario again"),
-        Binding("u", "accept", "Accept golden", id="tests.accept",
-                tooltip="Rewrite the highlighted scenario's plan snapshot and trajectory golden (as flux test --update)"),
-        Binding("slash", "filter", "Filter", id="tests.filter", tooltip="Show only the scenarios whose name matches"),
-        Binding("escape", "back", "Back", id="tests.back", tooltip="Clear the filter, or leave the tests view"),
-    ]
+    CSS_PATH = "tests.tcss"
+    BINDINGS = key_table("tests", """
+        # keys  id         action     label
+        enter   open       open       Golden ↔ run
+            Show golden ↔ this run side by side
+        r       rerun      rerun      Run all
+            Replay and check every scenario again
+        t       rerun_one  rerun_one  Run this
+            Replay and check the highlighted scenario again
+        u       accept     accept     Accept golden
+            Rewrite the highlighted scenario's plan snapshot and trajectory golden (as flux test --update)
+        slash   filter     filter     Filter
+            Show only the scenarios whose name matches
+        escape  back       back       Back
+            Clear the filter, or leave the tests view
+    """)
 
     def __init__(self, directory: str | Path) -> None:
         super().__init__()
@@ -391,10 +392,7 @@ class TestDetailScreen(Screen):
 
     HELP_TOPIC = "test-detail"
 
-    DEFAULT_CSS = """
-    TestDetailScreen #detail-head { height: auto; padding: 0 1; }
-    TestDetailScreen DataTable { height: 1fr; }
-    """
+    CSS_PATH = "tests.tcss"
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="test_detail.back", tooltip="Back to the scenarios"),
         Binding("n", "next_change", "Next change", id="test_detail.next", tooltip="Jump to the next differing row"),

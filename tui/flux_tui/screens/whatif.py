@@ -25,31 +25,29 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.timer import Timer
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static, TextArea
 from textual.worker import get_current_worker
 
 from flux.errors import FluxError, StoreError
 
 from ..fmt import in_user_words
+from ..keys import key_table
 from ..widgets.editors import JsonTextArea
 from .fork import json_problem, recorded_json
 from .gate import preview_text, relabel
-from .write_dialog import WriteDialog, WriteDone
+from .preview_dialog import PreviewDialog
+from .write_dialog import WriteDone
 
 __all__ = ["WhatIfScreen", "WhatIfTarget", "start_what_if", "result_badge"]
 
 KINDS = ("cell", "op", "policy")
 SCOPES = ("session", "turn")
-DEBOUNCE_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -109,12 +107,6 @@ class _Setup(Message):
         self.row, self.error, self.model, self.turns = row, error, model, turns
 
 
-class _Planned(Message):
-    def __init__(self, serial: int, preview=None, error: str | None = None) -> None:
-        super().__init__()
-        self.serial, self.preview, self.error = serial, preview, error
-
-
 class _Stage(Message):
     def __init__(self, text: str) -> None:
         super().__init__()
@@ -140,27 +132,31 @@ def _highlight(button: RadioButton) -> None:
             group._selected = buttons.index(button)
 
 
-class WhatIfScreen(WriteDialog):
+class WhatIfScreen(PreviewDialog):
     """The what-if dialog; dismisses with the counterfactual session's id once written."""
 
     HELP_TOPIC = "what-if"
     BUSY, REFUSED, RECORDED_IN = "the what-if is being written", "no what-if", "the new what-if session"
     CSS_PATH = ["dialog.tcss", "whatif.tcss"]
+    BUTTON_ACTIONS = {"whatif-run": "run", "whatif-cancel": "cancel"}
 
-    BINDINGS = [
-        Binding("escape", "cancel", "Cancel", id="whatif.cancel", tooltip="Close the dialog: nothing is written"),
-        Binding("ctrl+r", "run", "Run", id="whatif.run",
-                tooltip="Run the what-if now (through the side-effect gate when something would run live)"),
-        Binding("f2", "next_kind", "Next question", id="whatif.next_kind",
-                tooltip="Cycle the question: this cell returned, every call to this op returned, the policy were"),
-        Binding("f3", "toggle_off_tape", "Off tape", id="whatif.off_tape",
-                tooltip="Off tape (a dispatch with no recorded cell): halt there, or go live through the gate"),
-        Binding("f4", "toggle_scope", "Scope", id="whatif.scope",
-                tooltip="Re-run the whole session, or this turn only (flux what-if --turn N)"),
-        Binding("f5", "toggle_replan", "Re-plan", id="whatif.replan",
-                tooltip="Re-run the recorded plans, or re-plan the turn with a live model call (-m MODEL)"),
-        Binding("f1", "app.help", "Help", id="whatif.help", tooltip="Explain this dialog and list its keys"),
-    ]
+    BINDINGS = key_table("whatif", """
+        # keys  id         action           label
+        escape  cancel     cancel           Cancel
+            Close the dialog: nothing is written
+        ctrl+r  run        run              Run
+            Run the what-if now (through the side-effect gate when something would run live)
+        f2      next_kind  next_kind        Next question
+            Cycle the question: this cell returned, every call to this op returned, the policy were
+        f3      off_tape   toggle_off_tape  Off tape
+            Off tape (a dispatch with no recorded cell): halt there, or go live through the gate
+        f4      scope      toggle_scope     Scope
+            Re-run the whole session, or this turn only (flux what-if --turn N)
+        f5      replan     toggle_replan    Re-plan
+            Re-run the recorded plans, or re-plan the turn with a live model call (-m MODEL)
+        f1      help       app.help         Help
+            Explain this dialog and list its keys
+    """)
 
     def __init__(self, target: WhatIfTarget) -> None:
         super().__init__()
@@ -171,12 +167,7 @@ class WhatIfScreen(WriteDialog):
         self.replan = False  # a live model turn re-drives the turn (-m MODEL / --instructions)
         self.turns = 1  # how many turns the session has (a whole-session re-plan re-drives the last)
         self.row: int | None = None  # the diff row substitute_at names (the cell question)
-        self.preview = None
-        self.problem: str | None = "reading the session…"
         self.running = False
-        self._serial = 0
-        self._timer: Timer | None = None
-        self._ready = False
 
     # -- layout ---------------------------------------------------------------------------------
 
@@ -307,7 +298,7 @@ class WhatIfScreen(WriteDialog):
         self._ready = True
         self._show_kind()
         self.query_one("#whatif-value" if self.kind != "policy" else "#whatif-policy").focus()
-        self._changed()
+        self.changed()
 
     # -- the question, validation and preview ---------------------------------------------------
 
@@ -340,13 +331,13 @@ class WhatIfScreen(WriteDialog):
     def _on_kind(self, event: RadioSet.Changed) -> None:
         self.kind = (event.pressed.id or "kind-cell").removeprefix("kind-")
         self._show_kind()
-        self._changed()
+        self.changed()
 
     @on(RadioSet.Changed, "#whatif-offtape")
     def _on_offtape(self, event: RadioSet.Changed) -> None:
         self.off_tape = "live" if event.pressed.id == "offtape-live" else "halt"
         self._mark()
-        self._changed()
+        self.changed()
 
     def action_next_kind(self) -> None:
         if self.running:
@@ -355,14 +346,14 @@ class WhatIfScreen(WriteDialog):
         self.kind = usable[(usable.index(self.kind) + 1) % len(usable)] if self.kind in usable else usable[0]
         self._show_kind()
         self.query_one("#whatif-value" if self.kind != "policy" else "#whatif-policy").focus()
-        self._changed()
+        self.changed()
 
     @on(RadioSet.Changed, "#whatif-scope")
     def _on_scope(self, event: RadioSet.Changed) -> None:
         self.scope = "turn" if event.pressed.id == "scope-turn" else "session"
         self._mark()
         self._describe()
-        self._changed()
+        self.changed()
 
     @on(RadioSet.Changed, "#whatif-replan")
     def _on_replan(self, event: RadioSet.Changed) -> None:
@@ -382,7 +373,7 @@ class WhatIfScreen(WriteDialog):
             return
         self.off_tape = "live" if self.off_tape == "halt" else "halt"
         self._choose("offtape", self.off_tape, "halt" if self.off_tape == "live" else "live")
-        self._changed()
+        self.changed()
 
     def action_toggle_scope(self) -> None:
         if self.running:
@@ -390,7 +381,7 @@ class WhatIfScreen(WriteDialog):
         self.scope = "turn" if self.scope == "session" else "session"
         self._choose("scope", self.scope, "session" if self.scope == "turn" else "turn")
         self._describe()
-        self._changed()
+        self.changed()
 
     def action_toggle_replan(self) -> None:
         if self.running:
@@ -406,14 +397,9 @@ class WhatIfScreen(WriteDialog):
         self._mark()
         self.query_one("#whatif-replan-fields").display = on_
         self._describe()
-        self._changed()
+        self.changed()
 
-    @on(TextArea.Changed)
-    @on(Input.Changed)
-    def _on_edit(self, event) -> None:
-        self._changed()
-
-    def _local_problem(self) -> str | None:
+    def local_problem(self) -> str | None:
         if not self._ready:
             return self.problem
         if self.kind in ("cell", "op"):
@@ -438,19 +424,11 @@ class WhatIfScreen(WriteDialog):
             return False
         return self.target.recorded is not None and value == self.target.recorded
 
-    def _changed(self) -> None:
-        if not self._ready or self.running:
-            return
-        self._serial += 1
-        self.preview = None
-        self.problem = self._local_problem()
-        self._paint(None)
-        if self.problem is not None:
-            return
-        if self._timer is not None:
-            self._timer.stop()
-        serial = self._serial
-        self._timer = self.set_timer(DEBOUNCE_S, lambda: self._plan(serial, self.spec(), self._workspace()))
+    def show_state(self) -> None:
+        self._paint(self.preview)
+
+    def plan_request(self) -> tuple:
+        return self.spec(), self._workspace()
 
     def _workspace(self) -> str:
         return self.query_one("#whatif-workspace", Input).value.strip()
@@ -474,35 +452,25 @@ class WhatIfScreen(WriteDialog):
         return spec
 
     @work(thread=True, exclusive=True, group="whatif-plan", exit_on_error=False, description="Checking the what-if")
-    def _plan(self, serial: int, spec, workspace: str) -> None:
+    def plan(self, serial: int, spec, workspace: str) -> None:
         from flux.timemachine import plan_what_if
 
         from ..writes import check_model, op_catalog, refuse_unimplemented
 
-        try:
+        def preview():
             if spec.replan:
                 check_model(spec.model)  # a model without a key: one line now, not after the gate
             catalog = op_catalog(workspace, self.app.store_dir)
-            preview = plan_what_if(self.app.ensure_reader(), self.target.session, spec, catalog=catalog,
-                                   workspace=workspace, model=spec.model)
+            found = plan_what_if(self.app.ensure_reader(), self.target.session, spec, catalog=catalog,
+                                 workspace=workspace, model=spec.model)
             if spec.policy:
                 from flux.agent.approver import load_policy
 
-                preview = preview.with_policy(load_policy(spec.policy))
-            refuse_unimplemented(preview, catalog)
-        except (StoreError, FluxError) as e:
-            self.post_message(_Planned(serial, error=self.app.mask_path(str(e))))
-            return
-        if not get_current_worker().is_cancelled:
-            self.post_message(_Planned(serial, preview))
+                found = found.with_policy(load_policy(spec.policy))
+            refuse_unimplemented(found, catalog)
+            return found
 
-    @on(_Planned)
-    def _on_planned(self, message: _Planned) -> None:
-        if message.serial != self._serial:
-            return  # an older text's answer
-        self.preview = message.preview
-        self.problem = message.error
-        self._paint(message.preview)
+        self.post_plan(serial, preview)
 
     def _paint(self, preview) -> None:
         status = Text()
@@ -513,16 +481,16 @@ class WhatIfScreen(WriteDialog):
                 status.append(" · same as recorded: change it to ask a what-if", style="dim")
         elif self._ready:
             bad = self.problem is not None and preview is None and self.preview is None and \
-                self._local_problem() is not None
+                self.local_problem() is not None
             status.append("policy ✗" if bad else "policy ✓", style="bold red" if bad else "green")
         if self._ready and self.replan and not self._model():
             status.append("  model ✗", style="bold red")
-        if self.problem is not None and self._ready and self._local_problem() is not None:
+        if self.problem is not None and self._ready and self.local_problem() is not None:
             status.append("  " + self.problem, style="red")
         self.query_one("#whatif-status", Static).update(status)
         panel = self.query_one("#whatif-preview", Static)
         if self.problem is not None:
-            if self._ready and self._local_problem() is not None:
+            if self._ready and self.local_problem() is not None:
                 panel.update(Text("✗ nothing can be run until the problem above is fixed", style="red"))
             else:
                 panel.update(Text.assemble(("✗ ", "bold red"), (self.problem, "red"),
@@ -554,16 +522,6 @@ class WhatIfScreen(WriteDialog):
         if action in ("next_kind", "toggle_off_tape", "toggle_scope", "toggle_replan"):
             return not self.running
         return True
-
-    @on(Button.Pressed, "#whatif-run")
-    def _run_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        self.action_run()
-
-    @on(Button.Pressed, "#whatif-cancel")
-    def _cancel_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        self.action_cancel()
 
     def action_run(self) -> None:
         if not self.check_action("run", ()):

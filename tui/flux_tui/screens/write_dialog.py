@@ -13,6 +13,7 @@ from flux.errors import FluxError, StoreError
 
 from ..messages import ReportsWorkerFailures
 from ..writes import run_write
+from .buttons import ButtonActions
 from .gate import GateScreen
 
 __all__ = ["WriteDialog", "WriteDone"]
@@ -27,9 +28,10 @@ class WriteDone(Message):
         self.result, self.error, self.extra = result, error, extra
 
 
-class WriteDialog(ReportsWorkerFailures, ModalScreen):
+class WriteDialog(ButtonActions, ReportsWorkerFailures, ModalScreen):
     """Subclasses name what they write: ``BUSY`` ("the fork is being written"), ``REFUSED`` ("not
-    forked"), ``RECORDED_IN`` ("the new fork session") — and set ``running`` while a write runs."""
+    forked"), ``RECORDED_IN`` ("the new fork session"), which buttons run which action
+(``BUTTON_ACTIONS``) — and set ``running`` while a write runs."""
 
     BUSY = "the write is under way"
     REFUSED = "nothing written"

@@ -13,11 +13,11 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.binding import Binding
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from ..keys import key_table
 from ._fast import set_virtual_size
 
 __all__ = ["RenderedView"]
@@ -33,18 +33,23 @@ class RenderedView(ScrollView, can_focus=True):
     }
     """
 
-    BINDINGS = [
-        Binding("W", "toggle_wrap", "Wrap", show=False, id="panel.wrap",
-                tooltip="Wrap long lines (default) or keep them whole and scroll sideways with ←/→"),
-        Binding("left", "scroll_left_cols", "Scroll left", show=False, id="panel.left",
-                tooltip="Scroll left (long lines, with wrapping off: W)"),
-        Binding("right", "scroll_right_cols", "Scroll right", show=False, id="panel.right",
-                tooltip="Scroll right (long lines, with wrapping off: W)"),
-        Binding("down,j", "scroll_down", "Scroll down", show=False, id="panel.down", tooltip="Scroll the panel down a line"),
-        Binding("up,k", "scroll_up", "Scroll up", show=False, id="panel.up", tooltip="Scroll the panel up a line"),
-        Binding("home,g", "scroll_home", "Top", show=False, id="panel.top", tooltip="Scroll to the top of the panel"),
-        Binding("end,G", "scroll_end", "Bottom", show=False, id="panel.bottom", tooltip="Scroll to the end of the panel"),
-    ]
+    BINDINGS = key_table("panel", """
+        # keys  id      action             label
+        W       wrap    toggle_wrap        Wrap  [hidden]
+            Wrap long lines (default) or keep them whole and scroll sideways with ←/→
+        left    left    scroll_left_cols   Scroll left  [hidden]
+            Scroll left (long lines, with wrapping off: W)
+        right   right   scroll_right_cols  Scroll right  [hidden]
+            Scroll right (long lines, with wrapping off: W)
+        down,j  down    scroll_down        Scroll down  [hidden]
+            Scroll the panel down a line
+        up,k    up      scroll_up          Scroll up  [hidden]
+            Scroll the panel up a line
+        home,g  top     scroll_home        Top  [hidden]
+            Scroll to the top of the panel
+        end,G   bottom  scroll_end         Bottom  [hidden]
+            Scroll to the end of the panel
+    """)
 
     MAX_LINE = 4000  # unwrapped lines are rendered up to this many cells
 

@@ -21,7 +21,6 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.message import Message
@@ -29,6 +28,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from ..keys import key_table
 from ._fast import set_virtual_size
 
 __all__ = ["VirtualList", "text_to_strip"]
@@ -51,18 +51,44 @@ def text_to_strip(text: Text, width: int, console: Console, style: Style | None 
     return Strip(segments, width).crop_extend(0, width, style or null)
 
 
+class _ListMessage(Message):
+    """What a list posts: ``control`` is the list; a ``coalesced`` message replaces the same
+    list's older one still in the queue (only the newest cursor or window matters)."""
+
+    coalesced = False
+
+    def __init__(self, vlist: "VirtualList") -> None:
+        super().__init__()
+        self.vlist = vlist
+
+    @property
+    def control(self) -> "VirtualList":
+        return self.vlist
+
+    def can_replace(self, message: Message) -> bool:
+        return self.coalesced and type(message) is type(self) and message.vlist is self.vlist  # type: ignore[attr-defined]
+
+
 class VirtualList(ScrollView, Generic[T], can_focus=True):
     """A cursor list over an in-memory sequence that renders only visible lines."""
 
-    BINDINGS = [
-        Binding("down,j", "cursor_down", "Down", show=False, id="list.down", tooltip="Move the cursor to the next row"),
-        Binding("up,k", "cursor_up", "Up", show=False, id="list.up", tooltip="Move the cursor to the previous row"),
-        Binding("pagedown,ctrl+d", "page_down", "Page down", show=False, id="list.page_down", tooltip="Move the cursor one page down"),
-        Binding("pageup,ctrl+u", "page_up", "Page up", show=False, id="list.page_up", tooltip="Move the cursor one page up"),
-        Binding("home,g", "first", "First", show=False, id="list.first", tooltip="Jump to the first row"),
-        Binding("end,G", "last", "Last", show=False, id="list.last", tooltip="Jump to the last row"),
-        Binding("enter", "select", "Select", show=False, id="list.select", tooltip="Act on the row under the cursor"),
-    ]
+    BINDINGS = key_table("list", """
+        # keys           id         action       label
+        down,j           down       cursor_down  Down  [hidden]
+            Move the cursor to the next row
+        up,k             up         cursor_up    Up  [hidden]
+            Move the cursor to the previous row
+        pagedown,ctrl+d  page_down  page_down    Page down  [hidden]
+            Move the cursor one page down
+        pageup,ctrl+u    page_up    page_up      Page up  [hidden]
+            Move the cursor one page up
+        home,g           first      first        First  [hidden]
+            Jump to the first row
+        end,G            last       last         Last  [hidden]
+            Jump to the last row
+        enter            select     select       Select  [hidden]
+            Act on the row under the cursor
+    """)
 
     COMPONENT_CLASSES = {
         "vlist--cursor",
@@ -90,50 +116,30 @@ class VirtualList(ScrollView, Generic[T], can_focus=True):
 
     cursor: reactive[int] = reactive(-1, init=False)
 
-    class Highlighted(Message):
+    class Highlighted(_ListMessage):
         """The cursor moved to a row (``row`` is None when the list is empty)."""
 
+        coalesced = True
+
         def __init__(self, vlist: "VirtualList", index: int, row: Any) -> None:
-            super().__init__()
-            self.vlist = vlist
-            self.index = index
-            self.row = row
+            super().__init__(vlist)
+            self.index, self.row = index, row
 
-        @property
-        def control(self) -> "VirtualList":
-            return self.vlist
-
-        def can_replace(self, message: Message) -> bool:
-            return isinstance(message, VirtualList.Highlighted) and message.vlist is self.vlist
-
-    class Selected(Message):
+    class Selected(_ListMessage):
         """Enter (or a double click) on a row."""
 
         def __init__(self, vlist: "VirtualList", index: int, row: Any) -> None:
-            super().__init__()
-            self.vlist = vlist
-            self.index = index
-            self.row = row
+            super().__init__(vlist)
+            self.index, self.row = index, row
 
-        @property
-        def control(self) -> "VirtualList":
-            return self.vlist
-
-    class WindowChanged(Message):
+    class WindowChanged(_ListMessage):
         """The visible window of rows changed (scroll, resize, new rows). Coalesced."""
 
+        coalesced = True
+
         def __init__(self, vlist: "VirtualList", start: int, end: int) -> None:
-            super().__init__()
-            self.vlist = vlist
-            self.start = start
-            self.end = end
-
-        @property
-        def control(self) -> "VirtualList":
-            return self.vlist
-
-        def can_replace(self, message: Message) -> bool:
-            return isinstance(message, VirtualList.WindowChanged) and message.vlist is self.vlist
+            super().__init__(vlist)
+            self.start, self.end = start, end
 
     def __init__(self, *, show_header: bool = False, empty_text: str = "nothing here", name: str | None = None,
                  id: str | None = None, classes: str | None = None) -> None:
