@@ -4,7 +4,7 @@ statement keyword (``when``, ``each``, ``repeat``, ``match``, ``parallel``, ``re
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Iterator, Optional
 
 from . import ast as A
 from .parse_expressions import ExpressionRules
@@ -85,6 +85,29 @@ class StatementRules(ExpressionRules):
                 return w
         self.pos = save
         return None
+
+    def clauses(self, indent: int, words: tuple[str, ...], expected: str) -> Iterator[tuple[int, str]]:
+        """``(clause indent, word)`` for each clause line one level in under ``indent`` that starts with one of
+        ``words``, until a line that sits no deeper; a deeper line that is not a clause is ``expected …``."""
+        ci = self.clause_indent(indent)
+        if ci is None:
+            return
+        while True:
+            w = self.clause(ci, words)
+            if w is None:
+                pk = self.peek_line()
+                if pk is not None and pk[0] > indent:
+                    raise self.error(f"expected {expected}", pk[1])
+                return
+            yield ci, w
+
+    def clause_block(self, indent: int, word: str) -> tuple:
+        """The block of a ``word`` clause at ``indent`` after a block (``else``, ``finally``, a saga's
+        ``undo``), or ``()`` when the next line is not that clause."""
+        if self.clause(indent, (word,)):
+            self.eol()
+            return self.block(indent)
+        return ()
 
     def clause_indent(self, parent: int) -> Optional[int]:
         save = self.pos
@@ -182,11 +205,7 @@ class StatementRules(ExpressionRules):
         cond = self.expression()
         self.eol()
         then = self.block(indent)
-        otherwise: tuple = ()
-        if self.clause(indent, ("else",)):
-            self.eol()
-            otherwise = self.block(indent)
-        return A.When(cond, then, otherwise)
+        return A.When(cond, then, self.clause_block(indent, "else"))
 
     def _st_unless(self, indent: int) -> A.Node:
         cond = self.expression()
@@ -252,15 +271,9 @@ class StatementRules(ExpressionRules):
         purpose = budget = None
         include: tuple = ()
         exclude: tuple = ()
-        ci = self.clause_indent(indent)
         seen: set[str] = set()
-        while ci is not None:
-            w = self.clause(ci, ("purpose", "budget", "include", "exclude"))
-            if w is None:
-                pk = self.peek_line()
-                if pk is not None and pk[0] > indent:
-                    raise self.error("expected purpose, budget, include or exclude", pk[1])
-                break
+        for _ci, w in self.clauses(indent, ("purpose", "budget", "include", "exclude"),
+                                   "purpose, budget, include or exclude"):
             if w in seen:
                 raise self.error(f"`{w}` given twice")
             seen.add(w)
@@ -279,15 +292,8 @@ class StatementRules(ExpressionRules):
         """``case …``/``default`` clauses one level in, each with a body one level further."""
         cases: list = []
         default: tuple = ()
-        ci = self.clause_indent(indent)
         saw_default = False
-        while ci is not None:
-            w = self.clause(ci, ("case", "default"))
-            if w is None:
-                pk = self.peek_line()
-                if pk is not None and pk[0] > indent:
-                    raise self.error("expected `case` or `default`", pk[1])
-                break
+        for ci, w in self.clauses(indent, ("case", "default"), "`case` or `default`"):
             if saw_default:
                 raise self.error("`default` must be the last clause")
             if w == "case":
@@ -317,13 +323,7 @@ class StatementRules(ExpressionRules):
 
     def _branches(self, indent: int, named: bool) -> tuple:
         out: list = []
-        ci = self.clause_indent(indent)
-        while ci is not None:
-            if self.clause(ci, ("branch",)) is None:
-                pk = self.peek_line()
-                if pk is not None and pk[0] > indent:
-                    raise self.error("expected `branch`", pk[1])
-                break
+        for ci, _w in self.clauses(indent, ("branch",), "`branch`"):
             name = self.sym("the branch name") if named else None
             self.eol()
             body = self.block(ci)
@@ -449,29 +449,15 @@ class StatementRules(ExpressionRules):
             acquire = self.expression()
         self.eol()
         body = self.block(indent)
-        fin: tuple = ()
-        if self.clause(indent, ("finally",)):
-            self.eol()
-            fin = self.block(indent)
-        return A.Scope(acquire, bind, body, fin)
+        return A.Scope(acquire, bind, body, self.clause_block(indent, "finally"))
 
     def _st_saga(self, indent: int) -> A.Node:
         self.eol()
         steps: list = []
-        ci = self.clause_indent(indent)
-        while ci is not None:
-            if self.clause(ci, ("step",)) is None:
-                pk = self.peek_line()
-                if pk is not None and pk[0] > indent:
-                    raise self.error("expected `step` or `undo`", pk[1])
-                break
+        for ci, _w in self.clauses(indent, ("step",), "`step` or `undo`"):
             self.eol()
             body = self.block(ci)
-            undo: tuple = ()
-            if self.clause(ci, ("undo",)):
-                self.eol()
-                undo = self.block(ci)
-            steps.append(A.SagaStep(body, undo))
+            steps.append(A.SagaStep(body, self.clause_block(ci, "undo")))
         return A.Saga(tuple(steps))
 
     def _st_confirm(self, indent: int) -> A.Node:
