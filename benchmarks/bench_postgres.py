@@ -22,6 +22,7 @@ cluster is started (tests/servers.py).
 
     python benchmarks/bench_postgres.py [--dsn URL] [--sessions N] [--big N] [--source DIR]
                                         [--schema NAME] [--appenders N] [--repeat N] [--no-copy-back]
+                                        [--measure listing,replay,appenders]
 """
 
 from __future__ import annotations
@@ -235,7 +236,9 @@ def bench_appenders(loc: Path, appenders: int, each: int = 20) -> dict:
 def _has_store(url: str) -> bool:
     conn = connect(url, read_only=True)
     try:
-        return conn.execute("SELECT to_regclass('events') IS NOT NULL AND EXISTS (SELECT 1 FROM streams)").fetchone()[0]
+        if conn.execute("SELECT to_regclass('streams') IS NULL").fetchone()[0]:
+            return False
+        return conn.execute("SELECT EXISTS (SELECT 1 FROM streams)").fetchone()[0]
     finally:
         conn.close()
 
@@ -254,6 +257,7 @@ def main() -> None:
     ap.add_argument("--appenders", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--no-copy-back", action="store_true", help="skip timing the copy back into a directory")
+    ap.add_argument("--measure", default="listing,replay,appenders", help="which of listing,replay,appenders to run")
     a = ap.parse_args()
     server = None
     if a.dsn is None:
@@ -273,9 +277,13 @@ def main() -> None:
             _print("copy", bench_copy(src, loc, not a.no_copy_back))
         with StoreReader(loc) as r:
             print(json.dumps({"store": {"sessions": r.session_count(), "events": r.count_events()}}), flush=True)
-        _print("listing", bench_listing(loc, url, a.repeat))
-        _print("replay", bench_replay(loc, url, max(3, a.repeat // 3)))
-        _print("appenders", bench_appenders(loc, a.appenders))
+        measures = set(a.measure.split(","))
+        if "listing" in measures:
+            _print("listing", bench_listing(loc, url, a.repeat))
+        if "replay" in measures:
+            _print("replay", bench_replay(loc, url, max(3, a.repeat // 3)))
+        if "appenders" in measures:
+            _print("appenders", bench_appenders(loc, a.appenders))
     finally:
         if server is not None:
             server.stop()

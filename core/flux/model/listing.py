@@ -126,16 +126,20 @@ def _json_query(reader: StoreReader, sql: str, params: Sequence) -> list[tuple]:
         return reader.query(sql.replace(" WHERE ", " WHERE json_valid(payload) AND ", 1), params)
 
 
-def summarize_sessions(reader: StoreReader, rows: Sequence[SessionRow], prices: PriceTable | None) -> list[SessionSummary]:
+def summarize_sessions(reader: StoreReader, rows: Sequence[SessionRow], prices: PriceTable | None, *,
+                       registry_size: int | None = None) -> list[SessionSummary]:
     """Fill turns, last outcome, interrupted flag, lineage and cost for the given registry rows.
 
     Aggregates run in SQLite (``json_extract``): Python sees one row per turn, not one per event.
     A page of the list searches the ``(stream, kind)`` index per listed session (in chunks); most of
     the registry reads each fact group in one scan of the ``kind`` index instead — one query per
-    fact group, never one per session.
+    fact group, never one per session. ``registry_size``: the registry's row count when the caller
+    knows it, or any bound past ``2 * len(rows)`` (else it is counted).
     """
     out = {r.id: SessionSummary(row=r, lineage=lineage_of(r), spend=Spend(prices)) for r in rows}
-    if out and 2 * len(out) >= reader.session_count():
+    if registry_size is None and out:
+        registry_size = reader.session_count()
+    if out and 2 * len(out) >= registry_size:
         _summarize(reader, out, (), "")
     else:
         for chunk in _chunks(list(out)):
@@ -144,30 +148,40 @@ def summarize_sessions(reader: StoreReader, rows: Sequence[SessionRow], prices: 
 
 
 def _summarize(reader: StoreReader, out: dict[str, SessionSummary], params: Sequence[str], where: str) -> None:
-    """One pass of each fact group over the sessions ``where`` selects (rows of other sessions skipped)."""
+    """One pass of each fact group over the sessions ``where`` selects (rows of other sessions
+    skipped); the three fact queries go to the store together (one round trip to a shared server)."""
+    turns_sql = f"SELECT stream, COUNT(*), MAX(global_seq) FROM events WHERE kind = 'turn_started'{where} GROUP BY stream"
+    # Spend per (turn, model), split by whether the provider reported its own cost.
+    calls_sql = (f"SELECT stream, turn_id, json_extract(payload, '$.data.model') AS m,"
+                 f" json_type(payload, '$.data.usage.reported_cost_usd') IN ('integer', 'real') AS r,"
+                 f" SUM({_REPORTED}), {_SUMS}"
+                 f" FROM events WHERE kind = 'call_usage'{where} GROUP BY stream, turn_id, m, r")
+    ended_sql = (f"SELECT stream, turn_id, json_extract(payload, '$.data.outcome'),"
+                 f" json_type(payload, '$.data.usage') = 'object', {_REPORTED}, {_SUMS.replace('SUM(', '(')}"
+                 f" FROM events WHERE kind = 'turn_ended'{where}")
+    try:
+        turn_rows, call_rows, ended_rows = reader.query_many([(turn_sql, params) for turn_sql in (turns_sql, calls_sql, ended_sql)])
+    except StoreError as e:
+        if "malformed JSON" not in str(e):
+            raise
+        turn_rows = reader.query(turns_sql, params)
+        call_rows = _json_query(reader, calls_sql, params)
+        ended_rows = _json_query(reader, ended_sql, params)
     newest_turn: dict[str, int] = {}
-    for stream, count, tid in reader.query(
-            f"SELECT stream, COUNT(*), MAX(global_seq) FROM events WHERE kind = 'turn_started'{where} GROUP BY stream", params):
+    for stream, count, tid in turn_rows:
         s = out.get(stream)
         if s is not None:
             s.turns = count
             newest_turn[stream] = tid
-    # Spend per (turn, model), split by whether the provider reported its own cost.
     called: set[int | None] = set()
-    for stream, tid, model, n_reported, reported, *sums in _json_query(reader,
-            f"SELECT stream, turn_id, json_extract(payload, '$.data.model') AS m,"
-            f" json_type(payload, '$.data.usage.reported_cost_usd') IN ('integer', 'real') AS r,"
-            f" SUM({_REPORTED}), {_SUMS}"
-            f" FROM events WHERE kind = 'call_usage'{where} GROUP BY stream, turn_id, m, r", params):
+    for stream, tid, model, n_reported, reported, *sums in call_rows:
         s = out.get(stream)
         if s is not None:
             called.add(tid)  # a turn_id is a global_seq: unique across streams
             s.spend.add(model if isinstance(model, str) else "", _usage(sums, float(reported) if n_reported else None))
     ended: dict[str, set[int]] = {}
-    for stream, tid, outcome, has_usage, reported, *sums in _json_query(reader,
-            f"SELECT stream, turn_id, json_extract(payload, '$.data.outcome'),"
-            f" json_type(payload, '$.data.usage') = 'object', {_REPORTED}, {_SUMS.replace('SUM(', '(')}"
-            f" FROM events WHERE kind = 'turn_ended'{where}", params):
+    call_less: list[tuple[SessionSummary, int | None, Usage]] = []
+    for stream, tid, outcome, has_usage, reported, *sums in ended_rows:
         s = out.get(stream)
         if s is None:
             continue
@@ -175,8 +189,10 @@ def _summarize(reader: StoreReader, out: dict[str, SessionSummary], params: Sequ
         if newest_turn.get(stream) == tid:
             s.last_outcome = outcome if isinstance(outcome, str) else ""
         if has_usage and tid not in called:  # Turn.effective_usage: ended usage only without calls
-            model = _turn_model(reader, tid) or s.row.model
-            s.spend.add(model, _usage(sums, reported))
+            call_less.append((s, tid, _usage(sums, reported)))
+    models = _turn_models(reader, [tid for _s, tid, _u in call_less])
+    for s, tid, usage in call_less:
+        s.spend.add(models.get(tid) or s.row.model, usage)
     for stream, tid in newest_turn.items():
         s = out[stream]
         closed = ended.get(stream, ())
@@ -188,11 +204,20 @@ def _summarize(reader: StoreReader, out: dict[str, SessionSummary], params: Sequ
         s.interrupt = _check_open_newest_turn(reader, stream, tid, s.turns)
 
 
-def _turn_model(reader: StoreReader, turn_id: int | None) -> str:
-    if turn_id is None:
-        return ""
-    rows = _json_query(reader, "SELECT json_extract(payload, '$.data.model') FROM events WHERE global_seq = ?", (turn_id,))
-    return rows[0][0] if rows and isinstance(rows[0][0], str) else ""
+def _turn_models(reader: StoreReader, turn_ids: Sequence[int | None]) -> dict[int, str]:
+    """Each turn's model, from its ``turn_started`` row ("" when not a string): a chunk of turns a
+    query; a turn id that is not an integer (a hostile row's) is looked up alone, as SQLite
+    compares it."""
+    wanted = sorted({t for t in turn_ids if type(t) is int})
+    out: dict = {}
+    for chunk in _chunks(wanted):
+        for gs, model in _json_query(reader, "SELECT global_seq, json_extract(payload, '$.data.model') FROM events"
+                                             f" WHERE global_seq IN ({','.join('?' * len(chunk))})", chunk):
+            out[gs] = model if isinstance(model, str) else ""
+    for t in {t for t in turn_ids if t is not None and type(t) is not int}:
+        rows = _json_query(reader, "SELECT json_extract(payload, '$.data.model') FROM events WHERE global_seq = ?", (t,))
+        out[t] = rows[0][0] if rows and isinstance(rows[0][0], str) else ""
+    return out
 
 
 def _older_open_turn(reader: StoreReader, stream: str, ended_ids: set[int]) -> InterruptCheck:
@@ -259,40 +284,46 @@ def _plain_data(kind: str, payload: object) -> dict | None:
     return obj["data"]
 
 
+# The open turn's rows the interrupted-turn check reads, in one query (one round trip to a shared
+# server): 0 its turn_started row, 1 its plan attempts, 2 the ledger's run rows from it on.
+_OPEN_TURN_ROWS = (
+    "SELECT 0, stream_seq, ts, payload FROM events WHERE global_seq = ? AND stream = ? AND kind = 'turn_started'"
+    " UNION ALL SELECT 1, stream_seq, ts, payload FROM events WHERE stream = ? AND turn_id = ? AND kind = 'plan_attempted'"
+    " UNION ALL SELECT 2, stream_seq, ts, payload FROM events WHERE stream = ? AND kind = 'run' AND global_seq >= ?"
+    " AND json_extract(payload, '$.data.event') IN ('statement_completed', 'plan_resumed', 'checkpoint_reached')"
+    " ORDER BY 1, 2")
+
+
 def _open_turn_facts(reader: StoreReader, stream: str, turn_id: int, number: int):
     """``(OpenTurn, run bodies)`` from plain rows, or None when a row needs the decoder."""
     from .interrupted import OpenTurn
 
-    started = reader.query("SELECT ts, payload FROM events WHERE global_seq = ? AND stream = ? AND kind = 'turn_started'",
-                           (turn_id, stream))
+    try:
+        rows = reader.query(_OPEN_TURN_ROWS, (turn_id, stream, stream, turn_id, stream, turn_id))
+    except StoreError:  # a malformed payload in the run window: the decoder skips and counts it
+        return None
+    started = [(ts, payload) for part, _seq, ts, payload in rows if part == 0]
     if len(started) != 1 or type(started[0][0]) is not int:
         return None
     data = _plain_data("turn_started", started[0][1])
     if data is None or type(data.get("user_input")) is not str:
         return None
     plans = []
-    for (payload,) in reader.query("SELECT payload FROM events WHERE stream = ? AND turn_id = ? AND kind = 'plan_attempted'"
-                                   " ORDER BY stream_seq", (stream, turn_id)):
-        p = _plain_data("plan_attempted", payload)
-        if p is None or type(p.get("outcome")) is not str or not (p.get("plan_source") is None or type(p["plan_source"]) is str):
-            return None
-        plans.append((p["outcome"], p.get("plan_source")))
     bodies = []
-    try:
-        rows = reader.query(
-            "SELECT payload FROM events WHERE stream = ? AND kind = 'run' AND global_seq >= ?"
-            " AND json_extract(payload, '$.data.event') IN ('statement_completed', 'plan_resumed', 'checkpoint_reached')"
-            " ORDER BY stream_seq", (stream, turn_id))
-    except StoreError:  # a malformed payload in the window: the decoder skips and counts it
-        return None
-    for (payload,) in rows:
-        b = _plain_data("run", payload)
-        if b is None:
-            return None
-        want = _LEDGER_EVENTS.get(b.get("event"))  # duplicate keys: SQLite and Python may read different ones
-        if want is None or any(type(b.get(k)) is not t for k, t in want) or not (b.get("value") is None or type(b["value"]) is str):
-            return None
-        bodies.append(b)
+    for part, _seq, _ts, payload in rows:
+        if part == 1:
+            p = _plain_data("plan_attempted", payload)
+            if p is None or type(p.get("outcome")) is not str or not (p.get("plan_source") is None or type(p["plan_source"]) is str):
+                return None
+            plans.append((p["outcome"], p.get("plan_source")))
+        elif part == 2:
+            b = _plain_data("run", payload)
+            if b is None:
+                return None
+            want = _LEDGER_EVENTS.get(b.get("event"))  # duplicate keys: SQLite and Python may read different ones
+            if want is None or any(type(b.get(k)) is not t for k, t in want) or not (b.get("value") is None or type(b["value"]) is str):
+                return None
+            bodies.append(b)
     return OpenTurn(number, turn_id, started[0][0], data["user_input"], tuple(plans)), bodies
 
 
@@ -368,7 +399,11 @@ def list_sessions(reader: StoreReader, *, limit: int | None = 30, query: str | N
     if query:
         check_query(query)
     filtered = query is not None or since_ms is not None or until_ms is not None or touched is not None
-    rows = reader.list_sessions(limit=None if filtered else limit)
+    # A page reads one row past twice its length, so the rows read tell summarize_sessions how to
+    # read the facts (the registry's size, or a bound past twice the page) without a COUNT — a
+    # round trip to a shared server.
+    rows = reader.list_sessions(limit=None if filtered or limit is None else 2 * limit + 1)
+    registry_size = len(rows)
     if since_ms is not None:
         rows = [r for r in rows if r.updated_at >= since_ms]
     if until_ms is not None:
@@ -384,7 +419,7 @@ def list_sessions(reader: StoreReader, *, limit: int | None = 30, query: str | N
         rows = [r for r in rows if (r.id in hits or not query.isascii()) and session_matches_query(reader, r.id, query)]
     if limit is not None:
         rows = rows[:limit]
-    return summarize_sessions(reader, rows, prices)
+    return summarize_sessions(reader, rows, prices, registry_size=registry_size)
 
 
 def interrupted_sessions(reader: StoreReader) -> dict[str, InterruptCheck]:

@@ -247,6 +247,12 @@ class StoreReader:
         """A raw read query (for read models that aggregate in SQL)."""
         return self._query(sql, params)
 
+    def query_many(self, queries: Sequence[tuple[str, Sequence]]) -> list[list[tuple]]:
+        """Several read queries ``(sql, params)`` at once, each one's rows (a backend across a
+        network sends them together: one round trip). An error is the first failing query's, as
+        :meth:`query` raises it."""
+        return [self._query(sql, params) for sql, params in queries]
+
     def query_json(self, sql: str, params: Sequence = ()) -> list[tuple]:
         """A read query that uses ``json_extract(payload, …)``. SQLite fails the whole query when
         one row's payload is malformed JSON; then it runs again with every such call guarded by
