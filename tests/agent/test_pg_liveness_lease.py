@@ -460,3 +460,23 @@ def test_the_lease_connection_gives_up_on_a_vanished_peer_and_is_made_again_when
                                  "print(lease_holder(sys.argv[1], 's_2'))", str(loc)], env=_env(),
                                 capture_output=True, text=True, timeout=60)
         assert holder.stdout.strip() == str(os.getpid()), holder.stderr
+
+
+def test_a_lease_snapshot_changes_when_a_writer_starts_or_dies_and_sees_only_its_schema(pg_url, pg_server):
+    loc = store_location(pg_url)
+    other = store_location(f"{pg_server.dsn}?schema=t_snap_{os.getpid()}")
+    for where in (loc, other):
+        with StoreWriter(where) as w:
+            w.create_session("mock")
+    from flux.store.lease import lease_snapshot
+
+    empty = lease_snapshot(loc)
+    assert empty == frozenset()
+    elsewhere = _hold_as_another_machine(pg_url, "s_1")
+    try:
+        held = lease_snapshot(loc)
+        assert held == {pg_lease.lease_key(url_schema(pg_url), "s_1")}
+        assert lease_snapshot(other) == frozenset()  # another schema's s_1 is another lease
+    finally:
+        elsewhere.close()
+    _wait(lambda: lease_snapshot(loc) == empty, "the snapshot to lose the dead writer")

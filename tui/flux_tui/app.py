@@ -26,6 +26,7 @@ from flux.cli.common import OneLineErrors, StoreLocation
 from flux.errors import FluxError, StoreError
 from flux.model.listing import SessionSummary
 from flux.model.pricing import PriceTable, load_price_table
+from flux.store.lease import lease_snapshot
 from flux.store.location import postgres_url, redacted_url
 from flux.store.store import SessionRow, StoreReader, default_store_dir
 
@@ -86,6 +87,7 @@ class FluxApp(App):
         self.open_error: str | None = None
         self._open_lock = threading.Lock()
         self._token: object = None
+        self._leases: frozenset = frozenset()  # the leases held at the last poll (lease_snapshot)
         # id -> summary; valid while the registry row (updated_at, last_seq) is unchanged.
         self.summaries: dict[str, SessionSummary] = {}
         self.last_diffed: str | None = None  # the diff prompt's fallback default
@@ -127,6 +129,7 @@ class FluxApp(App):
                 self._say(f"error: {self.mask_path(self.prices_error)} — using the built-in prices",
                           title="Bad prices file", severity="error", timeout=12)
             self._token = reader.change_token()
+            self._leases = lease_snapshot(self.store_dir)
             self.open_error = None
             self.reader = reader
             return reader
@@ -197,15 +200,22 @@ class FluxApp(App):
         if reader is None:
             return
         try:
-            token = reader.change_token()
-            if token == self._token:
+            token, leases = reader.change_token(), lease_snapshot(self.store_dir)
+            if token == self._token and leases == self._leases:
                 return
             reader.refresh()
             self._token = reader.change_token()
         except StoreError:
             return
+        if leases != self._leases:  # a writer started, ended or died: no event says so, its open turn reads anew
+            self._leases = leases
+            self.call_from_thread(self._forget_open_turns)
         if not get_current_worker().is_cancelled:
             self.post_message(StoreChanged())
+
+    def _forget_open_turns(self) -> None:
+        for sid in [sid for sid, s in self.summaries.items() if s.interrupt.open_turn is not None]:
+            del self.summaries[sid]
 
     @on(Worker.StateChanged)
     def _worker_failed(self, event: Worker.StateChanged) -> None:

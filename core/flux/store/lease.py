@@ -41,7 +41,7 @@ from typing import Optional
 
 from ..errors import FluxError, StoreError
 from .location import postgres_url
-from .pg_lease import LeaseHolder, PostgresLease, postgres_holder, this_host
+from .pg_lease import LeaseHolder, PostgresLease, postgres_holder, postgres_snapshot, this_host
 
 try:
     import fcntl
@@ -49,7 +49,7 @@ except ImportError:  # pragma: no cover - no POSIX locks (Windows): nothing is e
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["LEASE_DIR", "LeaseHolder", "SessionLease", "SessionLeased", "lease_holder", "lease_holder_on", "lease_path",
-           "leased_message"]
+           "lease_snapshot", "leased_message"]
 
 LEASE_DIR = "leases"
 
@@ -185,6 +185,29 @@ def lease_holder_on(store_dir: str | os.PathLike[str], session: str) -> Optional
         return None
     pid = _file_lease_pid(store_dir, session)
     return None if pid is None else LeaseHolder(pid, this_host())
+
+
+def lease_snapshot(store_dir: str | os.PathLike[str]) -> frozenset:
+    """Which leases of the store are held right now, as a value to compare with a later one (a
+    view that shows liveness redraws when a writer starts, ends or dies — no event tells it so).
+    Read-only, like :func:`lease_holder`; the caller's own leases count too."""
+    url = postgres_url(store_dir)
+    if url is not None:
+        return postgres_snapshot(url)
+    if fcntl is None:
+        return frozenset()
+    try:
+        names = os.listdir(Path(store_dir) / LEASE_DIR)
+    except OSError:
+        return frozenset()  # no leases directory: nothing held
+    held = set()
+    for name in names:
+        session = name[:-len(".lock")] if name.endswith(".lock") else ""
+        if _SESSION_NAME.fullmatch(session):
+            pid = _file_lease_pid(store_dir, session)
+            if pid is not None:
+                held.add((session, pid))
+    return frozenset(held)
 
 
 def _file_lease_pid(store_dir: str | os.PathLike[str], session: str) -> Optional[int]:

@@ -6,9 +6,10 @@ part of the product that opens a store works with a local directory; a Postgres 
 one — its *local directory*, ``$FLUX_PG_LOCAL_DIR`` (default ``~/.cache/flux-tui/postgres``)
 ``/<user@host_port_db_schema>-<hash>`` — that holds a ``postgres.url`` file (mode 0600, like
 libpq's ``.pgpass``: it may hold the password) naming the database. The events and the session
-registry live in Postgres (flux's ``streams`` / ``events`` tables, byte for byte); what flux keeps
-beside ``events.db`` and never in Postgres — the flow store (``flow.db``), leases, the recorded
-toolbox (``toolbox.json``), prices and agent loops — lives in that local directory, per machine.
+registry live in Postgres (flux's ``streams`` / ``events`` tables, byte for byte), and so do the
+liveness leases (advisory locks, :mod:`flux.store.pg_lease`); what flux keeps beside ``events.db``
+and never in Postgres — the flow store (``flow.db``), the recorded toolbox (``toolbox.json``),
+prices and agent loops — lives in that local directory, per machine.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ from ..errors import StoreError
 from .location import redacted_url, url_schema
 from .postgres import connect, driver
 
-__all__ = ["LeaseHolder", "PostgresLease", "lease_key", "postgres_holder", "this_host"]
+__all__ = ["LeaseHolder", "PostgresLease", "lease_key", "postgres_holder", "postgres_snapshot", "this_host"]
 
 _APP_PREFIX = "flux-tui lease"
 _NUMBERED = re.compile(r"s_([1-9][0-9]{0,9})")
@@ -80,11 +80,16 @@ def lease_key(schema: str, session: str) -> tuple[int, int]:
     ``k1`` is 30 bits of a CRC-32 of the schema, its next bit telling the two kinds of name apart:
     a numbered session ``s_<n>`` (n below 2**31) has ``k2 = n`` — two of them never share a key —
     and any other name has 31 bits of its CRC-32 (``binascii``: listing sessions loads no hashlib)."""
-    space = binascii.crc32(b"flux-tui lease\0" + schema.encode("utf-8", "surrogatepass")) & 0x3FFFFFFF
+    space = _key_space(schema)
     m = _NUMBERED.fullmatch(session)
     if m is not None and int(m.group(1)) < 2 ** 31:
         return space, int(m.group(1))
     return space | 0x40000000, binascii.crc32(session.encode("utf-8", "surrogatepass")) & 0x7FFFFFFF
+
+
+def _key_space(schema: str) -> int:
+    """``k1`` of the schema's numbered sessions (``| 2**30``: of its other names)."""
+    return binascii.crc32(b"flux-tui lease\0" + schema.encode("utf-8", "surrogatepass")) & 0x3FFFFFFF
 
 
 def _holder_of(row: Optional[tuple]) -> Optional[LeaseHolder]:
@@ -123,8 +128,8 @@ class _Link:
             raise
         return conn
 
-    def run(self, sql: str, params: tuple, *, retry: bool) -> Any:
-        """The first row of ``sql``. A connection the server dropped is let go (and made again,
+    def run(self, sql: str, params: tuple, *, retry: bool, every_row: bool = False) -> Any:
+        """The first row of ``sql`` (all of them: ``every_row``). A connection the server dropped is let go (and made again,
         ``sql`` run once more on it, when ``retry``); every driver error is a one-line :class:`StoreError`."""
         psycopg = driver()
         with self.lock:
@@ -134,7 +139,8 @@ class _Link:
                 try:
                     if self.conn is None or self.conn.closed:
                         self.conn = self._open()
-                    return self.conn.execute(sql, params).fetchone()
+                    cur = self.conn.execute(sql, params)
+                    return cur.fetchall() if every_row else cur.fetchone()
                 except psycopg.Error as e:
                     lost = self.conn is None or self.conn.broken or self.conn.closed
                     if lost:
@@ -145,10 +151,14 @@ class _Link:
                                          f"{_first_line(e)} — is the server running?") from None
                     raise StoreError(f"session lease on {redacted_url(self.url)}: {_first_line(e)}") from None
 
-    def key(self, session: str) -> tuple[int, int]:
+    def connected(self) -> "_Link":
+        """This link with its connection made (``schema`` known)."""
         if self.conn is None or self.conn.closed:
             self.run("SELECT 1", (), retry=True)
-        return lease_key(self.schema, session)
+        return self
+
+    def key(self, session: str) -> tuple[int, int]:
+        return lease_key(self.connected().schema, session)
 
     def drop(self) -> None:
         conn, self.conn = self.conn, None
@@ -185,6 +195,19 @@ def postgres_holder(url: str, session: str) -> Optional[LeaseHolder]:
     with link.lock:
         k1, k2 = link.key(session)
         return _holder_of(link.run(_HOLDER_SQL, (k1, k2), retry=True))
+
+
+def postgres_snapshot(url: str) -> frozenset[tuple[int, int]]:
+    """The keys of every lease held in the store at ``url`` right now (its schema's), to compare
+    with a later snapshot: read-only, as :func:`postgres_holder`."""
+    link = _link(_CHECK_LINKS, url, read_only=True)
+    with link.lock:
+        space = _key_space(link.connected().schema)
+        rows = link.run("SELECT classid::bigint, objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                        " AND objsubid = 2 AND classid IN (%s::oid, %s::oid)"
+                        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                        (space, space | 0x40000000), retry=True, every_row=True)
+    return frozenset((int(a), int(b)) for a, b in rows)
 
 
 class PostgresLease:

@@ -50,8 +50,9 @@ def read_session(reader: StoreReader, session_id: str, *, shown: SessionDetail |
     reload = shown is not None
     if reload:
         row = reader.get_session(shown.row.id)
-        if (row.last_seq, row.updated_at, row.msg_count) == (shown.row.last_seq, shown.row.updated_at, shown.row.msg_count):
-            return None  # another session changed; this one did not
+        if (row.last_seq, row.updated_at, row.msg_count) == (shown.row.last_seq, shown.row.updated_at, shown.row.msg_count) \
+                and (not shown.turns or shown.turns[-1].ended):
+            return None  # another session changed; this one did not (an open turn is read again: its writer may be gone)
     row = reader.resolve_session(session_id)
     if row.last_seq > PARTIAL_OVER:
         # Big session: its messages and turn headers, and the rows of one turn only — on opening,

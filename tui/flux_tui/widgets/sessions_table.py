@@ -266,6 +266,8 @@ class SessionsTable(VirtualList[SessionItem]):
         if key == "status":
             if s.interrupted:
                 return Text("⚠ interrupted", style="bold yellow")
+            if s.interrupt.recording_pid is not None:
+                return Text("● recording", style="green")
             if s.interrupt.reason:
                 return Text("open turn", style="yellow")
             return Text("")
