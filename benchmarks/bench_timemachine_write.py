@@ -285,7 +285,7 @@ def phases(what: str, sid: str, at: int, master: Path, tmp: Path, repeat: int) -
     only for itself. Rows marked ``·`` are parts of another row, not added to the total."""
     import contextlib
 
-    import flux.store.events as events_mod
+    import flux.store.payload_encode as payload_encode_mod
     import flux.store.store as store_mod
     import flux.timemachine.fork as fork_mod
     import flux.timemachine.plans as plans_mod
@@ -329,7 +329,7 @@ def phases(what: str, sid: str, at: int, master: Path, tmp: Path, repeat: int) -
     patched = [timing(replay_mod, "read_replay_input", "replay: read"),
                timing(plans_mod, "parse_stored_plan", "replay: parse the plans"),
                timing(serve_mod.PlanServer, "run", "replay (and a prefix): run the plans"),
-               timing(events_mod, "encode_run_bodies", f"{what}: · payload texts (encode_run_bodies)")]
+               timing(payload_encode_mod, "encode_run_bodies", f"{what}: · payload texts (encode_run_bodies)")]
     if what == "fork":
         patched += [timing(fork_mod, "read_replay_input", "fork: read (as replay's, with the cell bodies)"),
                     timing(fork_mod, "executions_of", "fork: parse the plans (as replay)"),

@@ -146,7 +146,8 @@ def test_an_owed_cell_is_on_disk_before_a_confirm_prompt(make_client, store, ws)
 
 
 def test_an_owed_cell_that_cannot_be_committed_fails_its_op_loudly(make_client, store, ws, monkeypatch):
-    from flux.store.events import OpRecorded, Run, decode_payload
+    from flux.store.events import OpRecorded, Run
+    from flux.store.payload_decode import decode_payload
     from flux.store.store import StoreWriter
 
     real = StoreWriter._write_pending

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from flux.agent.observations import observation_texts
 from flux.cassette.redactor import Redactor
-from flux.store.events import Observation, encode_observation
+from flux.store.events import Observation
+from flux.store.payload_encode import encode_observation
 
 # Keys that redact (two of them to the same marker), name a secret, or are not strings.
 _STR_KEYS = st.sampled_from(["tool", "status", "dispatch", "api_key", "password", "tokens", "sk-ant-aaaaaaaaaaaa",
@@ -63,7 +64,8 @@ _BLOCKS = st.lists(st.one_of(
        secrets=st.lists(st.sampled_from(["hunter22", "1234", "echo1", "text"]), max_size=2))
 def test_message_text_equals_the_message_body_encoded(role, content, secrets):
     from flux.agent.observations import RedactedJson, message_text
-    from flux.store.events import Message, encode_payload
+    from flux.store.events import Message
+    from flux.store.payload_encode import encode_payload
 
     red = Redactor(secrets)
     writer = RedactedJson(red)
@@ -170,7 +172,8 @@ _PLAIN_BLOCKS = st.lists(st.one_of(
 @given(content=_PLAIN_BLOCKS, secrets=st.lists(st.sampled_from(["hunter22", "1234", "toolu_2", 'q"q!']), max_size=2))
 def test_plain_messages_are_written_as_the_general_path_writes_them(content, secrets):
     from flux.agent.observations import RedactedJson, message_text
-    from flux.store.events import Message, encode_payload
+    from flux.store.events import Message
+    from flux.store.payload_encode import encode_payload
 
     red = Redactor(secrets)
     assert message_text("user", content, RedactedJson(red)) == encode_payload(Message(role="user",
@@ -193,7 +196,8 @@ def test_a_turns_closing_message_is_written_verbatim():
 ])
 def test_messages_the_verbatim_path_must_refuse(content, secrets):
     from flux.agent.observations import RedactedJson, message_text, verbatim_json
-    from flux.store.events import Message, encode_payload
+    from flux.store.events import Message
+    from flux.store.payload_encode import encode_payload
 
     red = Redactor(secrets)
     assert verbatim_json(content, red) is None

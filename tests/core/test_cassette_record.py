@@ -16,7 +16,9 @@ from flux.cassette.record import (
 )
 from flux.cassette.redactor import Redactor
 from tests.core.test_redactor import json_values
-from flux.store.events import OpRecorded, Run, decode_payload, encode_payload
+from flux.store.events import OpRecorded, Run
+from flux.store.payload_decode import decode_payload
+from flux.store.payload_encode import encode_payload
 
 M = "[redacted]"
 FIXTURE_INPUT = {"content": "created by flux mock\n", "path": "flux-mock.txt"}

@@ -8,7 +8,8 @@ from dataclasses import fields
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flux.store.events import OpRecorded, encode_op_recorded, new_op_recorded
+from flux.store.events import OpRecorded, new_op_recorded
+from flux.store.payload_encode import encode_op_recorded
 
 _text = st.text(max_size=12)
 _opt_text = st.none() | _text

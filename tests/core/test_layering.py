@@ -267,3 +267,31 @@ def test_a_module_in_no_layer_is_reported(tmp_path):
     _write(tmp_path / "toy", {"__init__.py": "", "placed.py": "", "lost.py": ""})
     problems = layering_problems({"toy": tmp_path / "toy"}, (("one", ("toy.placed",)),))
     assert problems == ["toy: in no layer (add it to LAYERS)", "toy.lost: in no layer (add it to LAYERS)"]
+
+
+# The event model's modules, low to high: the dataclass-to-body rules, the kinds (and decoding a body),
+# then a payload's text each way. An import between them goes strictly down.
+EVENT_MODULE_RANKS = {"flux.store.body_codec": 0, "flux.store.events": 1,
+                      "flux.store.payload_decode": 2, "flux.store.payload_encode": 2}
+
+
+def event_model_problems(edges: list[Import]) -> list[str]:
+    ranks = EVENT_MODULE_RANKS
+    return [f"{e.importer} imports {e.imported} at line {e.line}: the event model's modules import only downwards"
+            for e in edges if e.importer in ranks and e.imported in ranks and ranks[e.importer] <= ranks[e.imported]]
+
+
+def test_the_event_kinds_stand_below_their_payload_codecs():
+    edges = read_imports(module_files(PACKAGES))
+    assert event_model_problems(edges) == []
+    between = {(e.importer, e.imported) for e in edges if e.importer in EVENT_MODULE_RANKS and e.imported in EVENT_MODULE_RANKS}
+    assert between >= {("flux.store.events", "flux.store.body_codec"), ("flux.store.payload_decode", "flux.store.events"),
+                       ("flux.store.payload_encode", "flux.store.events")}
+    # the same check on an event model that imports its encoder, and a decoder that imports the encoder
+    broken = [Import("flux.store.events", "flux.store.payload_encode", 3),
+              Import("flux.store.payload_decode", "flux.store.payload_encode", 9),
+              Import("flux.store.payload_encode", "flux.store.body_codec", 12)]
+    assert event_model_problems(broken) == [
+        "flux.store.events imports flux.store.payload_encode at line 3: the event model's modules import only downwards",
+        "flux.store.payload_decode imports flux.store.payload_encode at line 9: the event model's modules import only downwards",
+    ]

@@ -1,4 +1,4 @@
-"""The recorder's payload encoder (flux.store.events.encode_payload) writes exactly the bytes of the
+"""The recorder's payload encoder (flux.store.payload_encode.encode_payload) writes exactly the bytes of the
 plain dict-then-compact_json path, for every event kind and run variant, odd field types included."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flux.canonical import json_string
-from flux.store.events import (
-    EVENT_KINDS, RUN_VARIANTS, Observation, Run, RunEvent, Usage, _field_plan, encode_payload, encode_payload_reference,
-)
+from flux.store.events import EVENT_KINDS, RUN_VARIANTS, Observation, Run, RunEvent, Usage
+from flux.store.body_codec import field_plan
+from flux.store.payload_encode import encode_payload, encode_payload_reference
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=30),
                     st.sampled_from(["1e+16", "\ud83d", "a\x00b\n\"\\", "é✓"]))
@@ -25,7 +25,7 @@ usages = st.builds(Usage, input_tokens=st.integers(0, 10**6), output_tokens=st.i
 
 def _build(cls, draw):
     kwargs = {}
-    for name, key, sub in _field_plan(cls):
+    for name, key, sub in field_plan(cls):
         if sub is Usage or name == "usage":
             kwargs[name] = draw(st.one_of(st.none(), usages))
         else:
@@ -58,13 +58,14 @@ def test_the_c_string_encoder_writes_serdes_escapes(text):
 
 
 def _reference_decode_run(d):
-    from flux.store.events import UnknownRun, _coerce
+    from flux.store.events import UnknownRun
+    from flux.store.body_codec import coerce
 
     cls = RUN_VARIANTS.get(d.get("event")) if isinstance(d.get("event"), str) else None
     if cls is None:
         return UnknownRun(event=str(d.get("event") or ""), data=d)
     try:
-        return _coerce(cls, cls.from_body(d))
+        return coerce(cls, cls.from_body(d))
     except TypeError:
         return UnknownRun(event=str(d.get("event")), data=d)
 
@@ -72,7 +73,7 @@ def _reference_decode_run(d):
 @st.composite
 def run_dicts(draw):
     tag = draw(st.sampled_from(sorted(RUN_VARIANTS)))
-    keys = [key for _name, key, _sub in _field_plan(RUN_VARIANTS[tag])] + ["extra"]
+    keys = [key for _name, key, _sub in field_plan(RUN_VARIANTS[tag])] + ["extra"]
     d = {"event": tag}
     for key in draw(st.lists(st.sampled_from(keys), unique=True)):
         d[key] = draw(st.one_of(values, st.sampled_from([True, 0, 1.5, "s", None])))
@@ -94,7 +95,7 @@ def event_dicts(draw):
 
     kind = draw(st.sampled_from(sorted(k for k, c in EVENT_KINDS.items()
                                        if c not in (Run, Message, Compacted, Observation, Custom))))
-    keys = [key for _name, key, _sub in _field_plan(EVENT_KINDS[kind])] + ["extra"]
+    keys = [key for _name, key, _sub in field_plan(EVENT_KINDS[kind])] + ["extra"]
     d = {}
     for key in draw(st.lists(st.sampled_from(keys), unique=True)):
         d[key] = draw(st.one_of(values, st.sampled_from([True, 0, 1.5, "s", None, 2 ** 70])))
@@ -105,12 +106,13 @@ def event_dicts(draw):
 @given(case=event_dicts())
 def test_decode_body_shortcut_equals_from_body_and_coerce(case):
     """A well-typed body skips the coercion pass (fields_exact); the result is what coercing gives."""
-    from flux.store.events import UnknownEvent, _coerce, decode_body
+    from flux.store.events import UnknownEvent, decode_body
+    from flux.store.body_codec import coerce
 
     kind, d = case
     cls = EVENT_KINDS[kind]
     try:
-        want = _coerce(cls, cls.from_body(d))
+        want = coerce(cls, cls.from_body(d))
     except TypeError:
         want = UnknownEvent(kind=kind, data=d)
     except (ValueError, OverflowError) as e:
@@ -134,7 +136,7 @@ def reader_cases(draw):
     classes = _reader_cases()
     name = draw(st.sampled_from(sorted(classes)))
     cls = classes[name]
-    keys = [key for _name, key, _sub in _field_plan(cls)]
+    keys = [key for _name, key, _sub in field_plan(cls)]
     literal = [f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING]  # (no list fields)
     want = tuple(draw(st.lists(st.sampled_from(literal), unique=True))) if literal else ()
     d = {"event": cls.TAG} if name.startswith("run:") else {}
@@ -148,7 +150,8 @@ def reader_cases(draw):
 def test_a_field_reader_answers_what_fields_exact_and_decoding_answer(case):
     """field_reader(cls, want)(d) is None exactly when fields_exact(cls, d) is False; else the
     wanted fields' values as decoding the body gives them (the replay read takes them from it)."""
-    from flux.store.events import decode_body, decode_run, field_reader, fields_exact
+    from flux.store.events import decode_body, decode_run
+    from flux.store.body_codec import field_reader, fields_exact
 
     cls, want, d = case
     read = field_reader(cls, want)
@@ -158,7 +161,7 @@ def test_a_field_reader_answers_what_fields_exact_and_decoding_answer(case):
     assert (got is not None) == exact
     if exact:
         body = decode_run(d) if issubclass(cls, RunEvent) else decode_body(cls.KIND, d)
-        names = {key: name for name, key, _sub in _field_plan(cls)}
+        names = {key: name for name, key, _sub in field_plan(cls)}
         expected = tuple(getattr(body, names[k]) for k in want)
         assert (got == expected if want else got is True)
         assert all(type(a) is type(b) for a, b in zip(got if want else (), expected))
@@ -199,7 +202,8 @@ def step_bodies(draw):
 @settings(max_examples=300, deadline=None)
 @given(ev=step_bodies())
 def test_run_step_text_equals_the_encoded_run(ev):
-    from flux.store.events import decode_run, encode_run_step
+    from flux.store.events import decode_run
+    from flux.store.payload_encode import encode_run_step
 
     text = encode_run_step(ev)
     if text is not None:
@@ -229,7 +233,7 @@ def cells(draw):
 @settings(max_examples=200, deadline=None)
 @given(cell=cells())
 def test_op_recorded_text_equals_the_encoded_cell(cell):
-    from flux.store.events import encode_op_recorded
+    from flux.store.payload_encode import encode_op_recorded
 
     assert encode_op_recorded(cell) == encode_payload_reference(Run(event=cell))
 
@@ -237,7 +241,7 @@ def test_op_recorded_text_equals_the_encoded_cell(cell):
 @settings(max_examples=200, deadline=None)
 @given(kind=st.one_of(_texts, values), phase=st.one_of(st.just("turn"), _texts, values), data=values)
 def test_observation_text_equals_the_encoded_observation(kind, phase, data):
-    from flux.store.events import encode_observation
+    from flux.store.payload_encode import encode_observation
 
     assert encode_observation(kind, phase, data) == encode_payload_reference(Observation(kind, phase, data))
 
@@ -255,7 +259,7 @@ def plan_attempts(draw):
 @settings(max_examples=200, deadline=None)
 @given(body=plan_attempts())
 def test_plan_attempted_text_equals_the_encoded_body(body):
-    from flux.store.events import encode_plan_attempted
+    from flux.store.payload_encode import encode_plan_attempted
 
     assert encode_plan_attempted(body) == encode_payload_reference(body)
 
@@ -263,7 +267,8 @@ def test_plan_attempted_text_equals_the_encoded_body(body):
 def test_an_int_field_holding_inf_or_nan_decodes_to_its_default():
     """Python's json reads 1e999 as inf and the bare NaN: an int field holding one has no whole
     number to keep, so it takes its default like any other wrong type (it raised OverflowError)."""
-    from flux.store.events import Awaiting, decode_run, encode_run_body
+    from flux.store.events import Awaiting, decode_run
+    from flux.store.payload_encode import encode_run_body
 
     for v in (float("inf"), float("-inf"), float("nan")):
         assert decode_run({"event": "awaiting", "node": v}) == Awaiting(run="", node=0)
@@ -275,7 +280,8 @@ def test_an_int_field_holding_inf_or_nan_decodes_to_its_default():
 @given(step=st.one_of(st.integers(), _odd), fp=st.one_of(_texts, _odd), phase=st.one_of(st.none(), st.just("gather"), _texts, _odd),
        src=st.one_of(_texts, _odd))
 def test_an_accepted_plan_text_equals_the_encoded_body(step, fp, phase, src):
-    from flux.store.events import PlanAttempted, encode_accepted_plan
+    from flux.store.events import PlanAttempted
+    from flux.store.payload_encode import encode_accepted_plan
 
     body = PlanAttempted(step=step, outcome="accepted", fingerprint=fp, phase=phase, plan_source=src)
     assert encode_accepted_plan(step, fp, phase, src) == encode_payload_reference(body)

@@ -19,9 +19,8 @@ from flux.lang.hashes import flow_key
 from flux.lang.interpreter import Interpreter, ResumeLedger
 from flux.lang.parser import parse
 from flux.model.session import load_session
-from flux.store.events import (
-    Message, PlanAttempted, Run, StepStarted, TurnEnded, decode_payload, decode_run,
-)
+from flux.store.events import Message, PlanAttempted, Run, StepStarted, TurnEnded, decode_run
+from flux.store.payload_decode import decode_payload
 from flux.store.store import StoreReader, StoreWriter
 from flux.timemachine.replay import replay_session, replay_tree
 from tests.helpers import tree_digest, on_cell, rewrite

@@ -28,9 +28,10 @@ from flux.store import (
     Message, PlanAttempted, StatementCompleted, StepStarted, StepSucceeded, StoreReader, StoreWriter, TurnEnded,
 )
 from flux.store.events import (
-    DECODE_ERRORS, RUN_VARIANTS, ApprovalGranted, Awaiting, ApprovalRequested, CheckpointReached, OpRecorded, PayloadError, PlanHalted, Run, StepFailed, decode_run, load_payload,
-    payload_kind, run_fields_exact,
+    RUN_VARIANTS, ApprovalGranted, Awaiting, ApprovalRequested, CheckpointReached, OpRecorded, PlanHalted, Run, StepFailed,
+    decode_run, run_fields_exact,
 )
+from flux.store.payload_decode import DECODE_ERRORS, PayloadError, load_payload, payload_kind
 from flux.store.store import stored_event, valid_event_row
 from flux.timemachine import resurrect as res_mod
 from flux.timemachine.resurrect import _DECODED, _WINDOW_SQL, TraceRow, _trace_row, read_resurrect_input
@@ -359,7 +360,7 @@ def test_the_lean_read_plans_what_the_full_load_planned_on_corrupted_rows(resurr
 
 
 def _a_header_kind_disagrees(store: Path) -> bool:
-    from flux.store.events import PayloadError, load_payload, payload_kind
+    from flux.store.payload_decode import PayloadError, load_payload, payload_kind
 
     con = sqlite3.connect(store / "events.db")
     con.text_factory = bytes  # a mutation may have written bad UTF-8 as TEXT

@@ -413,7 +413,8 @@ def _run_body_strategy():
 def test_encode_run_body_is_the_decode_then_encode_path():
     from hypothesis import given, settings
 
-    from flux.store.events import decode_run, encode_payload, encode_run_body
+    from flux.store.events import decode_run
+    from flux.store.payload_encode import encode_payload, encode_run_body
 
     @settings(max_examples=300, deadline=None)
     @given(_run_body_strategy())

@@ -14,7 +14,7 @@ from flux.agent.client import Client
 from flux.store import Message, StoreReader, StoreWriter
 from flux.store import ulid
 from flux.model.session import TRACE_KINDS, load_session
-from flux.store.events import encode_run_body
+from flux.store.payload_encode import encode_run_body
 from flux.timemachine import engine, fork as fork_mod, fork_session
 from flux.timemachine.replay_input import read_replay_input
 
@@ -50,7 +50,8 @@ def test_encode_run_bodies_writes_what_encode_run_body_writes() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from flux.store.events import RUN_VARIANTS, encode_run_bodies
+    from flux.store.events import RUN_VARIANTS
+    from flux.store.payload_encode import encode_run_bodies
     from tests.core.test_store import _run_body_strategy
 
     texts = st.one_of(st.text(max_size=6), st.sampled_from(["1e+5", "a\u0000b", "\ud800", "é\n\t\"", "\x7f"]))

@@ -21,7 +21,8 @@ from ..lang.astjson import bind_call_json_text
 from ..lang.formatter import format_bind_call, format_flow
 from ..lang.hashes import fingerprint, flow_key, one_statement_hashes
 from ..lang.interpreter import Interpreter, OpOutcome
-from ..store.events import CallUsage, Observation, PlanAttempted, TurnEnded, Usage, encode_accepted_plan
+from ..store.events import CallUsage, Observation, PlanAttempted, TurnEnded, Usage
+from ..store.payload_encode import encode_accepted_plan
 from ..model.pricing import Spend
 from ..store.bindings import FlowDbBindings
 from .cancel import raise_if_cancelled

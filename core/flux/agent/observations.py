@@ -12,7 +12,8 @@ from typing import Any, Callable, Optional
 
 from ..canonical import compact_json
 from ..cassette.redactor import Redactor, secret_name
-from ..store.events import Observation, encode_observation
+from ..store.events import Observation
+from ..store.payload_encode import encode_observation
 
 __all__ = ["RedactedJson", "ToolObservations", "observation_texts", "verbatim_json", "message_text"]
 

@@ -11,7 +11,8 @@ from ..canonical import scrub_text
 from ..cassette.record import CassetteWriteError, scrub_outcome
 from ..cassette.redactor import Redactor
 from ..lang.interpreter import OpOutcome, completed_work
-from ..store.events import Message, OpRecorded, Run, decode_run, encode_op_recorded, encode_run_step
+from ..store.events import Message, OpRecorded, Run, decode_run
+from ..store.payload_encode import encode_op_recorded, encode_run_step
 from ..store.store import StoreWriter
 from .approver import ApprovalRequest, Approver
 from .cancel import raise_if_cancelled

@@ -15,7 +15,8 @@ from typing import Any, Callable, Iterator, Optional
 from ..errors import FluxError
 from ..lang import ast as A
 from ..lang.parser import parse
-from ..store.events import Compacted, Message, decode_payload
+from ..store.events import Compacted, Message
+from ..store.payload_decode import decode_payload
 from ..model.interrupted import check_session_interrupted
 from ..model.session import load_session
 from ..store.lease import SessionLease

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 _STORE_NAMES = ("SessionRow", "StoredEvent", "StoreReader", "StoreWriter", "default_store_dir", "session_number")
+# The event model and its payload codecs, asked in order for any other name.
+_EVENT_MODULES = (".events", ".payload_decode", ".payload_encode")
 
 
 def __getattr__(name: str) -> Any:
@@ -21,12 +23,15 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(".store", __name__), name)
     if name == "Usage":
         return importlib.import_module(".usage", __name__).Usage
-    events = importlib.import_module(".events", __name__)
-    if name in events.__all__ or hasattr(events, name):
-        return getattr(events, name)
+    for module in _EVENT_MODULES:
+        events = importlib.import_module(module, __name__)
+        if name in events.__all__:
+            return getattr(events, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    events = importlib.import_module(".events", __name__)
-    return sorted(set(_STORE_NAMES) | set(events.__all__))
+    names = set(_STORE_NAMES)
+    for module in _EVENT_MODULES:
+        names.update(importlib.import_module(module, __name__).__all__)
+    return sorted(names)

@@ -174,7 +174,7 @@ class StoreReader:
     # -- events ---------------------------------------------------------------------------------
 
     def _decode_rows(self, rows: Iterable[tuple]) -> list[StoredEvent]:
-        from .events import PayloadError, decode_payload  # lazy: listing never decodes events
+        from .payload_decode import PayloadError, decode_payload  # lazy: listing never decodes events
 
         out = []
         skipped = 0

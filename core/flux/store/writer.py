@@ -333,8 +333,8 @@ class StoreWriter:
                 if kind == "message":
                     r[4] += 1  # type: ignore[index]
                 continue
-            ev = _events()  # imported on first use (a reader-only process never loads the encoders)
-            rows += (stream, seq, eid, kind, ts, scrub_text(ev.encode_payload(payload)), turn_id)
+            ev, encode = _events()  # imported on first use (a reader-only process never loads the encoders)
+            rows += (stream, seq, eid, kind, ts, scrub_text(encode(payload)), turn_id)
             if kind in _REGISTRY_KINDS:
                 if isinstance(payload, ev.Message):
                     r[4] += 1  # type: ignore[index]
@@ -385,7 +385,7 @@ class StoreWriter:
         ts = self.now() if ts is None else ts
         if self._group is not None and self._tx_depth == 0 and event_id is None:
             return self._buffer(stream, body.KIND, body, turn_id, ts)
-        from .events import decode_payload
+        from .payload_decode import decode_payload
 
         with self.transaction():
             if event_id is not None:
@@ -400,9 +400,7 @@ class StoreWriter:
         """Append ``bodies`` to one stream in one transaction (or the enclosing one) with one
         multi-row INSERT and one registry update: the rows ``append`` would write one by one
         (same payloads, consecutive ``stream_seq``, ids minted in order). Returns how many."""
-        from .events import UNSCOPED_KINDS
-
-        if turn_id is not None and any(b.KIND in UNSCOPED_KINDS for b in bodies):
+        if turn_id is not None and any(b.KIND in schema.UNSCOPED_KINDS for b in bodies):
             raise ValueError("an unscoped event kind never carries a turn_id")
         return self._append_bulk(stream, [(b.KIND, b) for b in bodies], turn_id, ts)
 
@@ -410,7 +408,7 @@ class StoreWriter:
                     ts: int | None = None) -> int:
         """:meth:`append_many` for ``run`` bodies as the interpreter emits them (dicts): the rows
         ``append(stream, Run(decode_run(body)))`` would write, encoded without the round trip."""
-        from .events import encode_run_body
+        from .payload_encode import encode_run_body
 
         return self._append_bulk(stream, [("run", encode_run_body(b)) for b in bodies], turn_id, ts)
 
@@ -522,7 +520,8 @@ class StoreWriter:
 
     def _insert(self, stream: str, body: EventBody, turn_id: int | None, ts: int, event_id: str | None,
                 *, update_registry: bool) -> StoredEvent:
-        from .events import Compacted, Message, ModelChanged, SessionStarted, encode_payload
+        from .events import Compacted, Message, ModelChanged, SessionStarted
+        from .payload_encode import encode_payload
 
         c = self.conn
         seq = self._next_seq.get(stream)
@@ -647,13 +646,14 @@ class StoreWriter:
 
 
 def _events():
-    """flux.store.events, imported once (an import statement in a per-flush path costs more than
-    the flush's own bookkeeping)."""
+    """flux.store.events and its payload encoder, imported once (an import statement in a per-flush
+    path costs more than the flush's own bookkeeping)."""
     global _EVENTS
     if _EVENTS is None:
         from . import events
+        from .payload_encode import encode_payload
 
-        _EVENTS = events
+        _EVENTS = (events, encode_payload)
     return _EVENTS
 
 

@@ -27,7 +27,8 @@ from ..lang.host_plans import host_statement
 from ..lang.interpreter import PLACEHOLDER, binder_of, interpolate_json
 from ..lang.parser import parse
 from ..model.session import SessionDetail
-from ..store.events import PlanHalted, Run, StatementCompleted, encode_run_bodies
+from ..store.events import PlanHalted, Run, StatementCompleted
+from ..store.payload_encode import encode_run_bodies
 from ..store.store import StoreWriter
 from .plans import accepted_plans, plans_by_key, redacted_standins
 

@@ -31,10 +31,9 @@ from typing import Any
 from ..cassette.replay import TapeCell
 from ..errors import FluxError
 from ..model.session import TRACE_KINDS, SessionDetail, Turn, TurnFold
-from ..store.events import (
-    _SURROGATE_ESCAPE, DECODE_ERRORS, RUN_VARIANTS, OpRecorded, PayloadError, PlanAttempted, PlanHalted, StatementCompleted,
-    decode_object, decode_run, field_reader, load_payload,
-)
+from ..store.events import RUN_VARIANTS, OpRecorded, PlanAttempted, PlanHalted, StatementCompleted, decode_run
+from ..store.body_codec import field_reader
+from ..store.payload_decode import SURROGATE_ESCAPE, DECODE_ERRORS, PayloadError, decode_object, load_payload
 from ..store.store import NotUTF8, StoreReader, as_int, stored_event
 from .engine import executions_from_rows, executions_in_trace
 
@@ -154,7 +153,7 @@ def scan_rows(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: A
     loads = json.loads
     scan_json = _SCANNER
     shallow = _SHALLOW
-    lone_surrogate = _SURROGATE_ESCAPE.search
+    lone_surrogate = SURROGATE_ESCAPE.search
     has_trace = False
     skipped = 0
     left = pause  # rows to hand to the fold before the next yield
@@ -262,7 +261,7 @@ class _FullRead:
         """One row (its payload decoded as ``obj``, of kind ``k`` with data ``d``) the full way:
         :data:`_RUN_ROW` (a run row that decodes: a cell and a ledger row kept), :data:`_SKIPPED`
         (it does not decode) or :data:`_FOLDED` (a turn or plan row handed to the fold)."""
-        if "\\u" in payload and _SURROGATE_ESCAPE.search(payload) is not None:
+        if "\\u" in payload and SURROGATE_ESCAPE.search(payload) is not None:
             obj = load_payload(payload)  # the one rule: what every reader decodes (the row's values change)
             k = obj.get("kind", kind)
             if type(k) is not str:

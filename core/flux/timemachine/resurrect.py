@@ -29,9 +29,11 @@ from ..model.ledger import ledger_from_interrupted
 from ..cassette.replay import TapeCell
 from ..model.session import TRACE_KINDS, Turn, fold_turns
 from ..store.events import (
-    _SURROGATE_ESCAPE, DECODE_ERRORS, RUN_VARIANTS, CheckpointReached, Message, OpRecorded, PlanHalted, PlanResumed,
-    Run, StatementCompleted, StepFailed, StepStarted, StepSucceeded, TurnEnded, decode_run, field_reader,
+    RUN_VARIANTS, CheckpointReached, Message, OpRecorded, PlanHalted, PlanResumed, Run, StatementCompleted, StepFailed,
+    StepStarted, StepSucceeded, TurnEnded, decode_run,
 )
+from ..store.body_codec import field_reader
+from ..store.payload_decode import SURROGATE_ESCAPE, DECODE_ERRORS
 from ..store.bindings import FlowDbBindings
 from ..store.lease import SessionLease, SessionLeased, lease_holder
 from ..store.store import NotUTF8, SessionRow, StoreReader, StoredEvent, stored_event
@@ -180,7 +182,7 @@ def _read_window(reader: StoreReader, sid: str, turn: Turn, *, tolerant: bool) -
     skipped = 0
     start = turn.turn_id
     loads = json.loads
-    surrogate = _SURROGATE_ESCAPE.search
+    surrogate = SURROGATE_ESCAPE.search
     new = tuple.__new__
     read_started = field_reader(StepStarted, ("step", "op"))
     read_succeeded = field_reader(StepSucceeded, ("step", "output"))

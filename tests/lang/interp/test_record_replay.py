@@ -16,7 +16,8 @@ from flux.lang.clock import ManualClock
 from flux.lang.formatter import format_flow
 from flux.lang.interpreter import Interpreter, ResumeLedger
 from flux.model.session import load_session
-from flux.store.events import Message, PlanAttempted, Run, TurnEnded, decode_payload, decode_run
+from flux.store.events import Message, PlanAttempted, Run, TurnEnded, decode_run
+from flux.store.payload_decode import decode_payload
 from flux.store.store import StoreReader, StoreWriter
 from flux.timemachine.replay import replay_session
 
