@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import FluxError
-from ..records import FrozenRecord
+from ..records import FrozenRecord, init_fields
 from ..store.lease import lease_holder
 
 if TYPE_CHECKING:  # the check imports the language lazily: listing sessions must stay cheap
@@ -42,16 +42,8 @@ class InterruptedTurn(FrozenRecord):
 
     def __init__(self, turn_number: int, turn_id: int, started_at_ms: int, user_input: str, plan_source: str,
                  flow_key: str, completed: int, draft: Any = None, position: int | None = None) -> None:
-        _set = object.__setattr__
-        _set(self, "turn_number", turn_number)
-        _set(self, "turn_id", turn_id)
-        _set(self, "started_at_ms", started_at_ms)
-        _set(self, "user_input", user_input)
-        _set(self, "plan_source", plan_source)
-        _set(self, "flow_key", flow_key)
-        _set(self, "completed", completed)
-        _set(self, "draft", draft)
-        _set(self, "position", completed if position is None else position)
+        init_fields(self, turn_number, turn_id, started_at_ms, user_input, plan_source, flow_key, completed, draft,
+                    completed if position is None else position)
 
 
 class InterruptCheck(FrozenRecord):
@@ -66,11 +58,7 @@ class InterruptCheck(FrozenRecord):
 
     def __init__(self, interrupted: InterruptedTurn | None = None, reason: str | None = None,
                  open_turn: int | None = None, recording_pid: int | None = None) -> None:
-        _set = object.__setattr__
-        _set(self, "interrupted", interrupted)
-        _set(self, "reason", reason)
-        _set(self, "open_turn", open_turn)
-        _set(self, "recording_pid", recording_pid)
+        init_fields(self, interrupted, reason, open_turn, recording_pid)
 
 
 def recording_check(turn_number: int, pid: int) -> InterruptCheck:
@@ -130,12 +118,7 @@ class OpenTurn(FrozenRecord):
 
     def __init__(self, number: int, turn_id: int, started_at_ms: int, user_input: str,
                  plans: tuple[tuple[str, str | None], ...]) -> None:
-        _set = object.__setattr__
-        _set(self, "number", number)
-        _set(self, "turn_id", turn_id)
-        _set(self, "started_at_ms", started_at_ms)
-        _set(self, "user_input", user_input)
-        _set(self, "plans", plans)
+        init_fields(self, number, turn_id, started_at_ms, user_input, plans)
 
 
 def check_open_newest_turn(turn: OpenTurn, trace_bodies: "Callable[[], list[dict]]", *,

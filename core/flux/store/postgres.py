@@ -395,16 +395,6 @@ class PostgresWriter(StoreWriter):
     def check_health(self) -> None:
         self.conn.run("SELECT 1").fetchone()
 
-    def close(self) -> None:
-        with self._lock:
-            if self.conn is not None:
-                try:
-                    self.flush()
-                finally:
-                    self.conn.close()
-                self.conn = None  # type: ignore[assignment]
-                self._cur = None
-
     def _store_error(self, e: BaseException) -> StoreError:
         if isinstance(e, StoreError):
             return e

@@ -11,7 +11,6 @@ and :meth:`close`, and sets ``has_streams``, ``stream_columns``, ``dir`` and ``l
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator, Sequence
@@ -19,6 +18,7 @@ from typing import Callable, ClassVar, Iterable, Iterator, Sequence
 from ..documents import short
 from ..errors import SessionNotFound, StoreError
 from . import schema
+from .backends import ChosenByLocation
 from .rows import EVENT_COLUMNS, SessionRow, StoredEvent, session_number, session_row_from, stored_event, valid_event_row
 
 __all__ = ["StoreReader", "guard_json_extract"]
@@ -31,16 +31,21 @@ def guard_json_extract(sql: str) -> str:
     return _JSON_EXTRACT.sub(r"(CASE WHEN json_valid(payload) THEN json_extract(payload, \1) END)", sql)
 
 
-class StoreReader:
+class StoreReader(ChosenByLocation):
     """Read-only access to a flux store. Thread-safe. Every query method raises
     :class:`~flux.errors.StoreError` with a one-line reason on a failure of the backend.
 
-    ``StoreReader(location, *, busy_timeout_s=2.0, option="--store")`` picks the backend; ``option``
-    names the command-line option that named the store, so an error's advice names the one to fix.
+    ``StoreReader(location, *, busy_timeout_s=2.0, option="--store")`` opens the backend that holds
+    ``location`` — a store directory (:class:`~flux.store.sqlite_reader.SqliteReader`) or the local
+    directory of a Postgres store (:class:`~flux.store.postgres.PostgresReader`); ``option`` names
+    the command-line option that named the store, so an error's advice names the one to fix.
+
+    A backend provides :meth:`_query` and :meth:`scan_batches` (SQLite's dialect, ``?``
+    placeholders: a backend speaking another dialect translates), :meth:`change_token`,
+    :meth:`refresh` and :meth:`close`, and sets ``has_streams``, ``stream_columns``, ``dir`` and ``label``.
     """
 
-    # Backends, asked in order which one holds a location (the first that does opens it).
-    _backends: ClassVar[list[tuple[Callable[[Path], bool], type]]] = []
+    _backends: ClassVar[list[tuple[Callable[[Path], bool], type]]] = []  # see ChosenByLocation
 
     dir: Path  # the local directory of the store (the store itself, or a remote store's files)
     label: str  # how messages name the store
@@ -48,27 +53,6 @@ class StoreReader:
     stream_columns: set[str]
     skipped_rows: int
     mode: str
-
-    def __new__(cls, store_dir: "str | os.PathLike[str]" = "", *args, **kwargs):
-        if cls is StoreReader:
-            path = Path(store_dir).expanduser()
-            for holds, backend in cls._backends:
-                if holds(path):
-                    cls = backend
-                    break
-            else:
-                raise StoreError(f"no store backend can open {path}")
-        return super().__new__(cls)
-
-    @classmethod
-    def register_backend(cls, holds: Callable[[Path], bool], backend: type, *, first: bool = False) -> None:
-        """``backend`` opens the locations ``holds`` answers True for (``first``: asked before the others)."""
-        entry = (holds, backend)
-        if entry not in cls._backends:
-            if first:
-                cls._backends.insert(0, entry)
-            else:
-                cls._backends.append(entry)
 
     def _query(self, sql: str, params: Sequence = ()) -> list[tuple]:
         raise NotImplementedError
@@ -208,18 +192,11 @@ class StoreReader:
         if kinds:
             sql += " AND kind IN (" + ",".join("?" * len(kinds)) + ")"
             params.extend(kinds)
-        if min_global_seq is not None:
-            sql += " AND global_seq >= ?"
-            params.append(min_global_seq)
-        if max_global_seq is not None:
-            sql += " AND global_seq < ?"
-            params.append(max_global_seq)
-        if min_stream_seq is not None:
-            sql += " AND stream_seq >= ?"
-            params.append(min_stream_seq)
-        if max_stream_seq is not None:
-            sql += " AND stream_seq < ?"
-            params.append(max_stream_seq)
+        for bound, clause in ((min_global_seq, " AND global_seq >= ?"), (max_global_seq, " AND global_seq < ?"),
+                              (min_stream_seq, " AND stream_seq >= ?"), (max_stream_seq, " AND stream_seq < ?")):
+            if bound is not None:
+                sql += clause
+                params.append(bound)
         if lean:
             sql += " AND (kind != 'run' OR json_extract(payload, '$.data.event') IS NOT 'step_started'" \
                    " AND json_extract(payload, '$.data.event') IS NOT 'step_succeeded')"

@@ -195,12 +195,16 @@ class SqliteReader(StoreReader):
 
     def close(self) -> None:
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-                rawfile.release(self._held)
-                self._held = None
+            self._close_connection()
             self._drop_snapshot()
+
+    def _close_connection(self) -> None:
+        """Close the connection (if open) and release rawfile's hold on the file it read."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+            rawfile.release(self._held)
+            self._held = None
 
     def _file_token(self) -> tuple:
         out = []
@@ -240,11 +244,7 @@ class SqliteReader(StoreReader):
         with self._lock:
             self._token = token
             if self.mode in ("immutable", "snapshot"):
-                if self._conn is not None:
-                    self._conn.close()
-                    self._conn = None
-                    rawfile.release(self._held)
-                    self._held = None
+                self._close_connection()
                 self._open()
         return True
 

@@ -72,6 +72,17 @@ def _bootstrap_flow_schema(c: sqlite3.Connection) -> None:
         raise
 
 
+def _bootstrap_flow_file(flow_path: Path) -> None:
+    """Open ``flow.db`` in WAL mode and create its tables when absent."""
+    flow = sqlite3.connect(str(flow_path), isolation_level=None)
+    try:
+        flow.execute("PRAGMA busy_timeout = 5000")
+        flow.execute("PRAGMA journal_mode = WAL")
+        _bootstrap_flow_schema(flow)
+    finally:
+        flow.close()
+
+
 def _create_atomically(path: Path, bootstrap) -> None:
     """Create the SQLite file ``path`` whole or not at all: its schema is built in a private file
     beside it (WAL mode, checkpointed and closed), which is then hard-linked into place. A writer
@@ -167,13 +178,7 @@ def ensure_flow_db(store_dir: Path) -> None:
     try:
         if not os.path.lexists(flow_path):
             _create_atomically(flow_path, _bootstrap_flow_schema)
-        flow = sqlite3.connect(str(flow_path), isolation_level=None)
-        try:
-            flow.execute("PRAGMA busy_timeout = 5000")
-            flow.execute("PRAGMA journal_mode = WAL")
-            _bootstrap_flow_schema(flow)
-        finally:
-            flow.close()
+        _bootstrap_flow_file(flow_path)
     except sqlite3.Error as e:
         raise translate_error(e, flow_path) from None
     except UnicodeDecodeError:  # SQLite's error text about a damaged file, itself not UTF-8
@@ -225,7 +230,7 @@ class SqliteWriter(StoreWriter):
             self._close_quietly()
             raise
         try:
-            self._bootstrap_flow()
+            _bootstrap_flow_file(flow_path)
         except sqlite3.Error as e:
             self._close_quietly()
             raise translate_error(e, flow_path) from None
@@ -293,18 +298,11 @@ class SqliteWriter(StoreWriter):
         rawfile.release(self._held)
         self._held = None
 
-    def close(self) -> None:
-        with self._lock:
-            if self.conn is not None:
-                try:
-                    self.flush()
-                finally:
-                    self._close_cursor()
-                    self.conn.close()
-                    rawfile.release(self._held)
-                    self._held = None
-                self.conn = None  # type: ignore[assignment]
-                self._cur = None  # type: ignore[assignment]
+    def _close_connection(self) -> None:
+        self._close_cursor()
+        self.conn.close()
+        rawfile.release(self._held)
+        self._held = None
 
     def _close_cursor(self) -> None:
         """Reset the flush's cursor before its connection closes: a statement that failed mid-step
@@ -349,15 +347,6 @@ class SqliteWriter(StoreWriter):
                 if cols == ["stream", "stream_seq"]:
                     return True
         return False
-
-    def _bootstrap_flow(self) -> None:
-        flow = sqlite3.connect(str(self.dir / FLOW_DB), isolation_level=None)
-        try:
-            flow.execute("PRAGMA busy_timeout = 5000")
-            flow.execute("PRAGMA journal_mode = WAL")
-            _bootstrap_flow_schema(flow)
-        finally:
-            flow.close()
 
     def _begin(self) -> None:
         _begin_immediate(self.conn, self._events_path)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Sequence
 from ..canonical import scrub_text
 from ..errors import SessionNotFound, StoreError
 from . import schema
+from .backends import ChosenByLocation
 from .rows import EVENT_COLUMNS, SessionRow, StoredEvent, session_number
 from .ulid import new_ulid, new_ulids
 
@@ -40,7 +41,7 @@ _monotonic = time.monotonic
 
 
 
-class StoreWriter:
+class StoreWriter(ChosenByLocation):
     """Creates stores and appends events by flux's write rules, whatever backend holds the store.
 
     ``StoreWriter(location, *, create=True, clock=None)`` opens the backend that holds ``location``
@@ -64,33 +65,12 @@ class StoreWriter:
     and :meth:`_store_error`.
     """
 
-    _backends: ClassVar[list[tuple[Callable[[Path], bool], type]]] = []
+    _backends: ClassVar[list[tuple[Callable[[Path], bool], type]]] = []  # see ChosenByLocation
     # The backend's exception classes: any database error, and a constraint violation.
     _db_errors: ClassVar[tuple[type[BaseException], ...]] = ()
     _integrity_errors: ClassVar[tuple[type[BaseException], ...]] = ()
     _seq_guarded = False  # a stale stream_seq counter fails the INSERT (flush retries once)
     _RUN_ROWS_PER_INSERT = 256
-
-    def __new__(cls, store_dir: "str | os.PathLike[str]" = "", *args, **kwargs):
-        if cls is StoreWriter:
-            path = Path(store_dir).expanduser()
-            for holds, backend in cls._backends:
-                if holds(path):
-                    cls = backend
-                    break
-            else:
-                raise StoreError(f"no store backend can open {path}")
-        return super().__new__(cls)
-
-    @classmethod
-    def register_backend(cls, holds: Callable[[Path], bool], backend: type, *, first: bool = False) -> None:
-        """``backend`` opens the locations ``holds`` answers True for (``first``: asked before the others)."""
-        entry = (holds, backend)
-        if entry not in cls._backends:
-            if first:
-                cls._backends.insert(0, entry)
-            else:
-                cls._backends.append(entry)
 
     def _init_state(self, store_dir: "str | os.PathLike[str]", clock) -> None:
         """The backend-independent state every backend's ``__init__`` starts with."""
@@ -145,9 +125,13 @@ class StoreWriter:
                 try:
                     self.flush()
                 finally:
-                    self.conn.close()
+                    self._close_connection()
                 self.conn = None  # type: ignore[assignment]
                 self._cur = None  # type: ignore[assignment]
+
+    def _close_connection(self) -> None:
+        """Close ``conn`` at :meth:`close`, after the last flush (a backend releases what it holds beside it)."""
+        self.conn.close()
 
     def __enter__(self) -> "StoreWriter":
         return self
