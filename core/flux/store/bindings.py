@@ -1,14 +1,6 @@
-"""A session's durable symbol bindings in a store's ``flow.db``, written as flux writes them.
-
-``values_store`` gets one immutable row per bound value (``data`` = the serde JSON of flux's
-``Value``, externally tagged: ``{"string": …}``, ``{"number": 1.0}``, ``{"list": […]}``,
-``{"struct": {…}}`` …; ``bytes`` = its length) and ``symbols`` is upserted last-writer-wins with
-``value_id = "v_<n>"``, ``ty`` NULL, the summary and ``visible``/``hidden`` (flux's flow.db schema, docs/store-format.md). Which
-bindings the interpreter keeps here: see :mod:`flux.lang.session`.
-
-Each read or bind opens its own short connection (``flow.db`` is in WAL mode, created by
-``StoreWriter``); a bind is one ``BEGIN IMMEDIATE`` transaction.
-"""
+"""A session's durable symbol bindings in a store's ``flow.db``, rows written as flux writes them
+(the row format: docs/store-format.md, "Session bindings"; which bindings the interpreter keeps:
+:mod:`flux.lang.session`). Each read or bind opens its own short connection."""
 
 from __future__ import annotations
 

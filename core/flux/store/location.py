@@ -1,16 +1,6 @@
-"""Where a store is: a directory, or a Postgres URL and the local directory that stands for it.
-
-``--store`` (and ``$FLUX_STORE_DIR`` / ``$FLUX_STORE_URL``) take either a store directory or a
-``postgres://user[:password]@host[:port]/db[?schema=NAME&…]`` URL (``postgresql://`` too). Every
-part of the product that opens a store works with a local directory; a Postgres store is given
-one — its *local directory*, ``$FLUX_PG_LOCAL_DIR`` (default ``~/.cache/flux-tui/postgres``)
-``/<user@host_port_db_schema>-<hash>`` — that holds a ``postgres.url`` file (mode 0600, like
-libpq's ``.pgpass``: it may hold the password) naming the database. The events and the session
-registry live in Postgres (flux's ``streams`` / ``events`` tables, byte for byte), and so do the
-liveness leases (advisory locks, :mod:`flux.store.pg_lease`); what flux keeps beside ``events.db``
-and never in Postgres — the flow store (``flow.db``), the recorded toolbox (``toolbox.json``),
-prices and agent loops — lives in that local directory, per machine.
-"""
+"""Where a store is: a directory, or a Postgres URL and the local directory that stands for it (its
+``postgres.url`` and the files flux keeps beside ``events.db``: docs/store-format.md, "What is not in
+Postgres")."""
 
 from __future__ import annotations
 
@@ -71,7 +61,8 @@ def check_url(url: str) -> str:
 
 
 def local_dir_for(url: str) -> Path:
-    """The local directory that stands for the store at ``url`` (see the module docstring)."""
+    """The local directory that stands for the store at ``url``:
+    ``$FLUX_PG_LOCAL_DIR/<user>@<host>_<port>_<db>_<schema>-<hash>``."""
     parts = urlsplit(url)
     base = os.environ.get(LOCAL_DIR_ENV) or str(Path.home() / ".cache" / "flux-tui" / "postgres")
     schema = url_schema(url) or "public"

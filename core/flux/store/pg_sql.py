@@ -1,20 +1,6 @@
-"""The read models' SQL (SQLite's dialect, as every backend is asked it) in Postgres's dialect.
-
-The queries callers send a store are SQLite's: ``?`` placeholders, ``json_extract`` /
-``json_type`` / ``json_valid`` over the ``payload`` text, ``instr``, SQLite's case-insensitive
-``LIKE``, ``IS NOT 'x'`` and the unary ``+`` that keeps SQLite off an index. :func:`to_postgres`
-rewrites exactly those constructs, and nothing else, so that one query means the same thing on
-both backends (the conformance suite runs each caller's queries against both):
-
-* ``json_extract(payload, '$.a.b')`` reads ``payload::jsonb #> '{a,b}'`` (the payload parsed once
-  per row, in a ``LATERAL``, when the query reads one ``events``); psycopg hands the jsonb
-  value back as SQLite hands the SQL value (a string, a number, ``None``). Compared with a string
-  literal it is the text (``#>>``); summed, or taken where the JSON type was tested to be a
-  number, it is ``float8``.
-* ``json_type(payload, P)`` answers SQLite's names (``integer``, ``real``, ``text``, ``true``…).
-* ``json_valid(payload)`` becomes a test against the rows known not to be JSON
-  (:data:`BAD_ROWS`, filled in by the reader; Postgres before 16 has no ``pg_input_is_valid``).
-"""
+"""The read models' SQL, written in SQLite's dialect as every backend is asked it, rewritten into
+Postgres's so that one query means the same on both (:func:`to_postgres`; the constructs it
+rewrites and how: docs/store-format.md, "One dialect of SQL")."""
 
 from __future__ import annotations
 

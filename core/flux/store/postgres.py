@@ -1,20 +1,7 @@
-"""The Postgres backend: flux's event store in a database a team shares.
-
-The schema is flux's own Postgres event store, created when missing (``CREATE … IF NOT EXISTS``,
-under a DDL advisory lock so two first writers do not race): ``streams`` (``n BIGSERIAL``) and
-``events`` (``global_seq BIGSERIAL``, ``UNIQUE(id)``, ``UNIQUE(stream, stream_seq)``, indexes on
-``(stream, kind, stream_seq)``, ``(kind)`` and ``(stream, turn_id) WHERE turn_id IS NOT NULL``).
-``BIGSERIAL`` keeps the ``s_<n>`` and turn-id contracts (monotone, never reused); ``payload`` is
-``TEXT``, not ``jsonb``, so the JSON text round-trips byte for byte — the same bytes the SQLite
-store holds. An append transaction takes ``pg_advisory_xact_lock(hashtextextended(stream, 0))``
-before it reads the stream's next ``stream_seq``: appends to one stream are serialised across
-processes and machines, with ``UNIQUE(stream, stream_seq)`` as the backstop.
-
-A reader's session is read-only (``default_transaction_read_only``, autocommit): browsing opens
-no write transaction and takes no advisory lock. ``?schema=NAME`` in the URL sets the
-``search_path`` (a writer creates the schema). The driver is psycopg 3, the optional extra
-``flux-tui[postgres]``. Where the store's local files live: :mod:`flux.store.location`.
-"""
+"""The Postgres backend: flux's own Postgres event store (``streams`` and ``events``, payloads as TEXT,
+byte for byte) in a database a team shares — its schema, the per-stream lock of an append and the
+read-only browsing session: docs/store-format.md, "A store a team shares". The driver is psycopg 3,
+the optional extra ``flux-tui[postgres]``; the store's local files: :mod:`flux.store.location`."""
 
 from __future__ import annotations
 
@@ -174,7 +161,7 @@ class _Connection:
 
 
 class PostgresReader(StoreReader):
-    """Read-only access to a Postgres store (see the module docstring)."""
+    """Read-only access to a Postgres store (autocommit, ``default_transaction_read_only``: no write, no lock)."""
 
     def __init__(self, store_dir: Any, *, busy_timeout_s: float = 2.0, option: str = "--store"):
         self.dir = Path(store_dir).expanduser()
@@ -342,7 +329,7 @@ class PostgresReader(StoreReader):
 
 
 class PostgresWriter(StoreWriter):
-    """Appends to a Postgres store by flux's write rules (see the module docstring)."""
+    """Appends to a Postgres store by flux's write rules, each transaction under its stream's advisory lock."""
 
     _integrity_errors = (ConflictingWrite,)
 

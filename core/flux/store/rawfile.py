@@ -1,18 +1,7 @@
-"""Raw reads of a store's SQLite files that never take SQLite's locks away from it.
-
-POSIX advisory locks belong to a process, not to a descriptor: closing *any* descriptor of a file
-releases every lock the process holds on that file, SQLite's included. A process that holds a
-connection to ``events.db`` and then opens and closes the file itself — to check its header, or
-to copy it for a read snapshot — silently drops the shared lock that tells other processes it
-still uses the WAL. The next process to close its last connection then takes the file for
-itself, checkpoints and deletes the WAL under the first one, whose commits vanish or whose pages
-read as malformed.
-
-So the store registers each connection it holds on a file (:func:`hold` / :func:`release`), and
-every raw read of a file that has one (:func:`read_head`, :func:`copy_file`) goes through a single
-descriptor kept open until the file's last connection is released — never a close while a lock
-is held. A file with no connection of ours is read with a descriptor opened and closed at once.
-"""
+"""Raw reads of a store's SQLite files (a header check, a snapshot's copy) that never release the
+POSIX locks SQLite holds on them: a file with a connection of ours is read through one descriptor
+kept open until its last connection is released (why: docs/store-format.md, "Raw reads keep
+SQLite's locks")."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
 """Reading a flux store, whatever holds it: the queries every backend answers the same way (the
-session registry, a stream's events, a turn's rows), over the few primitives a backend provides.
-
-:class:`StoreReader` is the one name callers use: ``StoreReader(location)`` opens the backend that
-holds ``location`` — a store directory (:class:`~flux.store.sqlite_reader.SqliteReader`) or the
-local directory of a Postgres store (:class:`~flux.store.postgres.PostgresReader`). A backend
-provides :meth:`StoreReader._query` and :meth:`StoreReader.scan_batches` (SQLite's dialect, ``?``
-placeholders: a backend speaking another dialect translates), :meth:`change_token`, :meth:`refresh`
-and :meth:`close`, and sets ``has_streams``, ``stream_columns``, ``dir`` and ``label``.
-"""
+session registry, a stream's events, a turn's rows) over the few primitives a backend provides
+(:class:`StoreReader`)."""
 
 from __future__ import annotations
 

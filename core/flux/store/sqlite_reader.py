@@ -1,31 +1,7 @@
-"""The SQLite backend's reader: browsing a flux store directory (``events.db``) without changing a byte.
-
-Read-only means read-only: opening a store to browse creates no file and changes no byte — not
-even an mtime. SQLite's ``mode=ro`` is not enough for that: on a WAL database every reader takes a
-read mark in the ``-shm`` (bytes and mtime change, and a garbage ``-shm`` gets rewritten), and it
-creates missing sidecars. So the reader never attaches to a store's ``-shm``:
-
-* WAL database with no (or an empty) ``-wal``: nothing is pending, open ``immutable=1`` (touches
-  nothing); a later writer shows up in :meth:`SqliteReader.change_token` and the reader reopens.
-* WAL database with a non-empty ``-wal`` (a live writer, or a killed one, with or without its
-  ``-shm``, or garbage): read a private snapshot — ``events.db`` and ``-wal`` copied into a temp
-  dir (copied again if a writer restarted its WAL meanwhile); SQLite rebuilds the index there and
-  ignores a WAL whose header or checksums are garbage. The temp dir is removed by :meth:`close`,
-  when ``__init__`` fails, and at the latest when the reader is garbage-collected.
-* rollback-journal database: ``mode=ro``. When SQLite answers the first read with "hot journal" (a
-  writer killed inside a transaction — e.g. inside the bootstrap, before the store is in WAL mode
-  — left a ``-journal`` that a ``mode=ro`` connection may not roll back), the same private
-  snapshot of ``events.db`` and its ``-journal``: SQLite rolls the unfinished transaction back in
-  the copy, so the reader sees the store as it was before it; the store itself is left for the
-  next writer to roll back. A live writer's journal is not hot (it holds its lock): that is still
-  "locked by a writer".
-
-Hostile files: ``events.db`` (or a sidecar) that is a FIFO, socket, device or directory is refused
-with one line before anything opens it (``open()`` on a FIFO would block for ever). Hostile rows:
-a registry row whose columns hold NULL, BLOBs or the wrong types is coerced (or skipped and
-counted); an event row whose payload is not UTF-8, not JSON or not an object is skipped and counted
-in :attr:`SqliteReader.skipped_rows`.
-"""
+"""The SQLite backend's reader: browsing a store directory's ``events.db`` without changing a byte
+(not even an mtime) whatever state a live or killed writer left its WAL or journal in; hostile files
+are refused with one line and hostile rows coerced or skipped and counted. How each state is opened:
+docs/store-format.md, "What we guarantee"."""
 
 from __future__ import annotations
 
@@ -101,7 +77,7 @@ class SqliteReader(StoreReader):
         # opens any non-empty -wal it finds (and would write read marks into its -shm).
         for _attempt in range(20):
             if in_wal_mode or sidecar_size(wal_path) > 0:
-                # The -shm is never opened (see the module docstring); it is only refused if it is a
+                # The -shm is never opened (docs/store-format.md); it is only refused if it is a
                 # FIFO or the like, since SQLite would try to map it in the snapshot's place otherwise.
                 sidecar_size(shm_path)
                 if sidecar_size(wal_path) <= 0:
