@@ -3,7 +3,7 @@ as the interpreter's general path without the layers in between."""
 
 from __future__ import annotations
 
-from json.encoder import encode_basestring as json_str  # serde's escapes, raw UTF-8 (as events.py)
+from json.encoder import encode_basestring as json_str  # serde's escapes, raw UTF-8 (as payload_encode.py)
 from dataclasses import dataclass
 from typing import Any, Optional
 

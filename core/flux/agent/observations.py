@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from itertools import chain, compress, repeat
 from operator import is_ as _is
-from json.encoder import encode_basestring as json_str  # serde's escapes, raw UTF-8 (as events.py)
+from json.encoder import encode_basestring as json_str  # serde's escapes, raw UTF-8 (as payload_encode.py)
 from typing import Any, Callable, Optional
 
 from ..canonical import compact_json

@@ -480,7 +480,7 @@ def flush_events(writer: StoreWriter, sid: str, bodies: Sequence[dict], redactor
     """Append run bodies to ``sid`` in one transaction (a prefix lands whole or not at all): the
     rows :meth:`StoreWriter.append_runs` writes, through its bulk twin
     :meth:`StoreWriter.append_run_texts` (multi-row inserts, ids minted in one go), the payloads
-    written by :func:`~flux.store.events.encode_run_bodies` (the same texts as ``encode_run_body``)."""
+    written by :func:`~flux.store.payload_encode.encode_run_bodies` (the same texts as ``encode_run_body``)."""
     writer.append_run_texts(sid, encode_run_bodies(_stored_rows(bodies, redactor, cap)))
 
 

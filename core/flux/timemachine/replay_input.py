@@ -132,10 +132,10 @@ def _global_seq_is_rowid(reader: StoreReader) -> bool:
 def scan_rows(reader: StoreReader, sid: str, tolerant: bool, fold: Any, cells: Any, bodies: list[dict] | None,
           ledger: Any, seen: dict[str, Any], pause: int = 1):
     """One pass over the session's turn, plan and run rows, each validated as every reader
-    validates it (:func:`~flux.store.store.valid_event_row`, :func:`~flux.store.events.load_payload`,
+    validates it (:func:`~flux.store.store.valid_event_row`, :func:`~flux.store.payload_decode.load_payload`,
     then decoding) and turned straight into what replay keeps: a well-typed row (every row flux
-    writes) is checked by its variant's generated :func:`~flux.store.events.field_reader` — the
-    same verdict as :func:`~flux.store.events.fields_exact`, with the values — and builds no event:
+    writes) is checked by its variant's generated :func:`~flux.store.body_codec.field_reader` — the
+    same verdict as :func:`~flux.store.body_codec.fields_exact`, with the values — and builds no event:
     a cell becomes a :class:`TapeCell` (``cells.append``), a ledger row a tuple (``ledger.append``),
     a plan row its values handed to ``fold.plan_attempted`` (a :class:`TurnFold`'s: no event, no
     ``PlanAttempted``), a ``step_*`` row nothing. Any other row is decoded in full, exactly as

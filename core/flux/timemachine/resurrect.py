@@ -173,9 +173,9 @@ def _read_window(reader: StoreReader, sid: str, turn: Turn, *, tolerant: bool) -
     ``global_seq``, the turn's window as ``SessionDetail.turn_run_trace`` cuts it). A header kind's
     row was read (and a corrupt one counted) with the headers: here it counts only when its payload
     says ``run``. Each row is validated as :func:`~flux.store.store.valid_event_row` and
-    :func:`~flux.store.events.load_payload` validate it (inline, as replay's read does: the query
+    :func:`~flux.store.payload_decode.load_payload` validate it (inline, as replay's read does: the query
     proves ``stream`` and ``kind`` are text), and a well-typed step row or cell is read by its
-    variant's generated :func:`~flux.store.events.field_reader` — the verdict of
+    variant's generated :func:`~flux.store.body_codec.field_reader` — the verdict of
     :func:`~flux.store.events.run_fields_exact`, with the values."""
     out: list[TraceRow] = []
     add = out.append
