@@ -49,3 +49,25 @@ def test_a_plain_record_is_mutable_and_unhashable():
     assert s.turns == 4 and s == SessionSummary(SessionRow(1, "m", 0, 0, 0, 0), turns=4, spend=s.spend)
     with pytest.raises(TypeError):
         hash(s)
+
+
+def test_init_fields_sets_the_slots_in_order_and_refuses_a_wrong_count():
+    from flux.model.interrupted import OpenTurn
+    from flux.records import FrozenRecord, init_fields
+
+    turn = OpenTurn(2, 30, 7, "go", (("accepted", "x = 1"),))
+    assert (turn.number, turn.turn_id, turn.started_at_ms, turn.user_input, turn.plans) == (2, 30, 7, "go", (("accepted", "x = 1"),))
+    assert InterruptedTurn(1, 10, 5, "hi", "src", "k", 2).position == 2  # the default position: the completed count
+    assert InterruptedTurn(1, 10, 5, "hi", "src", "k", 2, position=9).position == 9
+
+    class Pair(FrozenRecord):
+        __slots__ = ("a", "b")
+
+        def __init__(self, *values: object) -> None:
+            init_fields(self, *values)
+
+    assert Pair(1, 2) == Pair(1, 2) and (Pair(1, 2).a, Pair(1, 2).b) == (1, 2)
+    with pytest.raises(ValueError):
+        Pair(1)  # one value short: no half-built record
+    with pytest.raises(ValueError):
+        Pair(1, 2, 3)
