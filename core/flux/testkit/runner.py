@@ -12,7 +12,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..agent.client import DEFAULT_INSTRUCTIONS, Client
 from ..agent.model_cassette import load_records
@@ -70,19 +70,20 @@ def keyword_match(expr: str, name: str) -> bool:
             raise FluxError(f"-k {expr!r}: unexpected {t!r}")
         return take().lower() in name.lower()
 
-    def both() -> bool:
-        v = atom()
-        while peek() == "and":
+    def joined(word: str, operand: Callable[[], bool]) -> bool:
+        """Operands joined by ``word`` (``and`` binds tighter than ``or``); every operand is parsed."""
+        v = operand()
+        while peek() == word:
             take()
-            v = atom() and v
+            rhs = operand()
+            v = (v and rhs) if word == "and" else (v or rhs)
         return v
 
+    def both() -> bool:
+        return joined("and", atom)
+
     def either() -> bool:
-        v = both()
-        while peek() == "or":
-            take()
-            v = both() or v
-        return v
+        return joined("or", both)
 
     result = either()
     if peek() is not None:
