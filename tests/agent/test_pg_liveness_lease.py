@@ -480,3 +480,23 @@ def test_a_lease_snapshot_changes_when_a_writer_starts_or_dies_and_sees_only_its
     finally:
         elsewhere.close()
     _wait(lambda: lease_snapshot(loc) == empty, "the snapshot to lose the dead writer")
+
+
+def test_prune_skips_nothing_beside_a_writer_on_another_machine(pg_url):
+    """An old empty session another machine's writer holds: the prune is refused whole; once the
+    server dropped that writer's connection, the same prune deletes it."""
+    loc = store_location(pg_url)
+    with StoreWriter(loc, clock=lambda: OLD) as w:
+        sid = w.create_session("mock")
+    elsewhere = _hold_as_another_machine(pg_url, sid)
+    try:
+        r = _flux_done("sessions", "--prune", "--store", pg_url)
+        assert r.returncode == 1
+        assert _errors(r.stderr) == [f"error: {sid} is being recorded by another process right now — nothing was "
+                                     "pruned; run `flux sessions --prune` again when its turn is done"], r.stderr
+    finally:
+        elsewhere.close()
+    _wait(lambda: lease_holder_on(loc, sid) is None, "the server to drop the lease")
+    r = _flux_done("sessions", "--prune", "--store", pg_url)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(_flux_done("sessions", "--json", "--store", pg_url).stdout)["sessions"] == []
