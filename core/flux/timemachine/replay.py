@@ -1,12 +1,9 @@
-"""Hermetic replay (``flux replay``, ``replay_session``): re-execute a recorded session's
-accepted plans, every op served from its cassette — no model call, no live IO, nothing written to
-the recording. The executions are the trace's statement-row executions (else the acceptance
-order), each run resumably on a scratch session whose halt latch folds as the rows arrive
-(:mod:`.serve`), stopping at the first latched divergence. By default the catalog is permissive
-(recorded host plans pass one JSON object, which needs no signature); a caller's real catalog
-refuses a plan naming an unknown op before anything runs. ``detail=False`` takes the streamed
-path (:mod:`.replay_stream`) when the session has its shape.
-"""
+"""Hermetic replay (``flux replay``, :func:`replay_session`): re-execute a recorded session's
+accepted plans with every op served from its tape — no model call, no live IO, nothing written to
+the recording — and report any divergence. Here the entry points and the plan sources of a loaded
+session (:class:`_EagerPlans`, :class:`_LazyPlans`); the loop is
+:func:`~flux.timemachine.serve.replay_executions`, and ``detail=False`` first tries the streamed
+replay (:mod:`.replay_stream`)."""
 
 from __future__ import annotations
 
@@ -26,9 +23,9 @@ from ..store.store import StoreReader, StoreWriter
 from .plans import accepted_plans, check_ops, not_replayable, plan_turns, plans_by_key, redacted_standins, turn_keys
 from .replay_direct import HostCall, statements_before_last_plan
 from .replay_input import ReplayInput, read_replay_input
-from .replay_report import PlanLog, ReplayedPlan, ReplayReport, StatementResult, TapeEnd, settle
+from .replay_report import PlanLog, ReplayedPlan, ReplayReport, StatementResult, TapeEnd
 from .replay_stream import replay_streamed
-from .serve import PlanServer, ScratchSink, gc_paused, never_asked
+from .serve import PlanServer, ScratchSink, gc_paused, never_asked, replay_executions
 
 __all__ = [
     "ReplayReport", "ReplayedPlan", "PlanLog", "StatementResult", "TapeEnd", "ChildReplay", "ReplayTree", "replay_session",
@@ -36,8 +33,6 @@ __all__ = [
 ]
 
 ProgressFn = Callable[[int, int], None]
-
-_new_tuple = tuple.__new__  # a named tuple of its fields, without its own __new__ (all that does)
 
 
 def replay_detail(detail: SessionDetail, *, turn: int | None = None, catalog: OpCatalog | None = None,
@@ -49,12 +44,25 @@ def replay_detail(detail: SessionDetail, *, turn: int | None = None, catalog: Op
                        scratch_dir=scratch_dir, recorded_dir=recorded_dir, keep=True)
 
 
-# One execution as the replay loop takes it: (execution key, plan to run or None when it has no stored
-# source, the key to run it under (None for a stand-in, whose own key differs), replayed from a stand-in).
-_Execution = tuple[str, "A.DraftAst | None", "str | None", bool]
+class _Plans:
+    """What both plan sources of a loaded session answer the replay loop
+    (:func:`~flux.timemachine.serve.replay_executions`) about its turns."""
+
+    detail: ReplayInput
+
+    def interrupted_turn(self, flow_key: str) -> tuple[int, int] | None:
+        """The newest turn's number and the statements its plans hold before its last one, when it
+        never ended and accepted a plan with this key (where a tape can end); else None."""
+        turns = self.detail.turns
+        if not turns:
+            return None
+        turn = turns[-1]
+        if turn.ended or flow_key not in turn_keys(self.detail, turn.number):
+            return None
+        return turn.number, statements_before_last_plan(turn)
 
 
-class _EagerPlans:
+class _EagerPlans(_Plans):
     """flux's order of work: every accepted plan parsed and keyed, and every execution's plan
     checked against the catalog, before the first runs. The app's path (it reports progress out of
     a known total) and a replay that writes a scratch store (nothing is written when a later plan
@@ -62,6 +70,7 @@ class _EagerPlans:
 
     def __init__(self, detail: ReplayInput, turn: int | None, catalog: OpCatalog | None, direct: bool):
         sid = detail.id
+        self.detail = detail
         self.plans: dict[str, A.DraftAst | HostCall] = {}
         accepted_order: list[str] = []
         for _turn, key, plan in accepted_plans(detail, direct=direct):
@@ -99,11 +108,11 @@ class _EagerPlans:
                 draft = standins.get(key)
                 yield key, draft, None, draft is not None
 
-    def finish(self) -> None:
+    def finish(self, rest) -> None:
         """Nothing left to check: everything was parsed and checked up front."""
 
 
-class _LazyPlans:
+class _LazyPlans(_Plans):
     """The same executions, plans and refusals as :class:`_EagerPlans`, with each accepted plan
     parsed when the replay reaches it and let go after its key's last execution — a long session
     does not hold every plan's AST (about 1.3 KB per one-op plan) at once.
@@ -144,17 +153,6 @@ class _LazyPlans:
             self._left = left
         else:
             self._keys = None
-
-    @property
-    def plain(self) -> bool:
-        """Whether the executions are the acceptances themselves, every one (no ledger rows, no
-        turn asked for) and no catalog to check them against: then :meth:`acceptances` is the
-        executions, each ``(turn, key, plan)`` run under its own key."""
-        return self._keys is None and self._wanted is None and self.catalog is None
-
-    def acceptances(self):
-        """The accepted plans as they are parsed (``accepted_plans``): :meth:`finish` parses what is left."""
-        return self._cursor
 
     def refuse(self) -> None:
         """Re-raise the refusal being handled, unless a damaged plan later in the session is the
@@ -257,81 +255,21 @@ def _replay(detail: ReplayInput, *, turn: int | None, catalog: OpCatalog | None,
         writer = StoreWriter(sd)
         scratch_sid = writer.create_session("replay", context={"correlation_id": sid, "agent_id": f"replay:{sid}"})
 
-    host = ReplayHost(tape)
     sink = ScratchSink(tape, writer, scratch_sid, keep=keep)
     if not eager:
         source.on_last_run = sink.forget
-    interp = Interpreter(cat, host, sink, never_asked, run_id=scratch_sid or "replay")
-    server = PlanServer(interp)
-    serve = server.run
-    plans: list[ReplayedPlan] = []
-    report = ReplayReport(session=sid, plans=plans, cells_total=tape.total, cells_consumed=0, diverged=None,
+    interp = Interpreter(cat, ReplayHost(tape), sink, never_asked, run_id=scratch_sid or "replay")
+    report = ReplayReport(session=sid, plans=[], cells_total=tape.total, cells_consumed=0, diverged=None,
                           missing_sources=0, turn=turn, scratch_session=scratch_sid, detail=keep)
-    total = source.total if eager else 0
-    plain = not eager and source.plain
-    executions = source.acceptances() if plain else iter(source)
-
-    def execute(key: str, draft: Any, known_key: str | None) -> None:
-        """Run one execution's plan and add its :class:`ReplayedPlan`."""
-        sink.execution = len(plans)
-        h = serve(draft, sink.ledger(), flow_key=known_key)
-        plans.append(_new_tuple(ReplayedPlan, (key, None, None, None) if h is None
-                                 else (key, h.error, h.kind, h.node)))
-
     try:
-        if plain:  # the executions are the acceptances themselves: one generator, not two
-            for _turn, key, draft in executions:
-                execute(key, draft, key)
-                draft = None
-                if tape.diverged is not None:
-                    break
-        for done, (key, draft, known_key, standin) in enumerate(() if plain else executions, 1):
-            if standin:
-                report.redacted_standins += 1
-            if draft is None:
-                report.missing_sources += 1
-            else:
-                execute(key, draft, known_key)
-            draft = None  # let a plan go as soon as it ran (the source holds one that runs again)
-            if on_progress is not None:
-                on_progress(done, total)
-            if tape.diverged is not None:
-                break
+        replay_executions(source, PlanServer(interp), sink, report, on_progress=on_progress)
     finally:
         if writer is not None:
             writer.close()
-    if not eager:
-        source.finish(executions)
-
-    settle(report, tape)
-    end = _tape_end(detail, tape, report)
-    if end is not None:
-        report.tape_end = end
-        report.diverged = None
-        last = report.plans[-1]
-        report.plans[-1] = ReplayedPlan(last.flow_key, end.message(), "tape_end", last.node)
     report.requests = list(tape.log)
     report.statement_results = sink.results
     report.scratch_events = sink.events
     return report
-
-
-def _tape_end(detail: ReplayInput, tape: ReplayTape, report: ReplayReport) -> TapeEnd | None:
-    """A "divergence" that is only the end of an interrupted recording: the one failed request is
-    the last one, a miss after every recorded cell was served, in a plan of the newest turn, which
-    never ended."""
-    last_req = tape.last
-    if tape.diverged is None or last_req is None or not report.plans or not detail.turns:
-        return None
-    if last_req.status != "miss" or tape.unserved != 1:  # the last request, and only it, was not served
-        return None
-    if tape.consumed != tape.total:
-        return None
-    turn = detail.turns[-1]
-    plan = report.plans[-1]
-    if turn.ended or plan.halted is None or plan.node is None or plan.flow_key not in turn_keys(detail, turn.number):
-        return None
-    return TapeEnd(turn.number, plan.flow_key, plan.node, last_req.op, statements_before_last_plan(turn) + plan.node)
 
 
 def replay_session(reader: StoreReader, session_ref: str | None, turn: int | None = None, *,

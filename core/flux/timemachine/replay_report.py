@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from ..cassette.replay import ReplayTape, ServeRecord, unconsumed_message
 
-__all__ = ["ReplayedPlan", "PlanLog", "StatementResult", "TapeEnd", "ReplayReport", "settle"]
+__all__ = ["ReplayedPlan", "PlanLog", "StatementResult", "TapeEnd", "ReplayReport", "settle", "tape_end"]
 
 
 class ReplayedPlan(NamedTuple):
@@ -51,11 +51,6 @@ class PlanLog(Sequence):
         else:
             self._whole[len(self._keys)] = ReplayedPlan(flow_key)
             self._keys.append(0)
-
-    def ran_host(self, flow_key: str) -> None:
-        """:meth:`ran` for a key :func:`~flux.timemachine.replay_direct.direct_plan` made (``h:`` and 16
-        lowercase hex digits, always plain): no check."""
-        self._keys.append(int(flow_key[2:], 16))
 
     def ran_before(self, flow_key: str, end: int) -> bool:
         """Whether one of the first ``end`` plans ran through under ``flow_key`` (a scan: asked rarely)."""
@@ -275,3 +270,24 @@ def settle(report: ReplayReport, tape: ReplayTape) -> ReplayReport:
         status[i] = "served"
     report.cell_status = status
     return report
+
+
+def tape_end(tape: ReplayTape, plans: Sequence[ReplayedPlan], interrupted_turn: Any) -> TapeEnd | None:
+    """A "divergence" that is only the end of an interrupted recording, or None: the one failed
+    request is the last one, a miss after every recorded cell was served, in the last plan run,
+    which halted on it. ``interrupted_turn(flow_key)`` answers for the session's turns: the newest
+    turn's number and how many statements its plans hold before its last one, when that turn never
+    ended and accepted a plan with this key; else None."""
+    last = tape.last
+    if tape.diverged is None or last is None or not plans or last.status != "miss" or tape.unserved != 1:
+        return None
+    if tape.consumed != tape.total:
+        return None
+    plan = plans[-1]
+    if plan.halted is None or plan.node is None:
+        return None
+    turn = interrupted_turn(plan.flow_key)
+    if turn is None:
+        return None
+    number, before = turn
+    return TapeEnd(number, plan.flow_key, plan.node, last.op, before + plan.node)

@@ -1,40 +1,15 @@
-"""Hermetic replay in memory that stays flat with the session's length.
-
-:func:`~flux.timemachine.replay.replay_session` with ``detail=False`` (what `flux replay` asks
-for) first tries :func:`replay_streamed`: the session's rows are pulled through the read's cursor
-*while* the replay runs, so a long session is never in memory at once:
-
-* cassette cells go straight into a growing lean tape (:class:`StreamTape`) that lets each go once
-  it is served; a plan runs once the rows after it (its cells) are scanned, and a request the
-  scanned cells cannot answer reads on until one can, or to the end (a miss);
-* the executions come as the classic replay orders them (:class:`_Source`): the acceptances
-  themselves (no statement row in the session: flux's batch path), or folded from the
-  ``statement_completed`` / ``plan_halted`` rows as they are read (a plan run resumably: flux's own
-  turns), with each accepted plan keyed when read and the newest few held, missing sources and
-  redacted stand-ins paired as the classic replay pairs them;
-* a plan that ran through with no halt latch open, holding no row before, leaves no statement row
-  and no value behind: only a fast-forward over that key's rows could read them, which takes the
-  key to halt later (so become the latch) and the next plan to walk as far as a row let go (a
-  failed call tried again after it once succeeded) — and then the stream stands aside (below);
-* the report keeps one compact record per execution; the tape's end of an interrupted turn is
-  told as the classic replay tells it.
-
-It *stands aside* (returns None, and the caller replays the classic way: read everything, then
-replay) for anything it cannot answer exactly: a turn or plan row out of order, statement rows
-after plans already ran in acceptance order, a plan that does not parse or names an op the catalog
-lacks, a run with no trace or no cells, an execution whose plan was let go from the held ones, a
-plan accepted after an execution found none with its key, a stand-in pairing the whole session
-would make otherwise, the let-go row above, a non-UTF-8 row, any error. Nothing is written and
-nothing printed before it returns, so the classic replay then gives the very output and error it
-always gave; differential tests check both agree.
-"""
+"""The streamed replay behind `flux replay` (``replay_session(detail=False)``): the session's rows
+are pulled through the read's cursor while its plans run, so memory stays flat with its length. It
+feeds the one replay loop (:func:`~flux.timemachine.serve.replay_executions`) from its own plan
+source, and stands aside (returns None: the classic replay answers, with the very output it always
+gave) for anything it cannot answer exactly as the classic replay would — docs/architecture.md,
+"Replay", lists what."""
 
 from __future__ import annotations
 
 import json
 from array import array
 from collections import deque
-from dataclasses import replace
 from typing import Any
 
 from ..cassette.redactor import DEFAULT_MARKER
@@ -49,8 +24,8 @@ from .engine import ExecutionFold
 from .plans import check_ops, parse_cached
 from .replay_direct import NOT_DIRECT, HostCall, HostPlan, host_call, host_plan, statements_before_last, walk
 from .replay_input import scan_rows
-from .replay_report import PlanLog, ReplayedPlan, ReplayReport, TapeEnd, settle
-from .serve import PlanServer, ScratchSink, never_asked
+from .replay_report import PlanLog, ReplayReport
+from .serve import PlanServer, ScratchSink, never_asked, replay_executions
 
 __all__ = ["replay_streamed", "StreamTape", "ServedLog"]
 
@@ -171,8 +146,10 @@ class _Source:
     A key's membership in what was accepted or executed so far is asked of a :class:`_KeySieve`
     (no memory per key): a "maybe" where "no" was expected stands aside."""
 
-    def __init__(self, keyed: Any) -> None:
+    def __init__(self, keyed: Any, check: Any, statements_before: Any) -> None:
         self.keyed = keyed  # text -> (key, plan): a damaged text raises
+        self.check = check  # (key, plan) -> None: refuses a plan naming an op the catalog lacks (None: no catalog)
+        self.statements_before = statements_before  # turn_id -> the statements its plans hold before its last
         self.events: Any = None  # the read (a generator yielding after each row it folds)
         self.queue: deque[Any] = deque()  # acceptance order: texts; ledger order: execution keys
         self.done = False
@@ -187,6 +164,8 @@ class _Source:
         self.newest_ended = False  # the newest turn has a turn_ended (as TurnFold sets ``ended_at_ms``)
         self.queue_turns: deque[Any] = deque()  # acceptance order: each queued text's turn
         self.last_turn: Any = None  # acceptance order: the turn of the text taken last
+        self.last_key: Any = None  # acceptance order: the key of the plan taken last
+        self.last_turns: set[Any] = set()  # acceptance order, once finished: the turns that accepted last_key
         # ledger order
         self._executions = ExecutionFold()
         append = self.queue.append
@@ -298,15 +277,6 @@ class _Source:
         standin = self.standins[key]
         return standin, None, standin is not None
 
-    @property
-    def turns(self) -> int:
-        """How many turns the fold has (the newest turn's number)."""
-        return len(self._turns)
-
-    @property
-    def newest(self) -> Any:
-        return self._newest
-
     def accepted_in_newest_turn(self, key: Any) -> bool:
         """Ledger order: whether a plan with ``key`` was accepted in the newest turn (its latest
         acceptance is; acceptances come in turn order). A key let go from the held plans stands aside."""
@@ -317,12 +287,33 @@ class _Source:
             self._abandon("a plan let go: which turn accepted it is not known")
         return False
 
-    def settled(self) -> None:
-        """At the end: a missing key left without a stand-in while a redacted plan stayed unpaired
-        is paired otherwise by the classic replay (it pairs over the whole session)."""
+    def finish(self, rest: Any) -> None:
+        """After the replay loop: the executions a divergence kept from running must still parse and
+        check (the iteration does both), and the turns that accepted the last plan run's key are
+        noted (acceptance order: where its tape ends asks). Then a missing key left without a
+        stand-in while a redacted plan stayed unpaired is paired otherwise by the classic replay (it
+        pairs over the whole session)."""
+        last_key = self.last_key
+        turns = {self.last_turn}
+        for key, _plan, _run_key, _standin in rest:
+            if key == last_key:
+                turns.add(self.last_turn)
+        self.last_turns = turns
         self._accept_pending()
         if self.unpaired and any(not o[1] for o in self.orphans.values()):
             self._abandon("a redacted plan accepted after the execution it stands in for")
+
+    def interrupted_turn(self, flow_key: Any) -> tuple[int, int] | None:
+        """The newest turn's number and the statements its plans hold before its last one, when it
+        never ended and accepted a plan with this key (the last one run); else None."""
+        if not self._turns or self.newest_ended:
+            return None
+        if self.ledgered:
+            if not self.accepted_in_newest_turn(flow_key):
+                return None
+        elif self._newest not in self.last_turns:
+            return None
+        return len(self._turns), self.statements_before(self._newest)
 
     # -- pulling -------------------------------------------------------------------------------
 
@@ -346,9 +337,11 @@ class _Source:
         raise _Abandon(why)
 
     def __iter__(self):
-        """``(ledgered, item)`` per execution: a plan text (acceptance order) or a key (ledger order)."""
+        """Each execution as the replay loop takes it: ``(key, plan or None, the key to run it
+        under or None, stand-in)``, its plan checked against the catalog."""
         queue = self.queue
         pump = self.pump
+        keyed, check = self.keyed, self.check
         while not self.ledgered:  # acceptance order, until a ledger row turns up (before any plan ran)
             while len(queue) < 2 and not self.ledgered and pump():
                 pass
@@ -358,7 +351,12 @@ class _Source:
                 return
             self.started = True
             self.last_turn = self.queue_turns.popleft()
-            yield False, queue.popleft()
+            key, draft = keyed(queue.popleft())
+            self.last_key = key
+            if check is not None:
+                check(key, draft)
+            yield key, draft, key, False
+        plan_for = self.plan_for
         while True:
             while not queue and pump():
                 pass
@@ -370,7 +368,11 @@ class _Source:
                     raise
             if not queue:
                 return
-            yield True, queue.popleft()
+            key = queue.popleft()
+            draft, run_key, standin = plan_for(key)
+            if check is not None and draft is not None:
+                check(key, draft)
+            yield key, draft, run_key, standin
 
 
 _END = object()
@@ -418,9 +420,10 @@ def _walks_further(plan: Any, halted: Any, ledger: Any) -> bool:
 
 def replay_streamed(reader: StoreReader, session_ref: str | None, catalog: OpCatalog | None) -> Any:
     """``replay_session(reader, session_ref, catalog=catalog, detail=False)``'s report, or None when
-    this session is not of the streamed shape (see the module doc): then replay it the classic way.
+    this session is not of the streamed shape (docs/architecture.md, "Replay"): then replay it the classic way.
     :class:`~flux.errors.SessionNotFound` is raised as the classic path raises it."""
     row = reader.resolve_session(session_ref)
+    sid = row.id
     tape = StreamTape()
     seen: dict[str, Any] = {"trace": False, "skipped": 0}
     parsed: dict[str, Any] = {}
@@ -441,10 +444,11 @@ def replay_streamed(reader: StoreReader, session_ref: str | None, catalog: OpCat
         draft, key = parse_cached(text, parsed)  # a damaged plan raises: the classic replay names it
         return key, draft
 
-    source = _Source(keyed)
-    events = source.events = scan_rows(reader, row.id, False, source, tape, None, source.rows, seen, _PAUSE)
+    check = None if catalog is None else lambda key, draft: check_ops(sid, key, draft, catalog)
+    source = _Source(keyed, check, lambda turn_id: _statements_before_last_plan(reader, sid, turn_id))
+    events = source.events = scan_rows(reader, sid, False, source, tape, None, source.rows, seen, _PAUSE)
     try:
-        report = _run(row.id, source, tape, seen, catalog)
+        report = _run(sid, source, tape, seen, catalog)
     except SessionNotFound:
         raise
     except Exception:  # noqa: BLE001 - any surprise: the classic replay answers (and raises) as always
@@ -452,14 +456,12 @@ def replay_streamed(reader: StoreReader, session_ref: str | None, catalog: OpCat
     finally:
         events.close()
     reader.skipped_rows += seen["skipped"]
-    if report.tape_end is not None:
-        _number_tape_end(reader, row.id, source.newest, report)
     return report
 
 
-def _number_tape_end(reader: StoreReader, sid: str, turn_id: Any, report: Any) -> None:
-    """The tape end's statement counted over its turn's plans, as the classic replay counts it —
-    from the turn's plan rows alone, read once (the stream kept no plan texts)."""
+def _statements_before_last_plan(reader: StoreReader, sid: str, turn_id: Any) -> int:
+    """How many statements a turn's accepted plans hold before its last one, counted as the classic
+    replay counts them — from the turn's plan rows alone, read once (the stream kept no plan texts)."""
     sources = []
     for (payload,) in reader.query("SELECT payload FROM events WHERE stream = ? AND turn_id = ? AND kind = 'plan_attempted' "
                                    "ORDER BY global_seq", (sid, turn_id)):
@@ -469,42 +471,57 @@ def _number_tape_end(reader: StoreReader, sid: str, turn_id: Any, report: Any) -
             continue
         if isinstance(data, dict) and data.get("outcome") == "accepted" and isinstance(data.get("plan_source"), str):
             sources.append(data["plan_source"])
-    end = replace(report.tape_end, position=statements_before_last(sources) + report.tape_end.node)
-    report.tape_end = end
-    report.plans[-1] = ReplayedPlan(end.flow_key, end.message(), "tape_end", end.node)
+    return statements_before_last(sources)
 
 
-def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], catalog: OpCatalog | None) -> Any:
-    tape.pump = source.pump
-    sink = ScratchSink(tape, None, None, keep=False)
-    interp = Interpreter(catalog if catalog is not None else OpCatalog.permissive(), ReplayHost(tape), sink,
-                         never_asked, run_id="replay")
-    server = PlanServer(interp)
-    serve = server.run
-    run_through = server.direct.run_through
-    report = ReplayReport(session=sid, plans=PlanLog(), cells_total=0, cells_consumed=0, diverged=None,
-                          missing_sources=0, detail=False)
-    keyed = source.keyed
-    completed = sink.completed_rows
-    ran_host = report.plans.ran_host
-    # A plan that ran through with no latch open, and held no row before, keeps no row (nor the
-    # values they name): only a fast-forward over that key's rows could read them, which takes the
-    # same key to halt later (so become the latch) and the next plan to walk its rows as far as a
-    # statement whose row was let go (_reads_let_go: a failed call tried again). Then, if that key
-    # ran before (asked of a sieve of the keys run so far, kept from the first such walk on, and
-    # a "maybe" of the plan log), the stream stands aside.
-    halted: Any = None  # (plan, key) of the plan that just halted
-    executed: Any = None  # _KeySieve of the keys run so far, from the first walk that needs it
-    plan_for = source.plan_for
+class _LettingGo:
+    """How the streamed replay serves an execution: as :meth:`PlanServer.run
+    <flux.timemachine.serve.PlanServer.run>` does, except that a plan that ran through with no halt
+    latch open, and held no row before, keeps no row (nor the values they name). Only a
+    fast-forward over that key's rows could read them, which takes the same key to halt later (so
+    become the latch) and the next plan to walk its rows as far as a statement whose row was let go
+    (:func:`_reads_let_go`: a failed call tried again). Then, if that key ran before (asked of a
+    sieve of the keys run so far, kept from the first such walk on, and a "maybe" of the plan log),
+    the stream stands aside."""
 
-    def ran_before(key: str, seen: bool | None) -> bool:
+    __slots__ = ("serve", "run_through", "sink", "completed", "values", "plans", "halted", "executed")
+
+    def __init__(self, server: PlanServer, sink: ScratchSink, plans: PlanLog):
+        self.serve = server.run
+        self.run_through = server.direct.run_through
+        self.sink = sink
+        self.completed = sink.completed_rows
+        self.values = server.interp.values
+        self.plans = plans
+        self.halted: Any = None  # (plan, key, the sieve's "maybe" when it ran) of the plan that just halted
+        self.executed: Any = None  # _KeySieve of the keys run so far, from the first walk that needs it
+
+    def __call__(self, key: str, draft: Any, ledger: Any, run_key: str | None) -> Any:
+        halted = self.halted
+        if halted is not None:
+            self.halted = None
+            if ledger is not None and _reads_let_go(draft, halted[0], ledger) and self._ran_before(halted[1], halted[2]):
+                raise _Abandon("the fast-forward may read a row that was let go")
+        maybe_ran = self.executed.add(key) if self.executed is not None else None
+        if ledger is None and run_key is not None and run_key not in self.completed:
+            h = self.run_through(draft) if type(draft) is HostCall or type(draft) is HostPlan else NOT_DIRECT
+            if h is NOT_DIRECT:  # (run_through keeps nothing of a plan that completes)
+                h = self.serve(draft, None, flow_key=run_key)
+                if h is None:
+                    self.sink.let_go_of_rows(run_key, self.values)
+        else:
+            h = self.serve(draft, ledger, flow_key=run_key)
+        if h is not None and run_key is not None:  # (a stand-in runs under its own key, whose rows are never let go)
+            self.halted = (draft, run_key, maybe_ran)
+        return h
+
+    def _ran_before(self, key: str, seen: bool | None) -> bool:
         """Whether ``key`` (the last plan run, halted) ran through before; ``seen`` the sieve's
         "maybe" when it ran, None when there was no sieve yet (it is made now, of the plans run)."""
-        nonlocal executed
-        plans = report.plans
+        plans = self.plans
         if seen is None:
-            if executed is None:
-                executed = _KeySieve()
+            if self.executed is None:
+                executed = self.executed = _KeySieve()
                 for _i, p in zip(range(len(plans) - 1), plans):
                     executed.add(p.flow_key)
                 seen = key in executed
@@ -513,91 +530,16 @@ def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], cata
                 seen = True
         return seen and plans.ran_before(key, len(plans) - 1)
 
-    for ledgered, item in source:
-        if ledgered:
-            key = item
-            draft, known, standin = plan_for(key)
-            if standin:
-                report.redacted_standins += 1
-            if draft is None:
-                report.missing_sources += 1
-                continue
-        else:
-            key, draft = keyed(item)
-            known = key
-        item = None
-        if catalog is not None:
-            check_ops(sid, key, draft, catalog)
-        ledger = sink.ledger()
-        if halted is not None:
-            if ledger is not None and _reads_let_go(draft, halted[0], ledger) and ran_before(halted[1], halted[2]):
-                raise _Abandon("the fast-forward may read a row that was let go")
-            halted = None
-        maybe_ran = executed.add(key) if executed is not None else None
-        sink.execution = len(report.plans)
-        if ledger is None and known is not None and known not in completed:
-            direct = type(draft) is HostCall or type(draft) is HostPlan
-            h = run_through(draft) if direct else NOT_DIRECT  # nothing of it kept once it completes
-            if h is NOT_DIRECT:
-                h = serve(draft, None, flow_key=known)
-                if h is None:
-                    sink.let_go_of_rows(known, interp.values)
-            if h is None:
-                (ran_host if direct else report.plans.ran)(key)
-        else:
-            h = serve(draft, ledger, flow_key=known)
-            if h is None:
-                report.plans.ran(key)
-        if h is not None:
-            if known is not None:  # (a stand-in runs under its own key, whose rows are never let go)
-                halted = (draft, known, maybe_ran)
-            report.plans.append(ReplayedPlan(key, h.error, h.kind, h.node))
-        draft = None
-        if tape.diverged is not None:
-            break
-    # (the tape's end, below: the last plan run, and which turns accepted a plan with its key)
-    last_key = report.plans[-1].flow_key if len(report.plans) else None
-    last_turn = source.last_turn  # acceptance order: the turn of the last plan run
-    key_turns: set[Any] = set()  # acceptance order: the turns of the acceptances not reached with that key
-    for ledgered, item in source:  # after a divergence: the executions not reached must still parse and check
-        if ledgered:
-            key = item
-            draft = plan_for(key)[0]
-        else:
-            key, draft = keyed(item)
-            if key == last_key:
-                key_turns.add(source.last_turn)
-        if catalog is not None and draft is not None:
-            check_ops(sid, key, draft, catalog)
-    source.settled()
+
+def _run(sid: str, source: _Source, tape: StreamTape, seen: dict[str, Any], catalog: OpCatalog | None) -> Any:
+    tape.pump = source.pump
+    sink = ScratchSink(tape, None, None, keep=False)
+    interp = Interpreter(catalog if catalog is not None else OpCatalog.permissive(), ReplayHost(tape), sink,
+                         never_asked, run_id="replay")
+    server = PlanServer(interp)
+    report = ReplayReport(session=sid, plans=PlanLog(), cells_total=0, cells_consumed=0, diverged=None,
+                          missing_sources=0, detail=False)
+    replay_executions(source, server, sink, report, serve=_LettingGo(server, sink, report.plans))
     if source.abandoned or not seen["trace"] or tape.total == 0 or (source.accepted == 0 and not source.ledgered):
         raise _Abandon("nothing to replay: the classic replay says why")
-    end = _tape_end(source, tape, report, last_key is not None, last_turn, key_turns)
-    settle(report, tape)
-    if end is not None:
-        report.tape_end = end
-        report.diverged = None
-        report.plans[-1] = ReplayedPlan(end.flow_key, end.message(), "tape_end", end.node)
     return report
-
-
-def _tape_end(source: _Source, tape: StreamTape, report: ReplayReport, ran: bool, last_turn: Any,
-              key_turns: set[Any]) -> TapeEnd | None:
-    """Where an interrupted recording stops, as the classic replay finds it: the one failed request
-    is the last one, a miss after every recorded cell was served, in a plan of the newest turn
-    (accepted in it), which never ended. ``ran``: some plan ran; ``last_turn`` and ``key_turns``
-    (acceptance order): the turn of the last plan run, and the turns of the acceptances not
-    reached with its key."""
-    last = tape.last
-    if tape.diverged is None or last is None or not ran or not source.turns or last.status != "miss" \
-            or tape.unserved != 1 or tape.consumed != tape.total:
-        return None
-    plan = report.plans[-1]
-    if source.newest_ended or plan.halted is None or plan.node is None:
-        return None
-    newest = source.newest
-    if source.ledgered:
-        in_newest = source.accepted_in_newest_turn(plan.flow_key)
-    else:
-        in_newest = (last_turn is not None and last_turn == newest) or newest in key_turns
-    return TapeEnd(source.turns, plan.flow_key, plan.node, last.op) if in_newest else None

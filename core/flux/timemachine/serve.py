@@ -1,7 +1,7 @@
-"""Serving a recorded plan from tape: the one place where replay, fork's prefix, resurrect and
-what-if re-execute an execution's plan (:class:`PlanServer`). A host plan goes the direct path
-(:mod:`.replay_direct`: served straight from its text, no AST); any other plan, or one the direct
-path declines, runs on the interpreter. Beside it, the replay's scratch sink (the replayed run in
+"""Serving recorded plans from tape: :class:`PlanServer`, the one place where replay, fork's
+prefix, resurrect and what-if re-execute an execution's plan (a host plan straight from its text,
+:mod:`.replay_direct`; any other on the interpreter), and :func:`replay_executions`, the one loop
+every replay runs over its executions. Beside them, the replay's scratch sink (the replayed run in
 memory, its halt latch folded as the rows arrive)."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from ..store.events import Run, decode_run
 from ..store.store import StoreWriter
 from .engine import HostBody, plan_ast
 from .replay_direct import NOT_DIRECT, DirectRunner, HostCall, HostPlan
-from .replay_report import StatementResult
+from .replay_report import PlanLog, ReplayedPlan, ReplayReport, StatementResult, settle, tape_end
 
-__all__ = ["PlanServer", "ScratchSink", "never_asked", "gc_paused"]
+__all__ = ["PlanServer", "ScratchSink", "replay_executions", "never_asked", "gc_paused"]
 
 
 _new_tuple = tuple.__new__  # a named tuple of its fields, without its own __new__ (all that does)
@@ -213,3 +213,51 @@ class PlanServer:
         result = self.interp.run(plan, resumable=resumable, ledger=ledger, flow_key=flow_key)
         self.value = result.value
         return result.halted
+
+
+def replay_executions(source: Any, server: PlanServer, sink: ScratchSink, report: ReplayReport, *,
+                      serve: Callable[[str, Any, Any, Any], PlanHalt | None] | None = None,
+                      on_progress: Callable[[int, int], None] | None = None) -> ReplayReport:
+    """The replay's one loop over its executions, whichever way they are read (a loaded session,
+    or the rows as the streamed replay pulls them). ``source`` yields each execution as ``(key,
+    plan or None when it has no stored source, the key to run it under or None for a redacted
+    stand-in, whether it replays a stand-in)``; each plan is run by ``server`` against the halt
+    latch ``sink`` keeps — or by ``serve(key, plan, latch, run_key)``, the streamed replay's way
+    (:class:`PlanServer.run` with what it lets go of) — and its outcome added to ``report.plans``;
+    the loop stops at the first divergence. Then ``source.finish(rest)`` checks the executions not
+    reached, the tape's counts go into the report, and a divergence that is only the end of an
+    interrupted recording becomes its ``tape_end`` (``source.interrupted_turn``: see
+    :func:`~flux.timemachine.replay_report.tape_end`). ``on_progress(done, source.total)`` after
+    each execution."""
+    tape = sink.tape
+    plans = report.plans
+    ran = plans.ran if type(plans) is PlanLog else None  # (it keeps a plan that ran through as its key's number)
+    run = server.run
+    total = source.total if on_progress is not None else 0
+    executions = iter(source)
+    for done, (key, draft, run_key, standin) in enumerate(executions, 1):
+        if standin:
+            report.redacted_standins += 1
+        if draft is None:
+            report.missing_sources += 1
+        else:
+            sink.execution = len(plans)
+            h = run(draft, sink.ledger(), flow_key=run_key) if serve is None else serve(key, draft, sink.ledger(), run_key)
+            if h is None and ran is not None:
+                ran(key)
+            else:
+                plans.append(_new_tuple(ReplayedPlan, (key, None, None, None) if h is None
+                                        else (key, h.error, h.kind, h.node)))
+            draft = None  # let a plan go as soon as it ran (the source holds one that runs again)
+        if on_progress is not None:
+            on_progress(done, total)
+        if tape.diverged is not None:
+            break
+    source.finish(executions)
+    settle(report, tape)
+    end = tape_end(tape, plans, source.interrupted_turn)
+    if end is not None:
+        report.tape_end = end
+        report.diverged = None
+        plans[-1] = ReplayedPlan(end.flow_key, end.message(), "tape_end", end.node)
+    return report
