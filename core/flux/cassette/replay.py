@@ -1,23 +1,14 @@
-"""The replay tape and the hermetic op host that serves from it.
-
-``ReplayTape(cells)`` holds a session's cassette cells (``flux.model.session.Cell`` or bare
-``OpRecorded``) in stream order. :meth:`ReplayTape.serve` takes the **first unconsumed** cell with
-the same op whose ``input_hash`` or ``input_hash_redacted`` equals ``sha256(input_json)``:
-
-* a truncated match latches the truncation message (overwriting an earlier one) and errors;
-* a match is consumed and its recorded outcome returned;
-* no match latches the divergence message (only if nothing is latched yet) and returns an
-  ``is_error`` outcome ``"replay diverged: <msg>"``.
-
-``ReplayHost(tape)`` is the op host: it never calls a live executor, and confirm gates under it
-auto-allow (``auto_approve`` / :meth:`ReplayHost.approve`), so the approver is never asked.
-"""
+"""The replay tape and the hosts that serve from it: :class:`ReplayTape` answers a request with the
+first unconsumed cell of the same op whose input hash (or redacted input hash) matches, latching
+the first divergence; :class:`ReplayHost` never goes live and auto-allows every confirm gate;
+:class:`TapeFirstHost` (resurrect, a fork's tail) goes live on a miss; :class:`FrozenHost`
+(what-if) substitutes outputs."""
 
 from __future__ import annotations
 
 from typing import Any, Iterable, NamedTuple
 
-from ..canonical import canonical_json, sha256_hex
+from ..canonical import canonical_json, compact_json, sha256_hex
 from ..store.events import OpRecorded
 
 __all__ = ["TapeCell", "ReplayTape", "ReplayHost", "TapeFirstHost", "FrozenHost", "ServeRecord", "make_outcome",
@@ -192,7 +183,11 @@ class ReplayTape:
             self.log.append(rec)
 
     def serve(self, op: str, input_json: str | None, h: str | None = None) -> Any:
-        """Answer one dispatch from tape (see the module doc). Returns an ``OpOutcome``. A caller
+        """Answer one dispatch from tape: the first unconsumed cell of ``op`` whose ``input_hash`` or
+        ``input_hash_redacted`` equals ``sha256(input_json)`` is consumed and its recorded outcome
+        returned; a truncated match latches the truncation message (overwriting an earlier one)
+        and errors; no match latches the divergence message (only if nothing is latched yet) and
+        returns an ``is_error`` outcome ``"replay diverged: <msg>"``. A caller
         that has the input's hash already passes it as ``h`` (``input_json`` is then not read)."""
         if h is None:
             h = sha256_hex(input_json)
@@ -340,62 +335,79 @@ class ReplayHost:
         return self.tape.diverged
 
 
-class TapeFirstHost:
-    """The Resume scope and the fork tail: a dispatch that matches an unconsumed
-    cell is served from tape exactly once; a truncated match is refused and latched; a miss runs
-    on ``live`` (an approver-gated live host) — or, with ``live=None``, is latched as a divergence.
+class _TapeHost:
+    """What the hosts that serve each request from tape at most once, and may send a miss live,
+    share: the tape, the live host, the counts (``served`` hits, ``live_ops`` the ops that went
+    live, in order), serving a found cell and going live."""
 
-    Counts: ``served`` (hits), ``live_ops`` (the ops that went live, in order)."""
-
-    auto_approve = False
-
-    def __init__(self, tape: ReplayTape, live: Any = None):
+    def __init__(self, tape: ReplayTape, live: Any):
         self.tape = tape
         self.live = live
         self.served = 0
         self.live_ops: list[str] = []
 
+    def _serve(self, op: str, h: str, i: int, substitute: Any = None) -> Any:
+        """The outcome of cell ``i`` (what ``tape.find(op, h)`` gave), served once — or
+        ``substitute(i, op)``'s in its place when that is not None; a truncated cell is refused
+        (latched) instead."""
+        refused = self.tape.refuse_truncated(op, h, i)
+        if refused is not None:
+            return refused
+        cell = self.tape.take(op, h, i)
+        self.served += 1
+        if substitute is not None:
+            out = substitute(i, op)
+            if out is not None:
+                return out
+        return make_outcome(cell.content, view=cell.view, is_error=cell.is_error, denied=cell.denied)
+
+    def go_live(self, op: str, h: str, input: Any, input_json: str) -> Any:
+        """A miss the tape left to ``live``: logged, counted, dispatched."""
+        self.tape.record(ServeRecord(op, h, None, "live"))
+        self.live_ops.append(op)
+        return self.live.dispatch(op, input, input_json)
+
+
+def _input_hash(input: Any, input_json: str | None) -> tuple[str, str]:
+    """A dispatch's input JSON (canonical, when the caller did not pass it) and its hash."""
+    if input_json is None:
+        input_json = canonical_json(input)
+    return input_json, sha256_hex(input_json)
+
+
+class TapeFirstHost(_TapeHost):
+    """The Resume scope and the fork tail: a dispatch that matches an unconsumed
+    cell is served from tape exactly once; a truncated match is refused and latched; a miss runs
+    on ``live`` (an approver-gated live host) — or, with ``live=None``, is latched as a divergence."""
+
+    auto_approve = False
+
     def dispatch(self, op: str, input: Any, input_json: str | None = None) -> Any:
-        if input_json is None:
-            input_json = canonical_json(input)
-        h = sha256_hex(input_json)
+        input_json, h = _input_hash(input, input_json)
         out = self.from_tape(op, h)
         return out if out is not None else self.go_live(op, h, input, input_json)
 
-    # The two halves of a dispatch, for a caller that has the input's hash and builds the input
-    # itself only when it goes live (resurrect's direct path, flux.timemachine.replay_direct).
+    # The two halves of a dispatch (this and go_live), for a caller that has the input's hash and
+    # builds the input itself only when it goes live (resurrect's direct path, flux.timemachine.replay_direct).
     def from_tape(self, op: str, h: str) -> Any:
         """The outcome of a dispatch the tape answers — a hit (served once), a truncated match
         (refused and latched), or with ``live=None`` a miss (latched) — or None: it must go live."""
         i = self.tape.find(op, h)
         if i is not None:
-            refused = self.tape.refuse_truncated(op, h, i)
-            if refused is not None:
-                return refused
-            cell = self.tape.take(op, h, i)
-            self.served += 1
-            return make_outcome(cell.content, view=cell.view, is_error=cell.is_error, denied=cell.denied)
+            return self._serve(op, h, i)
         if self.live is None:
             msg = miss_message(op, h)
             self.tape.latch(op, h, msg)
             return make_outcome(f"replay diverged: {msg}", is_error=True)
         return None
 
-    def go_live(self, op: str, h: str, input: Any, input_json: str) -> Any:
-        """A miss :meth:`from_tape` left to ``live``: logged, counted, dispatched."""
-        self.tape.record(ServeRecord(op, h, None, "live"))
-        self.live_ops.append(op)
-        return self.live.dispatch(op, input, input_json)
-
 
 def _sub_content(value: Any) -> str:
     """A substitution value: a JSON string is raw content, anything else its compact JSON."""
-    from ..canonical import compact_json
-
     return value if isinstance(value, str) else compact_json(value)
 
 
-class FrozenHost:
+class FrozenHost(_TapeHost):
     """The what-if scope: every dispatch is answered from the whole
     session's cells, with substitutions by tape index (wins) or by op name; substituted outcomes
     are ``ok``. A miss under ``off_tape="halt"`` is latched and refused; under ``"live"`` it runs
@@ -409,21 +421,27 @@ class FrozenHost:
                  authorize: Any = None):
         if off_tape not in ("halt", "live"):
             raise ValueError("off_tape is halt or live")
-        self.tape = tape
+        super().__init__(tape, live)
         self.by_index = dict(by_index or {})
         self.by_op = dict(by_op or {})
         self.off_tape = off_tape
-        self.live = live
         self.authorize = authorize
-        self.served = 0
         self.substituted = 0
         self.denials = 0
-        self.live_ops: list[str] = []
+
+    def _substitution(self, i: int, op: str) -> Any:
+        """The substituted outcome for cell ``i`` of ``op`` (by index first), or None."""
+        if i in self.by_index:
+            value = self.by_index[i]
+        elif op in self.by_op:
+            value = self.by_op[op]
+        else:
+            return None
+        self.substituted += 1
+        return make_outcome(_sub_content(value))
 
     def dispatch(self, op: str, input: Any, input_json: str | None = None) -> Any:
-        if input_json is None:
-            input_json = canonical_json(input)
-        h = sha256_hex(input_json)
+        input_json, h = _input_hash(input, input_json)
         i = self.tape.find(op, h)
         if self.authorize is not None:
             allowed, reason = self.authorize(op, input)
@@ -433,22 +451,9 @@ class FrozenHost:
                     self.tape.take(op, h, i)
                 return make_outcome(reason, is_error=True, denied=True)
         if i is not None:
-            refused = self.tape.refuse_truncated(op, h, i)
-            if refused is not None:
-                return refused
-            cell = self.tape.take(op, h, i)
-            self.served += 1
-            if i in self.by_index:
-                self.substituted += 1
-                return make_outcome(_sub_content(self.by_index[i]))
-            if op in self.by_op:
-                self.substituted += 1
-                return make_outcome(_sub_content(self.by_op[op]))
-            return make_outcome(cell.content, view=cell.view, is_error=cell.is_error, denied=cell.denied)
+            return self._serve(op, h, i, self._substitution)
         if self.off_tape == "live" and self.live is not None:
-            self.tape.record(ServeRecord(op, h, None, "live"))
-            self.live_ops.append(op)
-            return self.live.dispatch(op, input, input_json)
+            return self.go_live(op, h, input, input_json)
         msg = off_tape_message(op, h)
         self.tape.latch(op, h, msg)
         return make_outcome(f"what-if halted: {msg}", is_error=True)

@@ -97,32 +97,42 @@ def host_call(source: Any) -> HostCall | None:
     """``source`` as a :class:`HostCall`, or None when it is not exactly the canonical host shape."""
     if type(source) is not str:
         return None
-    m = _HOST_PLAN_FLAT.fullmatch(source)
-    if m is not None:  # the common case: a flat object of up to three members, matched with the plan
-        _sigil, name, op, arg, k1, k2, k3 = m.groups()
-        flat = (k2 is None or (k1 < k2 and (k3 is None or k2 < k3)))
-    else:
-        if source.count("\n", 7) > 1 and '"""' not in source:
-            return None  # a line break in the argument, which canonical JSON never writes (a host_plan's, perhaps)
-        m = HOST_PLAN.fullmatch(source)
-        if m is None:
-            return None
-        _sigil, name, op, arg = m.groups()
-        flat = None
-    if name in RESERVED or op in RESERVED or op == "fmt":
-        return None
+    m = _HOST_PLAN_FLAT.fullmatch(source)  # the common case: a flat object of up to three members
+    if m is None and source.count("\n", 7) > 1 and '"""' not in source:
+        return None  # a line break in the argument, which canonical JSON never writes (a host_plan's, perhaps)
     if not source.isascii() and scrub_text(source) is not source:
         return None
-    if flat if flat is not None else _flat_canonical(arg):  # proven canonical without decoding it (and no placeholder)
-        value, ih = None, _sha256(arg.encode()).hexdigest()
-    else:
-        got = _canonical_arg(arg, True)
-        if got is None:
-            return None
-        arg, value, ih = got
+    st = _statement(m, HOST_PLAN, source, True)
+    if st is None:
+        return None
+    name, op, arg, value, ih = st
     body = ('[{"kind":"bind","name":"' + name + '","value":{"kind":"call","op":"' + op
             + '","args":[{"kind":"lit","value":' + arg + '}]}}]').encode()
     return _new_tuple(HostCall, ("h:" + _sha256(body).hexdigest()[:16], body, name, op, arg, value, ih, source))
+
+
+def _statement(flat: Any, pattern: Any, text: str, verbatim: bool) -> tuple[str, str, str, Any, str | None] | None:
+    """One host statement ``name = op({…})`` read from ``text``: ``(name, op, arg, value,
+    input_hash)`` as :func:`_canonical_arg` gives the last three, or None when it is not exactly the
+    canonical shape. ``flat`` is the flat pattern's match of ``text`` — its argument canonical as it
+    stands when its keys are in order, no decoding — or None, and ``pattern`` (the general one)
+    reads it."""
+    if flat is not None:
+        _sigil, name, op, arg, k1, k2, k3 = flat.groups()
+        if k2 is not None and not (k1 < k2 and (k3 is None or k2 < k3)):
+            return None  # keys out of order (or twice): never canonical
+        got: Any = (arg, None, _sha256(arg.encode()).hexdigest())
+    else:
+        m = pattern.fullmatch(text)
+        if m is None:
+            return None
+        _sigil, name, op, arg = m.groups()
+        got = (arg, None, _sha256(arg.encode()).hexdigest()) if _flat_canonical(arg) else _canonical_arg(arg, verbatim)
+        if got is None:
+            return None
+    if name in RESERVED or op in RESERVED or op == "fmt":
+        return None
+    return (name, op) + got
 
 
 def _canonical_arg(arg: str, verbatim: bool) -> tuple[str, Any, str | None] | None:
@@ -201,26 +211,10 @@ def host_plan(source: Any) -> HostPlan | None:
     texts = []
     flat_line = _HOST_LINE_FLAT.fullmatch
     for line in lines:
-        m = flat_line(line)
-        if m is not None:
-            _sigil, name, op, arg, k1, k2, k3 = m.groups()
-            if k2 is not None and not (k1 < k2 and (k3 is None or k2 < k3)):
-                return None
-            value, ih = None, _sha256(arg.encode()).hexdigest()
-        else:
-            m = HOST_LINE.fullmatch(line)
-            if m is None:
-                return None
-            _sigil, name, op, arg = m.groups()
-            if _flat_canonical(arg):
-                value, ih = None, _sha256(arg.encode()).hexdigest()
-            else:
-                got = _canonical_arg(arg, False)
-                if got is None:
-                    return None
-                arg, value, ih = got
-        if name in RESERVED or op in RESERVED or op == "fmt":
+        st = _statement(flat_line(line), HOST_LINE, line, False)
+        if st is None:
             return None
+        name, op, arg, value, ih = st
         text = f'{{"kind":"bind","name":"{name}","value":{{"kind":"call","op":"{op}","args":[{{"kind":"lit","value":{arg}}}]}}}}'.encode()
         texts.append(text)
         stmts.append(_new_tuple(HostStatement, (name, op, arg, value, ih, text)))
@@ -355,6 +349,12 @@ def _live_input(st: Any, symbols: dict[str, Any], catalog: Any) -> tuple[Any, st
     return input_obj, canonical_json(input_obj)
 
 
+def _placeholder_hash(value: Any, symbols: dict[str, Any]) -> str:
+    """The input hash of a host statement whose argument ``value`` may hold ``{name}`` placeholders,
+    as the interpreter computes it: the value interpolated from ``symbols``, canonical JSON, hashed."""
+    return sha256_hex(canonical_json(interpolate_json(value, symbols)))
+
+
 def walk(hashes: Any, ledger: Any) -> int:
     """:func:`~flux.lang.interpreter.ledger_walk`'s stop for a body of statements with these
     ``stmt_hash16`` values (none a checkpoint or an await): the first index with no latch row, or
@@ -449,9 +449,7 @@ class DirectRunner:
             st = stmts[i]
             op = st.op
             interp._last_vid = None
-            ih = st.input_hash
-            if ih is None:
-                ih = sha256_hex(canonical_json(interpolate_json(st.value, symbols)))
+            ih = st.input_hash or _placeholder_hash(st.value, symbols)
             sid = "" if quiet else "step_" + op + "_" + ih[:16]
             if not quiet:
                 emit({"event": "step_started", "step": sid, "op": op, "input_hash": ih})
@@ -544,9 +542,7 @@ class DirectRunner:
             st = stmts[i]
             op = st.op
             interp._last_vid = None
-            ih = st.input_hash
-            if ih is None:
-                ih = sha256_hex(canonical_json(interpolate_json(st.value, symbols)))
+            ih = st.input_hash or _placeholder_hash(st.value, symbols)
             outcome = serve(op, ih)
             interp.clock.dispatched()
             interp._steps_base += 1
