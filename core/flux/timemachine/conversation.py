@@ -1,28 +1,8 @@
-"""The conversation a counterfactual child starts from.
-
-flux's fork copies S's *whole* conversation into the fork as one ``compacted`` event, so a
-re-planned fork's model reads messages from after the fork point — the very calls and answers the
-fork is meant to redo. Here the child gets the conversation **as it stood at the fork point**:
-
-* every message of the turns before the fork turn (``message`` appends, ``compacted`` replaces);
-* the fork turn's opening user message;
-* the fork turn's tool exchanges — an assistant message with its ``tool_use`` blocks and the user
-  message holding their ``tool_result`` blocks — up to the last *complete* exchange before the
-  statement at position N. An exchange that contains the call at N (or any later one) is left out
-  whole, so parallel tool calls in one assistant message are kept or dropped together; an assistant
-  message whose results were never recorded (a killed turn) ends the copy; a ``tool_result`` that
-  answers no kept ``tool_use`` is never copied (providers reject an orphan);
-* then :func:`flux.agent.loop.provider_history`, so the stored ``compacted`` event is what flux
-  writes there: a valid provider history (C-211) of plain ``{role, content}`` messages.
-
-Which ``tool_use`` is which statement: an adaptive turn records each valid tool call as its own
-host-derived one-statement plan, in call order; a call the loop refused as invalid (unknown tool,
-bad input) has no plan. A ``tool_use`` is matched to the next plan by op name and input (or, when
-the input no longer compares equal — a redacted or brace-escaped literal — by name with a result
-that is not an error); one that matches nothing and whose result is an error was such an invalid
-call. Anything else (a call that ran but matches no plan) ends the copy there: when the messages
-and the plans disagree, the child is shown less rather than a call from after the fork point.
-"""
+"""The conversation a re-planned fork's child starts from: the source's messages as they stood at
+the fork point — the turns before it, the fork turn's opening message and its complete tool
+exchanges before the statement forked at — where flux copies the whole conversation (so the model
+would read the calls the fork redoes). How exchanges are cut and matched to plans:
+docs/architecture.md, "Replay"."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""What fork, resurrect and what-if share: the execution list of a recorded session, its flat
-statement positions, op effects for the side-effect gate, static prediction of what a plan will
-dispatch, and writing a re-executed run into a session.
-
-Positions (beyond flux, documented in docs/cli.md): a session's executions (the acceptance
-order when no ledger was written) are laid end to end and every top-level statement of each
-gets one *position*, 0-based. ``flux fork S --at N`` forks at position N. For a session with one
-execution (an authored flow) positions are flux's statement indices; for an adaptive session
-every tool call is its own host-derived one-statement plan, so position N is the N-th tool call.
-"""
+"""What fork, resurrect and what-if share: a recorded session's executions and their flat statement
+positions (what ``flux fork --at N`` names: every top-level statement of the executions laid end to
+end, see docs/cli.md), op effects for the side-effect gate, the static prediction of what a plan
+will dispatch, and writing a re-executed run into a session."""
 
 from __future__ import annotations
 

@@ -1,23 +1,7 @@
-"""What hermetic replay reads of a session, folded straight from its rows.
-
-Replay needs four things: the turns with their plan attempts, the cassette cells (the tape), the
-ledger rows that order the executions (``statement_completed`` / ``plan_halted``) and whether the
-session has any run row at all. :func:`read_replay_input` streams the session's turn, plan and
-run rows through a cursor (one batch in memory, not the session) and keeps only those:
-
-* every row is validated as :meth:`StoreReader.events` validates it — its payload ``json.loads``-ed
-  (the surrogate rule applied) and, where decoding could still fail on a field of the wrong type,
-  decoded in full — so a corrupt row is skipped and counted in ``reader.skipped_rows`` exactly as
-  before;
-* a run row whose fields already have their types (:func:`~flux.store.events.run_fields_exact`,
-  every row flux writes) is not turned into objects unless replay uses it: a cell becomes a
-  :class:`~flux.cassette.replay.TapeCell` (the eight fields the tape reads), a ledger row a
-  tuple, a ``step_*`` row nothing.
-
-:meth:`ReplayInput.of_detail` gives the same four things from an already-loaded
-:class:`~flux.model.session.SessionDetail` (the app's path); a differential test proves both agree
-on stores with corrupt rows.
-"""
+"""What hermetic replay reads of a session — the turns with their plan attempts, the tape's cells,
+the ledger rows that order the executions, whether it has a trace — folded straight from its rows
+in one validated pass (:func:`scan_rows`: a corrupt row is skipped and counted as every reader
+skips it), or taken from a loaded session (:meth:`ReplayInput.of_detail`)."""
 
 from __future__ import annotations
 
@@ -64,7 +48,8 @@ class ReplayInput:
 
 
 def read_replay_input(reader: StoreReader, ref: str | None, *, full_cells: bool = False) -> ReplayInput:
-    """Resolve ``s_<n>``/``last`` and read what replay needs of it (see the module doc).
+    """Resolve ``s_<n>``/``last`` and read what replay needs of it (see the module doc; a TEXT cell
+    that is not UTF-8 is read again tolerantly, and that row skipped).
     ``full_cells``: also keep each cell's body, every field as recorded (``cell_bodies``: fork
     re-records the prefix's cells on the child) — the row's own JSON object when its fields already
     have their types (decoding would build ``OpRecorded(**fields)`` from it, and encoding that
