@@ -15,6 +15,7 @@ import flux.timemachine.replay as R
 import flux.timemachine.replay_stream as S
 from flux.store import PlanAttempted, StoreReader, StoreWriter, TurnEnded
 from flux.timemachine.replay import replay_session
+from flux.timemachine.replay_direct import host_call
 from flux.timemachine.serve import gc_paused
 from tests.core.test_replay_direct import _CATALOG, _SCENARIOS, _host, _plan, _write_session
 from tests.core.test_replay_fastpath import _mutate, _outcome
@@ -621,3 +622,34 @@ def test_the_stores_flux_writes_take_the_streamed_path(demo_master, tmp_path):
             for row in r.list_sessions():
                 direct, got, want = _streamed_and_classic(r, row.id)
                 assert direct is not None and got == want and _outcome(lambda: direct, detail=False) == want, row.id
+
+
+@pytest.mark.parametrize("newest", ["accepts_it_again", "accepts_another", "ended"])
+def test_a_tape_end_is_told_by_the_newest_turn_even_when_an_earlier_turn_ran_the_plan(tmp_path, newest):
+    """The replay stops in turn 1 on a miss after every cell was served; the tape ends there only
+    if the newest turn never ended and accepted a plan with that key too — here one the replay
+    never reached. The stream (acceptance order) tells it exactly as the classic replay does."""
+    store = tmp_path / "store"
+    stops = 'flow\n  adaptive_gather_2 = read({"path":"b"})\n'
+    with StoreWriter(store) as w:
+        sid = w.create_session("mock")
+        tid = w.begin_turn(sid, "one", "mock")
+        w.append(sid, PlanAttempted(step=1, outcome="accepted",
+                                    plan_source='flow\n  adaptive_gather_1 = read({"path":"a"})\n'), turn_id=tid)
+        w.append(sid, cell("read", {"path": "a"}, "A"))
+        w.append(sid, PlanAttempted(step=2, outcome="accepted", plan_source=stops), turn_id=tid)  # no cell: a miss
+        w.append(sid, TurnEnded(outcome="ok", answer="done"), turn_id=tid)
+        tid = w.begin_turn(sid, "two", "mock")
+        again = stops if newest != "accepts_another" else 'flow\n  adaptive_gather_2 = read({"path":"c"})\n'
+        w.append(sid, PlanAttempted(step=1, outcome="accepted", plan_source=again), turn_id=tid)
+        if newest == "ended":
+            w.append(sid, TurnEnded(outcome="ok", answer="done"), turn_id=tid)
+    with StoreReader(store) as r:
+        direct, got, want = _streamed_and_classic(r, sid)
+    assert direct is not None and got == want and _outcome(lambda: direct, detail=False) == want
+    report = want[1]
+    if newest == "accepts_it_again":
+        assert report["diverged"] is None and report["tape_end"] == {
+            "flow_key": host_call(stops).flow_key, "node": 0, "op": "read", "turn": 2, "position": 0}
+    else:
+        assert "tape_end" not in report and report["diverged"] is not None
