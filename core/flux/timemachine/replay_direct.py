@@ -1,43 +1,9 @@
-"""Replay's direct path for host plans: the one-statement plan the runtime
-records for every tool call, served from the tape without the parser's AST or the interpreter.
-
-Nearly every accepted plan in a store is host-derived (one per tool call)::
-
-    flow
-      adaptive_gather_1 = read({"path":"src/a.py"})
-
-Replaying one through the interpreter means parsing it (JSON with hooks, an AST), keying it (the
-AST serialized and hashed), then a scheduler, a coroutine and the expression walk, to make a single
-tape request. This module does the same work straight from the text:
-
-* :func:`host_call` recognises the shape *exactly*: the parser's own host-plan pattern and
-  exclusions, and an argument that is already canonical JSON (``canonical_json(json.loads(arg))
-  == arg``: sorted keys, compact, no escapes canonical JSON would not write, no duplicate keys, no
-  non-finite or out-of-range number). Then the AST JSON the parser would produce is the argument's
-  bytes in a fixed frame, so ``flow_key`` and ``stmt_hash16`` are hashes of that text, and the op's
-  input JSON is the argument itself. Anything else — whitespace, unsorted keys, ``\"\"\"`` strings, a
-  ``$`` the parser treats specially, a 19-digit number, a surrogate — is ``None``, and replay parses
-  the plan in full as before.
-* :class:`DirectRunner` executes it against the interpreter's state (symbols, value store, value
-  ids, op count) and the sink exactly as :meth:`Interpreter.run` executes
-  ``Bind(name, Call(op, (Lit(value),)))`` in resumable mode with a ledger: the resume
-  fast-forward, ``plan_resumed``, ``step_started``, the tape request, ``step_succeeded`` /
-  ``step_failed``, ``statement_completed`` / ``plan_halted``, in that order with the same bodies.
-  When anything is not the plain case (a non-replay host, an op the catalog lacks, a plan run in
-  the middle of another) it answers :data:`NOT_DIRECT` and the interpreter runs the plan.
-* :func:`host_plan` does the same for a plan of two or more such statements, one a line (how a
-  resumable turn's plans are stored: ``flow\n  a = op({…})\n  b = op({…})\n``), each line read
-  as :func:`host_call` reads its one (no triple-quoted string); :func:`direct_plan` is either. The
-  runner takes both through one loop over the statements; :meth:`DirectRunner.run_through` is the
-  let-go case (no latch, no row yet: nothing is kept of a plan that completes, and no statement
-  is hashed).
-
-A differential test (``tests/core/test_replay_direct.py``) replays generated and corrupted stores
-both ways and requires identical reports; a property test proves :func:`host_call`'s keys equal
-the parser's on every plan it accepts. ``tests/core/test_replay_hostplan.py`` does the same for
-:class:`HostPlan` (keys, each decline, the runner's state after every plan, whole resumable
-sessions through `flux replay`'s path against the interpreter-only replay).
-"""
+"""Replay's direct path for host plans — the one-statement plan the runtime records for each tool
+call (``name = op({…})``), or a resumable turn's plan of such lines — served from the tape straight
+from its text: no parse, no AST, no interpreter walk. :func:`host_call` and :func:`host_plan` take a
+text only when its keys provably equal the parser's; :class:`DirectRunner` leaves exactly the
+events, values and symbols the interpreter would, or declines (:data:`NOT_DIRECT`) before doing
+anything. Why this is exact: docs/architecture.md, "Replay"."""
 
 from __future__ import annotations
 
