@@ -17,14 +17,6 @@ PACKAGES = {"flux": REPO / "core" / "flux", "flux_tui": REPO / "tui" / "flux_tui
 
 NAMEDTUPLE_API = frozenset({"_fields", "_replace", "_asdict", "_make", "_field_defaults"})
 
-# Private names still crossing modules, each owned by other work in flight: (importing module, "module.name").
-# Empty it as that work lands.
-KNOWN: frozenset[tuple[str, str]] = frozenset({
-    ("flux.timemachine.replay_input", "flux.store.events._SURROGATE_ESCAPE"),
-    ("flux.timemachine.resurrect", "flux.store.events._SURROGATE_ESCAPE"),
-})
-
-
 def _is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
@@ -81,9 +73,8 @@ def private_crossings(packages: dict[str, Path]) -> list[str]:
         rel = path.relative_to(REPO) if path.is_relative_to(REPO) else path
         imported: dict[str, str] = {}  # local name -> what it names ("pkg.mod" or "pkg.mod.Name")
 
-        def report(line: int, what: str, name: str) -> None:
-            if (importer, name) not in KNOWN:
-                problems.append(f"{rel}:{line}: {what}")
+        def report(line: int, what: str) -> None:
+            problems.append(f"{rel}:{line}: {what}")
 
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
@@ -92,7 +83,7 @@ def private_crossings(packages: dict[str, Path]) -> list[str]:
                     continue
                 bad_module = _private_module_part(source, importer, modules)
                 if bad_module:
-                    report(node.lineno, f"imports from the private module {bad_module}", bad_module)
+                    report(node.lineno, f"imports from the private module {bad_module}")
                 for alias in node.names:
                     full = f"{source}.{alias.name}"
                     imported[alias.asname or alias.name] = full
@@ -100,16 +91,16 @@ def private_crossings(packages: dict[str, Path]) -> list[str]:
                         continue
                     if full in modules:  # a private submodule
                         if _private_module_part(full, importer, modules):
-                            report(node.lineno, f"imports the private module {full}", full)
+                            report(node.lineno, f"imports the private module {full}")
                     elif source != importer:
-                        report(node.lineno, f"imports the private name {alias.name} from {source}", full)
+                        report(node.lineno, f"imports the private name {alias.name} from {source}")
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     if not ours(alias.name):
                         continue
                     bad_module = _private_module_part(alias.name, importer, modules)
                     if bad_module:
-                        report(node.lineno, f"imports the private module {bad_module}", bad_module)
+                        report(node.lineno, f"imports the private module {bad_module}")
                     if alias.asname:
                         imported[alias.asname] = alias.name
                     else:
@@ -128,7 +119,7 @@ def private_crossings(packages: dict[str, Path]) -> list[str]:
             if origin == importer:
                 continue
             dotted = ".".join([origin, *reversed(chain)])
-            report(node.lineno, f"reads the private name {ast.unparse(node)} ({dotted})", dotted)
+            report(node.lineno, f"reads the private name {ast.unparse(node)} ({dotted})")
     return problems
 
 
