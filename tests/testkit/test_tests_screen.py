@@ -53,7 +53,8 @@ async def test_tests_view_lists_results_and_opens_golden_vs_run(tests_dir):
     from textual.widgets import DataTable
 
     from flux_tui.app import FluxApp
-    from flux_tui.screens.tests import TestDetailScreen, TestsScreen
+    from flux_tui.screens.scenario_detail import TestDetailScreen
+    from flux_tui.screens.tests import TestsScreen
 
     app = FluxApp(tests_dir=tests_dir, poll_interval=None)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -134,7 +135,8 @@ async def test_a_snapshot_mismatch_shows_the_diff_and_n_finds_it(snapshot_dir):
     from textual.widgets import DataTable
 
     from flux_tui.app import FluxApp
-    from flux_tui.screens.tests import TestDetailScreen, TestsScreen
+    from flux_tui.screens.scenario_detail import TestDetailScreen
+    from flux_tui.screens.tests import TestsScreen
 
     app = FluxApp(tests_dir=snapshot_dir, poll_interval=None)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -310,7 +310,7 @@ async def test_observations_and_unknown_events_tabs(make_app, tmp_path):
 async def test_the_tab_row_takes_arrows_and_clicks(make_app, tmp_path):
     """The bottom panel's one-widget tab row does what Textual's Tabs did: ←/→ when it has the focus
     (wrapping), a click on a label or on the underline below it, each showing that tab's panel."""
-    from flux_tui.widgets.bottom_tabs import TabStrip
+    from flux_tui.widgets.tab_strip import TabStrip
 
     app = make_app(build_errors(tmp_path / "e"))
     async with app.run_test(size=SIZE) as pilot:
@@ -442,7 +442,7 @@ async def test_help_explains_the_focused_panel(make_app, fixture_store):
 
 def _all_binding_classes():
     from flux_tui.app import FluxApp
-    from flux_tui.screens.lineage import LineageTree
+    from flux_tui.widgets.lineage_tree import LineageTree
     from flux_tui.widgets.sessions_table import SessionsTable
     from flux_tui.widgets.timeline_view import TimelineView
     from flux_tui.widgets.turn_list import TurnList

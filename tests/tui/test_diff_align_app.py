@@ -11,7 +11,8 @@ import pytest
 
 from flux.agent.client import Client
 from flux.timemachine import fork_session
-from flux_tui.screens.diff import DiffDetailScreen, DiffScreen
+from flux_tui.screens.diff import DiffScreen
+from flux_tui.screens.diff_detail import DiffDetailScreen
 from screen_text import screen_text, settle
 from stores import NOW_MS
 

@@ -245,7 +245,7 @@ async def test_cell_row_payloads_side_by_side(make_app, tmp_path):
     from flux.canonical import canonical_json, sha256_hex
     from flux.store.events import OpRecorded, Run
     from flux.store.store import StoreWriter
-    from flux_tui.screens.diff import DiffDetailScreen
+    from flux_tui.screens.diff_detail import DiffDetailScreen
     from tests.helpers import write_turn
 
     def cell(inp, content):
@@ -460,7 +460,7 @@ async def test_y_copies_cell_content_input_and_hash(make_app, demo):
 
 
 async def test_payload_view_steps_differences_without_leaving(make_app, demo):
-    from flux_tui.screens.diff import DiffDetailScreen
+    from flux_tui.screens.diff_detail import DiffDetailScreen
 
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:

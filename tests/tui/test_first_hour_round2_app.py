@@ -311,11 +311,11 @@ def test_the_structural_diff_is_one_line_per_change():
     import json
 
     from flux.timemachine.diff import payload_diff_values
-    from flux_tui.screens.diff import _render_changes
+    from flux_tui.screens.diff_detail import render_changes
 
     pd = payload_diff_values(json.dumps({"input": {"command": "pytest -q"}, "content": "1 failed\nok", "x": [1, 2]}),
                              json.dumps({"input": {"command": "pytest"}, "content": "2 passed\nok", "x": [1], "y": 1}))
-    assert _render_changes(pd).plain.splitlines() == [
+    assert render_changes(pd).plain.splitlines() == [
         '~ input.command  changed  "pytest -q" → "pytest"',
         '~ content  changed  "1 failed\\nok" → "2 passed\\nok"',
         "+ y  added  1",

@@ -11,7 +11,8 @@ from flux.timemachine.diff import DiffRow, RunDiff
 from benchmarks import app_probes
 from flux_tui.commands import screen_commands
 from flux_tui.screens import session_load
-from flux_tui.screens.diff import DiffDetailScreen, DiffPrompt, DiffScreen
+from flux_tui.screens.diff import DiffPrompt, DiffScreen
+from flux_tui.screens.diff_detail import DiffDetailScreen
 from flux_tui.screens.session import SessionScreen
 from flux_tui.screens.sessions import SessionsScreen
 from flux_tui.widgets.diff_view import DiffList

@@ -479,7 +479,7 @@ def test_every_write_side_binding_has_an_id_and_a_tooltip():
     from flux_tui.screens.child_session import ChildSessionScreen
     from flux_tui.screens.fork import ForkScreen
     from flux_tui.screens.gate import GateScreen
-    from flux_tui.screens.lineage import LineageTree
+    from flux_tui.widgets.lineage_tree import LineageTree
     from flux_tui.screens.resurrect import ResurrectScreen
 
     ids = []

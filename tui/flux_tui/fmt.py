@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.text import Text
+
 from flux.cassette.replay import OFF_TAPE_CLI_WAY_OUT, OFF_TAPE_HALT
 from flux.store.events import Usage
 from flux.model.wording import cost_text, tokens_text, usage_text
@@ -11,7 +13,7 @@ from flux.timefmt import age, iso_ms
 
 __all__ = [
     "fmt_cost", "fmt_tokens", "fmt_usage", "fmt_duration", "fmt_age", "iso_ms", "outcome_style",
-    "one_line", "lineage_mark", "display_path", "in_user_words",
+    "one_line", "lineage_mark", "display_path", "in_user_words", "table_cell",
 ]
 
 OK_OUTCOMES = frozenset({"ok", "completed", "resumed", "resurrected", "accepted", "answered"})
@@ -107,3 +109,8 @@ def in_user_words(text: str) -> str:
         return text
     text = text.replace(f"{OFF_TAPE_HALT} — {OFF_TAPE_CLI_WAY_OUT}", f"{_OFF_TAPE_IN_WORDS} — {_OFF_TAPE_WAY_OUT}")
     return text.replace(OFF_TAPE_HALT, _OFF_TAPE_IN_WORDS)
+
+
+def table_cell(text: str, style: str | None = None) -> Text:
+    """A data-table cell: one line, cut with an ellipsis where the column ends."""
+    return Text(text, style=style or "", no_wrap=True, overflow="ellipsis")

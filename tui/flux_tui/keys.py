@@ -1,20 +1,5 @@
-"""Key tables: a screen's or widget's ``BINDINGS`` written as a table of data rather than as
-repeated ``Binding(...)`` calls.
-
-Each entry is a first line ``<keys> <id> <action> <label…> [flags]`` and the tooltip on the indented
-lines under it. ``<id>`` is joined to the table's prefix (``session`` + ``back`` → ``session.back``,
-the name a user keymap remaps); the label is the rest of the line; the optional flags in brackets
-are ``hidden`` (not in the footer) and ``group <Name>`` (a compact footer group). A line that starts
-with ``#`` is a comment (the column heads)::
-
-    key_table("session", '''
-    # keys  id    action  label
-    escape  back  back  Back
-        Clear the replay marks if shown, else back to the previous screen
-    p  agent_loop  agent_loop  Agent loop  [hidden]
-        Show / hide the agent-loop program the turn ran
-    ''')
-"""
+"""Key tables: a screen's or widget's ``BINDINGS`` written as a table of data (one row per key: its
+keys, id, action, label, tooltip and flags) rather than as repeated ``Binding(...)`` calls."""
 
 from __future__ import annotations
 
@@ -42,7 +27,22 @@ def _flags(text: str, groups: dict[str, Binding.Group]) -> dict:
 
 
 def key_table(prefix: str, table: str) -> list[Binding]:
-    """The bindings the ``table`` describes, their ids under ``prefix`` (see the module docstring).
+    """The bindings the ``table`` describes, their ids under ``prefix``.
+
+    Each entry is a first line ``<keys> <id> <action> <label…> [flags]`` and the tooltip on the
+    indented lines under it. ``<id>`` is joined to the prefix (``session`` + ``back`` →
+    ``session.back``, the name a user keymap remaps); the label is the rest of the line; the
+    optional flags in brackets are ``hidden`` (not in the footer) and ``group <Name>`` (a compact
+    footer group). A line that starts with ``#`` is a comment (the column heads)::
+
+        key_table("session", '''
+        # keys  id          action      label
+        escape  back        back        Back
+            Clear the replay marks if shown, else back to the previous screen
+        p       agent_loop  agent_loop  Agent loop  [hidden]
+            Show / hide the agent-loop program the turn ran
+        ''')
+
     A malformed entry raises ``ValueError`` naming its line, when the module is imported."""
     bindings: list[Binding] = []
     groups: dict[str, Binding.Group] = {}

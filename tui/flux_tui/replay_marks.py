@@ -1,17 +1,5 @@
-"""What a hermetic replay says about each statement and cell of the timeline, and where it went wrong.
-
-Built from a :class:`flux.timemachine.replay.ReplayReport` in the replay worker; the timeline reads
-it per row (a dict lookup), the report panel renders it, and the session screen moves the cursor to
-:func:`divergence_target`.
-
-Marks (the timeline's first column while a replay result is shown):
-
-* ``✓`` served — a cell the replay consumed; a statement that ran with every request served
-  (yellow when it halted the way the recording did: a reproduced halt, not a divergence);
-* ``✗`` diverged — a statement whose request found no matching cell (or a truncated one), and a
-  truncated cell the replay refused to serve;
-* ``○`` unconsumed — a recorded cell the replay never asked for; a statement it never reached.
-"""
+"""What a hermetic replay says about each statement and cell of the timeline (✓ served, ✗ diverged,
+○ unconsumed), and where the cursor goes to show what went wrong."""
 
 from __future__ import annotations
 

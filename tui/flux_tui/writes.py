@@ -1,14 +1,6 @@
 """How the app writes: the store is opened for writing only for the one action the user confirmed,
-through a :class:`flux.agent.Client` built for it and closed right after.
-
-* ``live=False`` (an offline path the preview proved needs no live dispatch): the approver denies
-  everything, so a dispatch the preview did not foresee is refused and recorded as denied — it never
-  acts on the workspace;
-* ``live=True`` (the user said ``y`` at the side-effect gate): the listed ops are approved.
-
-The model is only resolved when the action calls one (a re-plan); otherwise the offline ``mock``
-provider stands in, so an inject or edit fork works without any API key.
-"""
+through a client built for it and closed right after; offline actions run with every live dispatch
+denied, live ones only with what the side-effect gate showed."""
 
 from __future__ import annotations
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
+
+from ..keys import key_table
 
 __all__ = ["AskScreen"]
 
@@ -18,7 +19,11 @@ class AskScreen(ModalScreen[str | None]):
 
     HELP_TOPIC = "ask"
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="ask.cancel", tooltip="Close without doing anything")]
+    BINDINGS = key_table("ask", """
+        # keys  id      action  label
+        escape  cancel  cancel  Cancel
+            Close without doing anything
+    """)
 
     DEFAULT_CSS = """
     AskScreen { align: center middle; background: $background 60%; }

@@ -15,7 +15,6 @@ from typing import Any, Optional
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
@@ -23,15 +22,12 @@ from textual.widgets import DataTable, Footer, Header, Static
 from flux.cases import CaseRefusal, list_cases, load_case, open_fixture_store, resolve_store_url, run_case, save_case
 from flux.errors import FluxError
 
+from ..fmt import table_cell
 from ..keys import key_table
 
 __all__ = ["CasesScreen", "CaseDetailScreen", "CaseRunScreen", "save_case_here", "fixture_store_url"]
 
 _PROVENANCE_STYLE = {"reused": "green", "simulated": "cyan", "live": "yellow", "changed": "yellow", "stopped": "red"}
-
-
-def _cell(text: str, style: Optional[str] = None) -> Text:
-    return Text(text, style=style or "", no_wrap=True, overflow="ellipsis")
 
 
 def fixture_store_url(app: Any) -> str:
@@ -113,13 +109,13 @@ class CasesScreen(Screen):
             s = r.summary
             cap = s.get("capture") if isinstance(s.get("capture"), dict) else {}
             if cap.get("complete"):
-                capture = _cell("complete", "green") if not cap.get("truncated") else _cell(
+                capture = table_cell("complete", "green") if not cap.get("truncated") else table_cell(
                     f"complete · {len(cap['truncated'])} cut", "yellow")
             else:
-                capture = _cell(s.get("error") or "incomplete", "red")
-            table.add_row(_cell(r.hash[:16]), _cell(str(s.get("kind", "?"))), _cell(str(s.get("target_name", "?"))),
-                          _cell(f"@{s.get('fork_at', '?')} · seq {s.get('fork_after_seq', '?')}"),
-                          _cell(str(s.get("result_count", "?"))), _cell(_size(r.stored_bytes)), capture, key=r.hash)
+                capture = table_cell(s.get("error") or "incomplete", "red")
+            table.add_row(table_cell(r.hash[:16]), table_cell(str(s.get("kind", "?"))), table_cell(str(s.get("target_name", "?"))),
+                          table_cell(f"@{s.get('fork_at', '?')} · seq {s.get('fork_after_seq', '?')}"),
+                          table_cell(str(s.get("result_count", "?"))), table_cell(_size(r.stored_bytes)), capture, key=r.hash)
         self._head(f"cases · {url} · {len(rows)} bundle(s)" if rows else
                    f"cases · {url} · no bundles — save one: C on a statement, or flux case save SESSION")
 
@@ -154,10 +150,13 @@ class CaseDetailScreen(Screen):
     """A bundle's manifest, its calls and its history up to the fork."""
 
     CSS_PATH = "cases.tcss"
-    BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back", id="case_detail.back", tooltip="Back to the cases"),
-        Binding("r", "run", "Run replay-only", id="case_detail.run", tooltip="Run the case replay-only"),
-    ]
+    BINDINGS = key_table("case_detail", """
+        # keys  id    action          label
+        escape  back  app.pop_screen  Back
+            Back to the cases
+        r       run   run             Run replay-only
+            Run the case replay-only
+    """)
 
     def __init__(self, url: str, h: str) -> None:
         super().__init__()
@@ -210,10 +209,13 @@ class CaseRunScreen(Screen):
     """A replay-only run of one case: each call after the fork with its rung, then the outcome."""
 
     CSS_PATH = "cases.tcss"
-    BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back", id="case_run.back", tooltip="Back"),
-        Binding("r", "rerun", "Run again", id="case_run.rerun", tooltip="Run the case replay-only again"),
-    ]
+    BINDINGS = key_table("case_run", """
+        # keys  id     action          label
+        escape  back   app.pop_screen  Back
+            Back
+        r       rerun  rerun           Run again
+            Run the case replay-only again
+    """)
 
     def __init__(self, url: str, h: str) -> None:
         super().__init__()
@@ -254,8 +256,8 @@ class CaseRunScreen(Screen):
         self.outcome = out
         table = self.query_one(DataTable)
         for c in out.calls:
-            table.add_row(_cell(c.key), _cell(c.name), _cell(c.provenance, _PROVENANCE_STYLE.get(c.provenance)),
-                          _cell(c.fingerprint[:16]), _cell((c.recorded_fingerprint or "-")[:16]))
+            table.add_row(table_cell(c.key), table_cell(c.name), table_cell(c.provenance, _PROVENANCE_STYLE.get(c.provenance)),
+                          table_cell(c.fingerprint[:16]), table_cell((c.recorded_fingerprint or "-")[:16]))
         head = Text()
         head.append(f"case {out.fixture_hash[:16]}… · ", style="bold")
         head.append(out.status, style="green" if out.complete else "red")

@@ -3,8 +3,8 @@ against the session it was made from."""
 
 from __future__ import annotations
 
-from textual.binding import Binding
 
+from ..keys import key_table
 from .diff import DiffScreen
 from .session import SessionScreen
 
@@ -14,10 +14,11 @@ __all__ = ["ChildSessionScreen"]
 class ChildSessionScreen(SessionScreen):
     """A session the time machine just wrote: ``d`` diffs it against its source at once."""
 
-    BINDINGS = [
-        Binding("d", "diff_source", "Diff vs source", id="child.diff_source",
-                tooltip="Diff this session against the session it was made from, side by side"),
-    ]
+    BINDINGS = key_table("child", """
+        # keysid           action       label
+        d  diff_source  diff_source  Diff vs source
+            Diff this session against the session it was made from, side by side
+    """)
 
     def __init__(self, session_id: str, source: str) -> None:
         super().__init__(session_id)

@@ -1,14 +1,6 @@
-"""Fork at the statement under the plan cursor (``f``): choose → see what will happen → confirm →
-watch progress → land on the child, one key (``d``) from its diff against the source.
-
-Three modes, as flux forks: **inject** a JSON value at a ``bind`` (prefilled with the recorded
-result), **edit** the plan from this statement on (a Flux-Lang editor, parsed and statically
-analysed as you type; the fork button stays disabled while it fails), **re-plan** with a prompt
-(flux's default) and a model. Every change re-plans the fork in a worker
-(:func:`flux.timemachine.prepare_fork` — nothing is written) and shows the side-effect preview:
-an offline fork runs at once; one that would go live passes the gate (:mod:`.gate`) first. The
-store is opened for writing only while the confirmed fork runs (:mod:`flux_tui.writes`).
-"""
+"""Fork at the statement under the plan cursor (``f``): inject a value, edit the plan or re-plan;
+see what the fork would do (re-planned as you type), confirm at the gate when it goes live, and
+land on the child, one key (``d``) from its diff against the source."""
 
 from __future__ import annotations
 
@@ -28,11 +20,12 @@ from flux.errors import FluxError, StoreError
 
 from ..keys import key_table
 from ..widgets.editors import FluxTextArea, JsonTextArea
+from .form_checks import flux_problem, json_problem, recorded_json
 from .gate import preview_text, relabel
 from .preview_dialog import PreviewDialog
 from .write_dialog import WriteDone
 
-__all__ = ["ForkScreen", "ForkTarget", "start_fork", "json_problem", "flux_problem"]
+__all__ = ["ForkScreen", "ForkTarget", "start_fork"]
 
 MODES = ("inject", "edit", "replan")
 MODE_LABELS = {"inject": "Inject", "edit": "Edit plan", "replan": "Re-plan"}
@@ -63,35 +56,6 @@ def start_fork(screen) -> None:
     target = ForkTarget(screen.detail.row.id, screen.turn.number, plan.flow_key, stmt.node,
                         " ⏎ ".join(line.strip() for line in stmt.text.splitlines() if line.strip()), recorded)
     screen.app.push_screen(ForkScreen(target))
-
-
-def json_problem(text: str) -> str | None:
-    """``None`` when ``text`` is one JSON value, else the parser's complaint with its line/column."""
-    try:
-        json.loads(text)
-    except ValueError as e:
-        msg = getattr(e, "msg", str(e))
-        line, col = getattr(e, "lineno", None), getattr(e, "colno", None)
-        return f"{msg} (line {line}, column {col})" if line else msg
-    return None
-
-
-def flux_problem(text: str) -> str | None:
-    """``None`` when ``text`` parses as Flux-Lang, else the parse error (one line)."""
-    from flux.lang.parser import parse
-
-    try:
-        parse(text)
-    except FluxError as e:
-        return str(e).splitlines()[0]
-    except RecursionError:
-        return "the plan nests too deeply to parse"
-    return None
-
-
-def recorded_json(content: str | None) -> str:
-    """The recorded result as the JSON value an inject puts back (a string stays a string)."""
-    return json.dumps(content if content is not None else "", ensure_ascii=False)
 
 
 # -- messages from the workers --------------------------------------------------------------------
@@ -225,7 +189,7 @@ class ForkScreen(PreviewDialog):
     def _on_setup(self, message: _Setup) -> None:
         if message.error is not None:
             self.problem = message.error
-            self._paint_preview(None, message.error)
+            self._paint_preview()
             self._paint_status()
             return
         self.position = message.position
@@ -291,7 +255,7 @@ class ForkScreen(PreviewDialog):
 
     def show_state(self) -> None:
         self._paint_status()
-        self._paint_preview(self.preview, self.problem)
+        self._paint_preview()
 
     def plan_request(self) -> tuple[str, Any, str, str]:
         ws = self.query_one("#fork-workspace", Input).value.strip()
@@ -345,18 +309,13 @@ class ForkScreen(PreviewDialog):
         relabel(btn, "Fork and run live…" if (self.preview is not None and not self.preview.offline) else "Fork")
         self.refresh_bindings()
 
-    def _paint_preview(self, preview, error: str | None) -> None:
+    def _paint_preview(self) -> None:
         panel = self.query_one("#fork-preview", Static)
-        if error is not None:
-            if self.mode in ("inject", "edit"):  # the mode's status line above says what is wrong
-                panel.update(Text("✗ nothing can be written until the problem above is fixed", style="red"))
-            else:
-                panel.update(Text.assemble(("✗ ", "bold red"), (error, "red"),
-                                           ("\nnothing can be written until this is fixed", "dim")))
+        waiting = self.problem_or_checking(noun="fork", verb="written", shown_above=self.mode in ("inject", "edit"))
+        if waiting is not None:
+            panel.update(waiting)
             return
-        if preview is None:
-            panel.update(Text("checking what the fork would do…", style="dim italic"))
-            return
+        preview = self.preview
         body = preview_text(preview)
         if not preview.offline:
             effects = ", ".join(e for e in preview.effects if e != "none") or "network"

@@ -1,11 +1,5 @@
-"""The side-effect gate: before anything runs live, say exactly what would — each op the live part
-may dispatch with its declared effect (write / exec / network / none) and the workspace it
-touches, the model a re-plan would call, ops a policy denies — and wait for an explicit ``y``.
-
-The facts are the engine's :class:`flux.timemachine.gate.LivePreview`; this module draws them.
-:func:`preview_text` is the same drawing for the dialogs' inline summary. Offline previews never
-reach this screen: they say ``offline: no model call, no side effect`` and need no confirm.
-"""
+"""The side-effect gate: before anything runs live, say exactly what would — each op with its effect
+and workspace, the model a re-plan calls, what a policy denies — and wait for an explicit ``y``."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Static, TextArea
 
 from ..help import APP_HELP, HELP
+from ..keys import key_table
 
 __all__ = ["HelpScreen", "topic_for"]
 
@@ -86,9 +87,11 @@ class HelpScreen(ModalScreen[None]):
     CSS_PATH = "help.tcss"
     HELP_TOPIC = "help"
 
-    BINDINGS = [
-        Binding("escape,q,f1,question_mark", "close", "Close", id="help.close", tooltip="Close the help"),
-    ]
+    BINDINGS = key_table("help", """
+        # keys                     id     action label
+        escape,q,f1,question_mark  close  close  Close
+            Close the help
+    """)
 
     def __init__(self, topic: str, screen: Screen) -> None:
         super().__init__()

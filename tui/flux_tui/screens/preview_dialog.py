@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from rich.text import Text
 from textual import on
 from textual.message import Message
 from textual.timer import Timer
@@ -93,6 +94,18 @@ class PreviewDialog(WriteDialog):
             return
         if not get_current_worker().is_cancelled:
             self.post_message(Planned(serial, preview))
+
+    def problem_or_checking(self, *, noun: str, verb: str, shown_above: bool) -> Text | None:
+        """What the preview panel says while there is no preview to show: the problem (or that it
+        is the one the form shows above), else that the check runs; None once there is a preview."""
+        if self.problem is not None:
+            if shown_above:
+                return Text(f"✗ nothing can be {verb} until the problem above is fixed", style="red")
+            return Text.assemble(("✗ ", "bold red"), (self.problem, "red"),
+                                 (f"\nnothing can be {verb} until this is fixed", "dim"))
+        if self.preview is None:
+            return Text(f"checking what the {noun} would do…", style="dim italic")
+        return None
 
     @on(Planned)
     def _on_planned(self, message: Planned) -> None:

@@ -2,32 +2,26 @@
 
 from __future__ import annotations
 
-import time
-from itertools import islice
-
 from rich.console import Group
 from rich.panel import Panel
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.widgets import Input, Label, Static
-from textual.worker import get_current_worker
 
-from flux.errors import FluxError, StoreError
 from flux.model.lineage import lineage_of
-from flux.model.listing import list_sessions, summarize_sessions
-from flux.store.store import SessionRow, StoreReader
 
 from ..keys import key_table
-from ..messages import ReportsWorkerFailures, InterruptedCount, LoadFailed, QueryMatched, RowsLoaded, StoreChanged, SummariesLoaded
+from ..messages import ReportsWorkerFailures
 from ..widgets.footer import KeyFooter
-from ..widgets.sessions_table import SORT_ORDER, SORTS, SUMMARY_SORTS, SessionItem, SessionsTable
+from ..widgets.sessions_table import SORT_ORDER, SORTS, SessionItem, SessionsTable
 from ..widgets.topbar import TopBar
 from ..widgets.virtual_list import VirtualList
 from .delete import DELETABLE, DeleteScreen, deletion_set
+from .sessions_filter import SessionsFilter
+from .sessions_load import SessionsLoader
 
 __all__ = ["SessionsScreen"]
 
@@ -37,28 +31,7 @@ def _deletable(item: SessionItem | None) -> bool:
     return lin is not None and lin.kind in DELETABLE
 
 
-VISIBLE_BATCH = 50
-BACKGROUND_BATCH = 200
-CHUNK = 20
-
-
-def _warm_imports() -> None:
-    """Import the session screen's modules once the list is on screen (idle time), not when the
-    first session opens: with no bytecode cache that is ~0.1 s off the open."""
-    from . import diff, session  # noqa: F401
-
-
-def _cells_matching(reader: StoreReader, query: str) -> set[str]:
-    """Sessions with a recorded op call (``op_recorded``: its op, input or content) containing
-    ``query``, case-insensitively — the filter's search beyond the conversation. Matched in the
-    stored JSON text, so a query with a quote or a newline finds only what it spells escaped."""
-    q = query.casefold()
-    rows = reader.query("SELECT DISTINCT stream FROM events WHERE kind = 'run' AND instr(lower(payload), ?) > 0 "
-                        "AND instr(payload, '\"op_recorded\"') > 0", (q,))
-    return {stream for (stream,) in rows if isinstance(stream, str)}
-
-
-class SessionsScreen(ReportsWorkerFailures, Screen):
+class SessionsScreen(SessionsLoader, SessionsFilter, ReportsWorkerFailures, Screen):
     """Sessions list with sort, filter, counts and a clear notice for unusable stores."""
 
     CSS_PATH = "sessions.tcss"
@@ -95,21 +68,6 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
             Re-read the store now
     """)
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._generation = 0
-        self._items: dict[str, SessionItem] = {}
-        self._filter_text = ""
-        self._query_ids: set[str] | None = None
-        self._query_running = False
-        self._query_timer: Timer | None = None
-        self._visible_ids: list[str] = []
-        self._progress: tuple[int, int] = (0, 0)
-        self._loaded = False
-        self._error: str | None = None
-        self._opened_initial = False
-        self._interrupted_ids: set[str] | None = None  # store-wide, ahead of the summary scan
-
     # -- layout ---------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
@@ -137,209 +95,6 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
         if self.app.frozen_now_ms is None:
             # Relative times ("3m ago") age while the screen is open.
             self.set_interval(30, self.table.refresh_rows, name="age-refresh")
-
-    # -- loading --------------------------------------------------------------------------------
-
-    @work(thread=True, exclusive=True, group="sessions-rows", exit_on_error=False, description="Reading the session registry")
-    def _load_rows(self, generation: int) -> None:
-        try:
-            reader = self.app.ensure_reader()
-            rows = reader.list_sessions()
-        except StoreError as e:
-            self.post_message(LoadFailed(str(e)))
-            return
-        if not get_current_worker().is_cancelled:
-            self.post_message(RowsLoaded(generation, rows, reader.skipped_rows))
-
-    @on(LoadFailed)
-    def _on_load_failed(self, message: LoadFailed) -> None:
-        self._error = self.app.mask_path(message.error)
-        self._show_notice(
-            "Cannot open this store",
-            self._error,
-            "Point --store at a directory that holds a flux events.db, set $FLUX_STORE_DIR, "
-            "or run `flux-tui --demo` to explore a demo store.",
-            error=True,
-        )
-        self._paint_topbar()
-
-    @on(RowsLoaded)
-    def _on_rows(self, message: RowsLoaded) -> None:
-        if message.generation != self._generation:
-            return
-        self._error = None
-        items: dict[str, SessionItem] = {}
-        for row in message.rows:
-            item = self._items.get(row.id)
-            if item is None:
-                item = SessionItem(row)
-            else:
-                item.row = row
-            item.summary = self.app.cached_summary(row)
-            items[row.id] = item
-        self._items = items
-        self.table.empty_text = "no sessions"
-        self.table.set_rows(list(items.values()))
-        self._apply_filter()
-        self._loaded = True
-        if not items:
-            self._show_notice(
-                "This store holds no sessions yet",
-                f"{self.app.display_name} is a flux store, but no session has been recorded in it.",
-                "Run an agent with this store, or run `flux-tui --demo` to explore a demo store. "
-                "New sessions appear here as they are written.",
-                error=False,
-            )
-        else:
-            self._hide_notice()
-        if message.skipped_rows:
-            self.notify(f"{message.skipped_rows} corrupt row(s) skipped while reading the store", severity="warning")
-        self._paint_topbar()
-        self._interrupted_wanted = message.generation
-        self.set_timer(0.3, self._maybe_count_interrupted)
-        todo = [r for r in message.rows if self.app.cached_summary(r) is None]
-        self._progress = (len(message.rows) - len(todo), len(message.rows))
-        if todo:
-            self._summarize(self._generation, todo)
-        self.refresh_bindings()
-        self.call_after_refresh(_warm_imports)
-        if self.app.initial_session and not self._opened_initial:
-            self._opened_initial = True
-            self.app.open_session(self.app.initial_session)
-
-    @work(thread=True, exclusive=True, group="sessions-summaries", exit_on_error=False, description="Summarizing sessions")
-    def _summarize(self, generation: int, rows: list[SessionRow]) -> None:
-        worker = get_current_worker()
-        reader = self.app.reader
-        if reader is None:
-            return
-        todo: dict[str, SessionRow] = {r.id: r for r in rows}
-        total = self._progress[1]
-        base_done = self._progress[0]
-        while todo and not worker.is_cancelled:
-            visible = [todo[i] for i in list(self._visible_ids) if i in todo][:VISIBLE_BATCH]
-            if self.app.screen is not self:
-                # Another screen is on top: the scan yields the CPU (and the GIL) to it — the rows
-                # on screen are still summarized, a small chunk at a time and only after a pause
-                # (a session opening gets the CPU first); the rest waits until this screen is back.
-                time.sleep(0.3)
-                if not visible or self.app.screen is self:
-                    continue
-                visible = visible[:CHUNK]
-            batch = visible or list(islice(todo.values(), BACKGROUND_BATCH))
-            summaries = []
-            try:
-                # In small chunks, so a screen pushed on top (a session opening) gets the CPU at once.
-                for i in range(0, len(batch), CHUNK):
-                    chunk = batch[i:i + CHUNK]
-                    summaries.extend(summarize_sessions(reader, chunk, self.app.prices))
-                    for r in chunk:
-                        todo.pop(r.id, None)
-                    if self.app.screen is not self or worker.is_cancelled:
-                        break
-            except (StoreError, FluxError) as e:
-                self.post_message(LoadFailed(str(e)))
-                return
-            if worker.is_cancelled:
-                return
-            self.post_message(SummariesLoaded(generation, summaries, base_done + len(rows) - len(todo), total))
-
-    def _maybe_count_interrupted(self) -> None:
-        """Run the store-wide interrupted scan while this screen is on top: it holds the store's
-        connection for ~0.2 s on a big store, which a session being opened should not wait for."""
-        gen = getattr(self, "_interrupted_wanted", None)
-        if gen is None or gen != self._generation:
-            return
-        if self.app.screen is self:
-            self._interrupted_wanted = None
-            self._count_interrupted(gen)
-
-    def on_screen_resume(self) -> None:
-        self.set_timer(0.3, self._maybe_count_interrupted)
-
-    @work(thread=True, exclusive=True, group="sessions-interrupted", exit_on_error=False,
-          description="Finding interrupted sessions")
-    def _count_interrupted(self, generation: int) -> None:
-        """The header's interrupted count for the whole store in one indexed pass — before the
-        per-session summaries (minutes on a 10k-session store) get there."""
-        try:
-            from flux.model.listing import interrupted_sessions
-        except ImportError:  # an engine without it: the summaries will tell
-            return
-        reader = self.app.reader
-        if reader is None:
-            return
-        # On a connection of its own where another one is cheap (no snapshot copy to make): the
-        # pass holds its connection for ~0.2 s of CPU on a big store, and a session opened meanwhile
-        # would wait for it on the app's shared one.
-        own = None
-        if reader.mode in ("ro", "immutable"):
-            try:
-                own = StoreReader(reader.dir)
-            except StoreError:
-                own = None
-        try:
-            ids = set(interrupted_sessions(own or reader))
-        except (StoreError, FluxError):
-            return
-        finally:
-            if own is not None:
-                own.close()
-        if not get_current_worker().is_cancelled:
-            self.post_message(InterruptedCount(generation, ids))
-
-    @on(InterruptedCount)
-    def _on_interrupted(self, message: InterruptedCount) -> None:
-        if message.generation == self._generation:
-            self._interrupted_ids = message.ids
-            self._paint_topbar()
-            self._sync_row_keys()
-
-    def _interrupted_count(self) -> int | None:
-        """Sessions flagged interrupted: a summary's verdict where there is one, else the store-wide
-        pass's; None while neither is known for every session."""
-        ids = self._interrupted_ids
-        n = 0
-        for it in self._items.values():
-            if it.summary is not None:
-                n += bool(it.summary.interrupted)
-            elif ids is not None:
-                n += it.id in ids
-        if ids is None and self._progress[0] < self._progress[1]:
-            return n or None
-        return n
-
-    @on(SummariesLoaded)
-    def _on_summaries(self, message: SummariesLoaded) -> None:
-        if message.generation != self._generation:
-            return
-        self.app.store_summaries(message.summaries)
-        for s in message.summaries:
-            item = self._items.get(s.row.id)
-            if item is not None and item.row.last_seq == s.row.last_seq:
-                item.summary = s
-        self._progress = (message.done, message.total)
-        if self.table.sort_name in SUMMARY_SORTS:
-            self.table.resort()
-        else:
-            self.table.refresh_rows()
-        self._paint_topbar()
-        self._sync_row_keys()
-
-    @on(VirtualList.WindowChanged, "#sessions")
-    def _on_window(self, message: VirtualList.WindowChanged) -> None:
-        rows = self.table.rows[message.start:message.end + 10]
-        self._visible_ids = [it.id for it in rows]
-
-    @on(StoreChanged)
-    def _on_store_changed(self, message: StoreChanged) -> None:
-        self.action_reload()
-
-    def action_reload(self) -> None:
-        self._generation += 1
-        self._load_rows(self._generation)
-        if self._filter_text:
-            self._start_query()
 
     # -- open -----------------------------------------------------------------------------------
 
@@ -462,20 +217,7 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
         t.set_sort(SORTS[t.sort_name][1], reverse=t.sort_reverse)
         self._paint_topbar()
 
-    # -- filter ---------------------------------------------------------------------------------
-
-    def action_filter(self) -> None:
-        if self._error is not None:
-            return
-        self.query_one("#filter-bar").display = True
-        self.query_one("#filter", Input).focus()
-
-    def action_clear_filter(self) -> None:
-        inp = self.query_one("#filter", Input)
-        if inp.value:
-            inp.value = ""
-        self.query_one("#filter-bar").display = False
-        self.table.focus()
+    # -- keys ---------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "clear_filter":
@@ -486,94 +228,6 @@ class SessionsScreen(ReportsWorkerFailures, Screen):
         if action == "resurrect":
             return self._error is None and bool(self._items)
         return True
-
-    @on(Input.Changed, "#filter")
-    def _on_filter_changed(self, event: Input.Changed) -> None:
-        self._filter_text = event.value.strip()
-        self._query_ids = None
-        self._apply_filter()
-        if self._query_timer is not None:
-            self._query_timer.stop()
-            self._query_timer = None
-        if self._filter_text:
-            self._query_running = True
-            self._query_timer = self.set_timer(0.25, self._start_query)
-        else:
-            self._query_running = False
-        self._paint_topbar()
-        self.refresh_bindings()
-
-    @on(Input.Submitted, "#filter")
-    def _on_filter_submitted(self, event: Input.Submitted) -> None:
-        self.table.focus()
-        if not self._filter_text:
-            self.query_one("#filter-bar").display = False
-
-    def _start_query(self) -> None:
-        self._query_timer = None
-        if self._filter_text:
-            self._query_running = True
-            self._run_query(self._filter_text)
-
-    @work(thread=True, exclusive=True, group="sessions-query", exit_on_error=False, description="Searching conversations")
-    def _run_query(self, query: str) -> None:
-        reader = self.app.reader
-        if reader is None:
-            return
-        try:
-            hits = list_sessions(reader, limit=None, query=query, prices=self.app.prices)
-        except ImportError:
-            try:
-                from flux.model.listing import session_matches_query
-
-                ids = {r.id for r in reader.list_sessions() if session_matches_query(reader, r.id, query)}
-            except (StoreError, FluxError) as e:
-                self.post_message(QueryMatched(query, None, str(e)))
-                return
-            self.post_message(QueryMatched(query, ids))
-            return
-        except (StoreError, FluxError) as e:
-            self.post_message(QueryMatched(query, None, str(e)))
-            return
-        ids = {s.id for s in hits}
-        try:
-            ids |= _cells_matching(reader, query)
-        except StoreError:
-            pass  # the conversation hits stand; a store that cannot be scanned says so elsewhere
-        if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(self.app.store_summaries, hits)
-            self.post_message(QueryMatched(query, ids))
-
-    @on(QueryMatched)
-    def _on_query(self, message: QueryMatched) -> None:
-        if message.query != self._filter_text:
-            return
-        self._query_running = False
-        if message.error:
-            self.notify(f"conversation search failed: {message.error}", severity="error")
-        self._query_ids = message.ids
-        for sid in message.ids or ():
-            item = self._items.get(sid)
-            if item is not None and item.summary is None:
-                item.summary = self.app.cached_summary(item.row)
-        self._apply_filter()
-        self._paint_topbar()
-
-    def _apply_filter(self) -> None:
-        q = self._filter_text.casefold()
-        if not q:
-            self.table.set_filter(None)
-            self.table.empty_text = "no sessions"
-            return
-        hits = self._query_ids or set()
-
-        def match(it: SessionItem) -> bool:
-            return q in it.row.id.casefold() or q in (it.row.model or "").casefold() or it.row.id in hits
-
-        self.table.set_filter(match)
-        self.table.empty_text = (f"no session matches “{self._filter_text}” yet — searching conversations…"
-                                 if self._query_running else
-                                 f"no session matches “{self._filter_text}” — Esc clears the filter")
 
     # -- chrome ---------------------------------------------------------------------------------
 

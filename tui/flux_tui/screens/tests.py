@@ -1,14 +1,5 @@
-"""Tests: the scenario directories under a folder with their result (``flux-tui --tests DIR``, or
-"Tests" in the command palette), and, on Enter, golden ↔ this run side by side.
-
-The list runs ``flux test``'s own verdict (:mod:`flux.testkit.verdict`: replay, plan snapshot,
-check, trajectory golden — offline; incomplete scenario directories and orphan goldens as red rows)
-in a thread worker, one row filled in as each finishes. ``r`` runs them all again, ``t`` runs the
-highlighted one again, ``u`` accepts its new goldens (what ``flux test --update`` rewrites, after a
-confirmation), ``/`` filters the rows by name. The detail screen aligns the golden trajectory with
-the re-drive's, then shows every other failure ``flux test -v`` prints (a plan snapshot or
-trajectory golden diff), the cursor on the first divergence.
-"""
+"""Tests: the scenarios under a folder with ``flux test``'s verdict for each (``flux-tui --tests DIR``
+or "Tests" in the palette) — run all or one again, accept new goldens, filter by name."""
 
 from __future__ import annotations
 
@@ -18,7 +9,6 @@ from typing import Any, Optional
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Label, Static
@@ -28,67 +18,20 @@ from flux.errors import FluxError
 from flux.testkit.runner import ClientCache
 from flux.testkit.verdict import Incomplete, collect, judge, judge_incomplete, judge_orphan
 
+from ..fmt import table_cell
 from ..keys import key_table
 from ..widgets.footer import KeyFooter
 from ..widgets.topbar import TopBar
 from .ask import AskScreen
+from .scenario_detail import TestDetailScreen
 
-__all__ = ["TestsScreen", "TestDetailScreen", "detail_rows"]
+__all__ = ["TestsScreen"]
 
 _STATUS_STYLE = {True: "green", False: "red"}
-_MARK_STYLE = {"=": "dim", "≠": "yellow", "-": "red", "+": "green", " ": "dim", "#": "bold"}
-_CHANGE_MARKS = frozenset("≠-+")  # the rows `n` stops at
 
 
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[:max(0, width - 1)] + "…"
-
-
-def _cell(text: str, style: str | None = None) -> Text:
-    return Text(text, style=style or "", no_wrap=True, overflow="ellipsis")
-
-
-def _diff_rows(text: str) -> list[tuple[str, str, str]]:
-    """A failure text as rows: ``- x`` / ``-x`` on the golden side, ``+ y`` / ``+y`` on this run's,
-    ``  z`` on both, anything else a note; unified-diff headers stay notes."""
-    rows: list[tuple[str, str, str]] = []
-    for line in text.splitlines():
-        if line.startswith(("--- ", "+++ ", "@@")):
-            rows.append((" ", line, ""))
-        elif line.startswith("-"):
-            rows.append(("-", line[1:].removeprefix(" "), ""))
-        elif line.startswith("+"):
-            rows.append(("+", "", line[1:].removeprefix(" ")))
-        elif line.startswith("  "):
-            rows.append(("=", line[2:], line[2:]))
-        else:
-            rows.append((" ", line, ""))
-    return rows
-
-
-def detail_rows(res: Any) -> tuple[list[tuple[str, str, str]], Optional[int]]:
-    """Everything ``flux test -v`` says about a result, as ``(mark, golden, this run)`` rows: the
-    trajectory (golden ↔ the re-drive, or the recording alone when nothing was re-driven), then
-    each other failure under a ``#`` heading (the plan snapshot's per-line diff, a trajectory golden
-    diff, an error). Returns the rows and the first changed one."""
-    from flux.model.surfaces import aligned_rows
-
-    rep = res.report
-    rows: list[tuple[str, str, str]] = []
-    if rep is not None and rep.replay_only:
-        rows = [(" ", line, "") for line in rep.golden_transcript]
-    elif rep is not None:
-        rows = aligned_rows(rep.golden_transcript, rep.actual_transcript)
-    for what, text in res.sections:
-        if what == "check":  # the trajectory above is the check's
-            continue
-        rows.append(("#", f"── {what} ──", ""))
-        rows += _diff_rows(text)
-    if not res.sections and not res.ok and res.detail:
-        rows.append(("#", "── failure ──", ""))
-        rows += _diff_rows(res.detail)
-    first = next((i for i, r in enumerate(rows) if r[0] in _CHANGE_MARKS), None)
-    return rows, first
 
 
 class TestsScreen(Screen):
@@ -210,15 +153,15 @@ class TestsScreen(Screen):
                 continue
             res = self.results.get(key)
             if res is None:
-                table.add_row(_cell(self._row_name(key)), _cell("…", "dim"), _cell("running", "dim"), _cell(""), key=key)
+                table.add_row(table_cell(self._row_name(key)), table_cell("…", "dim"), table_cell("running", "dim"), table_cell(""), key=key)
             else:
                 table.add_row(*self._cells(res), key=key)
 
     def _cells(self, res: Any) -> list[Text]:
         fd = res.first_divergence or ""
-        return [_cell(res.name if res.kind != "scenario" else Path(str(res.path)).name),
-                _cell(res.replay or "-", "green" if res.replay.startswith("✓") else "red"),
-                _cell(res.check or "-", _STATUS_STYLE[res.ok]), _cell(fd, "red" if fd else None)]
+        return [table_cell(res.name if res.kind != "scenario" else Path(str(res.path)).name),
+                table_cell(res.replay or "-", "green" if res.replay.startswith("✓") else "red"),
+                table_cell(res.check or "-", _STATUS_STYLE[res.ok]), table_cell(fd, "red" if fd else None)]
 
     def _fit_divergence(self) -> None:
         """The scenario and replay columns keep their width (a ``✗ plan snapshot`` is never cut);
@@ -236,9 +179,9 @@ class TestsScreen(Screen):
         for key, res in list(self.results.items()):
             fd = res.first_divergence or ""
             try:
-                table.update_cell(key, cols[2].key, _cell(_clip(res.check or "-", check_w), _STATUS_STYLE[res.ok]),
+                table.update_cell(key, cols[2].key, table_cell(_clip(res.check or "-", check_w), _STATUS_STYLE[res.ok]),
                                   update_width=True)
-                table.update_cell(key, cols[3].key, _cell(_clip(fd, fd_w), "red" if fd else None), update_width=True)
+                table.update_cell(key, cols[3].key, table_cell(_clip(fd, fd_w), "red" if fd else None), update_width=True)
             except Exception:  # noqa: BLE001 - the row is filtered out
                 pass
 
@@ -295,9 +238,9 @@ class TestsScreen(Screen):
         self.running.add(key)
         table = self.query_one(DataTable)
         try:
-            table.update_cell(key, table.ordered_columns[1].key, _cell("…", "dim"))
-            table.update_cell(key, table.ordered_columns[2].key, _cell("running", "dim"))
-            table.update_cell(key, table.ordered_columns[3].key, _cell(""))
+            table.update_cell(key, table.ordered_columns[1].key, table_cell("…", "dim"))
+            table.update_cell(key, table.ordered_columns[2].key, table_cell("running", "dim"))
+            table.update_cell(key, table.ordered_columns[3].key, table_cell(""))
         except Exception:  # noqa: BLE001 - filtered out
             pass
         self._paint(f"tests · {self.directory} · running {self._row_name(key)}…")
@@ -385,65 +328,3 @@ class TestsScreen(Screen):
             self.app.pop_screen()
         else:  # started with --tests: this is the app; q quits it
             self.notify("this is the first screen — q quits", severity="information")
-
-
-class TestDetailScreen(Screen):
-    """Golden ↔ this run, aligned, then the other failures; the cursor on the first divergence."""
-
-    HELP_TOPIC = "test-detail"
-
-    CSS_PATH = "tests.tcss"
-    BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back", id="test_detail.back", tooltip="Back to the scenarios"),
-        Binding("n", "next_change", "Next change", id="test_detail.next", tooltip="Jump to the next differing row"),
-    ]
-
-    def __init__(self, result: Any) -> None:
-        super().__init__()
-        self.result = result
-        self.rows: list[tuple[str, str, str]] = []
-        self.first: int | None = None
-
-    def compose(self) -> ComposeResult:
-        res = self.result
-        rep = res.report
-        head = Text()
-        head.append(f"replay {res.replay or '-'} · check {res.check or '-'}")
-        if res.first_divergence:
-            head.append(f"\nfirst divergence: {res.first_divergence}", style="red")
-        if rep is not None and rep.replay_only:
-            head.append(f"\n{rep.note}", style="dim")
-        yield TopBar(id="topbar")
-        yield Static(head, id="detail-head")
-        table: DataTable = DataTable(id="detail-table", cursor_type="row")
-        col = max(20, (self.app.size.width - 10) // 2)  # both sides visible at any width
-        table.add_column(" ", width=2)
-        table.add_column("golden", width=col)
-        table.add_column("this run", width=col)
-        self.rows, self.first = detail_rows(res)
-        for i, (mark, a, b) in enumerate(self.rows):
-            shown = ("▶" if i == self.first else " ") + (mark if mark != "#" else " ")
-            style = _MARK_STYLE[mark]
-            table.add_row(_cell(shown, style), _cell(a, None if mark == "=" else style),
-                          _cell(b, None if mark == "=" else style))
-        yield table
-        yield KeyFooter()
-
-    def on_mount(self) -> None:
-        res = self.result
-        self.title = f"flux-tui · {res.name}"
-        verdict = Text("✓ clean", style="green") if res.ok else Text("✗ failed", style="bold red")
-        self.query_one(TopBar).set(Text.assemble(("flux-tui", "bold"), "  ", ("test ", "dim"), (res.name, "bold")),
-                                   verdict)
-        table = self.query_one(DataTable)
-        table.focus()
-        if self.first is not None:
-            table.move_cursor(row=self.first)
-
-    def action_next_change(self) -> None:
-        table = self.query_one(DataTable)
-        for i in range(table.cursor_row + 1, len(self.rows)):
-            if self.rows[i][0] in _CHANGE_MARKS:
-                table.move_cursor(row=i)
-                return
-        self.notify("no further change", severity="information")

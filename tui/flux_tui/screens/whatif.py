@@ -1,25 +1,6 @@
-"""What-if from the plan cursor (``w``): re-run the session with one thing changed into a
-new linked session (``?``), then land on the side-by-side diff against the source with the first
-divergence focused.
-
-Three questions: what if **this cell** had returned … (``substitute_at`` its diff row), what if
-**every call to this op** had returned … (``substitute``), what if **the policy** had been … (a
-policy file re-authorizing every dispatch, as ``flux what-if --policy FILE``). The value is a JSON
-editor prefilled with the recorded result and checked as you type; a policy file is loaded as you
-type its path. Off tape (a dispatch the recording has no cell for): **halt** there (default,
-offline: no model call, no side effect) or **go live** — through the side-effect gate. Every change
-re-plans the what-if in a worker (:func:`flux.timemachine.plan_what_if`, nothing written). The result
-is written where ``flux what-if`` writes it: a new session in the same store, ``{correlation_id: S,
-agent_id: "what_if:S@latest"}``, so it shows in the lineage tree and the sessions list.
-
-Scope (``F4``): the whole session (default) or **this turn only** — ``flux what-if --turn N``. Re-plan
-(``F5``): instead of re-running the recorded plans, a **live model turn** re-drives the turn (the
-cursor's with "this turn only", else the last) against the frozen world, the earlier turns replayed
-from tape — ``flux what-if -m MODEL [--instructions TEXT]``: a model field (prefilled with the
-session's) and the turn's instructions (its system prompt, prefilled with the default). A model
-that cannot be called (unknown, no key) is refused in one line while planning, before the gate and
-before anything is written; a re-plan always passes the side-effect gate (the model call is network).
-"""
+"""What-if from the plan cursor (``w``): re-run the session with one thing changed — this cell's
+result, every call to an op, the policy; this turn or the whole session; recorded plans or a live
+re-plan — into a new linked session, then open its diff against the source at the first divergence."""
 
 from __future__ import annotations
 
@@ -39,15 +20,13 @@ from flux.errors import FluxError, StoreError
 from ..fmt import in_user_words
 from ..keys import key_table
 from ..widgets.editors import JsonTextArea
-from .fork import json_problem, recorded_json
+from .form_checks import json_problem, policy_problem, recorded_json
 from .gate import preview_text, relabel
-from .preview_dialog import PreviewDialog
+from .whatif_form import Choice, WhatIfForm
 from .write_dialog import WriteDone
 
 __all__ = ["WhatIfScreen", "WhatIfTarget", "start_what_if", "result_badge"]
 
-KINDS = ("cell", "op", "policy")
-SCOPES = ("session", "turn")
 
 
 @dataclass(frozen=True)
@@ -88,19 +67,6 @@ def result_badge(cf) -> Text:
     return Text(f" WHAT-IF · {cf.badge} ", style="bold reverse yellow")
 
 
-def policy_problem(path: str) -> str | None:
-    """``None`` when ``path`` is a policy file ``flux what-if --policy`` accepts, else why not."""
-    from flux.agent.approver import load_policy
-
-    if not path.strip():
-        return "type the path of a policy file (TOML or JSON: allow, deny, ask, default)"
-    try:
-        load_policy(path.strip())
-    except FluxError as e:
-        return str(e).splitlines()[0]
-    return None
-
-
 class _Setup(Message):
     def __init__(self, row: int | None = None, error: str | None = None, model: str = "mock", turns: int = 1) -> None:
         super().__init__()
@@ -113,26 +79,7 @@ class _Stage(Message):
         self.text = text
 
 
-class Choice(RadioButton):
-    """A radio button whose mark is its shape, not only its colour: ``●`` chosen, ``○`` not — under
-    NO_COLOR (monochrome) the stock one drew the same ``▐●▌`` for both."""
-
-    @property
-    def BUTTON_INNER(self) -> str:  # noqa: N802 (Textual's class attribute name)
-        return "●" if self.value else "○"
-
-
-def _highlight(button: RadioButton) -> None:
-    """Move its set's highlight onto a button chosen by a key: the highlight (a background) would
-    otherwise stay on the button the set last moved to, and read as the choice."""
-    group = button.parent
-    if isinstance(group, RadioSet):
-        buttons = list(group.query(RadioButton))
-        if button in buttons:
-            group._selected = buttons.index(button)
-
-
-class WhatIfScreen(PreviewDialog):
+class WhatIfScreen(WhatIfForm):
     """The what-if dialog; dismisses with the counterfactual session's id once written."""
 
     HELP_TOPIC = "what-if"
@@ -235,25 +182,6 @@ class WhatIfScreen(PreviewDialog):
         self._show_kind()
         self._setup()
 
-    def _describe(self) -> None:
-        """The head: what was recorded, and what will re-run into the new session."""
-        t = self.target
-        where = Text()
-        where.append("recorded   ", style="dim")
-        rec = (t.recorded if t.recorded is not None else "(no recorded result)").replace("\n", " ⏎ ")
-        where.append(rec if len(rec) <= 150 else rec[:149] + "…")
-        if self.replan:
-            turn = t.turn if self.scope == "turn" else self.turns
-            before = f"turns 1–{turn - 1} replay from tape, then " if turn > 2 else \
-                ("turn 1 replays from tape, then " if turn == 2 else "")
-            how = f"{before}a live model turn re-plans turn {turn} against the frozen world"
-        elif self.scope == "turn":
-            how = f"turn {t.turn} re-runs from its recording"
-        else:
-            how = "the whole session re-runs from its recording"
-        where.append(f"\n{how} into a new linked session", style="dim")
-        self.query_one("#whatif-where", Static).update(where)
-
     def on_resize(self, event) -> None:
         """A short terminal: no blank lines between the rows, one-line editors, so Run stays on screen."""
         short = self.size.height < 32
@@ -300,104 +228,7 @@ class WhatIfScreen(PreviewDialog):
         self.query_one("#whatif-value" if self.kind != "policy" else "#whatif-policy").focus()
         self.changed()
 
-    # -- the question, validation and preview ---------------------------------------------------
-
-    def _mark(self) -> None:
-        """The chosen answers also read as underlined text: colour alone (NO_COLOR) does not say which."""
-        for btn in self.query(RadioButton):
-            plain = getattr(btn, "_plain_label", None)
-            if plain is None:
-                plain = btn._plain_label = btn.label.plain
-            if getattr(btn, "_marked", None) != btn.value:
-                btn._marked = btn.value
-                btn.label = Text(plain, style="bold underline") if btn.value else Text(plain)
-
-    def _show_kind(self) -> None:
-        for k in KINDS:
-            btn = self.query_one(f"#kind-{k}", RadioButton)
-            if btn.value != (k == self.kind):
-                with btn.prevent(RadioButton.Changed):
-                    btn.value = k == self.kind
-            if k == self.kind:
-                _highlight(btn)
-        self._mark()
-        value = self.kind in ("cell", "op")
-        self.query_one("#whatif-value-label").display = value
-        self.query_one("#whatif-value").display = value
-        self.query_one("#whatif-policy-row").display = not value
-        self.query_one("#whatif-replan-fields").display = self.replan
-
-    @on(RadioSet.Changed, "#whatif-kind")
-    def _on_kind(self, event: RadioSet.Changed) -> None:
-        self.kind = (event.pressed.id or "kind-cell").removeprefix("kind-")
-        self._show_kind()
-        self.changed()
-
-    @on(RadioSet.Changed, "#whatif-offtape")
-    def _on_offtape(self, event: RadioSet.Changed) -> None:
-        self.off_tape = "live" if event.pressed.id == "offtape-live" else "halt"
-        self._mark()
-        self.changed()
-
-    def action_next_kind(self) -> None:
-        if self.running:
-            return
-        usable = [k for k in KINDS if not self.query_one(f"#kind-{k}", RadioButton).disabled]
-        self.kind = usable[(usable.index(self.kind) + 1) % len(usable)] if self.kind in usable else usable[0]
-        self._show_kind()
-        self.query_one("#whatif-value" if self.kind != "policy" else "#whatif-policy").focus()
-        self.changed()
-
-    @on(RadioSet.Changed, "#whatif-scope")
-    def _on_scope(self, event: RadioSet.Changed) -> None:
-        self.scope = "turn" if event.pressed.id == "scope-turn" else "session"
-        self._mark()
-        self._describe()
-        self.changed()
-
-    @on(RadioSet.Changed, "#whatif-replan")
-    def _on_replan(self, event: RadioSet.Changed) -> None:
-        self._set_replan(event.pressed.id == "replan-on")
-
-    def _choose(self, group: str, chosen: str, other: str) -> None:
-        """Set a two-way radio choice from a key, without the change event re-entering."""
-        for name, value in ((chosen, True), (other, False)):
-            btn = self.query_one(f"#{group}-{name}", RadioButton)
-            with btn.prevent(RadioButton.Changed):
-                btn.value = value
-        _highlight(self.query_one(f"#{group}-{chosen}", RadioButton))
-        self._mark()
-
-    def action_toggle_off_tape(self) -> None:
-        if self.running:
-            return
-        self.off_tape = "live" if self.off_tape == "halt" else "halt"
-        self._choose("offtape", self.off_tape, "halt" if self.off_tape == "live" else "live")
-        self.changed()
-
-    def action_toggle_scope(self) -> None:
-        if self.running:
-            return
-        self.scope = "turn" if self.scope == "session" else "session"
-        self._choose("scope", self.scope, "session" if self.scope == "turn" else "turn")
-        self._describe()
-        self.changed()
-
-    def action_toggle_replan(self) -> None:
-        if self.running:
-            return
-        on_ = not self.replan
-        self._choose("replan", "on" if on_ else "off", "off" if on_ else "on")
-        self._set_replan(on_)
-        if on_:
-            self.query_one("#whatif-model", Input).focus()
-
-    def _set_replan(self, on_: bool) -> None:
-        self.replan = on_
-        self._mark()
-        self.query_one("#whatif-replan-fields").display = on_
-        self._describe()
-        self.changed()
+    # -- validation and preview -----------------------------------------------------------------
 
     def local_problem(self) -> str | None:
         if not self._ready:
@@ -489,14 +320,10 @@ class WhatIfScreen(PreviewDialog):
             status.append("  " + self.problem, style="red")
         self.query_one("#whatif-status", Static).update(status)
         panel = self.query_one("#whatif-preview", Static)
-        if self.problem is not None:
-            if self._ready and self.local_problem() is not None:
-                panel.update(Text("✗ nothing can be run until the problem above is fixed", style="red"))
-            else:
-                panel.update(Text.assemble(("✗ ", "bold red"), (self.problem, "red"),
-                                           ("\nnothing can be run until this is fixed", "dim")))
-        elif preview is None:
-            panel.update(Text("checking what the what-if would do…", style="dim italic"))
+        waiting = self.problem_or_checking(noun="what-if", verb="run",
+                                           shown_above=self._ready and self.local_problem() is not None)
+        if waiting is not None:
+            panel.update(waiting)
         else:
             body = Text()
             for note in preview.notes:

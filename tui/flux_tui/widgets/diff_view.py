@@ -1,15 +1,6 @@
-"""The side-by-side run diff: one row per aligned statement position, A | B, on :class:`VirtualList`
-(only visible lines render, so a 10,000-row diff scrolls like a 10-row one).
-
-Markers: ``=`` same, ``~`` the plan diverges (both sides have a statement, a different one),
-``≠`` same statement, different world (recorded output); a position only one side has is a ``~``
-row too, with ∅ on the empty side (the words and marks of ``flux diff``).
-
-When positions drift (``RunDiff.sequence_aligned``: a fork whose injected value dispatched nothing
-has one cell fewer), a row pairs different positions on the two sides, so each side shows its own
-number (cell ``#n`` or statement row) instead of one row number in the gutter, and a gap row is an
-empty side.
-"""
+"""The side-by-side run diff: one row per aligned position, A | B, marked as ``flux diff`` marks
+them (``=`` same, ``~`` the plan diverges, ``≠`` same statement, different world), on a
+:class:`VirtualList` so a 10,000-row diff scrolls like a 10-row one."""
 
 from __future__ import annotations
 
@@ -19,9 +10,9 @@ from typing import Any, Hashable
 
 from rich.highlighter import JSONHighlighter
 from rich.text import Text
-from textual.binding import Binding
 
 from ..highlight import highlight_flux
+from ..keys import key_table
 from ..render import display_statement_text
 from .virtual_list import VirtualList
 
@@ -93,10 +84,11 @@ class DiffList(VirtualList[Any]):
 
     HELP_TOPIC = "diff"
 
-    BINDINGS = [
-        Binding("enter", "select", "Payloads", show=False, id="diff.open",
-                tooltip="Open the row's two payloads side by side"),
-    ]
+    BINDINGS = key_table("diff", """
+        # keys id    action  label
+        enter  open  select  Payloads  [hidden]
+            Open the row's two payloads side by side
+    """)
 
     def __init__(self, **kw) -> None:
         super().__init__(show_header=True, empty_text="diffing…", **kw)

@@ -1,17 +1,5 @@
-"""The key footer: one widget drawing the line Textual's ``Footer`` draws with a widget per key.
-
-The stock ``Footer`` composes a ``FooterKey`` per binding (and a ``KeyGroup`` and ``FooterLabel`` per
-key group): ~15 widgets through the CSS engine on every screen, recomposed whenever the keys it
-shows change — ~30 ms of CPU on every screen opened, and one more layout pass before a screen's
-first paint. This one draws the same cells from the same theme variables (``$footer-*``,
-``$block-hover-background``), keeps the keys' hover highlight, their tooltips, a mouse press on a key
-pressing it (a bell for a disabled one), and the command palette key on the right.
-
-At 80 columns the stock Footer simply cuts the keys that do not fit — Help and Quit first, as they
-come last. This one drops the least essential keys instead: Back, Help and Quit always stay, then a
-screen's ``FOOTER_ESSENTIAL`` actions; the others go from the end until the rest fits (all of them
-stay in the command palette and in F1 help).
-"""
+"""The key footer: the line Textual's ``Footer`` draws, as one widget, that keeps Back, Help, Quit and
+the screen's essential keys when the terminal is too narrow for all of them."""
 
 from __future__ import annotations
 
@@ -72,7 +60,13 @@ class _Key(NamedTuple):
 
 
 class KeyFooter(Widget, can_focus=False):
-    """The active screen's keys on one line, the command palette key on the right."""
+    """The active screen's keys on one line, the command palette key on the right.
+
+    The stock ``Footer`` composes a widget per key (~15 through the CSS engine on every screen,
+    ~30 ms per screen opened) and cuts the keys that do not fit at 80 columns, Help and Quit first.
+    This one draws the same cells from the same theme variables, with hover, tooltips and clicks,
+    and drops the least essential keys instead: Back, Help, Quit and the screen's
+    ``FOOTER_ESSENTIAL`` stay (every key stays in the palette and in F1 help)."""
 
     ALLOW_SELECT = False
     # The layers of the stock footer's widgets, restated: ``footer-key`` is a FooterKey (its hover and

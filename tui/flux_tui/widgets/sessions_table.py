@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
 from rich.text import Text
-from textual.binding import Binding
 from textual.message import Message
 
 from flux.model.listing import SessionSummary
@@ -16,6 +15,7 @@ from flux.model.wording import outcome_text
 from flux.store.store import SessionRow
 
 from ..fmt import lineage_mark, fmt_age, fmt_cost, outcome_style
+from ..keys import key_table
 from .virtual_list import VirtualList
 
 __all__ = ["SessionItem", "SessionsTable", "SORTS"]
@@ -101,9 +101,11 @@ class SessionsTable(VirtualList[SessionItem]):
 
     HELP_TOPIC = "sessions"
 
-    BINDINGS = [
-        Binding("enter", "select", "Open", id="sessions.open", tooltip="Open the highlighted session"),
-    ]
+    BINDINGS = key_table("sessions", """
+        # keys id    action  label
+        enter  open  select  Open
+            Open the highlighted session
+    """)
 
     def __init__(self, *, now_ms: Callable[[], int], **kw) -> None:
         super().__init__(show_header=True, empty_text="no sessions", **kw)

@@ -9,13 +9,13 @@ from typing import Hashable
 
 from rich.cells import cell_len
 from rich.text import Text
-from textual.binding import Binding
 
 from flux.model.session import Cell, Turn
 from flux.model.timeline import Statement, TimelinePlan, TurnTimeline
 
 from ..fmt import in_user_words, one_line
 from ..highlight import highlight_flux
+from ..keys import key_table
 from ..render import display_statement_text, statement_marker
 from .virtual_list import VirtualList
 
@@ -135,10 +135,11 @@ class TimelineView(VirtualList[TLRow]):
 
     HELP_TOPIC = "timeline"
 
-    BINDINGS = [
-        Binding("enter", "select", "Inspect", show=False, id="timeline.inspect",
-                tooltip="Move to the inspector to read (and scroll) the item under the cursor"),
-    ]
+    BINDINGS = key_table("timeline", """
+        # keys id       action  label
+        enter  inspect  select  Inspect  [hidden]
+            Move to the inspector to read (and scroll) the item under the cursor
+    """)
 
     def __init__(self, **kw) -> None:
         super().__init__(empty_text="loading…", **kw)

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Hashable
 
 from rich.text import Text
-from textual.binding import Binding
 
 from flux.model.interrupted import InterruptCheck
 from flux.model.session import Turn
 from flux.model.wording import outcome_text
 
 from ..fmt import outcome_style
+from ..keys import key_table
 from .virtual_list import VirtualList
 
 __all__ = ["TurnList", "turn_marker"]
@@ -35,10 +35,11 @@ def turn_marker(turn: Turn, check: InterruptCheck | None) -> tuple[str, str]:
 class TurnList(VirtualList[Turn]):
     HELP_TOPIC = "turns"
 
-    BINDINGS = [
-        Binding("enter", "select", "Step into", show=False, id="turns.enter",
-                tooltip="Move to the turn's plan and cells"),
-    ]
+    BINDINGS = key_table("turns", """
+        # keys id     action  label
+        enter  enter  select  Step into  [hidden]
+            Move to the turn's plan and cells
+    """)
 
     def __init__(self, **kw) -> None:
         super().__init__(empty_text="no turns in this session", **kw)
