@@ -67,3 +67,18 @@ def scenarios(tmp_path: Path, monkeypatch) -> Path:
     snap = root / "stale-snap" / "plan.flux.snap"
     snap.write_text(snap.read_text().replace("flux-mock.txt", "old-name.txt"))
     return root
+
+
+@pytest.fixture
+def fixed_workspace(monkeypatch, tmp_path):
+    """Snapshots show the workspace: one under a home directory of the test's own, which the
+    dialogs draw as ``~/flux-tui-snapshot-ws`` whatever TMPDIR is — and nothing shared with
+    another process that might clean the temp directory."""
+    home = tmp_path / "home"
+    ws = home / "flux-tui-snapshot-ws"
+    ws.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    from flux_tui.fmt import display_path
+
+    monkeypatch.setattr("flux_tui.writes.default_workspace", lambda store_dir=None: display_path(ws))
+    return ws

@@ -444,21 +444,6 @@ async def test_R_on_an_interrupted_row_of_the_sessions_list(make_app, demo, tmp_
 # -- snapshots -----------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fixed_workspace(monkeypatch, tmp_path):
-    """Snapshots show the workspace: one under a home directory of the test's own, which the
-    dialogs draw as ``~/flux-tui-snapshot-ws`` whatever TMPDIR is — and nothing shared with
-    another process that might clean the temp directory."""
-    home = tmp_path / "home"
-    ws = home / "flux-tui-snapshot-ws"
-    ws.mkdir(parents=True)
-    monkeypatch.setenv("HOME", str(home))
-    from flux_tui.fmt import display_path
-
-    monkeypatch.setattr("flux_tui.writes.default_workspace", lambda store_dir=None: display_path(ws))
-    return ws
-
-
 def _snap(store: Path, *steps):
     from flux_tui.app import FluxApp
 

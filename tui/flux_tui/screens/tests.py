@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Label, Static
+from textual.widgets.data_table import CellDoesNotExist
 from textual.worker import get_current_worker
 
 from flux.errors import FluxError
@@ -182,7 +183,7 @@ class TestsScreen(Screen):
                 table.update_cell(key, cols[2].key, table_cell(_clip(res.check or "-", check_w), _STATUS_STYLE[res.ok]),
                                   update_width=True)
                 table.update_cell(key, cols[3].key, table_cell(_clip(fd, fd_w), "red" if fd else None), update_width=True)
-            except Exception:  # noqa: BLE001 - the row is filtered out
+            except CellDoesNotExist:  # the row is filtered out
                 pass
 
     def on_resize(self, event) -> None:
@@ -214,7 +215,7 @@ class TestsScreen(Screen):
         try:
             for col, cell in zip(table.ordered_columns, self._cells(res)):
                 table.update_cell(key, col.key, cell, update_width=True)
-        except Exception:  # noqa: BLE001 - the row is filtered out, or the table was refilled
+        except CellDoesNotExist:  # the row is filtered out, or the table was refilled
             pass
         self.call_after_refresh(self._fit_divergence)  # after the table took the new cells' widths
         if res.rebaselined:
@@ -241,7 +242,7 @@ class TestsScreen(Screen):
             table.update_cell(key, table.ordered_columns[1].key, table_cell("…", "dim"))
             table.update_cell(key, table.ordered_columns[2].key, table_cell("running", "dim"))
             table.update_cell(key, table.ordered_columns[3].key, table_cell(""))
-        except Exception:  # noqa: BLE001 - filtered out
+        except CellDoesNotExist:  # filtered out
             pass
         self._paint(f"tests · {self.directory} · running {self._row_name(key)}…")
         self._run({key: t}, update=update)
