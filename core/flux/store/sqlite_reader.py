@@ -26,6 +26,9 @@ from .sqlite_files import (
 __all__ = ["SqliteReader"]
 
 
+_TORN_READ_TRIES = 20  # fresh opens one read may take while writers keep checkpointing
+
+
 class SqliteReader(StoreReader):
     """Read-only access to a store directory. Thread-safe: one connection, serialized by a lock.
 
@@ -44,6 +47,7 @@ class SqliteReader(StoreReader):
         self._snapshot_finalizer: weakref.finalize | None = None
         self._conn: sqlite3.Connection | None = None
         self._held = None  # rawfile's registration of a connection on the store's own file
+        self._scans = 0  # scan_batches generators reading the connection now
         self.skipped_rows = 0  # corrupt payload rows skipped by reads so far
         if not self.dir.exists():
             raise StoreError(f"{self.dir} does not exist — create a store with `flux demo --store {self.dir}` or point {option} at an existing one")
@@ -63,6 +67,7 @@ class SqliteReader(StoreReader):
     # -- connection management --------------------------------------------------------------
 
     def _open(self) -> None:
+        opened_token = self._file_token()  # before the open: a change during it counts as a change
         path = self.events_path
         wal_path = Path(str(path) + "-wal")
         shm_path = Path(str(path) + "-shm")
@@ -115,6 +120,7 @@ class SqliteReader(StoreReader):
             raise translate_error(e, path) from None
         self._conn = conn
         self._held = rawfile.hold(path) if self.mode in ("ro", "immutable") else None
+        self._opened_token = opened_token
 
     def _snapshot_uri(self, path: Path, sidecar: Path) -> str | None:
         """Copy ``events.db`` and its sidecar (``-wal``, or a hot ``-journal``) into a private temp
@@ -139,6 +145,9 @@ class SqliteReader(StoreReader):
                 rawfile.copy_file(path, os.path.join(tmp, EVENTS_DB))
                 if wal_stamp(sidecar) == stamp:
                     break
+            else:  # every copy was torn by a writer: never read a torn pair, look at the store again
+                self._drop_snapshot()
+                return None
         except OSError as e:
             self._drop_snapshot()
             raise StoreError(f"cannot snapshot {path} for reading ({e.strerror or e}) — is the disk (or $TMPDIR) full?") from None
@@ -225,26 +234,50 @@ class SqliteReader(StoreReader):
         return True
 
     def _query(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        """The rows of one query. An ``immutable`` connection trusts that ``events.db`` does not
+        change; a writer that opened, appended and checkpointed meanwhile breaks that trust (pages
+        of two versions: a wrong answer or "malformed"), so such a read is redone on a fresh open."""
         with self._lock:
             if self._conn is None:
                 raise StoreError("the store was closed")
-            deadline = time.monotonic() + self._busy_timeout_s
-            while True:
+            if self.mode != "immutable" or self._scans:  # a live scan keeps the connection it reads
+                return self._query_once(sql, params)
+            for _attempt in range(_TORN_READ_TRIES):
+                if self._file_token() != self._opened_token:
+                    self._reopen()
+                    continue
                 try:
-                    return self._conn.execute(sql, params).fetchall()
-                except sqlite3.OperationalError as e:
-                    if ("locked" in str(e) or "busy" in str(e)) and time.monotonic() < deadline:
-                        time.sleep(0.05)
-                        continue
-                    if "decode to UTF-8" in str(e):
-                        return self._query_tolerant(sql, params)
-                    raise translate_error(e, self.events_path) from None
-                except sqlite3.DatabaseError as e:
-                    raise translate_error(e, self.events_path) from None
-                except UnicodeDecodeError:
+                    rows = self._query_once(sql, params)
+                except StoreError:
+                    if self._file_token() == self._opened_token:
+                        raise
+                    continue
+                if self._file_token() == self._opened_token:
+                    return rows
+            raise StoreError(f"cannot read {self.events_path}: writers kept changing it during the read — try again")
+
+    def _reopen(self) -> None:
+        self._close_connection()
+        self._open()
+
+    def _query_once(self, sql: str, params: Sequence) -> list[tuple]:
+        deadline = time.monotonic() + self._busy_timeout_s
+        while True:
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as e:
+                if ("locked" in str(e) or "busy" in str(e)) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                if "decode to UTF-8" in str(e):
                     return self._query_tolerant(sql, params)
-                except (RecursionError, MemoryError, OverflowError, ValueError) as e:
-                    raise StoreError(f"cannot read {self.events_path}: {type(e).__name__} on a hostile row — restore the store from a copy") from None
+                raise translate_error(e, self.events_path) from None
+            except sqlite3.DatabaseError as e:
+                raise translate_error(e, self.events_path) from None
+            except UnicodeDecodeError:
+                return self._query_tolerant(sql, params)
+            except (RecursionError, MemoryError, OverflowError, ValueError) as e:
+                raise StoreError(f"cannot read {self.events_path}: {type(e).__name__} on a hostile row — restore the store from a copy") from None
 
 
     def scan_batches(self, sql: str, params: Sequence = (), *, tolerant: bool = False,
@@ -256,6 +289,7 @@ class SqliteReader(StoreReader):
                 raise StoreError("the store was closed")
             if tolerant:
                 self._conn.text_factory = tolerant_text
+            self._scans += 1
             try:
                 deadline = time.monotonic() + self._busy_timeout_s
                 while True:
@@ -285,6 +319,7 @@ class SqliteReader(StoreReader):
             except (RecursionError, MemoryError, OverflowError, ValueError) as e:
                 raise StoreError(f"cannot read {self.events_path}: {type(e).__name__} on a hostile row — restore the store from a copy") from None
             finally:
+                self._scans -= 1
                 if tolerant:
                     self._conn.text_factory = str
 
