@@ -212,6 +212,7 @@ def test_truncate_utf8_properties(text, cap):
     lambda ch: st.one_of(st.lists(ch, max_size=4), st.dictionaries(st.text(max_size=8), ch, max_size=4)),
     max_leaves=12), secret=st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=8, max_size=16).filter(
         lambda s: s not in "[redacted]"))  # a secret inside the marker itself would "survive" as the marker
+@example(value=2_500_000_000, secret="00000000")  # the secret inside a number (hypothesis found it)
 def test_planted_secret_never_reaches_any_cell_field(value, secret):
     assume(secret not in "[redacted]")  # the marker itself would "contain" such a secret
     assume(secret not in "op_recorded")  # nor can the cell's own kind be redacted (hypothesis found "recorded")
@@ -223,7 +224,9 @@ def test_planted_secret_never_reaches_any_cell_field(value, secret):
     cell = sink[0]
     for field_value in cell.values():
         assert secret not in str(field_value)
-    assert cell["input_hash_redacted"] == sha256_hex(Redactor([secret]).redact(ij))
+    # The second hash is of the input redacted on its decoded values — what a replay of the
+    # redacted plan rebuilds (a secret inside a number becomes a string there, not bare text).
+    assert cell["input_hash_redacted"] == sha256_hex(_reference_input_view(ij, Redactor([secret])))
     # the view is valid JSON
     json.loads(cell["input_view"])
 
