@@ -457,19 +457,7 @@ def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, ed
     if plan.mode in ("inject", "edit") and plan.preview.offline:
         whole.enter_context(w.transaction())
     with leased, whole:
-        with w.transaction():
-            fid = w.create_session(model, context={"correlation_id": plan.source, "agent_id": f"fork:{plan.source}@{at}"})
-            leased.enter_context(SessionLease.acquire(client.store_dir, fid))
-            if conv:
-                w.append(fid, Compacted(messages=conv))
-            tid = w.begin_turn(fid, f"<fork {plan.source} @ {at}>", model)
-            step = 0
-            for kind, x in items:
-                if kind == "attempt":
-                    step += 1
-                    w.append(fid, accepted_attempt(step, x, red), turn_id=tid)
-                else:
-                    flush_events(w, fid, x, red)
+        fid, tid, step = _write_child_head(client, plan, at, model, conv, items, leased)
 
         result = ForkResult(plan.source, fid, at, plan.mode, plan.preview, prefix_served)
         rec = Recorder(w, fid, red, client.cap)
@@ -514,16 +502,41 @@ def fork_session(client: Any, session: str, at: int, *, inject: Any = _UNSET, ed
             rec.append(TurnEnded(outcome=outcome, iterations=step, answer=red.redact(answer)), turn_id=tid)
     result.answer = answer
     if plan.mode == "replan":
-        from ..agent.session import Session
-
-        sess = Session(client, fid)
-        out = sess.send_sync(plan.prompt or default_prompt(None), on_event=on_event, resurrect=False)
-        result.turn = out
-        result.answer = out.answer
-        result.live_ops = [t.name for t in out.tool_calls]
-        if not out.ok:
-            result.halted = out.error or f"the re-planned turn ended {out.outcome}"
+        _replan_turn(client, fid, plan, result, on_event)
     return result
+
+
+def _write_child_head(client: Any, plan: ForkPlan, at: int, model: str, conv: list, items: list,
+                      leased: ExitStack) -> tuple[str, int, int]:
+    """The child session, its lease (held by ``leased``), its conversation and its turn's header
+    and prefix rows, in one transaction: ``(child id, turn id, steps written)``."""
+    w, red = client.writer, client.redactor
+    with w.transaction():
+        fid = w.create_session(model, context={"correlation_id": plan.source, "agent_id": f"fork:{plan.source}@{at}"})
+        leased.enter_context(SessionLease.acquire(client.store_dir, fid))
+        if conv:
+            w.append(fid, Compacted(messages=conv))
+        tid = w.begin_turn(fid, f"<fork {plan.source} @ {at}>", model)
+        step = 0
+        for kind, x in items:
+            if kind == "attempt":
+                step += 1
+                w.append(fid, accepted_attempt(step, x, red), turn_id=tid)
+            else:
+                flush_events(w, fid, x, red)
+    return fid, tid, step
+
+
+def _replan_turn(client: Any, fid: str, plan: ForkPlan, result: ForkResult, on_event: Callable[[dict], None] | None) -> None:
+    """A re-plan fork's tail: a live turn of the model on the child, its outcome into ``result``."""
+    from ..agent.session import Session
+
+    out = Session(client, fid).send_sync(plan.prompt or default_prompt(None), on_event=on_event, resurrect=False)
+    result.turn = out
+    result.answer = out.answer
+    result.live_ops = [t.name for t in out.tool_calls]
+    if not out.ok:
+        result.halted = out.error or f"the re-planned turn ended {out.outcome}"
 
 
 @dataclass
