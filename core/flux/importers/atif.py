@@ -1,12 +1,6 @@
-"""ATIF trajectories (one JSON document, as NOOA, Harbor and ``atif-make`` write them) as runs.
-
-Steps map one to one: a ``user`` step opens a turn; each ``agent`` step is one model call — its
-``message``, ``reasoning_content``, ``tool_calls`` and ``metrics`` (``prompt_tokens`` counts the
-cached tokens, as ATIF says) — and its ``observation`` results are the tool results, joined to the
-calls by ``source_call_id`` (or by position when a result names none). A ``system`` step before the
-first user step is the run's instructions. A result with a ``subagent_trajectory_ref`` that names an
-embedded ``subagent_trajectories`` entry is a sub-agent: that trajectory is imported as a child
-session, its agent name the role. ``extra.crashed`` marks the last turn as ended in an error.
+"""ATIF trajectories (one JSON document, as NOOA, Harbor and ``atif-make`` write them) as runs: a
+``user`` step opens a turn, each ``agent`` step is one model call whose ``observation`` results are
+its tool results, and an embedded sub-agent trajectory is a child session (docs/import.md).
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""AST JSON exactly as serde writes ``flux_lang::ast``, and its inverse.
-
-The dicts built here are *insertion ordered* in declared field order with ``kind`` first, so
-``compact_json`` of them is byte-identical to the Rust wire form. Maps inside nodes (a ``lit``
-object, ``obj.fields``, ``expr.vars``) are built key-sorted, because on the Rust side they are
-``serde_json::Value`` / ``BTreeMap``. Optional fields are omitted when absent; ``[]`` fields are
-always written; ``each.flat`` only when true; ``jq.optional`` always.
-
-One table (:data:`_FIELDS`) drives both directions so they cannot drift apart.
+"""AST JSON exactly as serde writes flux's AST, and its inverse: one field table (:data:`_FIELDS`)
+drives both directions. The ordering rules are in docs/flux-lang.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""The canonical Flux-Lang text of a :class:`~flux.lang.ast.DraftAst`.
-
-This is the text stored in ``plan_attempted.plan_source`` and compared byte for byte by
-``plan.flux.snap``, so the rules are exact: a ``flow`` header, 2 spaces per level, ``\\n`` after
-every statement, bare symbols (reserved words keep ``$``), compact JSON literals whose string leaves
-may use ``\"\"\"…\"\"\"``, and a single-line ``@json <node JSON>`` escape for anything that has no
-native spelling. ``parse(format_flow(ast)) == ast`` holds for every AST whose header names are
-spellable (header names have no escape, as in the Rust formatter).
-
-Where a native spelling could be ambiguous (operator formulas), the formatter re-parses its own
-output and falls back to ``@json`` when the round trip would not be exact.
+"""The canonical Flux-Lang text of a :class:`~flux.lang.ast.DraftAst`: what ``plan_attempted``
+stores and ``plan.flux.snap`` compares byte for byte, with ``@json`` for what has no native
+spelling. Its rules are in docs/flux-lang.md, "How the language layer is built".
 """
 
 from __future__ import annotations

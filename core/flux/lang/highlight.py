@@ -1,13 +1,6 @@
-"""Flux-Lang syntax roles for highlighting: a scanner, not a parser, so it colours any text
-(plans that do not parse included) and never fails. Front ends map each role to a colour: the
-app to Rich styles, the review pages to CSS classes.
-
-Roles: ``keyword`` (statement and clause keywords, module declarations at column 0), ``option``
-(header options such as ``risk:``, ``every:``, ``timeout:``), ``op`` (op names before ``(`` and
-after ``do``), ``builtin`` (``fmt``, ``parse``, ``peek``, …), ``label`` (call labels ``path:``),
-``bind`` and ``symbol`` (``$x``; bind and arrow targets), ``thing`` (a ``thing`` reference's kind
-and selector), ``string`` with ``interp`` (``{sym}``), ``number`` (numbers and durations),
-``literal``, ``effect`` (``@json``, ``@effect``), ``punct`` and ``comment``.
+"""Flux-Lang syntax roles for highlighting: a scanner, not a parser, so it colours any text (plans
+that do not parse included) and never fails. Front ends map each role to a colour; the roles are
+listed in docs/flux-lang.md.
 """
 
 from __future__ import annotations

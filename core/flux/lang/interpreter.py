@@ -1,13 +1,7 @@
-"""A Flux-Lang interpreter that writes a run's events (``step_*``, ``statement_completed``,
-``plan_halted``) in flux's order.
-
-It exists so replay, fork and what-if can re-execute a recorded plan: every op call is hashed exactly
-as the Rust runtime hashes it and handed to an :class:`~flux.lang.outcomes.OpHost` (a cassette player
-during replay), so the rows it writes line up against the recorded ones. It never writes
-``op_recorded`` (that is the host's cassette). The plan runs as a tree of coroutines driven by
-:class:`flux.lang.scheduler.Scheduler`; :meth:`Interpreter.run` stays synchronous for its callers.
-The constructs (``parallel``, ``retry``, ``loop``, …) are :mod:`flux.lang.constructs`; value reading
-is :mod:`flux.lang.values`.
+"""A Flux-Lang interpreter that re-executes a plan for replay, fork and what-if, hashing each op
+call as flux does and writing the run's events (``step_*``, ``statement_completed``,
+``plan_halted``) in flux's order; the op host answers the calls. The constructs are
+:mod:`flux.lang.constructs`, value reading :mod:`flux.lang.values`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """Parse Flux-Lang text: :func:`parse` (one flow), :func:`parse_program` (a ``.flux`` module),
-:func:`parse_expression` and :func:`formula_tree`; the host plans nearly every stored turn holds
-are read by :mod:`.host_plans` first.
-
-A hand-written recursive-descent parser over the text with a cursor (the grammar is line-sensitive
-outside delimiters and whitespace-insensitive inside them), in one file per construct family:
-:mod:`.parse_text` (the cursor, words, literals, types), :mod:`.parse_expressions`,
-:mod:`.parse_statements` and :mod:`.parse_modules` (flows and declarations). It reads everything
-:mod:`flux.lang.formatter` writes plus the looser spellings people and older engines write. Every
-error is a :class:`ParseError` whose message is one line: ``line N, col M: <what>``.
+:func:`parse_expression` and :func:`formula_tree`. Recursive descent, one module per construct
+family (:mod:`.parse_text`, :mod:`.parse_expressions`, :mod:`.parse_statements`,
+:mod:`.parse_modules`); every error is a one-line :class:`ParseError`.
 """
 
 from __future__ import annotations

@@ -1,30 +1,9 @@
 """Liveness leases: which sessions a live process is recording a turn into right now.
 
-A writer that records a turn (a new turn, a flow, a resurrect) holds its session's lease while the
-turn runs: an exclusive lock on ``<store>/leases/s_<n>.lock``, a file that holds the holder's pid.
-The kernel drops the lock when the process dies, however it dies (``kill -9`` included), so a lease
-is never stale: an open turn whose lease nobody holds was left by a dead process — *interrupted*;
-one whose lease is held is being recorded, and no one else may resurrect it or start a turn beside
-it.
-
-The lock is an open-file-description lock (Linux ``F_OFD_SETLK``) where the platform has one, else
-``flock``: both belong to the open file, not to the process, so closing some other descriptor of
-the file (a check in the same process) never drops it, and two holders in one process conflict as
-two processes do. A released lease's file is removed (while still locked, so a writer that opened
-it meanwhile notices and retries on a fresh file), and the ``leases`` directory with it when it is
-empty; a killed holder's file stays, unlocked, until the next holder reuses and removes it.
-
-Checking (:func:`lease_holder`) is read-only: it opens an existing lease file read-only and tests
-the lock without taking it (``F_OFD_GETLK``) — no file is created, no byte or mtime changes. With
-only ``flock``, the test takes a shared lock for an instant and drops it (still no write).
-
-On a Postgres store (a local directory with a ``postgres.url``) the same interface is kept by
-:mod:`flux.store.pg_lease` instead: the lease is an advisory lock in the shared database, held by
-the writer's connection, so a turn recorded on another machine reads as being recorded here, and
-as interrupted once that writer is gone.
-
-``events.db`` and ``flow.db`` are untouched, so the store stays flux's format. flux itself takes no
-lease: a turn a live flux process is recording looks interrupted here.
+A writer holds its session's lease while a turn runs: an open-file lock on ``leases/s_<n>.lock``
+that the kernel drops when the process dies, so an open turn whose lease nobody holds is
+interrupted. Checking is read-only. A Postgres store keeps its leases on the server
+(:mod:`flux.store.pg_lease`); docs/store-format.md, "Liveness leases", has the rules.
 """
 
 from __future__ import annotations

@@ -1,31 +1,8 @@
-"""Liveness leases on a Postgres store: held by a live connection, seen from every machine.
+"""Liveness leases on a Postgres store: a session-level advisory lock held by the writer's lease
+connection, so every machine sees who is recording and the server drops it when the writer dies.
 
-A store directory's lease is a lock on a local file, which only processes on that machine can
-see. A Postgres store is shared by a team, so there a session's lease is a **session-level
-advisory lock** in the store's database, ``pg_try_advisory_lock(k1, k2)``, held by this process's
-*lease connection* to that database from the moment the turn starts to its ``turn_ended``:
-
-* The server drops the lock when that connection ends: at release (``pg_advisory_unlock``, so a
-  reader that asks right after sees it gone), when the process dies however it dies (``kill -9``
-  closes its socket), and when its machine vanishes (the connection's server-side TCP keepalives
-  are set short, so the server gives up on a silent peer within about a minute). A lease is never
-  stale, on any machine.
-* The key is the two-int form (``pg_locks`` shows it with ``objsubid`` 2), so it can never be the
-  per-stream append lock, ``pg_advisory_xact_lock(hashtextextended(stream, 0))``, which is the
-  one-bigint form. ``k1`` is drawn from the schema and ``k2`` from the session name
-  (:func:`lease_key`): the same session in two schemas of one database are two leases.
-* The connection names its holder in its ``application_name``, ``flux-tui lease pid=P host=H``,
-  which ``pg_stat_activity`` shows to every user of the server: a second writer is told who holds
-  the session, and on which machine.
-* One lease connection per process and store holds all of that process's leases on it; the server
-  counts session locks per connection, so a second thread of this process asking for a session is
-  refused before the server is asked (see :mod:`flux.store.lease`).
-
-Checking (:func:`postgres_holder`) reads ``pg_locks`` joined with ``pg_stat_activity`` on a
-read-only autocommit connection (``default_transaction_read_only``): it takes no lock and opens no
-write transaction — a check never makes a writer's ``pg_try_advisory_lock`` fail, as a try-and-
-release test would. A forked child holds none of its parent's leases and shares none of its
-connections: it makes its own.
+Checking reads ``pg_locks`` and ``pg_stat_activity`` on a read-only connection: it takes no lock.
+docs/store-format.md, "Liveness leases on Postgres", has the key, the keepalives and the limits.
 """
 
 from __future__ import annotations
