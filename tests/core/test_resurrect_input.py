@@ -345,18 +345,34 @@ def test_the_lean_read_plans_what_the_full_load_planned_on_corrupted_rows(resurr
     store = tmp_path_factory.mktemp("v") / "store"
     shutil.copytree(resurrect_base, store)
     _mutate(store, data)
-    if _a_header_kind_disagrees(store):
+    if _a_header_kind_disagrees(store) or _stream_order_disagrees(store):
         # A row whose kind column and payload disagree about being a turn header (``run`` in the
         # column, ``"kind":"turn_started"`` in the payload): the lean read finds headers by the
         # column, as ``load_session(turn=N)`` and the sessions list do; the full load decodes the
-        # payload and counts one more turn. Documented difference: both must still answer with a
-        # plan or a one-line FluxError, never a traceback.
+        # payload and counts one more turn. Or a row moved in stream order past rows appended
+        # after it (its stream_seq no longer follows global_seq): the lean read cuts the turn's
+        # window by stream position, the full load by global_seq, so they may see different rows.
+        # Documented differences: both must still answer with a plan or a one-line FluxError,
+        # never a traceback.
         with StoreReader(store) as old, StoreReader(store) as new:
             for facts in (_facts(lambda: prepare_resurrect_reference(old, "s_1")),
                           _facts(lambda: prepare_resurrect(new, "s_1"))):
                 assert facts[0] in ("error", "none", "s_1")
         return
     _same(store)
+
+
+def _stream_order_disagrees(store: Path, sid: str = "s_1") -> bool:
+    """A turn header whose stream position and global position put different rows before it."""
+    con = sqlite3.connect(store / "events.db")
+    try:
+        rows = con.execute("SELECT global_seq, kind FROM events WHERE stream = ? ORDER BY stream_seq", (sid,)).fetchall()
+    finally:
+        con.close()
+    for i, (gs, kind) in enumerate(rows):
+        if kind == "turn_started" and {g for g, _ in rows[:i]} != {g for g, _ in rows if g < gs}:
+            return True
+    return False
 
 
 def _a_header_kind_disagrees(store: Path) -> bool:

@@ -1,23 +1,7 @@
 """Copying a store's sessions into another store — a directory into a shared Postgres store, or
-back — with every payload byte for byte and every event id kept.
-
-A session lands in the destination under the next free session number there (a shared store has
-sessions of its own); its stream name follows (``s_<n>``), and so do the columns that name a
-session or a turn by number: a ``correlation_id`` naming a copied session, and each row's
-``turn_id`` (its turn's ``turn_started`` ``global_seq`` in the destination). Payloads, ids, kinds,
-timestamps and the registry's facts are the source's.
-
-Rows go in by the destination's bulk path (Postgres: ``COPY … FROM STDIN``), a few thousand rows
-of one or many sessions a transaction: the transaction reserves the registry numbers and
-``global_seq`` keys it writes under (so a turn's id is known before its rows are written), takes
-the append lock of every stream it extends and checks each one goes on where this copy expects,
-then writes the rows, the new registry rows and the registry facts together. A killed copy leaves
-whole transactions behind. A copy is resumable: a session is known in the destination by the id of
-its ``session_started`` row, so copying again (after an interrupted copy, or after the source
-recorded more) adds only the rows the destination lacks. A source row that is not whole (a
-hostile store's: a cell of the wrong type, text that is not UTF-8 or holds a NUL, a ``turn_id``
-naming no turn of its session copied) is left behind and counted; the rows after it keep their
-``stream_seq``.
+back — payloads byte for byte, event ids kept, each session under the destination's next free
+number. Bulk (``COPY`` into Postgres), a few thousand rows a transaction, resumable; the rules
+are in docs/cli.md, "flux store copy".
 """
 
 from __future__ import annotations
