@@ -36,3 +36,17 @@ def widget_text(app, selector: str) -> str:
     (a dialog's wrapped sentence reads as one line, without the borders around it)."""
     content = app.screen.query_one(selector).content
     return " ".join(str(getattr(content, "plain", content)).split())
+
+
+async def text_shown(pilot, *needles: str, timeout_s: float = 10.0) -> str:
+    """The screen's text once every needle is on it (a DataTable paints new rows on a later
+    refresh than the one that added them, later still on a loaded machine); the last text if the
+    time runs out, so the caller's assertion names what is missing."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    text = screen_text(pilot.app)
+    while not all(n in text for n in needles) and time.monotonic() < deadline:
+        await pilot.pause(0.05)
+        text = screen_text(pilot.app)
+    return text

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from screen_text import screen_text, settle
+from screen_text import screen_text, settle, text_shown
 
 from flux.cases import Bundle, FileStore, capture_case
 
@@ -44,7 +44,7 @@ async def test_cases_screen_lists_opens_and_runs(make_app, tmp_path, sc):
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, CasesScreen)
-        text = screen_text(app)
+        text = await text_shown(pilot, "2 bundle(s)", good.hash[:16], broken.hash[:16])
         assert "2 bundle(s)" in text
         for b in (good, broken):
             assert b.hash[:16] in text
@@ -61,7 +61,7 @@ async def test_cases_screen_lists_opens_and_runs(make_app, tmp_path, sc):
         await pilot.press("r")
         await settle(pilot)
         assert isinstance(app.screen, CaseRunScreen)
-        text = screen_text(app)
+        text = await text_shown(pilot, "complete", "2 prefix call(s) verified", "reused 3", "model:2", "op:1")
         assert "complete" in text and "2 prefix call(s) verified" in text and "reused 3" in text
         assert "model:2" in text and "op:1" in text and "reused" in text
         assert app.screen.outcome.complete
@@ -73,7 +73,7 @@ async def test_cases_screen_lists_opens_and_runs(make_app, tmp_path, sc):
         table.move_cursor(row=app.screen.hashes.index(broken.hash))
         await pilot.press("r")
         await settle(pilot)
-        text = screen_text(app)
+        text = await text_shown(pilot, "incomplete", "never made: op:7")
         assert "incomplete" in text and "never made: op:7" in text
         assert not app.screen.outcome.complete
 
