@@ -24,6 +24,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.module_graph import absolute_module, module_files
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = {"flux": REPO / "core" / "flux", "flux_tui": REPO / "tui" / "flux_tui"}
 
@@ -55,28 +57,6 @@ class Import:
     line: int
 
 
-def module_files(packages: dict[str, Path]) -> dict[str, Path]:
-    """Every module of the packages by dotted name (a package's ``__init__`` under the package's own name)."""
-    found: dict[str, Path] = {}
-    for name, root in packages.items():
-        for path in sorted(root.rglob("*.py")):
-            parts = list(path.relative_to(root).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join([name, *parts])] = path
-    return found
-
-
-def _absolute(importer: str, is_package: bool, node: ast.ImportFrom) -> str:
-    if not node.level:
-        return node.module or ""
-    base = importer.split(".")
-    if not is_package:
-        base.pop()
-    base = base[: len(base) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
-
-
 def read_imports(modules: dict[str, Path]) -> list[Import]:
     """The imports between the given modules, wherever in a file they stand."""
     edges: set[Import] = set()
@@ -87,7 +67,7 @@ def read_imports(modules: dict[str, Path]) -> list[Import]:
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
-                source = _absolute(importer, path.name == "__init__.py", node)
+                source = absolute_module(importer, path.name == "__init__.py", node)
                 for alias in node.names:
                     submodule = f"{source}.{alias.name}"
                     targets.append(submodule if submodule in modules else source)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.module_graph import absolute_module, module_files
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = {"flux": REPO / "core" / "flux", "flux_tui": REPO / "tui" / "flux_tui"}
 
@@ -19,27 +21,6 @@ NAMEDTUPLE_API = frozenset({"_fields", "_replace", "_asdict", "_make", "_field_d
 
 def _is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
-
-
-def _modules(packages: dict[str, Path]) -> dict[str, Path]:
-    found: dict[str, Path] = {}
-    for name, root in packages.items():
-        for path in sorted(root.rglob("*.py")):
-            parts = list(path.relative_to(root).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join([name, *parts])] = path
-    return found
-
-
-def _source_of(importer: str, is_package: bool, node: ast.ImportFrom) -> str:
-    if not node.level:
-        return node.module or ""
-    base = importer.split(".")
-    if not is_package:
-        base.pop()
-    base = base[: len(base) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
 
 
 def _package_of(module: str, modules: dict[str, Path]) -> str:
@@ -61,7 +42,7 @@ def _private_module_part(target: str, importer: str, modules: dict[str, Path]) -
 
 def private_crossings(packages: dict[str, Path]) -> list[str]:
     """Every use of another module's private name, one line each: ``<file>:<line>: <what>``."""
-    modules = _modules(packages)
+    modules = module_files(packages)
     roots = tuple(packages)
     problems: list[str] = []
 
@@ -78,7 +59,7 @@ def private_crossings(packages: dict[str, Path]) -> list[str]:
 
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
-                source = _source_of(importer, path.name == "__init__.py", node)
+                source = absolute_module(importer, path.name == "__init__.py", node)
                 if not ours(source):
                     continue
                 bad_module = _private_module_part(source, importer, modules)
@@ -129,7 +110,7 @@ def test_no_module_uses_another_modules_private_names():
 
 
 def test_the_walk_reads_the_whole_house():
-    modules = _modules(PACKAGES)
+    modules = module_files(PACKAGES)
     assert len(modules) > 150 and "flux.lang.parser" in modules and "flux_tui.app" in modules
 
 

@@ -1,11 +1,2 @@
-"""flux-tui: the Textual app that browses a flux store (sessions, turns, plans, cassette cells)."""
-
-__all__ = ["FluxApp", "main"]
-
-
-def __getattr__(name: str):
-    if name in ("FluxApp", "main"):
-        from . import app
-
-        return getattr(app, name)
-    raise AttributeError(name)
+"""flux-tui: the Textual app that browses a flux store (sessions, turns, plans, cassette cells).
+The app is :class:`flux_tui.app.FluxApp`; the ``flux-tui`` command is :func:`flux_tui.app.main`."""
