@@ -50,3 +50,18 @@ async def text_shown(pilot, *needles: str, timeout_s: float = 10.0) -> str:
         await pilot.pause(0.05)
         text = screen_text(pilot.app)
     return text
+
+
+async def dialog_checked(pilot, timeout: float = 10.0) -> None:
+    """Until the write dialog on top has checked what it shows (its debounced plan): a preview or
+    a problem, once it is ready."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await settle(pilot)
+        s = pilot.app.screen
+        if getattr(s, "_ready", True) and (getattr(s, "preview", 1) is not None or getattr(s, "problem", 1) is not None):
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("the dialog never finished checking")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from flux.store.store import StoreWriter
-from screen_text import settle
+from screen_text import dialog_checked as _checked, settle
 from stores import build_chain, build_interrupted, stream_registry
 
 pytestmark = pytest.mark.anyio
@@ -20,20 +20,6 @@ def no_text_area_blink(monkeypatch):
     from textual.widgets import TextArea
 
     monkeypatch.setattr(TextArea, "_toggle_cursor_blink_visible", lambda self: None)
-
-
-async def _checked(pilot, timeout: float = 10.0) -> None:
-    """Until the dialog on top has checked what it shows (its debounced plan)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        await settle(pilot)
-        s = pilot.app.screen
-        if getattr(s, "_ready", True) and (getattr(s, "preview", 1) is not None or getattr(s, "problem", 1) is not None):
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("the dialog never finished checking")
 
 
 async def _click(pilot, selector: str) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from flux_tui.screens.diff import DiffScreen
 from flux_tui.screens.session import SessionScreen
-from screen_text import screen_text, settle, widget_text
+from screen_text import dialog_checked as checked, screen_text, settle, widget_text
 from stores import NOW_MS, build_chain, stream_registry
 from tests.helpers import tree_digest
 
@@ -27,20 +27,6 @@ def no_text_area_blink(monkeypatch):
     from textual.widgets import TextArea
 
     monkeypatch.setattr(TextArea, "_toggle_cursor_blink_visible", lambda self: None)
-
-
-async def checked(pilot, timeout: float = 10.0) -> None:
-    """Wait until the what-if dialog has checked what it shows (the debounced engine check)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        await settle(pilot)
-        s = pilot.app.screen
-        if getattr(s, "_ready", True) and (getattr(s, "preview", 1) is not None or getattr(s, "problem", 1) is not None):
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("the what-if dialog never finished checking")
 
 
 async def _open(app, pilot, *, cell_row: int):
