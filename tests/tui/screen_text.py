@@ -31,6 +31,15 @@ async def settle(pilot, rounds: int = 3) -> None:
         await pilot.pause()
 
 
+def table_rows(app, selector: str) -> list[str]:
+    """The rows a ``DataTable`` on the current screen holds, each its cells' plain text joined by
+    `` | ``. A table measures its columns' widths on a later idle than the one that added the rows
+    (until then a long cell is drawn cut with an ellipsis), so cell contents are read here, from
+    the table, and the screen is read for what the table does not draw."""
+    table = app.screen.query_one(selector)
+    return [" | ".join(str(getattr(c, "plain", c)) for c in table.get_row_at(i)) for i in range(table.row_count)]
+
+
 def widget_text(app, selector: str) -> str:
     """The plain text a ``Static`` on the current screen shows, its lines joined by single spaces
     (a dialog's wrapped sentence reads as one line, without the borders around it)."""

@@ -111,6 +111,11 @@ def in_user_words(text: str) -> str:
     return text.replace(OFF_TAPE_HALT, _OFF_TAPE_IN_WORDS)
 
 
+def failure_line(error: str, what: str = "") -> Text:
+    """A failure as the dialogs and marks show it: ``✗ what: error``, the mark and ``what`` bold."""
+    return Text.assemble((f"✗ {what}: " if what else "✗ ", "bold red"), (error, "red"))
+
+
 def table_cell(text: str, style: str | None = None) -> Text:
     """A data-table cell: one line, cut with an ellipsis where the column ends."""
     return Text(text, style=style or "", no_wrap=True, overflow="ellipsis")

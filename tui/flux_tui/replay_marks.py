@@ -10,7 +10,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from .fmt import in_user_words
+from .fmt import failure_line, in_user_words
 
 __all__ = ["ReplayMarks", "marks_from_report", "divergence_target", "render_report", "CELL_MARKS", "STMT_MARKS"]
 
@@ -151,9 +151,9 @@ def render_report(marks: ReplayMarks) -> RenderableType:
     if rep.tape_end is not None:
         parts.append(Text.assemble(("⏸ ", "bold yellow"), (rep.tape_end.message(), "yellow")))
     if rep.diverged:
-        parts.append(Text.assemble(("✗ diverged: ", "bold red"), (rep.diverged, "red")))
+        parts.append(failure_line(rep.diverged, "diverged"))
     elif not rep.faithful and rep.unfaithful_reason:
-        parts.append(Text.assemble(("✗ ", "bold red"), (rep.unfaithful_reason, "red")))
+        parts.append(failure_line(rep.unfaithful_reason))
     if rep.missing_sources:
         parts.append(Text(f"⚠ {rep.missing_sources} execution(s) without a stored plan_source (not replayed)", style="yellow"))
     un = rep.unconsumed

@@ -17,7 +17,7 @@ from flux.errors import FluxError, StoreError
 from flux.model.lineage import lineage_of
 from flux.store.store import SessionRow, StoreWriter
 
-from ..fmt import lineage_mark
+from ..fmt import failure_line, lineage_mark
 from ..keys import key_table
 from ..messages import ReportsWorkerFailures
 from ..writes import check_writable
@@ -137,8 +137,7 @@ class DeleteScreen(ButtonActions, ReportsWorkerFailures, ModalScreen[dict | None
     def _on_deleted(self, message: _Deleted) -> None:
         self.running = False
         if message.error is not None:
-            self.query_one("#delete-body", Static).update(
-                Text.assemble(("✗ nothing was deleted: ", "bold red"), (message.error, "red")))
+            self.query_one("#delete-body", Static).update(failure_line(message.error, "nothing was deleted"))
             self.query_one("#delete-no", Button).label = "Close"
             return
         for sid in message.deleted or ():

@@ -18,6 +18,7 @@ from textual.worker import get_current_worker
 
 from flux.errors import FluxError, StoreError
 
+from ..fmt import failure_line
 from ..keys import key_table
 from ..widgets.editors import FluxTextArea, JsonTextArea
 from .form_checks import flux_problem, json_problem, recorded_json
@@ -375,8 +376,7 @@ class ForkScreen(PreviewDialog):
         self.running = None
         if message.error is not None:
             self.problem = None
-            self.query_one("#fork-progress", Static).update(
-                Text.assemble(("✗ not forked: ", "bold red"), (message.error, "red")))
+            self.query_one("#fork-progress", Static).update(failure_line(message.error, "not forked"))
             self._paint_status()
             return
         r = message.result

@@ -18,6 +18,7 @@ from textual.worker import get_current_worker
 
 from flux.errors import FluxError, StoreError
 
+from ..fmt import failure_line
 from ..keys import key_table
 from .gate import EFFECT_STYLES, relabel
 from .write_dialog import WriteDialog, WriteDone
@@ -168,7 +169,7 @@ class ResurrectScreen(WriteDialog):
         self.plan = message.plan
         self.error = message.error
         if message.error is not None:
-            body.update(Text.assemble(("✗ ", "bold red"), (message.error, "red")))
+            body.update(failure_line(message.error))
             yes.disabled = True
         elif message.nothing:
             body.update(Text(f"nothing to resurrect: no turn of {self.session_id} is interrupted", style="dim"))
@@ -231,7 +232,7 @@ class ResurrectScreen(WriteDialog):
         no.focus()
         self.query_one("#resurrect-box").border_subtitle = "Esc closes"
         if message.error is not None:
-            body.update(Text.assemble(("✗ not resurrected: ", "bold red"), (message.error, "red")))
+            body.update(failure_line(message.error, "not resurrected"))
         elif message.result is None:
             body.update(Text("nothing was interrupted any more (another process finished the turn)", style="dim"))
         else:

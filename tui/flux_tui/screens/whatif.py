@@ -17,7 +17,7 @@ from textual.worker import get_current_worker
 
 from flux.errors import FluxError, StoreError
 
-from ..fmt import in_user_words
+from ..fmt import failure_line, in_user_words
 from ..keys import key_table
 from ..widgets.editors import JsonTextArea
 from .form_checks import json_problem, policy_problem, recorded_json
@@ -390,8 +390,7 @@ class WhatIfScreen(WhatIfForm):
     def _on_done(self, message: WriteDone) -> None:
         self.running = False
         if message.error is not None:
-            self.query_one("#whatif-progress", Static).update(
-                Text.assemble(("✗ no what-if: ", "bold red"), (message.error, "red")))
+            self.query_one("#whatif-progress", Static).update(failure_line(message.error, "no what-if"))
             self._paint(self.preview)
             return
         from .diff import DiffScreen
