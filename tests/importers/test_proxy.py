@@ -206,6 +206,15 @@ def test_flux_proxy_verb_records_then_replays_offline_and_stops_on_sigint(tmp_pa
     assert last.startswith("error: flux proxy --replay s_1: call 1 differs from the recorded request")
 
 
+def test_flux_proxy_stopped_the_moment_it_says_where_it_listens_stops_cleanly(tmp_path):
+    """A script that reads the address line and sends Ctrl-C at once: the handler is already in
+    place, so the proxy ends with its summary and exit 0, never a KeyboardInterrupt traceback."""
+    p, _ = _start_cli("--store", str(tmp_path / "store"), "--upstream", "http://127.0.0.1:9")
+    rc, out, err = _stop_cli(p)
+    assert rc == 0 and "Traceback" not in err, err
+    assert "recorded 0 model call(s) into no session" in out
+
+
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 

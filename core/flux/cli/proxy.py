@@ -43,6 +43,14 @@ def proxy_cmd(store: Optional[Path], upstream: Optional[str], replay: Optional[s
         fail(f"cannot listen on {host}:{port} ({e.strerror or e}) — pick another --port")
     where = f"http://{server.server_address[0]}:{server.server_address[1]}"
     what = f"replaying {replay}" if replay else f"→ {upstream}, recording into {store_dir}"
+    stop = threading.Event()
+
+    def on_signal(signum, frame):  # (serve_forever runs in a thread: the main thread only waits)
+        stop.set()
+
+    # Installed before the address is printed: a script that reads it and sends Ctrl-C at once stops
+    # the proxy cleanly instead of killing it with a traceback.
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     if as_json:
         click.echo(canonical_json({"listening": where, "mode": "replay" if replay else "record",
                                    "openai_base_url": f"{where}/v1", "anthropic_base_url": where,
@@ -51,12 +59,6 @@ def proxy_cmd(store: Optional[Path], upstream: Optional[str], replay: Optional[s
         click.echo(f"flux proxy on {where} ({what}) — OPENAI_BASE_URL={where}/v1 ANTHROPIC_BASE_URL={where}; "
                    "Ctrl-C stops")
     sys.stdout.flush()
-    stop = threading.Event()
-
-    def on_signal(signum, frame):  # (serve_forever runs in a thread: the main thread only waits)
-        stop.set()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     worker = threading.Thread(target=server.serve_forever, daemon=True)
     worker.start()
     try:
