@@ -20,15 +20,15 @@ from typing import Optional
 
 from ..errors import FluxError, StoreError
 from .location import postgres_url
-from .pg_lease import LeaseHolder, PostgresLease, postgres_holder, postgres_snapshot, this_host
+from .pg_lease import LeaseHolder, LeaseLost, PostgresLease, holder_words, postgres_holder, postgres_snapshot, this_host
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - no POSIX locks (Windows): nothing is ever leased
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LEASE_DIR", "LeaseHolder", "SessionLease", "SessionLeased", "lease_holder", "lease_holder_on", "lease_path",
-           "lease_snapshot", "leased_message"]
+__all__ = ["LEASE_DIR", "LeaseHolder", "LeaseLost", "SessionLease", "SessionLeased", "holder_words", "lease_holder",
+           "lease_holder_on", "lease_path", "lease_snapshot", "leased_message"]
 
 LEASE_DIR = "leases"
 
@@ -46,10 +46,9 @@ _HELD_LOCK = threading.Lock()
 def leased_message(session: str, pid: int, host: str = "") -> str:
     """The one line a writer refused by a held lease shows; ``host`` names the holder's machine
     when it is another one (a Postgres store's writer elsewhere)."""
+    who = holder_words(pid, host)
     if host:
-        who = f"pid {pid} on {host}" if pid > 0 else f"a process on {host}"
         return f"{session}'s turn is being recorded by {who} — wait for it to finish or stop it there, then try again"
-    who = f"pid {pid}" if pid > 0 else "another process"
     stop = f" (kill {pid})" if pid > 0 else ""
     return f"{session}'s turn is being recorded by {who} — wait for it to finish or stop it{stop}, then try again"
 

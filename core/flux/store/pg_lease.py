@@ -2,7 +2,9 @@
 connection, so every machine sees who is recording and the server drops it when the writer dies.
 
 Checking reads ``pg_locks`` and ``pg_stat_activity`` on a read-only connection: it takes no lock.
-docs/store-format.md, "Liveness leases on Postgres", has the key, the keepalives and the limits.
+A writer confirms its lease before a commit to the leased session (at most once a second, and at
+the turn's end): a lease the server dropped is taken again, or — when another process holds it now —
+that session's writes are refused. docs/store-format.md, "Liveness leases on Postgres", has the rules.
 """
 
 from __future__ import annotations
@@ -11,14 +13,18 @@ import atexit
 import binascii
 import os
 import re
+import select
+import sys
 import threading
+import time
 from typing import Any, NamedTuple, Optional
 
 from ..errors import StoreError
 from .location import redacted_url, url_schema
-from .postgres import connect, driver
+from .postgres import add_commit_check, connect, driver
 
-__all__ = ["LeaseHolder", "PostgresLease", "lease_key", "postgres_holder", "postgres_snapshot", "this_host"]
+__all__ = ["LeaseHolder", "LeaseLost", "PostgresLease", "holder_words", "lease_key", "postgres_holder",
+           "postgres_snapshot", "this_host"]
 
 _APP_PREFIX = "flux-tui lease"
 _NUMBERED = re.compile(r"s_([1-9][0-9]{0,9})")
@@ -33,6 +39,12 @@ _HOLDER_SQL = (
     " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = %s::oid AND l.objid = %s::oid"
     " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
     " ORDER BY l.pid LIMIT 1")
+# whether the lease connection itself still holds the lock (a round trip: at most once a second)
+_OWN_SQL = (
+    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()"
+    " AND objsubid = 2 AND classid = %s::oid AND objid = %s::oid"
+    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))")
+CONFIRM_EVERY_S = 1.0  # a held lease is asked about at most this often (and at the turn's end)
 
 
 class LeaseHolder(NamedTuple):
@@ -44,6 +56,23 @@ class LeaseHolder(NamedTuple):
     def is_here(self) -> bool:
         """Whether the holder runs on this machine (so its pid means something here)."""
         return self.host == this_host()
+
+    def words(self) -> str:
+        """The holder as a message names it (:func:`holder_words`)."""
+        return holder_words(self.pid, "" if self.is_here() else self.host)
+
+
+def holder_words(pid: int, host: str = "") -> str:
+    """How every message names a lease's holder: ``pid P`` on this machine, ``pid P on HOST`` when
+    ``host`` (another machine) is given, ``a process on HOST`` / ``another process`` without a pid."""
+    if host:
+        return f"pid {pid} on {host}" if pid > 0 else f"a process on {host}"
+    return f"pid {pid}" if pid > 0 else "another process"
+
+
+class LeaseLost(StoreError):
+    """The server dropped a writer's lease mid-turn and another process holds it now: this
+    process writes that session no more (what it committed before stays as it was)."""
 
 
 def this_host() -> str:
@@ -190,10 +219,12 @@ def postgres_snapshot(url: str) -> frozenset[tuple[int, int]]:
 class PostgresLease:
     """A held Postgres lease (its session-level advisory lock on this process's lease connection)."""
 
-    def __init__(self, link: _Link, key: tuple[int, int]):
-        self.link, self.key = link, key
+    def __init__(self, link: _Link, key: tuple[int, int], url: str = "", session: str = ""):
+        self.link, self.key, self.url, self.session = link, key, url, session
         self.conn = link.conn  # the lock lives as long as this connection
         self.pid = os.getpid()  # … which is this process's (a forked child's release gives nothing up)
+        self.confirmed_at = time.monotonic()
+        self.lost: Optional[str] = None  # the refusal, once another process took the lease
 
     @classmethod
     def try_acquire(cls, url: str, session: str) -> "PostgresLease | LeaseHolder":
@@ -207,8 +238,51 @@ class PostgresLease:
             (got,) = link.run("SELECT pg_try_advisory_lock(%s, %s)", key, retry=True)
             if got:
                 link.held.add(key)
-                return cls(link, key)
+                lease = _ACTIVE[(url, session)] = cls(link, key, url, session)
+                return lease
             return _holder_of(link.run(_HOLDER_SQL, key, retry=False)) or LeaseHolder(0, "")
+
+    def confirm(self, *, now: bool = False) -> None:
+        """Make sure this process still holds the lease before it commits to the session: asked of
+        the server at most every :data:`CONFIRM_EVERY_S` (every time when ``now``: the turn's end),
+        at once when the lease connection has something to say (the server ended it). A lease the
+        server dropped is taken again on a fresh connection, said once on stderr; when another
+        process holds it now, :class:`LeaseLost` — then and at every later commit to the session."""
+        if self.lost is not None:
+            raise LeaseLost(self.lost)
+        if not now and time.monotonic() - self.confirmed_at < CONFIRM_EVERY_S and not _has_news(self.conn):
+            return
+        link = self.link
+        with link.lock:
+            if self._still_held():
+                self.confirmed_at = time.monotonic()
+                return
+            (got,) = link.run("SELECT pg_try_advisory_lock(%s, %s)", self.key, retry=True)
+            if got:
+                self.conn, self.confirmed_at = link.conn, time.monotonic()
+                link.held.add(self.key)
+                print(f"warning: {self.session}'s lease was lost (the server dropped its connection) and re-taken",
+                      file=sys.stderr, flush=True)
+                return
+            holder = _holder_of(link.run(_HOLDER_SQL, self.key, retry=False)) or LeaseHolder(0, "")
+            link.held.discard(self.key)
+            self.lost = (f"{self.session}'s lease was lost (the server dropped its connection) and {holder.words()} "
+                         f"holds it now — this process stopped writing {self.session}; what it committed before is kept")
+            raise LeaseLost(self.lost)
+
+    def _still_held(self) -> bool:
+        """Whether the lease connection is the one the lock was taken on and the server says it
+        holds the lock (one round trip); a connection the server dropped is let go here."""
+        link = self.link
+        if link.conn is not self.conn or link.conn is None or link.conn.closed:
+            return False
+        try:
+            row = link.run(_OWN_SQL, self.key, retry=False)
+        except StoreError:
+            if link.conn is self.conn:  # the connection lives: an error of its own, not a lost lease
+                raise
+            return False  # the connection broke (and was let go)
+        return bool(row and row[0])
 
     def release(self) -> None:
         """Give the lease up now; a connection the server dropped meanwhile has nothing left to give up."""
@@ -216,6 +290,10 @@ class PostgresLease:
         if os.getpid() != self.pid:
             return
         with link.lock:
+            if _ACTIVE.get((self.url, self.session)) is self:
+                del _ACTIVE[(self.url, self.session)]
+            if self.lost is not None:
+                return  # another process holds the key now: nothing of ours to give up
             link.held.discard(self.key)
             if link.conn is not self.conn or link.conn is None or link.conn.closed:
                 return
@@ -223,6 +301,34 @@ class PostgresLease:
                 link.run("SELECT pg_advisory_unlock(%s, %s)", self.key, retry=False)
             except StoreError:  # the connection broke (and was dropped, the lock with it)
                 pass
+
+
+def _has_news(conn: Any) -> bool:
+    """Whether an idle lease connection has bytes waiting (the server's goodbye when it ended the
+    connection; nothing else arrives unasked): a poll of its socket, no round trip."""
+    try:
+        return conn is None or conn.closed or bool(select.select([conn.fileno()], [], [], 0)[0])
+    except Exception:  # a connection already closed or broken
+        return True
+
+
+# The leases this process holds, by (store URL, session): the commits of a writer to a leased
+# session confirm them (:func:`_confirm_before_commit`).
+_ACTIVE: dict[tuple[str, str], PostgresLease] = {}
+
+
+def _confirm_before_commit(url: str, streams: "set[str]", ending: "set[str]") -> None:
+    """A Postgres writer's commit to ``streams`` of the store at ``url``: each one this process
+    leases is confirmed first (``ending``: the ones whose turn ends in this commit, asked at once)."""
+    if not _ACTIVE:
+        return
+    for stream in streams:
+        lease = _ACTIVE.get((url, stream))
+        if lease is not None and lease.pid == os.getpid():
+            lease.confirm(now=stream in ending)
+
+
+add_commit_check(_confirm_before_commit)
 
 
 def _close_all() -> None:
@@ -244,6 +350,7 @@ def _forget_after_fork() -> None:
                       if link.conn is not None)
     _LEASE_LINKS.clear()
     _CHECK_LINKS.clear()
+    _ACTIVE.clear()
 
 
 # The parent's connection objects a forked child inherited: kept referenced, so they are never

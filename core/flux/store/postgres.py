@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import StoreError
@@ -18,7 +18,7 @@ from .reader import StoreReader
 from .sqlite_writer import ensure_flow_db
 from .writer import StoreWriter
 
-__all__ = ["PostgresReader", "PostgresWriter", "SCHEMA_DDL", "driver", "connect"]
+__all__ = ["PostgresReader", "PostgresWriter", "SCHEMA_DDL", "add_commit_check", "driver", "connect"]
 
 SCHEMA_DDL = (
     """CREATE TABLE IF NOT EXISTS streams (
@@ -55,6 +55,17 @@ _CONTEXT_COLUMNS = ("account", "agent_id", "agent_version", "correlation_id")
 _EVENT_COLUMNS_NEEDED = {"global_seq", "stream", "stream_seq", "kind", "payload", "ts"}
 _ROWS_PER_INSERT = 64
 _DDL_LOCK = "flux-events-ddl"
+
+# What runs before a writer commits: each check is given the store's URL, the streams the
+# transaction wrote and those of them whose turn it ends; raising refuses the commit (rolled back).
+_COMMIT_CHECKS: list[Callable[[str, set, set], None]] = []
+
+
+def add_commit_check(check: Callable[[str, set, set], None]) -> None:
+    """Run ``check(url, streams, ending)`` before every commit of a :class:`PostgresWriter` that
+    wrote events (the liveness leases confirm theirs there: :mod:`flux.store.pg_lease`)."""
+    if check not in _COMMIT_CHECKS:
+        _COMMIT_CHECKS.append(check)
 
 
 def driver() -> Any:
@@ -340,6 +351,8 @@ class PostgresWriter(StoreWriter):
             raise StoreError(f"{self.dir} is not the local directory of a postgres store (no postgres.url)")
         self.url = url
         self.label = redacted_url(url)
+        self._written: set[str] = set()  # the streams the open transaction wrote events to
+        self._ending: set[str] = set()  # … and those of them whose turn_ended it holds
         psycopg = driver()
         self._db_errors = (psycopg.Error,)  # type: ignore[misc]
         self._psycopg = psycopg
@@ -390,6 +403,21 @@ class PostgresWriter(StoreWriter):
     def _begin(self) -> None:
         self.conn.run("BEGIN")
         self._next_seq.clear()  # another process may have appended since: re-read under the stream's lock
+        self._written.clear()
+        self._ending.clear()
+
+    def _before_commit(self) -> None:
+        written, ending = self._written, self._ending
+        if written and _COMMIT_CHECKS:
+            for check in _COMMIT_CHECKS:
+                check(self.url, written, ending)
+        written.clear()
+        ending.clear()
+
+    def _wrote(self, streams: Sequence[str], kinds: Sequence[str]) -> None:
+        self._written.update(streams)
+        if "turn_ended" in kinds:
+            self._ending.update(s for s, k in zip(streams, kinds) if k == "turn_ended")
 
     def _max_seq(self, stream: str) -> int:
         c = self.conn
@@ -398,6 +426,7 @@ class PostgresWriter(StoreWriter):
                            (stream,)).fetchone()[0]
 
     def _insert_rows(self, flat: list) -> None:
+        self._wrote(flat[0::7], flat[3::7])
         n = len(flat) // 7
         for k in range(0, n, _ROWS_PER_INSERT):
             m = min(_ROWS_PER_INSERT, n - k)
@@ -412,6 +441,7 @@ class PostgresWriter(StoreWriter):
         ).fetchone()[0]
 
     def _insert_event(self, row: tuple) -> int:
+        self._wrote(row[0:1], row[3:4])
         return self.conn.run(
             "INSERT INTO events (stream, stream_seq, id, kind, schema_version, ts, payload, turn_id)"
             " VALUES (%s, %s, %s, %s, 1, %s, %s, %s) RETURNING global_seq", row).fetchone()[0]
@@ -435,6 +465,7 @@ class PostgresWriter(StoreWriter):
                           " agent_version, correlation_id) FROM STDIN", rows)
 
     def _insert_copied_events(self, rows: Sequence[tuple]) -> None:
+        self._wrote([r[1] for r in rows], [r[4] for r in rows])
         self.conn.copy_in("COPY events (global_seq, stream, stream_seq, id, kind, ts, payload, turn_id) FROM STDIN", rows)
 
     def _insert_run_rows(self, stream: str, ts: int, seq: int, ids: Sequence[str], payloads: Sequence[str]) -> None:

@@ -97,6 +97,9 @@ class StoreWriter(ChosenByLocation):
         """Open the transaction of a :meth:`flush` (a backend whose stale counter fails the INSERT skips the check)."""
         self._begin()
 
+    def _before_commit(self) -> None:
+        """Right before the open transaction commits: a backend's last word (raising rolls it back)."""
+
     def _insert_rows(self, flat: list) -> None:
         """Insert event rows given flat, 7 values a row (stream, stream_seq, id, kind, ts, payload, turn_id)."""
         raise NotImplementedError
@@ -163,6 +166,7 @@ class StoreWriter(ChosenByLocation):
                 self._tx_depth -= 1
                 if self._tx_depth == 0:
                     try:
+                        self._before_commit()
                         self.conn.execute("COMMIT")
                     except BaseException:
                         if self.conn.in_transaction:
@@ -236,6 +240,7 @@ class StoreWriter(ChosenByLocation):
                     self._begin()
                 try:
                     self._write_pending()
+                    self._before_commit()
                     cur.execute("COMMIT")
                     return
                 except self._integrity_errors:
