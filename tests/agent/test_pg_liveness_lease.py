@@ -178,7 +178,9 @@ def test_a_writer_on_another_machine_reads_recording_until_the_server_drops_its_
         assert _errors(b.stderr) == [f"error: {sid}'s turn is being recorded by pid 4242 on laptop-b — wait for it "
                                      "to finish or stop it there, then try again"], b.stderr
         res = _flux_done("resurrect", sid, "--store", pg_url, "--workspace", str(ws), "--yes")
-        assert res.returncode == 1 and "is being recorded by another process" in _errors(res.stderr)[-1], res.stderr
+        assert res.returncode == 1 and _errors(res.stderr)[-1] == (
+            f"error: {sid}'s turn is being recorded by pid 4242 on laptop-b — wait for it to finish or stop it there, "
+            "then try again"), res.stderr
         with _admin(pg_url) as admin:
             assert admin.execute("SELECT pg_terminate_backend(%s)", (elsewhere.info.backend_pid,)).fetchone()[0]
         _wait(lambda: lease_holder_on(loc, sid) is None, "the server to drop the lease")
@@ -492,8 +494,8 @@ def test_prune_skips_nothing_beside_a_writer_on_another_machine(pg_url):
     try:
         r = _flux_done("sessions", "--prune", "--store", pg_url)
         assert r.returncode == 1
-        assert _errors(r.stderr) == [f"error: {sid} is being recorded by another process right now — nothing was "
-                                     "pruned; run `flux sessions --prune` again when its turn is done"], r.stderr
+        assert _errors(r.stderr) == [f"error: {sid} is being recorded by pid 4242 on laptop-b right now — nothing "
+                                     "was pruned; run `flux sessions --prune` again when its turn is done"], r.stderr
     finally:
         elsewhere.close()
     _wait(lambda: lease_holder_on(loc, sid) is None, "the server to drop the lease")

@@ -13,7 +13,7 @@ from typing import Optional
 
 from ..errors import FluxError
 from ..records import Record
-from ..store.lease import lease_holder
+from ..store.lease import LeaseHolder, lease_holder_on
 from ..store.store import SessionRow, StoreReader, StoreWriter
 
 __all__ = ["GRACE_MS", "PrunePlan", "plan_prune", "prune_sessions", "SessionIsLive"]
@@ -44,9 +44,8 @@ class PrunePlan(Record):
         return {"pruned": self.ids, "kept": [{"id": r.id, "reason": why} for r, why in self.kept]}
 
 
-def _live_error(sid: str, pid: int) -> SessionIsLive:
-    who = f"pid {pid}" if pid > 0 else "another process"
-    return SessionIsLive(f"{sid} is being recorded by {who} right now — nothing was pruned; "
+def _live_error(sid: str, holder: LeaseHolder) -> SessionIsLive:
+    return SessionIsLive(f"{sid} is being recorded by {holder.words()} right now — nothing was pruned; "
                          "run `flux sessions --prune` again when its turn is done")
 
 
@@ -59,9 +58,9 @@ def plan_prune(reader: StoreReader, now_ms: int, *, store_dir: Optional[os.PathL
     empty = sorted((r for r in rows if r.id not in busy), key=lambda r: r.n)
     kept: dict[str, str] = {}
     for r in empty:
-        pid = lease_holder(where, r.id)
-        if pid is not None:
-            raise _live_error(r.id, pid)
+        holder = lease_holder_on(where, r.id)
+        if holder is not None:
+            raise _live_error(r.id, holder)
         age = now_ms - r.created_at
         if age < GRACE_MS:
             secs = max(0, age // 1000)
@@ -94,9 +93,9 @@ def prune_sessions(store_dir: os.PathLike, plan: PrunePlan) -> dict[str, int]:
     with StoreWriter(store_dir, create=False) as w:
         with w.transaction():
             for r in plan.pruned:
-                pid = lease_holder(store_dir, r.id)
-                if pid is not None:
-                    raise _live_error(r.id, pid)
+                holder = lease_holder_on(store_dir, r.id)
+                if holder is not None:
+                    raise _live_error(r.id, holder)
                 got = w.conn.execute("SELECT 1 FROM events WHERE stream = ? AND kind != 'session_started' LIMIT 1",
                                      (r.id,)).fetchone()
                 if got is not None:

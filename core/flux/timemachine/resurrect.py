@@ -35,7 +35,7 @@ from ..store.events import (
 from ..store.body_codec import field_reader
 from ..store.payload_decode import SURROGATE_ESCAPE, DECODE_ERRORS
 from ..store.bindings import FlowDbBindings
-from ..store.lease import SessionLease, SessionLeased, lease_holder
+from ..store.lease import SessionLease, SessionLeased, lease_holder, lease_holder_on
 from ..store.store import NotUTF8, SessionRow, StoreReader, StoredEvent, stored_event
 from .engine import BufferedRunSink, HostBody, binder_of, catalog_for, live_effect, predict_calls, simulate_serve
 from .replay_direct import direct_plan
@@ -306,6 +306,9 @@ def prepare_resurrect(reader: StoreReader, session: str, *, catalog: OpCatalog |
     check = check_interrupted(detail.turns, lambda turn: ledger_rows, parse_plan=_parse_plan,
                               recording_pid=lambda: lease_holder(reader.dir, sid))
     if check.recording_pid is not None:  # a live process is recording that turn: it is not interrupted
+        elsewhere = lease_holder_on(reader.dir, sid) if check.recording_pid == 0 else None
+        if elsewhere is not None and not elsewhere.is_here():  # a writer on another machine: named there
+            raise SessionLeased(sid, elsewhere.pid, elsewhere.host)
         raise SessionLeased(sid, check.recording_pid)
     if check.interrupted is None:
         if check.reason is not None:
