@@ -227,6 +227,36 @@ class Interpreter(ConstructsMixin):
         self.values[vid] = value
         return vid
 
+    # ------------------------------------------------------------------ statements run outside the walk
+    # What a caller that runs a plan's op statements itself (replay's direct path for host plans)
+    # tells the interpreter, so that it is left as its own walk leaves it: the step count, the
+    # value ids and values, the last value's id. Only while no plan is running (``plan_running``).
+
+    @property
+    def plan_running(self) -> bool:
+        """Whether a plan is being run (by :meth:`run` or :meth:`run_call`): its scheduler is busy."""
+        return self._sched is not None
+
+    def record_completed(self, value: Any) -> str:
+        """A top-level statement's op dispatch returned ``value``: one more step, the value stored
+        under a new value id, which is now the last value's; that id."""
+        self._steps_base += 1
+        vid = self._last_vid = self._mint(value)
+        return vid
+
+    def record_failed(self) -> None:
+        """A top-level statement's op dispatch failed or was denied: one more step, no value."""
+        self._steps_base += 1
+        self._last_vid = None
+
+    def record_completed_unkept(self, count: int) -> None:
+        """``count`` (one or more) top-level statements' op dispatches returned values nobody
+        keeps: as many steps, their value ids used up as :meth:`record_completed` mints them
+        but nothing stored, the last of them the last value's id."""
+        self._steps_base += count
+        self._next_vid += count
+        self._last_vid = f"v_{self._next_vid - 1}"
+
     def _emit(self, ev: dict) -> None:
         if self._gate is not None:  # a replay decision is pending (constructs._Gate)
             self._gate.buf.append(ev)

@@ -365,7 +365,7 @@ class DirectRunner:
     def _takes(self, stmts: Any) -> bool:
         """Whether the catalog has every op of ``stmts`` and no plan is running (the interpreter's
         scheduler is idle): what every direct run needs."""
-        if self.interp._sched is not None:
+        if self.interp.plan_running:
             return False
         if self.every_op:
             return True
@@ -414,7 +414,6 @@ class DirectRunner:
         for i in range(start, len(stmts)):
             st = stmts[i]
             op = st.op
-            interp._last_vid = None
             ih = st.input_hash or _placeholder_hash(st.value, symbols)
             sid = "" if quiet else "step_" + op + "_" + ih[:16]
             if not quiet:
@@ -424,9 +423,9 @@ class DirectRunner:
                 input_obj, input_json = _live_input(st, symbols, self.catalog)
                 outcome = interp.host.go_live(op, ih, input_obj, input_json)
             interp.clock.dispatched()
-            interp._steps_base += 1
             content = outcome.content
             if outcome.denied or outcome.is_error:
+                interp.record_failed()
                 if not quiet:
                     emit({"event": "step_failed", "step": sid, "error": content})
                 stmt = st.stmt
@@ -435,8 +434,7 @@ class DirectRunner:
                     emit({"event": "plan_halted", "plan": key, "node": i, "stmt": stmt, "op": op, "kind": kind,
                           "error": content})
                 return PlanHalt(kind, content, i, stmt, op)
-            vid = interp._mint(content)
-            interp._last_vid = vid
+            vid = interp.record_completed(content)
             symbols[st.name] = content
             if quiet:
                 self.sink.completed(key, i, st.stmt, vid)
@@ -502,30 +500,24 @@ class DirectRunner:
             return NOT_DIRECT
         symbols = interp.symbols
         serve = tape.serve_cell
-        first = interp._next_vid  # statement j's value id, once it completes: f"v_{first + j}" (interp._mint's)
         done: list[Any] = []  # the values of the statements completed so far, kept aside until the plan completes
         for i in range(len(stmts)):
             st = stmts[i]
             op = st.op
-            interp._last_vid = None
             ih = st.input_hash or _placeholder_hash(st.value, symbols)
             outcome = serve(op, ih)
             interp.clock.dispatched()
-            interp._steps_base += 1
             content = outcome.content
             if outcome.denied or outcome.is_error:
-                values = interp.values
                 for j, value in enumerate(done):  # what the run left: its rows and their values
-                    vid = f"v_{first + j}"
-                    values[vid] = value
-                    sink.completed(key, j, stmts[j].stmt, vid)
+                    sink.completed(key, j, stmts[j].stmt, interp.record_completed(value))
+                interp.record_failed()
                 stmt = st.stmt
                 kind = "denied" if outcome.denied else "runtime"
                 self.emit({"event": "plan_halted", "plan": key, "node": i, "stmt": stmt, "op": op, "kind": kind,
                            "error": content})
                 return PlanHalt(kind, content, i, stmt, op)
-            interp._next_vid += 1  # interp._mint(content): its id made only for the last (below) or a halt's rows
             symbols[st.name] = content
             done.append(content)
-        interp._last_vid = f"v_{interp._next_vid - 1}"
+        interp.record_completed_unkept(len(done))  # their value ids used up, none stored
         return None
