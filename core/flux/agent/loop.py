@@ -20,7 +20,7 @@ from ..lang import ast as A
 from ..lang.astjson import bind_call_json_text
 from ..lang.formatter import format_bind_call, format_flow
 from ..lang.hashes import fingerprint, flow_key, one_statement_hashes
-from ..lang.interpreter import Interpreter, OpOutcome
+from ..lang.interpreter import PLACEHOLDER, Interpreter, OpOutcome
 from ..store.events import CallUsage, Observation, PlanAttempted, TurnEnded, Usage
 from ..store.payload_encode import encode_accepted_plan
 from ..model.pricing import Spend
@@ -38,7 +38,6 @@ __all__ = ["TurnOutput", "PlanRecord", "ToolCall", "TurnRunner", "provider_histo
 log = logging.getLogger(__name__)
 
 CANCELLED_ANSWER = "(turn cancelled)"
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 def _turn_number(cfg: Any) -> int:
     """The 1-based number of the turn just begun in ``cfg.session`` (people count turns; ids are seqs)."""
@@ -110,7 +109,7 @@ def provider_history(messages: list[dict]) -> list[dict]:
 def escape_braces(v: Any) -> Any:
     """Make lit strings survive the interpreter's ``{name}`` interpolation unchanged."""
     if isinstance(v, str):
-        if _PLACEHOLDER.search(v):
+        if PLACEHOLDER.search(v):
             return v.replace("{", "{{").replace("}", "}}")
         return v
     if isinstance(v, list):

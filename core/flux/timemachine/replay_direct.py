@@ -18,7 +18,7 @@ from ..lang.catalog import map_args_to_input
 from ..model.stored_plan import parse_stored_plan
 from ..model.stored_plan import statements_before_last_plan as count_statements_before_last_plan
 from ..lang.host_plans import HOST_LINE, HOST_PLAN, host_statement
-from ..lang.interpreter import PlanHalt, ResumeError, interpolate_json
+from ..lang.interpreter import PLACEHOLDER, PlanHalt, ResumeError, interpolate_json
 from ..lang.parser import MAX_JSON_DEPTH, RESERVED
 
 __all__ = ["HostCall", "HostPlan", "HostStatement", "host_call", "host_plan", "direct_plan", "DirectRunner", "NOT_DIRECT"]
@@ -28,10 +28,6 @@ NOT_DIRECT: Any = object()
 
 # A run of 19 digits may be an integer serde (and the parser) read as an f64, not an i64/u64.
 _LONG_DIGITS = re.compile(r"[0-9]{19}")
-# What `interpolate` rewrites inside a string: `{{`, `}}`, `{name}`. Canonical JSON never escapes a
-# brace, so a string holding one shows it in the text; structural braces match only as `}}` (a
-# nested object's end), which merely sends the argument through the interpolation below.
-_PLACEHOLDER_LIKE = re.compile(r"\{\{|\}\}|\{[A-Za-z_]")
 # A JSON string as the parser delimits one (its escapes are checked when the whole is decoded).
 _JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\[\s\S])*"')
 
@@ -121,7 +117,11 @@ def _canonical_arg(arg: str, verbatim: bool) -> tuple[str, Any, str | None] | No
     except (ValueError, RecursionError, TypeError, OverflowError):  # UnicodeError is a ValueError
         return None
     # (hashlib straight away: the text holds no surrogate, so sha256_hex would not scrub anything)
-    if _PLACEHOLDER_LIKE.search(arg) is not None:
+    # What `interpolate` rewrites (PLACEHOLDER), looked for in the argument's text: canonical JSON
+    # escapes neither a brace nor a name's character, so a string holding one shows it there; the
+    # structure's braces match only as `}}` (a nested object's end), which merely sends the argument
+    # through the interpolation (it hashes the same).
+    if PLACEHOLDER.search(arg) is not None:
         return arg, value, None
     return arg, None, _sha256(arg.encode()).hexdigest()
 
