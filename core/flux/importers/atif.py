@@ -10,8 +10,8 @@ from datetime import datetime
 from typing import Any, Optional
 
 from ..canonical import scrub_value
-from .model import (ImportedRun, ImportFormatError, ModelCall, ToolUse, Turn, as_text, check_json_value, load_json,
-                    token_count)
+from .model import (ImportedRun, ImportFormatError, ModelCall, ToolUse, Turn, as_text, check_json_value, content_text,
+                    load_json, token_count)
 
 __all__ = ["parse_atif", "looks_like_atif", "iso_to_ms"]
 
@@ -46,22 +46,6 @@ def iso_to_ms(value: Any, where: str) -> Optional[int]:
     except (OverflowError, ValueError, OSError):
         raise ImportFormatError(f"{where}: the timestamp {value[:40]!r} is out of range") from None
     return ms if ms >= 0 else 0
-
-
-def _message_text(value: Any, where: str) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return as_text(value, where, "message")
-    if isinstance(value, list):
-        parts = []
-        for i, part in enumerate(value):
-            if not isinstance(part, dict):
-                raise ImportFormatError(f"{where}: message part {i + 1} must be an object")
-            if part.get("type", "text") == "text":
-                parts.append(as_text(part.get("text"), where, "text"))
-        return "".join(parts)
-    raise ImportFormatError(f"{where}: `message` must be a string or a list of content parts, got {type(value).__name__}")
 
 
 def _usage(metrics: Any, where: str) -> Optional[dict]:
@@ -124,10 +108,10 @@ def _trajectory(doc: Any, name: str, depth: int) -> ImportedRun:
         ts = iso_to_ms(step.get("timestamp"), where)
         if source == "system":
             if turn is None and run.instructions is None:
-                run.instructions = _message_text(step.get("message"), where)
+                run.instructions = content_text(step.get("message"), where, "message")
             continue
         if source == "user":
-            turn = Turn(user=_message_text(step.get("message"), where), ts=ts)
+            turn = Turn(user=content_text(step.get("message"), where, "message"), ts=ts)
             run.turns.append(turn)
             continue
         if source != "agent":
@@ -135,7 +119,7 @@ def _trajectory(doc: Any, name: str, depth: int) -> ImportedRun:
         if turn is None:
             turn = Turn(user="", ts=ts)
             run.turns.append(turn)
-        call = ModelCall(text=_message_text(step.get("message"), where),
+        call = ModelCall(text=content_text(step.get("message"), where, "message"),
                          thinking=as_text(step.get("reasoning_content"), where, "reasoning_content"),
                          usage=_usage(step.get("metrics"), where), ts=ts,
                          model=step.get("model_name") if isinstance(step.get("model_name"), str) else None)
@@ -174,7 +158,8 @@ def _trajectory(doc: Any, name: str, depth: int) -> ImportedRun:
             r = by_id.pop(cid, None) or (loose.pop(0) if loose else None)
             use = ToolUse(id=cid, name=as_text(fn, where, "function_name"), input=args, ts=ts)
             if r is not None:
-                use.result = _message_text(r.get("content"), where)
+                use.result = content_text(r.get("content"), f"{where}: the result of tool call {k + 1}",
+                                          "content")
                 extra = r.get("extra") if isinstance(r.get("extra"), dict) else {}
                 use.is_error = bool(extra.get("is_error"))
                 refs = r.get("subagent_trajectory_ref") or []

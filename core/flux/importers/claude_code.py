@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from .atif import iso_to_ms
 from .jsonl import first_object, json_lines
-from .model import ImportedRun, ImportFormatError, ModelCall, ToolUse, Turn, as_text, token_count
+from .model import ImportedRun, ImportFormatError, ModelCall, ToolUse, Turn, as_text, content_text, token_count
 
 __all__ = ["parse_claude_code", "looks_like_claude_code"]
 
@@ -41,25 +41,6 @@ def _blocks(content: Any, where: str) -> list[dict]:
             raise ImportFormatError(f"{where}: content block {i + 1} must be an object")
         out.append(b)
     return out
-
-
-def _result_text(block: dict, where: str) -> str:
-    c = block.get("content")
-    if c is None:
-        return ""
-    if isinstance(c, str):
-        return as_text(c, where, "tool_result.content")
-    if isinstance(c, list):
-        parts = []
-        for item in c:
-            if not isinstance(item, dict):
-                raise ImportFormatError(f"{where}: a tool_result content item must be an object")
-            if item.get("type", "text") == "text":
-                parts.append(as_text(item.get("text"), where, "text"))
-            else:
-                parts.append(f"[{as_text(item.get('type'), where, 'type') or 'part'}]")
-        return "".join(parts)
-    raise ImportFormatError(f"{where}: `tool_result.content` must be a string or a list, got {type(c).__name__}")
 
 
 def _usage(u: Any, where: str) -> Optional[dict]:
@@ -170,7 +151,8 @@ def parse_claude_code(text: str, name: str, path: Optional[Path] = None, *, agen
         if got is None:
             continue
         block, ts, rn, meta = got
-        use.result = _result_text(block, f"{name}: line {rn}")
+        use.result = content_text(block.get("content"), f"{name}: line {rn}", "tool_result.content",
+                                  mark_others=True)  # an image part: `[image]`
         use.is_error = bool(block.get("is_error"))
         use.ts = ts
         if use.name in _TASK_TOOLS and depth < 8:

@@ -10,7 +10,8 @@ from typing import Any, Optional
 
 from .atif import iso_to_ms
 from .jsonl import first_object, json_lines
-from .model import ImportedRun, ImportFormatError, ModelCall, ToolUse, Turn, arguments_object, as_text, token_count
+from .model import (ImportedRun, ImportFormatError, ModelCall, ToolUse, Turn, arguments_object, as_text, content_text,
+                    token_count)
 
 __all__ = ["parse_codex", "looks_like_codex"]
 
@@ -25,26 +26,20 @@ def looks_like_codex(text: str) -> bool:
     return False
 
 
-def _text(content: Any, where: str) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return as_text(content, where, "content")
-    if not isinstance(content, list):
-        raise ImportFormatError(f"{where}: `content` must be a list of parts, got {type(content).__name__}")
-    parts = []
-    for p in content:
-        if not isinstance(p, dict):
-            raise ImportFormatError(f"{where}: a content part must be an object")
-        if p.get("type") in ("output_text", "input_text", "text", "summary_text"):
-            parts.append(as_text(p.get("text"), where, "text"))
-    return "".join(parts)
+# The part types of a Codex message's, a reasoning summary's or a tool output's content that hold text.
+_TEXT_PARTS = ("output_text", "input_text", "text", "summary_text")
+
+
+def _text(content: Any, where: str, field: str) -> str:
+    """A Codex content field as text: only the parts typed as text count (an untyped part is not)."""
+    return content_text(content, where, field, text_types=_TEXT_PARTS, untyped_is_text=False)
 
 
 def _output(payload: dict, where: str) -> tuple[str, bool]:
     out = payload.get("output")
     if isinstance(out, dict):  # (some versions: {"content": …, "success": …})
-        text = _text(out.get("content"), where) if not isinstance(out.get("content"), str) else out["content"]
+        content = out.get("content")
+        text = content if isinstance(content, str) else _text(content, where, "output.content")
         return as_text(text, where, "output"), out.get("success") is False
     if out is None:
         return "", False
@@ -152,10 +147,10 @@ def parse_codex(text: str, name: str) -> ImportedRun:
             call = ModelCall(ts=ts, model=None if run.model == "unknown" else run.model)
             turn.calls.append(call)
         if ptype == "message":
-            call.text += _text(payload.get("content"), where)
+            call.text += _text(payload.get("content"), where, "content")
         elif ptype == "reasoning":
             summary = payload.get("summary")
-            call.thinking += _text(summary, where) if isinstance(summary, list) else ""
+            call.thinking += _text(summary, where, "summary") if isinstance(summary, list) else ""
         else:
             cid = payload.get("call_id") or payload.get("id")
             tname = payload.get("name") if ptype != "local_shell_call" else "local_shell"

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Collection, Optional
 
 from ..canonical import scrub_text
 from ..errors import FluxError
 
 __all__ = ["ImportFormatError", "ToolUse", "ModelCall", "Turn", "ImportedRun", "check_json_value", "as_text",
-           "load_json", "token_count", "arguments_object", "MAX_DEPTH"]
+           "content_text", "load_json", "token_count", "arguments_object", "MAX_DEPTH"]
 
 #: How deeply a value in a foreign log may nest (deeper is refused: no honest log nests so far).
 MAX_DEPTH = 64
@@ -109,6 +109,32 @@ def as_text(value: Any, where: str, what: str, *, optional: bool = True) -> str:
     if not isinstance(value, str):
         raise ImportFormatError(f"{where}: `{what}` must be a string, got {type(value).__name__}")
     return scrub_text(value)
+
+
+def content_text(value: Any, where: str, field: str, *, text_types: Collection[str] = ("text",),
+                 untyped_is_text: bool = True, mark_others: bool = False) -> str:
+    """A content field — absent (``""``), text, or a list of parts (objects) — as one text: the
+    ``text`` of every part whose ``type`` is one of ``text_types`` (a part with no ``type`` counts
+    as text when ``untyped_is_text``), joined; a part of another type gives nothing, or ``[<its
+    type>]`` when ``mark_others``. Anything else is an error naming ``where`` and the ``field``."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return as_text(value, where, field)
+    if not isinstance(value, list):
+        raise ImportFormatError(f"{where}: `{field}` must be a string or a list of content parts, "
+                                f"got {type(value).__name__}")
+    untyped = "text" if untyped_is_text else None
+    parts = []
+    for i, part in enumerate(value):
+        if not isinstance(part, dict):
+            raise ImportFormatError(f"{where}: content part {i + 1} of `{field}` must be an object, "
+                                    f"got {type(part).__name__}")
+        if part.get("type", untyped) in text_types:
+            parts.append(as_text(part.get("text"), where, f"{field}[{i}].text"))
+        elif mark_others:
+            parts.append(f"[{as_text(part.get('type'), where, f'{field}[{i}].type') or 'part'}]")
+    return "".join(parts)
 
 
 def load_json(text: str, where: str, not_json: str, too_deep: str) -> Any:
