@@ -164,3 +164,27 @@ def kill_tree(pid: int) -> None:
             os.kill(p, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def pg_admin(url: str):
+    """A plain autocommit connection to the test PostgreSQL server, the schema of ``url`` first on
+    its search_path (for what a test does beside the product: end a backend, take a key)."""
+    import psycopg
+
+    from flux.store.location import url_schema
+
+    conn = psycopg.connect(url.split("?")[0], autocommit=True)
+    conn.execute(f'SET search_path TO "{url_schema(url)}"')
+    return conn
+
+
+def wait_until(cond, what: str, proc=None, limit: float = 90) -> None:
+    """Poll ``cond`` until true; fail naming ``what`` when ``limit`` s pass or ``proc`` (a writer
+    the test waits on) exits first."""
+    import time
+
+    deadline = time.monotonic() + limit
+    while not cond():
+        assert proc is None or proc.poll() is None, f"the writer exited before {what}: {proc.communicate()}"
+        assert time.monotonic() < deadline, f"never reached {what}"
+        time.sleep(0.05)

@@ -10,17 +10,15 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from flux.store import Message, StoreWriter, pg_lease
 from flux.store.events import TurnEnded
 from flux.store.lease import LeaseHolder, LeaseLost, SessionLease, lease_holder_on
 from flux.store.location import store_location, url_schema
-from tests.helpers import REPO
+from tests.helpers import REPO, pg_admin, wait_until
 
 RETAKEN = "warning: s_1's lease was lost (the server dropped its connection) and re-taken"
 
@@ -30,18 +28,8 @@ def _env() -> dict:
                 NO_COLOR="1")
 
 
-def _admin(url: str):
-    conn = psycopg.connect(url.split("?")[0], autocommit=True)
-    conn.execute(f'SET search_path TO "{url_schema(url)}"')
-    return conn
 
 
-def _wait(cond, what: str, proc: subprocess.Popen | None = None, limit: float = 90) -> None:
-    deadline = time.monotonic() + limit
-    while not cond():
-        assert proc is None or proc.poll() is None, f"the writer exited before {what}: {proc.communicate()}"
-        assert time.monotonic() < deadline, f"never reached {what}"
-        time.sleep(0.05)
 
 
 def _ops(ws: Path) -> list[str]:
@@ -62,7 +50,7 @@ def _start_turn(pg_url: str, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     a = subprocess.Popen([sys.executable, "-c", "from flux.cli import main; main()", "run", "-m", f"scripted:{script}",
                           "--store", pg_url, "--workspace", str(ws), "--yes", "three steps"],
                          env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait(lambda: _ops(ws) == ["A1", "A2"], "its second op", a)
+    wait_until(lambda: _ops(ws) == ["A1", "A2"], "its second op", a)
     return a, ws
 
 
@@ -70,10 +58,10 @@ def _kill_lease_connection(pg_url: str, pid: int) -> None:
     """End the writer's lease connection from another connection, as a server restart or an idle
     kill would, and wait until the server has let the lease go."""
     name = f"flux-tui lease pid={pid} host={pg_lease.this_host()}"
-    with _admin(pg_url) as admin:
+    with pg_admin(pg_url) as admin:
         (backend,) = admin.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", (name,)).fetchone()
         assert admin.execute("SELECT pg_terminate_backend(%s)", (backend,)).fetchone()[0]
-    _wait(lambda: lease_holder_on(store_location(pg_url), "s_1") is None, "the server to drop the lease")
+    wait_until(lambda: lease_holder_on(store_location(pg_url), "s_1") is None, "the server to drop the lease")
 
 
 def _finish(a: subprocess.Popen, ws: Path) -> tuple[int, str]:
@@ -83,7 +71,7 @@ def _finish(a: subprocess.Popen, ws: Path) -> tuple[int, str]:
 
 
 def _rows(pg_url: str) -> list[tuple[int, str]]:
-    with _admin(pg_url) as admin:
+    with pg_admin(pg_url) as admin:
         return admin.execute("SELECT stream_seq, kind FROM events WHERE stream = 's_1' ORDER BY stream_seq").fetchall()
 
 
@@ -127,7 +115,7 @@ def test_a_lease_another_process_took_after_the_drop_stops_the_writer_with_one_l
     taker = None
     try:
         _kill_lease_connection(pg_url, a.pid)
-        taker = _admin(pg_url)
+        taker = pg_admin(pg_url)
         taker.execute("SELECT set_config('application_name', 'flux-tui lease pid=4242 host=laptop-b', false)")
         k1, k2 = pg_lease.lease_key(url_schema(pg_url), "s_1")
         assert taker.execute("SELECT pg_try_advisory_lock(%s, %s)", (k1, k2)).fetchone()[0]
@@ -165,13 +153,13 @@ def _lease_lost_quietly(pg_url: str, sid: str, lease: SessionLease) -> None:
     """The lock let go on the lease connection itself: the connection lives and has nothing to say,
     so only asking the server can tell the lease is gone."""
     lease.remote.link.conn.execute("SELECT pg_advisory_unlock_all()")
-    with _admin(pg_url) as admin:
+    with pg_admin(pg_url) as admin:
         assert admin.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2").fetchone()[0] == 0
 
 
 def _held_by(pg_url: str, sid: str) -> list[int]:
     k1, k2 = pg_lease.lease_key(url_schema(pg_url), sid)
-    with _admin(pg_url) as admin:
+    with pg_admin(pg_url) as admin:
         return [r[0] for r in admin.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2"
                                             " AND classid = %s::oid AND objid = %s::oid", (k1, k2)).fetchall()]
 
@@ -203,7 +191,7 @@ def test_a_turn_end_refused_for_a_lost_lease_writes_nothing_then_or_later(pg_url
             tid = w.begin_turn(sid, "hi", "mock")
             before = w.conn.execute("SELECT count(*) FROM events WHERE stream = ?", (sid,)).fetchone()[0]
             _lease_lost_quietly(pg_url, sid, lease)
-            with _admin(pg_url) as taker:
+            with pg_admin(pg_url) as taker:
                 taker.execute("SELECT set_config('application_name', 'flux-tui lease pid=77 host=laptop-c', false)")
                 k1, k2 = pg_lease.lease_key(url_schema(pg_url), sid)
                 assert taker.execute("SELECT pg_try_advisory_lock(%s, %s)", (k1, k2)).fetchone()[0]

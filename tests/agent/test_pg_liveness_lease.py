@@ -14,7 +14,6 @@ import threading
 import time
 from pathlib import Path
 
-import psycopg
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -22,7 +21,7 @@ from flux.store import StoreWriter
 from flux.store import pg_lease
 from flux.store.lease import LeaseHolder, SessionLease, SessionLeased, lease_holder, lease_holder_on
 from flux.store.location import store_location, url_schema
-from tests.helpers import HOST_PLAN, REPO, write_turn
+from tests.helpers import HOST_PLAN, REPO, pg_admin, wait_until, write_turn
 
 OLD = 1_700_000_000_000
 
@@ -59,25 +58,14 @@ def _listed_line(url: str, sid: str) -> str:
     return next(ln for ln in r.stdout.splitlines() if ln.startswith(sid + " "))
 
 
-def _wait(cond, what: str, proc: subprocess.Popen | None = None, limit: float = 90) -> None:
-    deadline = time.monotonic() + limit
-    while not cond():
-        assert proc is None or proc.poll() is None, f"the writer exited before {what}: {proc.communicate()}"
-        assert time.monotonic() < deadline, f"never reached {what}"
-        time.sleep(0.05)
 
 
-def _admin(url: str):
-    """A plain connection to the test server (the schema of ``url`` first on its search_path)."""
-    conn = psycopg.connect(url.split("?")[0], autocommit=True)
-    conn.execute(f'SET search_path TO "{url_schema(url)}"')
-    return conn
 
 
 def _hold_as_another_machine(url: str, session: str, *, pid: int = 4242, host: str = "laptop-b"):
     """What a writer on another laptop leaves on the server: its lease connection, named as ours are,
     holding the session's advisory lock."""
-    conn = _admin(url)
+    conn = pg_admin(url)
     conn.execute("SELECT set_config('application_name', %s, false)", (f"flux-tui lease pid={pid} host={host}",))
     k1, k2 = pg_lease.lease_key(url_schema(url), session)
     assert conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (k1, k2)).fetchone()[0]
@@ -122,7 +110,7 @@ def test_a_turn_recorded_by_another_process_reads_recording_and_after_kill_9_int
     a = _flux("run", "--continue", "-m", f"scripted:{_script(tmp_path / 'a.json', 'A', 3, hold_at=2)}", "--store",
               pg_url, "--workspace", str(ws), "--yes", "three steps")
     try:
-        _wait(lambda: _ops(ws) == ["A1", "A2"], "its second op", a)
+        wait_until(lambda: _ops(ws) == ["A1", "A2"], "its second op", a)
         s1 = _listed(pg_url, "s_1")
         assert s1["interrupted"] is None and s1["recording_pid"] == a.pid
         assert s1["open_turn_not_flagged"] == f"turn 2 is being recorded by pid {a.pid} — live, not interrupted"
@@ -181,9 +169,9 @@ def test_a_writer_on_another_machine_reads_recording_until_the_server_drops_its_
         assert res.returncode == 1 and _errors(res.stderr)[-1] == (
             f"error: {sid}'s turn is being recorded by pid 4242 on laptop-b — wait for it to finish or stop it there, "
             "then try again"), res.stderr
-        with _admin(pg_url) as admin:
+        with pg_admin(pg_url) as admin:
             assert admin.execute("SELECT pg_terminate_backend(%s)", (elsewhere.info.backend_pid,)).fetchone()[0]
-        _wait(lambda: lease_holder_on(loc, sid) is None, "the server to drop the lease")
+        wait_until(lambda: lease_holder_on(loc, sid) is None, "the server to drop the lease")
     finally:
         elsewhere.close()
     assert _listed_line(pg_url, sid).endswith("⚠ interrupted")
@@ -256,7 +244,7 @@ def test_a_liveness_check_takes_no_lock_and_opens_no_write_transaction(pg_url):
         conn = _check_connection(pg_url).conn
         assert conn.execute("SHOW transaction_read_only").fetchone()[0] == "on"
         assert _own_locks(conn) == []
-        with _admin(pg_url) as admin:  # seen from outside: idle, no transaction, no advisory lock of its own
+        with pg_admin(pg_url) as admin:  # seen from outside: idle, no transaction, no advisory lock of its own
             row = admin.execute("SELECT a.state, a.xact_start, a.backend_xid, (SELECT count(*) FROM pg_locks l"
                                 " WHERE l.pid = a.pid AND l.locktype = 'advisory') FROM pg_stat_activity a"
                                 " WHERE a.pid = %s", (conn.info.backend_pid,)).fetchone()
@@ -264,7 +252,7 @@ def test_a_liveness_check_takes_no_lock_and_opens_no_write_transaction(pg_url):
     finally:
         elsewhere.close()
     # the broken twin: a check that took the lock to test it is seen by the same probe of its backend
-    with _admin(pg_url) as bad:
+    with pg_admin(pg_url) as bad:
         k1, k2 = pg_lease.lease_key(url_schema(pg_url), sid)
         bad.execute("SELECT pg_try_advisory_lock(%s, %s)", (k1, k2))
         assert _own_locks(bad) == [("advisory", "ExclusiveLock")]
@@ -304,7 +292,7 @@ def test_liveness_checks_never_make_a_writer_fail(pg_url):
         sid = w.create_session("mock")
     assert _refusals(pg_url, sid, lambda: lease_holder(loc, sid), 3.0) == 0
     k1, k2 = pg_lease.lease_key(url_schema(pg_url), sid)
-    with _admin(pg_url) as prober:
+    with pg_admin(pg_url) as prober:
         def try_and_drop() -> None:
             if prober.execute("SELECT pg_try_advisory_lock(%s, %s)", (k1, k2)).fetchone()[0]:
                 prober.execute("SELECT pg_advisory_unlock(%s, %s)", (k1, k2))
@@ -339,12 +327,12 @@ def test_leases_are_per_session_per_schema_and_not_the_append_lock(pg_url, pg_se
                             str(loc)], env=_env(), capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         assert lease_holder_on(loc, "s_1") is None  # still ours, and still held
-        with _admin(pg_url) as admin:
+        with pg_admin(pg_url) as admin:
             assert lease_holder_on(other, "s_1") is None
             assert admin.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2"
                                  " AND pid <> pg_backend_pid()").fetchone()[0] == 1
     assert lease_holder_on(loc, "s_1") is None
-    with _admin(pg_url) as admin:  # released at once, not when the connection ends
+    with pg_admin(pg_url) as admin:  # released at once, not when the connection ends
         assert admin.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").fetchone()[0] == 0
 
 
@@ -402,7 +390,7 @@ def test_a_forked_worker_neither_inherits_nor_ends_its_parents_lease(pg_url):
     finally:
         p.kill()
         p.wait(30)
-    _wait(lambda: lease_holder(loc, "s_1") is None, "the killed parent's lease to go")
+    wait_until(lambda: lease_holder(loc, "s_1") is None, "the killed parent's lease to go")
 
 
 def test_an_unreachable_server_is_one_line(pg_server, tmp_path, monkeypatch):
@@ -453,9 +441,9 @@ def test_the_lease_connection_gives_up_on_a_vanished_peer_and_is_made_again_when
         settings_seen = [conn.execute(f"SHOW {name}").fetchone()[0] for name in
                          ("tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count", "idle_session_timeout")]
         assert settings_seen == ["20", "10", "3", "0"]
-        with _admin(pg_url) as admin:
+        with pg_admin(pg_url) as admin:
             assert admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,)).fetchone()[0]
-        _wait(lambda: lease_holder_on(loc, "s_1") is None, "the server to drop the connection's lease")
+        wait_until(lambda: lease_holder_on(loc, "s_1") is None, "the server to drop the connection's lease")
     with SessionLease.acquire(loc, "s_2"):  # a fresh connection
         assert link.conn is not conn
         holder = subprocess.run([sys.executable, "-c", "import sys\nfrom flux.store.lease import lease_holder\n"
@@ -481,7 +469,7 @@ def test_a_lease_snapshot_changes_when_a_writer_starts_or_dies_and_sees_only_its
         assert lease_snapshot(other) == frozenset()  # another schema's s_1 is another lease
     finally:
         elsewhere.close()
-    _wait(lambda: lease_snapshot(loc) == empty, "the snapshot to lose the dead writer")
+    wait_until(lambda: lease_snapshot(loc) == empty, "the snapshot to lose the dead writer")
 
 
 def test_prune_skips_nothing_beside_a_writer_on_another_machine(pg_url):
@@ -498,7 +486,7 @@ def test_prune_skips_nothing_beside_a_writer_on_another_machine(pg_url):
                                      "was pruned; run `flux sessions --prune` again when its turn is done"], r.stderr
     finally:
         elsewhere.close()
-    _wait(lambda: lease_holder_on(loc, sid) is None, "the server to drop the lease")
+    wait_until(lambda: lease_holder_on(loc, sid) is None, "the server to drop the lease")
     r = _flux_done("sessions", "--prune", "--store", pg_url)
     assert r.returncode == 0, r.stderr
     assert json.loads(_flux_done("sessions", "--json", "--store", pg_url).stdout)["sessions"] == []
